@@ -1,0 +1,55 @@
+import { DeleteCommand, type DynamoDBDocumentClient, GetCommand, PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { isConditionalCheckFailed } from '#lib/adapters/dynamodb-client.ts';
+import { DomainError, NotFoundError } from '#lib/domain/errors.ts';
+import type { Feed } from '#lib/domain/feeds.ts';
+import type { FeedStore } from '#lib/ports.ts';
+
+/** Feeds in a DynamoDB table keyed by feedId. */
+export class DynamoDbFeedStore implements FeedStore {
+  constructor(
+    private readonly db: DynamoDBDocumentClient,
+    private readonly table: string,
+  ) {}
+
+  async create(feed: Feed): Promise<void> {
+    try {
+      await this.db.send(
+        new PutCommand({ TableName: this.table, Item: feed, ConditionExpression: 'attribute_not_exists(feedId)' }),
+      );
+    } catch (error) {
+      if (isConditionalCheckFailed(error)) throw new DomainError('conflict', `Feed ${feed.feedId} already exists.`);
+      throw error;
+    }
+  }
+
+  async get(feedId: string): Promise<Feed | undefined> {
+    const out = await this.db.send(new GetCommand({ TableName: this.table, Key: { feedId } }));
+    return out.Item as Feed | undefined;
+  }
+
+  async list(): Promise<Feed[]> {
+    const feeds: Feed[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const out = await this.db.send(new ScanCommand({ TableName: this.table, ExclusiveStartKey: start }));
+      feeds.push(...((out.Items ?? []) as Feed[]));
+      start = out.LastEvaluatedKey;
+    } while (start);
+    return feeds.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.feedId.localeCompare(b.feedId));
+  }
+
+  async put(feed: Feed): Promise<void> {
+    try {
+      await this.db.send(
+        new PutCommand({ TableName: this.table, Item: feed, ConditionExpression: 'attribute_exists(feedId)' }),
+      );
+    } catch (error) {
+      if (isConditionalCheckFailed(error)) throw new NotFoundError('feed_not_found', `Feed ${feed.feedId} not found.`);
+      throw error;
+    }
+  }
+
+  async delete(feedId: string): Promise<void> {
+    await this.db.send(new DeleteCommand({ TableName: this.table, Key: { feedId } }));
+  }
+}

@@ -1,0 +1,35 @@
+import type { Config } from '#lib/config.ts';
+
+/**
+ * Key schemas of every DynamoDB table, shared by the local runtime (which creates the tables on start) and
+ * the CDK stack (which declares them), so the two never drift. Every key attribute is a string.
+ */
+export interface TableDefinition {
+  /** Which entry of Config['tables'] names this table. */
+  configKey: keyof Config['tables'];
+  partitionKey: string;
+  sortKey?: string;
+  indexes: { name: string; partitionKey: string; sortKey?: string }[];
+  /** Attribute holding an epoch-seconds expiry (DynamoDB TTL in AWS; the local server keeps such items). */
+  ttlAttribute?: string;
+}
+
+export const TABLES: readonly TableDefinition[] = [
+  { configKey: 'feeds', partitionKey: 'feedId', indexes: [] },
+  {
+    configKey: 'keys',
+    partitionKey: 'searchId',
+    indexes: [{ name: 'byFeed', partitionKey: 'feedId', sortKey: 'createdAt' }],
+  },
+  { configKey: 'usage', partitionKey: 'pk', sortKey: 'sk', indexes: [], ttlAttribute: 'expiresAt' },
+  {
+    configKey: 'products',
+    partitionKey: 'feedId',
+    sortKey: 'productId',
+    indexes: [
+      { name: 'byItemGroup', partitionKey: 'feedItemGroup', sortKey: 'productId' },
+      { name: 'byId', partitionKey: 'id' },
+    ],
+  },
+  { configKey: 'imports', partitionKey: 'feedId', sortKey: 'importId', indexes: [] },
+];

@@ -1,0 +1,149 @@
+import { type DynamoDBDocumentClient, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { isConditionalCheckFailed } from '#lib/adapters/dynamodb-client.ts';
+import {
+  currentWindowCapacity,
+  retryAfterSeconds,
+  secondsToWindowEnd,
+  WINDOW_MS,
+  windowAt,
+} from '#lib/domain/rate-window.ts';
+import type { Endpoint, RateLimitDecision, UsageOutcome, UsageRow, UsageStore } from '#lib/ports.ts';
+
+const OUTCOME_ATTRIBUTE: Record<UsageOutcome, keyof UsageRow> = {
+  ok: 'ok',
+  client_error: 'clientErrors',
+  server_error: 'serverErrors',
+  rate_limited: 'rateLimited',
+};
+const USAGE_RETENTION_DAYS = 400;
+
+/**
+ * Rate-limit windows (`rate#<searchId>` / window start) and daily usage (`usage#<feedId>` /
+ * `<day>#<endpoint>#<searchId>`) in one table. Every increment is an atomic ADD; the rate limit is a
+ * conditional ADD, so racing requests can never push a window past its capacity.
+ */
+export class DynamoDbUsageStore implements UsageStore {
+  constructor(
+    private readonly db: DynamoDBDocumentClient,
+    private readonly table: string,
+  ) {}
+
+  async consume(searchId: string, limit: number, now: Date): Promise<RateLimitDecision> {
+    const position = windowAt(now);
+    const pk = `rate#${searchId}`;
+    const counts = await this.windowCounts(pk, position.start);
+    const capacity = currentWindowCapacity(limit, counts.previous, position.elapsed);
+    const resetSeconds = secondsToWindowEnd(position, now);
+    const refuse = (current: number): RateLimitDecision => ({
+      allowed: false,
+      limit,
+      remaining: 0,
+      resetSeconds,
+      retryAfterSeconds: retryAfterSeconds(limit, counts.previous, current, position, now),
+    });
+    if (counts.current >= capacity) return refuse(counts.current);
+    try {
+      const out = await this.db.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { pk, sk: windowKey(position.start) },
+          UpdateExpression: 'ADD #count :one SET expiresAt = :expires',
+          ConditionExpression: 'attribute_not_exists(#count) OR #count < :capacity',
+          ExpressionAttributeNames: { '#count': 'count' },
+          ExpressionAttributeValues: {
+            ':one': 1,
+            ':capacity': capacity,
+            ':expires': Math.floor((position.start + 3 * WINDOW_MS) / 1000),
+          },
+          ReturnValues: 'UPDATED_NEW',
+        }),
+      );
+      const current = Number(out.Attributes?.count ?? 1);
+      return { allowed: true, limit, remaining: Math.max(0, capacity - current), resetSeconds, retryAfterSeconds: 0 };
+    } catch (error) {
+      if (isConditionalCheckFailed(error)) return refuse(capacity);
+      throw error;
+    }
+  }
+
+  async record(entry: {
+    feedId: string;
+    searchId: string;
+    endpoint: Endpoint;
+    outcome: UsageOutcome;
+    at: Date;
+  }): Promise<void> {
+    const day = entry.at.toISOString().slice(0, 10);
+    await this.db.send(
+      new UpdateCommand({
+        TableName: this.table,
+        Key: { pk: `usage#${entry.feedId}`, sk: `${day}#${entry.endpoint}#${entry.searchId}` },
+        UpdateExpression: 'ADD requests :one, #outcome :one SET #day = :day, endpoint = :endpoint, searchId = :sid, expiresAt = :expires',
+        ExpressionAttributeNames: { '#outcome': OUTCOME_ATTRIBUTE[entry.outcome], '#day': 'day' },
+        ExpressionAttributeValues: {
+          ':one': 1,
+          ':day': day,
+          ':endpoint': entry.endpoint,
+          ':sid': entry.searchId,
+          ':expires': Math.floor(entry.at.getTime() / 1000) + USAGE_RETENTION_DAYS * 86_400,
+        },
+      }),
+    );
+  }
+
+  async list(feedId: string, fromDay: string, toDay: string): Promise<UsageRow[]> {
+    const rows: UsageRow[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const out = await this.db.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+          ExpressionAttributeValues: { ':pk': `usage#${feedId}`, ':from': `${fromDay}#`, ':to': `${toDay}#\uffff` },
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of out.Items ?? []) {
+        rows.push({
+          day: String(item.day),
+          endpoint: item.endpoint as Endpoint,
+          searchId: String(item.searchId),
+          requests: Number(item.requests ?? 0),
+          ok: Number(item.ok ?? 0),
+          clientErrors: Number(item.clientErrors ?? 0),
+          serverErrors: Number(item.serverErrors ?? 0),
+          rateLimited: Number(item.rateLimited ?? 0),
+        });
+      }
+      start = out.LastEvaluatedKey;
+    } while (start);
+    return rows;
+  }
+
+  private async windowCounts(pk: string, currentStart: number): Promise<{ previous: number; current: number }> {
+    const out = await this.db.send(
+      new QueryCommand({
+        TableName: this.table,
+        KeyConditionExpression: 'pk = :pk AND sk BETWEEN :prev AND :cur',
+        ExpressionAttributeValues: {
+          ':pk': pk,
+          ':prev': windowKey(currentStart - WINDOW_MS),
+          ':cur': windowKey(currentStart),
+        },
+        ConsistentRead: true,
+      }),
+    );
+    let previous = 0;
+    let current = 0;
+    for (const item of out.Items ?? []) {
+      if (item.sk === windowKey(currentStart)) current = Number(item.count ?? 0);
+      else previous = Number(item.count ?? 0);
+    }
+    return { previous, current };
+  }
+}
+
+/** Fixed-width so that string order equals time order. */
+function windowKey(startMs: number): string {
+  return String(startMs).padStart(15, '0');
+}

@@ -1,0 +1,146 @@
+import { z } from 'zod';
+
+/**
+ * The one reader of process.env. Parsed once per process with zod so a misconfigured deployment fails at
+ * cold start with a readable message instead of in the middle of a request. Local mode and Lambda use the
+ * same schema; local mode only supplies different values (endpoints of the embedded servers).
+ */
+const booleanString = z
+  .enum(['true', 'false', '1', '0', ''])
+  .transform((value) => value === 'true' || value === '1');
+const positiveInt = z.coerce.number().int().positive();
+
+const EnvSchema = z.object({
+  STAGE: z.string().min(1).default('local'),
+  AWS_REGION: z.string().min(1).default('us-east-1'),
+  LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+
+  FEEDS_TABLE: z.string().min(1).default('vps-feeds'),
+  KEYS_TABLE: z.string().min(1).default('vps-keys'),
+  USAGE_TABLE: z.string().min(1).default('vps-usage'),
+  PRODUCTS_TABLE: z.string().min(1).default('vps-products'),
+  IMPORTS_TABLE: z.string().min(1).default('vps-imports'),
+  /** Set in local mode to the embedded DynamoDB-protocol server; unset in AWS. */
+  DYNAMODB_ENDPOINT: z.url().optional(),
+
+  ASSETS_BUCKET: z.string().min(1).default('vps-assets'),
+  /** Set in local mode to the embedded S3-protocol server; unset in AWS. */
+  S3_ENDPOINT: z.url().optional(),
+
+  VECTOR_INDEX: z.enum(['local', 'opensearch']).default('local'),
+  VECTOR_INDEX_DIR: z.string().min(1).default('.data/vectors'),
+  OPENSEARCH_URL: z.url().optional(),
+  OPENSEARCH_INDEX_PREFIX: z.string().min(1).default('products'),
+  /** Sign OpenSearch requests with SigV4 (Amazon OpenSearch Service); off for plain HTTP clusters. */
+  OPENSEARCH_SIGV4: booleanString.default(false),
+
+  /** Directory holding the converted ONNX models and their manifests (the Lambda layer mounts /opt/models). */
+  MODEL_DIR: z.string().min(1).default('layers/models/build'),
+
+  /** Bearer token of the admin API in local mode. Absent in local mode: generated at start. */
+  ADMIN_TOKEN: z.string().min(16).optional(),
+  /** How API keys are mirrored into API Gateway usage plans: none locally, apigateway in AWS. */
+  API_KEY_REGISTRY: z.enum(['none', 'apigateway']).default('none'),
+  REST_API_ID: z.string().optional(),
+  USAGE_PLAN_FREE_ID: z.string().optional(),
+  USAGE_PLAN_PRO_ID: z.string().optional(),
+
+  PLAN_LIMIT_FREE: positiveInt.default(100),
+  PLAN_LIMIT_PRO: positiveInt.default(1000),
+  /** Enterprise feeds normally carry their own hourlyLimit; this applies when one has none. */
+  PLAN_LIMIT_ENTERPRISE: positiveInt.default(10000),
+
+  MAX_BODY_BYTES: positiveInt.default(6 * 1024 * 1024),
+  MAX_IMAGE_PIXELS: positiveInt.default(40_000_000),
+  /** Allow feed/image URLs on private and loopback addresses (local mode only: SSRF protection off). */
+  FETCH_ALLOW_PRIVATE: booleanString.default(false),
+});
+
+export type Plan = 'free' | 'pro' | 'enterprise';
+
+export interface Config {
+  stage: string;
+  region: string;
+  logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
+  tables: { feeds: string; keys: string; usage: string; products: string; imports: string };
+  dynamodbEndpoint: string | undefined;
+  assetsBucket: string;
+  s3Endpoint: string | undefined;
+  vectorIndex:
+    | { kind: 'local'; dir: string }
+    | { kind: 'opensearch'; url: string; indexPrefix: string; sigv4: boolean };
+  modelDir: string;
+  adminToken: string | undefined;
+  apiKeyRegistry:
+    | { kind: 'none' }
+    | { kind: 'apigateway'; restApiId: string; usagePlanIds: Record<'free' | 'pro', string> };
+  planLimits: Record<Plan, number>;
+  maxBodyBytes: number;
+  maxImagePixels: number;
+  fetchAllowPrivate: boolean;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Parses configuration from an environment map (process.env by default). Throws ConfigError. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
+    throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
+  }
+  const e = parsed.data;
+  let vectorIndex: Config['vectorIndex'];
+  if (e.VECTOR_INDEX === 'opensearch') {
+    if (!e.OPENSEARCH_URL) throw new ConfigError('Invalid configuration: OPENSEARCH_URL is required');
+    vectorIndex = {
+      kind: 'opensearch',
+      url: e.OPENSEARCH_URL,
+      indexPrefix: e.OPENSEARCH_INDEX_PREFIX,
+      sigv4: e.OPENSEARCH_SIGV4,
+    };
+  } else {
+    vectorIndex = { kind: 'local', dir: e.VECTOR_INDEX_DIR };
+  }
+  let apiKeyRegistry: Config['apiKeyRegistry'] = { kind: 'none' };
+  if (e.API_KEY_REGISTRY === 'apigateway') {
+    if (!e.REST_API_ID || !e.USAGE_PLAN_FREE_ID || !e.USAGE_PLAN_PRO_ID) {
+      throw new ConfigError(
+        'Invalid configuration: REST_API_ID, USAGE_PLAN_FREE_ID and USAGE_PLAN_PRO_ID are required',
+      );
+    }
+    apiKeyRegistry = {
+      kind: 'apigateway',
+      restApiId: e.REST_API_ID,
+      usagePlanIds: { free: e.USAGE_PLAN_FREE_ID, pro: e.USAGE_PLAN_PRO_ID },
+    };
+  }
+  return {
+    stage: e.STAGE,
+    region: e.AWS_REGION,
+    logLevel: e.LOG_LEVEL,
+    tables: {
+      feeds: e.FEEDS_TABLE,
+      keys: e.KEYS_TABLE,
+      usage: e.USAGE_TABLE,
+      products: e.PRODUCTS_TABLE,
+      imports: e.IMPORTS_TABLE,
+    },
+    dynamodbEndpoint: e.DYNAMODB_ENDPOINT,
+    assetsBucket: e.ASSETS_BUCKET,
+    s3Endpoint: e.S3_ENDPOINT,
+    vectorIndex,
+    modelDir: e.MODEL_DIR,
+    adminToken: e.ADMIN_TOKEN,
+    apiKeyRegistry,
+    planLimits: { free: e.PLAN_LIMIT_FREE, pro: e.PLAN_LIMIT_PRO, enterprise: e.PLAN_LIMIT_ENTERPRISE },
+    maxBodyBytes: e.MAX_BODY_BYTES,
+    maxImagePixels: e.MAX_IMAGE_PIXELS,
+    fetchAllowPrivate: e.FETCH_ALLOW_PRIVATE,
+  };
+}
+
+/** Names of every environment key loadConfig reads (the CDK stack sets these on each function). */
+export const CONFIG_ENV_KEYS = Object.keys(EnvSchema.shape) as (keyof typeof EnvSchema.shape)[];

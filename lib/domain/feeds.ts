@@ -1,0 +1,36 @@
+import type { Plan } from '#lib/config.ts';
+
+/** A customer catalogue. Search ids (API keys) are bound to exactly one feed. */
+export interface Feed {
+  feedId: string;
+  name: string;
+  plan: Plan;
+  /** Custom hourly request limit (enterprise plans). */
+  hourlyLimit?: number;
+  /** Hostnames (exact or `*.example.com`) whose pages may call the API; empty = any origin. */
+  domains: string[];
+  /** Refuse requests that carry neither Origin nor Referer (server-to-server calls). */
+  requireOrigin: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export const PLANS = ['free', 'pro', 'enterprise'] as const satisfies readonly Plan[];
+
+/** The hourly request limit that applies to a feed's search ids. */
+export function hourlyLimitOf(feed: Pick<Feed, 'plan' | 'hourlyLimit'>, planLimits: Record<Plan, number>): number {
+  if (feed.plan === 'enterprise' && feed.hourlyLimit !== undefined) return feed.hourlyLimit;
+  return planLimits[feed.plan];
+}
+
+/** A domain entry is a lower-case hostname, optionally prefixed by `*.` to allow every subdomain. */
+export const DOMAIN_PATTERN = /^(\*\.)?(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+/** True when `host` is allowed by one of the feed's domain entries (`*.shop.com` also admits shop.com's subdomains only). */
+export function hostAllowed(host: string, domains: readonly string[]): boolean {
+  const h = host.toLowerCase().replace(/\.$/, '');
+  return domains.some((entry) => {
+    if (entry.startsWith('*.')) return h.endsWith(entry.slice(1)) && h.length > entry.length - 1;
+    return h === entry;
+  });
+}

@@ -1,0 +1,51 @@
+/**
+ * Rolling-hour allowance as a sliding-window counter: the previous fixed hour counts with the weight of
+ * the part of it still inside the rolling hour. Pure arithmetic, so the adapter only stores two counters
+ * and the rules are tested without a database.
+ */
+export const WINDOW_MS = 3_600_000;
+
+export interface WindowPosition {
+  /** Start of the current fixed window, epoch ms. */
+  start: number;
+  /** Fraction of the current window already elapsed, in [0, 1). */
+  elapsed: number;
+}
+
+export function windowAt(now: Date): WindowPosition {
+  const t = now.getTime();
+  const start = Math.floor(t / WINDOW_MS) * WINDOW_MS;
+  return { start, elapsed: (t - start) / WINDOW_MS };
+}
+
+/** How many requests the current window may hold in total before refusing, given the previous count. */
+export function currentWindowCapacity(limit: number, previousCount: number, elapsed: number): number {
+  return Math.floor(limit - previousCount * (1 - elapsed));
+}
+
+/** Seconds until the current window ends. */
+export function secondsToWindowEnd(position: WindowPosition, now: Date): number {
+  return Math.max(1, Math.ceil((position.start + WINDOW_MS - now.getTime()) / 1000));
+}
+
+/**
+ * Seconds a refused client must wait, assuming no further admitted requests, until the weighted count
+ * drops below the limit again.
+ */
+export function retryAfterSeconds(
+  limit: number,
+  previousCount: number,
+  currentCount: number,
+  position: WindowPosition,
+  now: Date,
+): number {
+  const windowSeconds = WINDOW_MS / 1000;
+  if (currentCount < limit && previousCount > 0) {
+    // Within this window: previous*(1 - elapsed - s/3600) + current < limit.
+    const s = (windowSeconds * (previousCount * (1 - position.elapsed) - (limit - currentCount))) / previousCount;
+    return Math.max(1, Math.floor(s) + 1);
+  }
+  // Only the next window helps: current becomes the previous one and decays from there.
+  const intoNext = currentCount <= 0 ? 0 : windowSeconds * (1 - limit / currentCount);
+  return secondsToWindowEnd(position, now) + Math.max(1, Math.floor(intoNext) + 1);
+}

@@ -1,0 +1,121 @@
+/**
+ * What the domain needs from the outside world. Adapters in lib/adapters implement these, one file per
+ * technology; lib/container.ts picks them by configuration. Use cases depend on these interfaces only.
+ */
+import type { Feed } from '#lib/domain/feeds.ts';
+import type { SearchKey } from '#lib/domain/keys.ts';
+
+export interface Clock {
+  now(): Date;
+}
+
+/** Feeds (catalogues) with their plan and allowed domains. */
+export interface FeedStore {
+  /** Stores a new feed; throws DomainError('conflict') when the id exists. */
+  create(feed: Feed): Promise<void>;
+  get(feedId: string): Promise<Feed | undefined>;
+  list(): Promise<Feed[]>;
+  /** Replaces the stored feed; throws NotFoundError('feed_not_found') when it does not exist. */
+  put(feed: Feed): Promise<void>;
+  delete(feedId: string): Promise<void>;
+}
+
+/** Search ids. A lookup by id is one read. */
+export interface KeyStore {
+  create(key: SearchKey): Promise<void>;
+  get(searchId: string): Promise<SearchKey | undefined>;
+  listByFeed(feedId: string): Promise<SearchKey[]>;
+  /** Marks the key revoked (kept, so a revoked id is told apart from an unknown one). */
+  revoke(searchId: string, at: Date): Promise<void>;
+  /** Records the last use; callers throttle how often. */
+  touch(searchId: string, at: Date): Promise<void>;
+  deleteByFeed(feedId: string): Promise<void>;
+}
+
+/** Outcome of one attempt to spend a request from an hourly allowance. */
+export interface RateLimitDecision {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** Seconds until the allowance is fully available again (end of the current window). */
+  resetSeconds: number;
+  /** Seconds a refused client should wait before the next attempt can succeed. */
+  retryAfterSeconds: number;
+}
+
+/** Public endpoints, as metered. */
+export type Endpoint = 'search_image' | 'detect' | 'related' | 'root_search';
+
+export type UsageOutcome = 'ok' | 'client_error' | 'server_error' | 'rate_limited';
+
+export interface UsageRow {
+  day: string;
+  endpoint: Endpoint;
+  searchId: string;
+  requests: number;
+  ok: number;
+  clientErrors: number;
+  serverErrors: number;
+  rateLimited: number;
+}
+
+/** Request counters: the rolling-hour allowance per search id and the daily meter per endpoint. */
+export interface UsageStore {
+  /** Atomically spends one request of `limit` per rolling hour; never over-admits under concurrency. */
+  consume(searchId: string, limit: number, now: Date): Promise<RateLimitDecision>;
+  record(entry: { feedId: string; searchId: string; endpoint: Endpoint; outcome: UsageOutcome; at: Date }): Promise<void>;
+  /** Daily rows of a feed for days in [fromDay, toDay] (YYYY-MM-DD, inclusive). */
+  list(feedId: string, fromDay: string, toDay: string): Promise<UsageRow[]>;
+}
+
+/** Blobs: feed files, product images, derived features. */
+export interface ObjectStore {
+  put(key: string, body: Buffer | string, contentType?: string): Promise<void>;
+  get(key: string): Promise<Buffer | undefined>;
+  delete(key: string): Promise<void>;
+  list(prefix: string): Promise<string[]>;
+}
+
+/** Mirrors search ids into the API gateway's usage plans (AWS); a no-op locally. */
+export interface ApiKeyRegistry {
+  register(key: SearchKey, plan: Feed['plan']): Promise<void>;
+  unregister(searchId: string): Promise<void>;
+}
+
+/** Basic facts about a submitted image, read without decoding its pixels. */
+export interface ImageInfo {
+  format: string;
+  width: number;
+  height: number;
+}
+
+/** Validates submitted image bytes: format allow-list and pixel limit, before any full decode. */
+export interface ImageInspector {
+  inspect(bytes: Buffer): Promise<ImageInfo>;
+}
+
+/** One object found in an image: box = [x_min, y_min, x_max, y_max] in pixels of the submitted image. */
+export interface DetectedObject {
+  box: [number, number, number, number];
+  label: string;
+  score: number;
+}
+
+/** Finds COCO objects in an encoded image (EXIF orientation applied before boxes are measured). */
+export interface Detector {
+  detect(image: Buffer): Promise<DetectedObject[]>;
+}
+
+/** Turns encoded images into L2-normalised vectors; one model version per index. */
+export interface Embedder {
+  readonly dimension: number;
+  /** Identifies the model and preprocessing; vectors of different versions are never compared. */
+  readonly modelVersion: string;
+  embed(images: Buffer[]): Promise<Float32Array[]>;
+}
+
+/** The model layer, loaded lazily once per process. */
+export interface Vision {
+  embedder: Embedder;
+  detector: Detector;
+}
