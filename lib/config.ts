@@ -54,6 +54,10 @@ const EnvSchema = z.object({
   MAX_IMAGE_PIXELS: positiveInt.default(40_000_000),
   /** Allow feed/image URLs on private and loopback addresses (local mode only: SSRF protection off). */
   FETCH_ALLOW_PRIVATE: booleanString.default(false),
+
+  /** Local mode only: HTTP port and the folder where the embedded stores persist. */
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  DATA_DIR: z.string().min(1).default('.data'),
 });
 
 export type Plan = 'free' | 'pro' | 'enterprise';
@@ -78,6 +82,7 @@ export interface Config {
   maxBodyBytes: number;
   maxImagePixels: number;
   fetchAllowPrivate: boolean;
+  local: { port: number; dataDir: string };
 }
 
 export class ConfigError extends Error {
@@ -139,6 +144,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxBodyBytes: e.MAX_BODY_BYTES,
     maxImagePixels: e.MAX_IMAGE_PIXELS,
     fetchAllowPrivate: e.FETCH_ALLOW_PRIVATE,
+    local: { port: e.PORT, dataDir: e.DATA_DIR },
   };
 }
 

@@ -92,6 +92,8 @@ export interface ImageInfo {
 /** Validates submitted image bytes: format allow-list and pixel limit, before any full decode. */
 export interface ImageInspector {
   inspect(bytes: Buffer): Promise<ImageInfo>;
+  /** Cuts a box (pixels of the EXIF-oriented image) out of an image, re-encoded losslessly. */
+  crop(bytes: Buffer, box: [number, number, number, number]): Promise<Buffer>;
 }
 
 /** One object found in an image: box = [x_min, y_min, x_max, y_max] in pixels of the submitted image. */

@@ -1,0 +1,31 @@
+import { createFeed as create, deleteFeed as remove, getFeed as get, listFeeds as list, updateFeed as update } from '#lib/domain/admin/feeds.ts';
+import { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
+import { parseInput } from '#lib/domain/validation.ts';
+import type { Container } from '#lib/container.ts';
+import { adminEndpoint, type JsonEvent } from '#lib/http/middleware.ts';
+import { created, noContent, ok } from '#lib/http/responses.ts';
+
+const deps = (c: Container) => ({ ...c, planLimits: c.config.planLimits });
+const feedIdOf = (event: JsonEvent) => event.pathParameters?.feedId ?? '';
+
+/** POST /admin/v1/feeds */
+export const createFeed = adminEndpoint(async (event, _ctx, c) =>
+  created(await create(deps(c), parseInput(CreateFeedRequest, event.body ?? {}))),
+);
+
+/** GET /admin/v1/feeds */
+export const listFeeds = adminEndpoint(async (_event, _ctx, c) => ok({ feeds: await list(deps(c)) }));
+
+/** GET /admin/v1/feeds/{feedId} */
+export const getFeed = adminEndpoint(async (event, _ctx, c) => ok(await get(deps(c), feedIdOf(event))));
+
+/** PATCH /admin/v1/feeds/{feedId} */
+export const updateFeed = adminEndpoint(async (event, _ctx, c) =>
+  ok(await update(deps(c), feedIdOf(event), parseInput(UpdateFeedRequest, event.body ?? {}))),
+);
+
+/** DELETE /admin/v1/feeds/{feedId} */
+export const deleteFeed = adminEndpoint(async (event, _ctx, c) => {
+  await remove(deps(c), feedIdOf(event));
+  return noContent();
+});

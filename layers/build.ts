@@ -1,0 +1,99 @@
+/**
+ * `npm run build:layer`: converts the pinned TF.js models to ONNX into layers/models/build/, each with a
+ * `<name>.manifest.json` (sources and their sha256, output sha256, input/outputs, preprocessing).
+ *
+ * `--if-stale` (run before `npm start` / `npm test` by scripts/ensure-install.mjs) only rebuilds a model
+ * whose .onnx or manifest is missing, whose bytes no longer match the manifest, or whose converter sources
+ * or recipe changed (the build fingerprint). When everything is current it costs a few file reads.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ModelManifest } from '#lib/vision/model-specs.ts';
+import { OPSET_VERSION } from './convert/onnx-builder.ts';
+import { convertTfjsGraph } from './convert/tf-to-onnx.ts';
+import { readTfjsGraph } from './convert/tfjs-graph.ts';
+import { RECIPES, type ModelRecipe } from './models.ts';
+import { sha256 } from './sources.ts';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+export const DEFAULT_MODEL_DIR = join(root, 'layers/models/build');
+
+function listTypeScript(directory: string): string[] {
+  return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(directory, entry.name);
+    if (entry.isDirectory()) return entry.name === 'build' ? [] : listTypeScript(path);
+    return entry.name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+/** Hash of everything that determines the converted bytes except the (separately pinned) weights. */
+export function buildFingerprint(recipe: ModelRecipe): string {
+  const hash = createHash('sha256');
+  const files = [...listTypeScript(join(root, 'layers')), join(root, 'lib/vision/model-specs.ts'), join(root, 'lib/vision/coco-labels.ts')];
+  for (const file of files.sort()) hash.update(relative(root, file)).update(readFileSync(file));
+  hash.update(recipe.name);
+  return hash.digest('hex');
+}
+
+export function manifestPath(modelDir: string, name: string): string {
+  return join(modelDir, `${name}.manifest.json`);
+}
+
+function isCurrent(recipe: ModelRecipe, modelDir: string, fingerprint: string): boolean {
+  const path = manifestPath(modelDir, recipe.name);
+  const modelFile = join(modelDir, recipe.file);
+  if (!existsSync(path) || !existsSync(modelFile)) return false;
+  const manifest = JSON.parse(readFileSync(path, 'utf8')) as ModelManifest;
+  return manifest.buildFingerprint === fingerprint && manifest.sha256 === sha256(readFileSync(modelFile));
+}
+
+function writeAtomically(path: string, bytes: Uint8Array | string): void {
+  const temporary = `${path}.partial`;
+  writeFileSync(temporary, bytes);
+  renameSync(temporary, path);
+}
+
+export function buildModel(recipe: ModelRecipe, modelDir: string, fingerprint: string): ModelManifest {
+  const source = recipe.load(root);
+  const graph = readTfjsGraph(source.model, source.weightBytes);
+  const bytes = convertTfjsGraph(graph, {
+    ...recipe.conversion,
+    producer: 'visual-product-search/layers/build.ts',
+    metadata: { source: `${recipe.source.package}@${recipe.source.version}`, model: recipe.name },
+  });
+  const manifest: ModelManifest = {
+    name: recipe.name,
+    file: recipe.file,
+    sha256: sha256(bytes),
+    bytes: bytes.length,
+    source: { ...recipe.source, files: source.files },
+    buildFingerprint: fingerprint,
+    opset: OPSET_VERSION,
+    input: { name: recipe.conversion.inputName, shape: recipe.conversion.inputShape },
+    outputs: recipe.conversion.outputs.map(({ name, shape }) => ({ name, shape })),
+    preprocessing: recipe.preprocessing,
+    ...(recipe.embeddingDimension === undefined ? {} : { embeddingDimension: recipe.embeddingDimension }),
+    ...(recipe.labels === undefined ? {} : { labels: recipe.labels }),
+  };
+  mkdirSync(modelDir, { recursive: true });
+  writeAtomically(join(modelDir, recipe.file), bytes);
+  writeAtomically(manifestPath(modelDir, recipe.name), `${JSON.stringify(manifest, null, 2)}\n`);
+  return manifest;
+}
+
+function main(argv: string[]): void {
+  const ifStale = argv.includes('--if-stale');
+  const modelDir = DEFAULT_MODEL_DIR;
+  for (const recipe of RECIPES) {
+    const fingerprint = buildFingerprint(recipe);
+    if (ifStale && isCurrent(recipe, modelDir, fingerprint)) continue;
+    const started = performance.now();
+    const manifest = buildModel(recipe, modelDir, fingerprint);
+    const seconds = ((performance.now() - started) / 1000).toFixed(1);
+    console.error(`build:layer: ${relative(root, join(modelDir, manifest.file))} (${(manifest.bytes / 1e6).toFixed(1)} MB, ${seconds} s)`);
+  }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) main(process.argv.slice(2));

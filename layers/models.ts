@@ -1,0 +1,75 @@
+/**
+ * The recipes of the model layer: for each model, its pinned source and how its TF graph is cut and
+ * renamed into the ONNX graph the run time expects (names and shapes from lib/vision/model-specs.ts).
+ */
+import { DETECTOR_SPEC, EMBEDDER_SPEC } from '#lib/vision/model-specs.ts';
+import type { ConversionSpec } from './convert/tf-to-onnx.ts';
+import { HUMAN_MODELS_SOURCE, loadNanoDet, loadNsfwjsMobileNetV2Mid, NSFWJS_SOURCE, type LoadedSource } from './sources.ts';
+
+export interface ModelRecipe {
+  name: string;
+  file: string;
+  source: { package: string; version: string; integrity?: string; licence: string };
+  load(root: string): LoadedSource;
+  conversion: Omit<ConversionSpec, 'producer' | 'metadata'>;
+  preprocessing: string;
+  embeddingDimension?: number;
+  labels?: readonly string[];
+}
+
+const MOBILENET_PREFIX =
+  'StatefulPartitionedCall/sequential/keras_layer/StatefulPartitionedCall/StatefulPartitionedCall/StatefulPartitionedCall/predict/MobilenetV2';
+
+export const EMBEDDER_RECIPE: ModelRecipe = {
+  name: EMBEDDER_SPEC.name,
+  file: EMBEDDER_SPEC.file,
+  source: { package: NSFWJS_SOURCE.package, version: NSFWJS_SOURCE.version, licence: NSFWJS_SOURCE.licence },
+  load: loadNsfwjsMobileNetV2Mid,
+  conversion: {
+    placeholder: 'input',
+    inputName: EMBEDDER_SPEC.inputName,
+    inputShape: ['batch', EMBEDDER_SPEC.inputSize, EMBEDDER_SPEC.inputSize, 3],
+    outputs: [
+      {
+        name: EMBEDDER_SPEC.outputName,
+        tensor: `${MOBILENET_PREFIX}/expanded_conv_16/project/BatchNorm/FusedBatchNormV3`,
+        reduce: 'spatial-mean',
+        shape: ['batch', EMBEDDER_SPEC.dimension],
+      },
+    ],
+  },
+  preprocessing: EMBEDDER_SPEC.preprocessing,
+  embeddingDimension: EMBEDDER_SPEC.dimension,
+};
+
+/** NanoDet's TF graph names its six outputs Identity…Identity_5: class maps first, then box distributions. */
+const NANODET_OUTPUTS = [
+  { name: DETECTOR_SPEC.classOutputs[0], tensor: 'Identity', cells: 2704, channels: 80 },
+  { name: DETECTOR_SPEC.classOutputs[1], tensor: 'Identity_1', cells: 676, channels: 80 },
+  { name: DETECTOR_SPEC.classOutputs[2], tensor: 'Identity_2', cells: 169, channels: 80 },
+  { name: DETECTOR_SPEC.boxOutputs[0], tensor: 'Identity_3', cells: 2704, channels: 44 },
+  { name: DETECTOR_SPEC.boxOutputs[1], tensor: 'Identity_4', cells: 676, channels: 44 },
+  { name: DETECTOR_SPEC.boxOutputs[2], tensor: 'Identity_5', cells: 169, channels: 44 },
+];
+
+export const DETECTOR_RECIPE: ModelRecipe = {
+  name: DETECTOR_SPEC.name,
+  file: DETECTOR_SPEC.file,
+  source: {
+    package: HUMAN_MODELS_SOURCE.package,
+    version: HUMAN_MODELS_SOURCE.version,
+    integrity: HUMAN_MODELS_SOURCE.integrity,
+    licence: HUMAN_MODELS_SOURCE.licence,
+  },
+  load: loadNanoDet,
+  conversion: {
+    placeholder: 'input_1',
+    inputName: DETECTOR_SPEC.inputName,
+    inputShape: [1, 3, DETECTOR_SPEC.inputSize, DETECTOR_SPEC.inputSize],
+    outputs: NANODET_OUTPUTS.map(({ name, tensor, cells, channels }) => ({ name, tensor, shape: [1, cells, channels] })),
+  },
+  preprocessing: DETECTOR_SPEC.preprocessing,
+  labels: DETECTOR_SPEC.labels,
+};
+
+export const RECIPES: readonly ModelRecipe[] = [EMBEDDER_RECIPE, DETECTOR_RECIPE];

@@ -1,0 +1,50 @@
+import sharp, { type Metadata } from 'sharp';
+import { InvalidImageError } from '#lib/domain/errors.ts';
+import type { ImageInfo, ImageInspector } from '#lib/ports.ts';
+
+const ALLOWED_FORMATS = new Set(['jpeg', 'png', 'webp', 'gif', 'heif', 'tiff']);
+
+/**
+ * Reads an image's header with sharp (no pixel decode), so unsupported formats and decompression bombs
+ * are refused before any work is spent on them.
+ */
+export class SharpImageInspector implements ImageInspector {
+  constructor(private readonly maxPixels: number) {}
+
+  async inspect(bytes: Buffer): Promise<ImageInfo> {
+    let meta: Metadata;
+    try {
+      meta = await sharp(bytes, { limitInputPixels: this.maxPixels }).metadata();
+    } catch {
+      throw new InvalidImageError('imageData is not a decodable image.');
+    }
+    const format = meta.format ?? 'unknown';
+    // AVIF is read through libheif and reported as heif; HEIC proper is not among the supported formats.
+    if (!ALLOWED_FORMATS.has(format) || (format === 'heif' && meta.compression !== 'av1')) {
+      throw new InvalidImageError(`Unsupported image format ${format}; send JPEG, PNG, WebP, GIF, AVIF or TIFF.`);
+    }
+    const width = meta.autoOrient?.width ?? meta.width ?? 0;
+    const height = meta.autoOrient?.height ?? meta.height ?? 0;
+    if (width <= 0 || height <= 0) throw new InvalidImageError('imageData has no pixels.');
+    if (width * height > this.maxPixels) {
+      throw new InvalidImageError(
+        `Image of ${width}x${height} pixels exceeds the limit of ${this.maxPixels / 1_000_000} megapixels.`,
+      );
+    }
+    return { format: format === 'heif' ? 'avif' : format, width, height };
+  }
+
+  async crop(bytes: Buffer, box: [number, number, number, number]): Promise<Buffer> {
+    const { width, height } = await this.inspect(bytes);
+    const image = sharp(bytes, { limitInputPixels: this.maxPixels }).rotate();
+    const left = clamp(Math.floor(box[0]), 0, width - 1);
+    const top = clamp(Math.floor(box[1]), 0, height - 1);
+    const right = clamp(Math.ceil(box[2]), left + 1, width);
+    const bottom = clamp(Math.ceil(box[3]), top + 1, height);
+    return image.extract({ left, top, width: right - left, height: bottom - top }).png().toBuffer();
+  }
+}
+
+function clamp(value: number, min: number, max: number): number {
+  return Math.min(max, Math.max(min, value));
+}

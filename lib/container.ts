@@ -1,0 +1,85 @@
+import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
+import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
+import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
+import { DynamoDbProductStore } from '#lib/adapters/dynamodb-product-store.ts';
+import { DynamoDbUsageStore } from '#lib/adapters/dynamodb-usage-store.ts';
+import { NoopApiKeyRegistry } from '#lib/adapters/noop-api-key-registry.ts';
+import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
+import { SharpImageInspector } from '#lib/adapters/sharp-image-inspector.ts';
+import { systemClock } from '#lib/adapters/system-clock.ts';
+import { type Config, loadConfig } from '#lib/config.ts';
+import { UnavailableError } from '#lib/domain/errors.ts';
+import { createLogger, type Logger } from '#lib/log.ts';
+import type { ApiKeyRegistry, Clock, FeedStore, ImageInspector, KeyStore, ObjectStore, UsageStore, Vision } from '#lib/ports.ts';
+
+/** Every adapter the handlers use, built once per process from configuration. */
+export interface Container {
+  config: Config;
+  logger: Logger;
+  clock: Clock;
+  feeds: FeedStore;
+  keys: KeyStore;
+  usage: UsageStore;
+  products: DynamoDbProductStore;
+  objects: ObjectStore;
+  images: ImageInspector;
+  apiKeys: ApiKeyRegistry;
+  /** The ONNX model layer, loaded on first use; rejects with UnavailableError when it cannot load. */
+  vision(): Promise<Vision>;
+}
+
+let configured: Config | undefined;
+let instance: Container | undefined;
+
+/** Local mode (and tests) choose the configuration before the first request; Lambda reads process.env. */
+export function configureContainer(config: Config): void {
+  configured = config;
+  instance = undefined;
+}
+
+export function getContainer(): Container {
+  instance ??= buildContainer(configured ?? loadConfig());
+  return instance;
+}
+
+function buildContainer(config: Config): Container {
+  const db = createDocumentClient(config);
+  const logger = createLogger(config.logLevel, { stage: config.stage });
+  let vision: Promise<Vision> | undefined;
+  return {
+    config,
+    logger,
+    clock: systemClock,
+    feeds: new DynamoDbFeedStore(db, config.tables.feeds),
+    keys: new DynamoDbKeyStore(db, config.tables.keys),
+    usage: new DynamoDbUsageStore(db, config.tables.usage),
+    products: new DynamoDbProductStore(db, config.tables.products),
+    objects: new S3ObjectStore(createS3Client(config), config.assetsBucket),
+    images: new SharpImageInspector(config.maxImagePixels),
+    apiKeys: new NoopApiKeyRegistry(),
+    vision() {
+      // Memoised while it succeeds; a failed load is retried by the next request.
+      vision ??= loadVisionLayer(config, logger).catch((error: unknown) => {
+        vision = undefined;
+        throw error;
+      });
+      return vision;
+    },
+  };
+}
+
+async function loadVisionLayer(config: Config, logger: Logger): Promise<Vision> {
+  const started = Date.now();
+  try {
+    const modulePath = '#lib/vision/load-vision.ts';
+    const module = (await import(modulePath)) as {
+      loadVision(modelDir: string): Promise<Vision>;
+    };
+    const vision = await module.loadVision(config.modelDir);
+    logger.info('vision loaded', { ms: Date.now() - started });
+    return vision;
+  } catch (error) {
+    logger.error('vision unavailable', { error: error instanceof Error ? error.message : String(error) });
+    throw new UnavailableError('The image models are not available. Retry later.');
+  }
+}

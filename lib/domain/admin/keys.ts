@@ -1,0 +1,43 @@
+import { requireFeed } from '#lib/domain/admin/feeds.ts';
+import type { CreateKeyRequest } from '#lib/domain/admin/schemas.ts';
+import { NotFoundError } from '#lib/domain/errors.ts';
+import { newSearchId, type SearchKey } from '#lib/domain/keys.ts';
+import type { ApiKeyRegistry, Clock, FeedStore, KeyStore } from '#lib/ports.ts';
+
+export interface KeyAdminDeps {
+  feeds: FeedStore;
+  keys: KeyStore;
+  apiKeys: ApiKeyRegistry;
+  clock: Clock;
+}
+
+/** Creates a search id for a feed. Steps: check the feed, mint the id, store it, mirror it to the gateway. */
+export async function createKey(deps: KeyAdminDeps, feedId: string, input: CreateKeyRequest): Promise<SearchKey> {
+  const feed = await requireFeed(deps.feeds, feedId);
+  const key: SearchKey = {
+    searchId: newSearchId(),
+    feedId,
+    name: input.name,
+    createdAt: deps.clock.now().toISOString(),
+  };
+  await deps.keys.create(key);
+  await deps.apiKeys.register(key, feed.plan);
+  return key;
+}
+
+/** The feed's search ids, newest first, revoked ones included (marked by revokedAt). */
+export async function listKeys(deps: Pick<KeyAdminDeps, 'feeds' | 'keys'>, feedId: string): Promise<SearchKey[]> {
+  await requireFeed(deps.feeds, feedId);
+  const keys = await deps.keys.listByFeed(feedId);
+  return keys.sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+}
+
+/** Revokes a search id: later requests with it get 403. Steps: mark revoked, remove it from the gateway. */
+export async function revokeKey(deps: KeyAdminDeps, searchId: string): Promise<SearchKey> {
+  const key = await deps.keys.get(searchId);
+  if (!key) throw new NotFoundError('not_found', 'Search id not found.');
+  const at = deps.clock.now();
+  await deps.keys.revoke(searchId, at);
+  await deps.apiKeys.unregister(searchId);
+  return { ...key, revokedAt: key.revokedAt ?? at.toISOString() };
+}

@@ -1,0 +1,58 @@
+import { z } from 'zod';
+import { DOMAIN_PATTERN, PLANS } from '#lib/domain/feeds.ts';
+
+/** Request schemas of the admin API (DESIGN §4). Strict: a typo in an admin call is an error, not a no-op. */
+const name = z.string().trim().min(1).max(200).describe('Display name of the feed.');
+const plan = z.enum(PLANS).describe('free (100 requests/hour), pro (1,000) or enterprise (hourlyLimit).');
+const domains = z
+  .array(
+    z
+      .string()
+      .trim()
+      .toLowerCase()
+      .regex(DOMAIN_PATTERN, 'expected a hostname such as shop.example.com or *.example.com'),
+  )
+  .max(100)
+  .describe('Hostnames allowed as Origin/Referer; exact or *.example.com. Empty allows any origin.');
+const hourlyLimit = z.number().int().min(1).max(10_000_000).describe('Requests per rolling hour (enterprise only).');
+const requireOrigin = z.boolean().describe('Refuse requests that carry neither Origin nor Referer.');
+
+const enterpriseOnly = (value: { plan?: string; hourlyLimit?: number }) =>
+  value.hourlyLimit === undefined || value.plan === 'enterprise';
+const enterpriseIssue = { message: 'hourlyLimit applies to the enterprise plan only', path: ['hourlyLimit'] };
+
+export const CreateFeedRequest = z
+  .strictObject({
+    feedId: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9_-]{2,63}$/, 'expected 3-64 characters: a-z, 0-9, _ and -')
+      .optional()
+      .describe('Optional id; generated when absent.'),
+    name,
+    plan: plan.default('free'),
+    domains: domains.default([]),
+    hourlyLimit: hourlyLimit.optional(),
+    requireOrigin: requireOrigin.default(false),
+  })
+  .refine(enterpriseOnly, enterpriseIssue);
+export type CreateFeedRequest = z.infer<typeof CreateFeedRequest>;
+
+export const UpdateFeedRequest = z
+  .strictObject({
+    name: name.optional(),
+    plan: plan.optional(),
+    domains: domains.optional(),
+    hourlyLimit: hourlyLimit.nullable().optional().describe('null removes a custom limit.'),
+    requireOrigin: requireOrigin.optional(),
+  })
+  .refine((value) => Object.keys(value).length > 0, 'send at least one field to change');
+export type UpdateFeedRequest = z.infer<typeof UpdateFeedRequest>;
+
+export const CreateKeyRequest = z.strictObject({
+  name: z.string().trim().min(1).max(100).default('default').describe('Label shown in the dashboard.'),
+});
+export type CreateKeyRequest = z.infer<typeof CreateKeyRequest>;
+
+const day = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'expected YYYY-MM-DD');
+export const UsageQuery = z.strictObject({ from: day.optional(), to: day.optional() });
+export type UsageQuery = z.infer<typeof UsageQuery>;

@@ -1,0 +1,76 @@
+import { requireFeed } from '#lib/domain/admin/feeds.ts';
+import type { UsageQuery } from '#lib/domain/admin/schemas.ts';
+import { ValidationError } from '#lib/domain/errors.ts';
+import type { Clock, Endpoint, FeedStore, UsageRow, UsageStore } from '#lib/ports.ts';
+
+const DAY_MS = 86_400_000;
+const DEFAULT_DAYS = 30;
+const MAX_DAYS = 400;
+
+export interface UsageTotals {
+  requests: number;
+  ok: number;
+  clientErrors: number;
+  serverErrors: number;
+  rateLimited: number;
+}
+
+export interface UsageReport {
+  feedId: string;
+  from: string;
+  to: string;
+  /** One row per day and endpoint, summed over the feed's search ids. */
+  days: ({ day: string; endpoint: Endpoint } & UsageTotals)[];
+  /** Per search id over the whole range. */
+  keys: ({ searchId: string } & UsageTotals)[];
+  totals: UsageTotals;
+}
+
+/** Usage of a feed per day per endpoint. Steps: check feed and range, read rows, aggregate. */
+export async function usageReport(
+  deps: { feeds: FeedStore; usage: UsageStore; clock: Clock },
+  feedId: string,
+  query: UsageQuery,
+): Promise<UsageReport> {
+  await requireFeed(deps.feeds, feedId);
+  const to = query.to ?? deps.clock.now().toISOString().slice(0, 10);
+  const from = query.from ?? new Date(Date.parse(to) - (DEFAULT_DAYS - 1) * DAY_MS).toISOString().slice(0, 10);
+  const span = (Date.parse(to) - Date.parse(from)) / DAY_MS;
+  if (Number.isNaN(span) || span < 0 || span >= MAX_DAYS) {
+    throw new ValidationError(`Invalid range: from must not be after to, and the range must be under ${MAX_DAYS} days.`, [
+      { path: 'from', message: 'invalid range' },
+    ]);
+  }
+  const rows = await deps.usage.list(feedId, from, to);
+  const days = new Map<string, { day: string; endpoint: Endpoint } & UsageTotals>();
+  const keys = new Map<string, { searchId: string } & UsageTotals>();
+  const totals = zero();
+  for (const row of rows) {
+    const dayKey = `${row.day}#${row.endpoint}`;
+    if (!days.has(dayKey)) days.set(dayKey, { day: row.day, endpoint: row.endpoint, ...zero() });
+    if (!keys.has(row.searchId)) keys.set(row.searchId, { searchId: row.searchId, ...zero() });
+    add(days.get(dayKey)!, row);
+    add(keys.get(row.searchId)!, row);
+    add(totals, row);
+  }
+  return {
+    feedId,
+    from,
+    to,
+    days: [...days.values()].sort((a, b) => a.day.localeCompare(b.day) || a.endpoint.localeCompare(b.endpoint)),
+    keys: [...keys.values()].sort((a, b) => b.requests - a.requests),
+    totals,
+  };
+}
+
+function zero(): UsageTotals {
+  return { requests: 0, ok: 0, clientErrors: 0, serverErrors: 0, rateLimited: 0 };
+}
+
+function add(into: UsageTotals, row: UsageRow): void {
+  into.requests += row.requests;
+  into.ok += row.ok;
+  into.clientErrors += row.clientErrors;
+  into.serverErrors += row.serverErrors;
+  into.rateLimited += row.rateLimited;
+}

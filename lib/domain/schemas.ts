@@ -1,0 +1,129 @@
+import { z } from 'zod';
+import { isBase64Image } from '#lib/domain/image-data.ts';
+
+/**
+ * Request schemas of the public endpoints, following the field names and rules of the interface
+ * document. They validate only (no transforms), so the same schemas generate the OpenAPI document.
+ * Unknown top-level fields are ignored for compatibility with existing clients.
+ */
+export const MAX_LIMIT = 100;
+export const MAX_WINDOW = 1000;
+
+const imageData = z
+  .string()
+  .min(1, 'is required')
+  .refine(isBase64Image, 'expected a base64-encoded image (a data: URL prefix is accepted)')
+  .describe('Base64-encoded image (JPEG, PNG, WebP, GIF, AVIF or TIFF); a data: URL prefix is accepted.');
+const limit = z
+  .number()
+  .int()
+  .min(1)
+  .max(MAX_LIMIT)
+  .default(10)
+  .describe('Maximum number of results; 1 to 100, default 10.');
+const offset = z.number().int().min(0).default(0).describe('Pagination offset; default 0.');
+const searchId = z
+  .string()
+  .min(1)
+  .describe('Search id (API key). May instead be sent as Authorization: Bearer <searchId>.');
+
+/** limit/offset of the root search, which the interface shows as strings. */
+const intLike = (min: number, max: number, description: string) =>
+  z
+    .union([z.number().int(), z.string().regex(/^\s*\d+\s*$/, 'expected a whole number')])
+    .refine((v) => Number(v) >= min && Number(v) <= max, `must be between ${min} and ${max}`)
+    .describe(description);
+
+const withinWindow = (value: { limit: number | string; offset: number | string }) =>
+  Number(value.offset) + Number(value.limit) <= MAX_WINDOW;
+const windowIssue = { message: `offset + limit must not exceed ${MAX_WINDOW}`, path: ['offset'] };
+
+export const SearchImageRequest = z
+  .object({ imageData, limit, offset, searchId: searchId.optional() })
+  .refine(withinWindow, windowIssue);
+export type SearchImageRequest = z.infer<typeof SearchImageRequest>;
+
+export const DETECT_ACTIONS = ['OD', 'OD+SEARCH'] as const;
+export const DetectRequest = z.object({
+  imageData,
+  searchId: z
+    .union([z.string().min(1), z.number()])
+    .optional()
+    .describe('Search id (API key); the interface types it as integer in one table, so numbers are accepted.'),
+  action: z
+    .enum(DETECT_ACTIONS)
+    .default('OD')
+    .describe('OD: detect objects. OD+SEARCH: also run image search on each detected object.'),
+  limit: limit.describe('With OD+SEARCH: products per object; 1 to 100, default 10.'),
+});
+export type DetectRequest = z.infer<typeof DetectRequest>;
+
+/** Product fields that related-products filters may name; `metadata.<name>` is also accepted. */
+export const FILTER_KEYS = [
+  'brand',
+  'color',
+  'category',
+  'product_type',
+  'gender',
+  'age_group',
+  'condition',
+  'availability',
+  'size',
+  'material',
+  'item_group_id',
+  'currency',
+] as const;
+export type FilterKey = (typeof FILTER_KEYS)[number] | `metadata.${string}`;
+
+const filterKey = z
+  .string()
+  .refine(
+    (key) => (FILTER_KEYS as readonly string[]).includes(key) || /^metadata\.[A-Za-z0-9_-]{1,64}$/.test(key),
+    `unknown filter key; use one of ${FILTER_KEYS.join(', ')} or metadata.<name>`,
+  );
+
+export const Filter = z.object({
+  key: filterKey,
+  value: z.union([z.string(), z.number(), z.boolean()]).describe('Value to match (case-insensitive).'),
+});
+
+export const RelatedRequest = z
+  .object({
+    imageData: imageData.optional(),
+    productId: z.string().min(1).optional().describe('Customer product id. Wins over imageData when both are given.'),
+    limit,
+    offset,
+    searchId: searchId.optional(),
+    filters: z
+      .array(Filter)
+      .max(50)
+      .optional()
+      .describe('AND across keys, OR within a key.'),
+    fallback: imageData.optional().describe('Base64 image used when productId is unknown and imageData is absent.'),
+    context: z
+      .object({
+        category: z.string().max(500),
+        domain: z.string().max(253),
+        pageUrl: z.string().max(2048),
+        type: z.string().max(100),
+      })
+      .partial()
+      .optional()
+      .describe('Where the widget runs; recorded with usage, and category narrows results.'),
+  })
+  .refine((value) => value.imageData !== undefined || value.productId !== undefined, {
+    message: 'provide imageData or productId',
+    path: ['imageData'],
+  })
+  .refine(withinWindow, windowIssue);
+export type RelatedRequest = z.infer<typeof RelatedRequest>;
+
+export const RootSearchRequest = z
+  .object({
+    imageData,
+    limit: intLike(1, MAX_LIMIT, 'Maximum number of results, as a number or a string; default 10.').default(10),
+    offset: intLike(0, MAX_WINDOW, 'Pagination offset, as a number or a string; default 0.').default(0),
+    feedId: searchId.optional().describe('Search id (API key); the root search names it feedId.'),
+  })
+  .refine(withinWindow, windowIssue);
+export type RootSearchRequest = z.infer<typeof RootSearchRequest>;

@@ -1,0 +1,58 @@
+import { DomainError, type ErrorCode, type ErrorDetail } from '#lib/domain/errors.ts';
+
+/** The one mapping from error codes to HTTP statuses. */
+export const STATUS_OF: Record<ErrorCode, number> = {
+  invalid_request: 400,
+  missing_search_id: 401,
+  invalid_search_id: 401,
+  unauthorized: 401,
+  domain_not_allowed: 403,
+  search_id_revoked: 403,
+  not_found: 404,
+  feed_not_found: 404,
+  product_not_found: 404,
+  import_not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  invalid_image: 422,
+  rate_limited: 429,
+  internal: 500,
+  unavailable: 503,
+};
+
+export interface ErrorBody {
+  error: { status: number; code: ErrorCode; message: string; details: ErrorDetail[] };
+  requestId: string;
+}
+
+interface HttpErrorLike {
+  statusCode: number;
+  message: string;
+  cause?: { package?: string };
+}
+
+function isHttpErrorLike(error: unknown): error is HttpErrorLike {
+  return error instanceof Error && typeof (error as { statusCode?: unknown }).statusCode === 'number';
+}
+
+/**
+ * Turns anything thrown into the DESIGN §3 error body. Messages are shown for domain errors and for
+ * middy's client errors only; anything else becomes a bare 500 so no internals leak.
+ */
+export function toErrorBody(error: unknown, requestId: string): ErrorBody {
+  const body = (code: ErrorCode, message: string, details: ErrorDetail[] = []): ErrorBody => ({
+    error: { status: STATUS_OF[code], code, message, details },
+    requestId,
+  });
+  if (error instanceof DomainError) return body(error.code, error.message, error.details);
+  if (isHttpErrorLike(error) && error.cause?.package === '@middy/http-json-body-parser') {
+    // middy answers 415 for both a wrong Content-Type and malformed JSON; only the first is a media-type error.
+    if (error.message === 'Unsupported Media Type') {
+      return body('unsupported_media_type', 'Send the request body as JSON with Content-Type: application/json.');
+    }
+    return body('invalid_request', 'Request body is not valid JSON.');
+  }
+  return body('internal', 'Internal error. Retry later; if it persists, contact support with the request id.');
+}

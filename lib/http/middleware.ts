@@ -1,0 +1,275 @@
+import { timingSafeEqual } from 'node:crypto';
+import middy, { type MiddlewareObj } from '@middy/core';
+import httpJsonBodyParser from '@middy/http-json-body-parser';
+import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
+import { type Container, getContainer } from '#lib/container.ts';
+import { DomainError, RateLimitedError, ValidationError } from '#lib/domain/errors.ts';
+import { hostAllowed, hourlyLimitOf } from '#lib/domain/feeds.ts';
+import { toErrorBody } from '#lib/http/errors.ts';
+import { json } from '#lib/http/responses.ts';
+import type { AppContext, RequestState } from '#lib/http/context.ts';
+import { redactSearchId } from '#lib/log.ts';
+import type { Endpoint, UsageOutcome } from '#lib/ports.ts';
+
+/** The event handlers see: headers lower-cased, body parsed from JSON. */
+export type JsonEvent = Omit<APIGatewayProxyEvent, 'body'> & { body: unknown };
+export type AppHandler = (event: JsonEvent, context: AppContext) => Promise<APIGatewayProxyResult>;
+type Request = middy.Request<JsonEvent, APIGatewayProxyResult, Error, AppContext>;
+
+/** Last-used time is written at most this often per key, to keep one write off most requests. */
+const TOUCH_INTERVAL_MS = 60_000;
+
+/**
+ * Opens and closes every request: request id and logger before; on the way out (success or error) the
+ * error mapper, rate-limit and request-id headers, usage metering and one access-log line. It is the first
+ * middleware, so its `after`/`onError` run last and see the final outcome.
+ */
+function lifecycle(container: Container): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
+  const finish = async (request: Request) => {
+    const state = request.context.state;
+    const response = request.response ?? json(500, toErrorBody(undefined, state.requestId));
+    response.headers = { ...response.headers, ...responseHeaders(state) };
+    request.response = response;
+    await meter(container, state, response.statusCode);
+    state.logger.info('request', {
+      method: request.event.httpMethod,
+      path: request.event.path,
+      status: response.statusCode,
+      ms: Date.now() - state.startedAt,
+    });
+  };
+  return {
+    before: (request) => {
+      const requestId = request.event.requestContext?.requestId ?? request.context.awsRequestId;
+      request.event.headers = lowerCaseHeaders(request.event.headers);
+      request.context.state = {
+        requestId,
+        startedAt: Date.now(),
+        logger: container.logger.child({ requestId }),
+      };
+      const bodyBytes = Buffer.byteLength(typeof request.event.body === 'string' ? request.event.body : '');
+      if (bodyBytes > container.config.maxBodyBytes) {
+        throw new DomainError(
+          'payload_too_large',
+          `Request body exceeds ${container.config.maxBodyBytes} bytes; send a smaller image.`,
+        );
+      }
+    },
+    after: finish,
+    onError: async (request) => {
+      const state = request.context.state ?? {
+        requestId: request.context.awsRequestId,
+        startedAt: Date.now(),
+        logger: container.logger,
+      };
+      request.context.state = state;
+      const body = toErrorBody(request.error, state.requestId);
+      if (body.error.status >= 500) {
+        state.logger.error('request failed', {
+          code: body.error.code,
+          error: request.error instanceof Error ? `${request.error.name}: ${request.error.message}` : 'unknown',
+        });
+      }
+      const headers: Record<string, string> = {};
+      if (request.error instanceof RateLimitedError) headers['Retry-After'] = String(request.error.retryAfterSeconds);
+      if (body.error.code === 'unavailable') headers['Retry-After'] = '5';
+      request.response = json(body.error.status, body, headers);
+      await finish(request);
+    },
+  };
+}
+
+function responseHeaders(state: RequestState): Record<string, string> {
+  const headers: Record<string, string> = { 'X-Request-Id': state.requestId };
+  if (state.rateLimit) {
+    headers['RateLimit-Limit'] = String(state.rateLimit.limit);
+    headers['RateLimit-Remaining'] = String(state.rateLimit.remaining);
+    headers['RateLimit-Reset'] = String(state.rateLimit.resetSeconds);
+  }
+  return headers;
+}
+
+async function meter(container: Container, state: RequestState, status: number): Promise<void> {
+  if (!state.auth || !state.endpoint) return;
+  const outcome: UsageOutcome =
+    status === 429 ? 'rate_limited' : status >= 500 ? 'server_error' : status >= 400 ? 'client_error' : 'ok';
+  try {
+    await container.usage.record({
+      feedId: state.auth.feed.feedId,
+      searchId: state.auth.key.searchId,
+      endpoint: state.endpoint,
+      outcome,
+      at: container.clock.now(),
+    });
+  } catch (error) {
+    // Metering must never turn an answered request into a failure; the miss is logged for billing review.
+    state.logger.error('usage metering failed', { error: error instanceof Error ? error.message : String(error) });
+  }
+}
+
+function lowerCaseHeaders(headers: APIGatewayProxyEvent['headers'] | null): APIGatewayProxyEvent['headers'] {
+  const out: APIGatewayProxyEvent['headers'] = {};
+  for (const [name, value] of Object.entries(headers ?? {})) out[name.toLowerCase()] = value;
+  return out;
+}
+
+/** JSON bodies; a request without one (GET, DELETE, a bodiless POST) gets `body: undefined`. */
+function jsonBody(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
+  const parser = httpJsonBodyParser() as unknown as MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext>;
+  return {
+    before: async (request) => {
+      const body = request.event.body;
+      if (body === null || body === undefined || body === '') {
+        request.event.body = undefined;
+        return;
+      }
+      await parser.before?.(request);
+    },
+  };
+}
+
+/**
+ * Search-id authentication (DESIGN §3): `Authorization: Bearer <id>` or the body field; both present and
+ * different → 400; missing or unknown → 401; revoked → 403. Then the feed's domain allow-list and the
+ * plan's rolling-hour limit.
+ */
+function searchIdAuth(
+  container: Container,
+  idField: 'searchId' | 'feedId',
+): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
+  return {
+    before: async (request) => {
+      const { event, context } = request;
+      const state = context.state;
+      const headerId = bearerToken(event.headers.authorization, 'missing_search_id');
+      const bodyId = bodySearchId(event.body, idField);
+      if (headerId !== undefined && bodyId !== undefined && headerId !== bodyId) {
+        throw new ValidationError(`The Authorization header and the body field ${idField} name different search ids.`, [
+          { path: idField, message: 'differs from the Authorization header' },
+        ]);
+      }
+      const searchId = headerId ?? bodyId;
+      if (!searchId) {
+        throw new DomainError(
+          'missing_search_id',
+          `Send a search id as Authorization: Bearer <searchId> or in the body field ${idField}.`,
+        );
+      }
+      const key = await container.keys.get(searchId);
+      if (!key) throw new DomainError('invalid_search_id', 'Unknown search id.');
+      if (key.revokedAt) throw new DomainError('search_id_revoked', 'This search id has been revoked.');
+      const feed = await container.feeds.get(key.feedId);
+      if (!feed) throw new DomainError('invalid_search_id', 'Unknown search id.');
+      state.auth = { key, feed };
+      state.logger = state.logger.child({ feedId: feed.feedId, searchId: redactSearchId(searchId) });
+
+      checkOrigin(event.headers, feed.domains, feed.requireOrigin);
+
+      const now = container.clock.now();
+      const lastUsed = key.lastUsedAt ? Date.parse(key.lastUsedAt) : 0;
+      const [decision] = await Promise.all([
+        container.usage.consume(searchId, hourlyLimitOf(feed, container.config.planLimits), now),
+        now.getTime() - lastUsed > TOUCH_INTERVAL_MS ? container.keys.touch(searchId, now) : undefined,
+      ]);
+      state.rateLimit = decision;
+      if (!decision.allowed) throw new RateLimitedError(decision.retryAfterSeconds);
+    },
+  };
+}
+
+function bodySearchId(body: unknown, field: string): string | undefined {
+  if (typeof body !== 'object' || body === null) return undefined;
+  const value = (body as Record<string, unknown>)[field];
+  if (value === undefined || value === null || value === '') return undefined;
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  throw new ValidationError(`Invalid ${field}: expected a string.`, [{ path: field, message: 'expected a string' }]);
+}
+
+function bearerToken(header: string | undefined, missingCode: 'missing_search_id' | 'unauthorized'): string | undefined {
+  if (header === undefined || header.trim() === '') return undefined;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!match) {
+    throw new DomainError(missingCode, 'The Authorization header must be "Bearer <token>".');
+  }
+  return match[1];
+}
+
+function checkOrigin(headers: APIGatewayProxyEvent['headers'], domains: string[], requireOrigin: boolean): void {
+  const source = headers.origin ?? headers.referer;
+  if (!source || source === 'null') {
+    if (requireOrigin) throw new DomainError('domain_not_allowed', 'This search id only accepts requests from its domains.');
+    return;
+  }
+  if (domains.length === 0) return;
+  let host: string;
+  try {
+    host = new URL(source).hostname;
+  } catch {
+    throw new DomainError('domain_not_allowed', 'The request origin is not a valid URL.');
+  }
+  if (!hostAllowed(host, domains)) {
+    throw new DomainError('domain_not_allowed', `Requests from ${host} are not allowed for this search id.`);
+  }
+}
+
+/** Admin API: `Authorization: Bearer <admin token>` (or, in AWS, a route already authorised by IAM). */
+function adminAuth(container: Container): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
+  return {
+    before: (request) => {
+      const expected = container.config.adminToken;
+      if (!expected) {
+        // Without a token the gateway must have authorised the caller with IAM (SigV4).
+        if (request.event.requestContext?.identity?.userArn) return;
+        throw new DomainError('unauthorized', 'Admin API requires an authorised caller.');
+      }
+      const token = bearerToken(request.event.headers.authorization, 'unauthorized');
+      if (!token || !safeEqual(token, expected)) {
+        throw new DomainError('unauthorized', 'Send the admin token as Authorization: Bearer <token>.');
+      }
+    },
+  };
+}
+
+function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** A public endpoint: lifecycle → body → search-id auth, domain, rate limit → handler. */
+export function publicEndpoint(
+  options: { endpoint: Endpoint; idField: 'searchId' | 'feedId' },
+  handler: (event: JsonEvent, context: AppContext, container: Container) => Promise<APIGatewayProxyResult>,
+) {
+  const container = getContainer();
+  return middy<JsonEvent, APIGatewayProxyResult, Error, AppContext>()
+    .use(lifecycle(container))
+    .use({
+      before: (request) => {
+        request.context.state.endpoint = options.endpoint;
+      },
+    })
+    .use(jsonBody())
+    .use(searchIdAuth(container, options.idField))
+    .handler((event, context) => handler(event, context, container)) as unknown as (
+    event: APIGatewayProxyEvent,
+    context: Context,
+  ) => Promise<APIGatewayProxyResult>;
+}
+
+/** An admin endpoint: lifecycle → body → admin token → handler. */
+export function adminEndpoint(
+  handler: (event: JsonEvent, context: AppContext, container: Container) => Promise<APIGatewayProxyResult>,
+) {
+  const container = getContainer();
+  return middy<JsonEvent, APIGatewayProxyResult, Error, AppContext>()
+    .use(lifecycle(container))
+    .use(jsonBody())
+    .use(adminAuth(container))
+    .handler((event, context) => handler(event, context, container)) as unknown as (
+    event: APIGatewayProxyEvent,
+    context: Context,
+  ) => Promise<APIGatewayProxyResult>;
+}
+

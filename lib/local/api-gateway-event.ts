@@ -1,0 +1,98 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { APIGatewayProxyEvent, Context } from 'aws-lambda';
+import type { RouteMatch } from '#lib/http/routes.ts';
+
+const STAGE = 'local';
+
+/** Builds the REST API (v1) proxy event API Gateway would send for this request. */
+export function toProxyEvent(request: IncomingMessage, url: URL, match: RouteMatch, body: string | null): APIGatewayProxyEvent {
+  const headers: Record<string, string> = {};
+  const multiValueHeaders: Record<string, string[]> = {};
+  for (let i = 0; i < request.rawHeaders.length; i += 2) {
+    const name = request.rawHeaders[i]!;
+    const value = request.rawHeaders[i + 1]!;
+    headers[name] = value;
+    (multiValueHeaders[name] ??= []).push(value);
+  }
+  const query: Record<string, string> = {};
+  const multiQuery: Record<string, string[]> = {};
+  for (const [name, value] of url.searchParams) {
+    query[name] = value;
+    (multiQuery[name] ??= []).push(value);
+  }
+  const now = new Date();
+  const hasQuery = Object.keys(query).length > 0;
+  const hasParams = Object.keys(match.pathParameters).length > 0;
+  return {
+    resource: match.route.path,
+    path: url.pathname,
+    httpMethod: match.route.method,
+    headers,
+    multiValueHeaders,
+    queryStringParameters: hasQuery ? query : null,
+    multiValueQueryStringParameters: hasQuery ? multiQuery : null,
+    pathParameters: hasParams ? match.pathParameters : null,
+    stageVariables: null,
+    body,
+    isBase64Encoded: false,
+    requestContext: {
+      accountId: '000000000000',
+      apiId: 'local',
+      authorizer: null,
+      protocol: `HTTP/${request.httpVersion}`,
+      httpMethod: match.route.method,
+      path: `/${STAGE}${url.pathname}`,
+      stage: STAGE,
+      requestId: randomUUID(),
+      requestTimeEpoch: now.getTime(),
+      requestTime: formatRequestTime(now),
+      resourceId: 'local',
+      resourcePath: match.route.path,
+      identity: {
+        accessKey: null,
+        accountId: null,
+        apiKey: null,
+        apiKeyId: null,
+        caller: null,
+        clientCert: null,
+        cognitoAuthenticationProvider: null,
+        cognitoAuthenticationType: null,
+        cognitoIdentityId: null,
+        cognitoIdentityPoolId: null,
+        principalOrgId: null,
+        sourceIp: request.socket.remoteAddress ?? '127.0.0.1',
+        user: null,
+        userAgent: request.headers['user-agent'] ?? null,
+        userArn: null,
+      },
+    },
+  };
+}
+
+/** A Lambda context with the invocation deadline API Gateway imposes (29 s). */
+export function toLambdaContext(functionName: string, requestId: string, timeoutMs = 29_000): Context {
+  const deadline = Date.now() + timeoutMs;
+  return {
+    callbackWaitsForEmptyEventLoop: false,
+    functionName,
+    functionVersion: '$LATEST',
+    invokedFunctionArn: `arn:aws:lambda:local:000000000000:function:${functionName}`,
+    memoryLimitInMB: '2048',
+    awsRequestId: requestId,
+    logGroupName: `/aws/lambda/${functionName}`,
+    logStreamName: 'local',
+    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
+    done: () => undefined,
+    fail: () => undefined,
+    succeed: () => undefined,
+  };
+}
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/** API Gateway's requestTime format: 22/Nov/2026:03:04:05 +0000. */
+function formatRequestTime(date: Date): string {
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${pad(date.getUTCDate())}/${MONTHS[date.getUTCMonth()]}/${date.getUTCFullYear()}:${pad(date.getUTCHours())}:${pad(date.getUTCMinutes())}:${pad(date.getUTCSeconds())} +0000`;
+}

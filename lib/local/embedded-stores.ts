@@ -1,0 +1,96 @@
+import { mkdir } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CreateBucketCommand, HeadBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import dynalite from 'dynalite';
+import S3rver from 's3rver';
+import { TABLES } from '#lib/adapters/dynamodb-tables.ts';
+import type { Config } from '#lib/config.ts';
+
+/**
+ * The embedded real-protocol servers of local mode: dynalite (DynamoDB protocol, persisted with LevelDB)
+ * and s3rver (S3 protocol, persisted as files), both in this process on loopback ports.
+ */
+export interface EmbeddedStores {
+  dynamodbEndpoint: string;
+  s3Endpoint: string;
+  close(): Promise<void>;
+}
+
+export async function startEmbeddedStores(dataDir: string): Promise<EmbeddedStores> {
+  await mkdir(join(dataDir, 's3'), { recursive: true });
+  const dynamo = dynalite({ path: join(dataDir, 'dynamodb'), createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+  await new Promise<void>((resolve, reject) => {
+    dynamo.once('error', reject);
+    dynamo.listen(0, '127.0.0.1', () => resolve());
+  });
+  const s3 = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: join(dataDir, 's3') });
+  const s3Address = (await s3.run()) as AddressInfo;
+  return {
+    dynamodbEndpoint: `http://127.0.0.1:${(dynamo.address() as AddressInfo).port}`,
+    s3Endpoint: `http://127.0.0.1:${s3Address.port}`,
+    async close() {
+      await s3.close();
+      await new Promise<void>((resolve) => dynamo.close(() => resolve()));
+    },
+  };
+}
+
+/** Creates the tables and the bucket the configuration names, when they do not exist yet. */
+export async function ensureStorage(config: Config): Promise<void> {
+  const credentials = { accessKeyId: 'local', secretAccessKey: 'local' };
+  const db = new DynamoDBClient({ region: config.region, endpoint: config.dynamodbEndpoint, credentials });
+  for (const table of TABLES) {
+    const name = config.tables[table.configKey];
+    const exists = await db.send(new DescribeTableCommand({ TableName: name })).then(
+      () => true,
+      (error: Error) => {
+        if (error.name === 'ResourceNotFoundException') return false;
+        throw error;
+      },
+    );
+    if (exists) continue;
+    const attributes = new Set<string>([table.partitionKey]);
+    if (table.sortKey) attributes.add(table.sortKey);
+    for (const index of table.indexes) {
+      attributes.add(index.partitionKey);
+      if (index.sortKey) attributes.add(index.sortKey);
+    }
+    const keySchema = (pk: string, sk?: string) => [
+      { AttributeName: pk, KeyType: 'HASH' as const },
+      ...(sk ? [{ AttributeName: sk, KeyType: 'RANGE' as const }] : []),
+    ];
+    await db.send(
+      new CreateTableCommand({
+        TableName: name,
+        BillingMode: 'PAY_PER_REQUEST',
+        AttributeDefinitions: [...attributes].map((a) => ({ AttributeName: a, AttributeType: 'S' })),
+        KeySchema: keySchema(table.partitionKey, table.sortKey),
+        ...(table.indexes.length > 0
+          ? {
+              GlobalSecondaryIndexes: table.indexes.map((index) => ({
+                IndexName: index.name,
+                KeySchema: keySchema(index.partitionKey, index.sortKey),
+                Projection: { ProjectionType: 'ALL' },
+              })),
+            }
+          : {}),
+      }),
+    );
+  }
+  db.destroy();
+
+  const s3 = new S3Client({
+    region: config.region,
+    endpoint: config.s3Endpoint,
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+  });
+  const bucketExists = await s3.send(new HeadBucketCommand({ Bucket: config.assetsBucket })).then(
+    () => true,
+    () => false,
+  );
+  if (!bucketExists) await s3.send(new CreateBucketCommand({ Bucket: config.assetsBucket }));
+  s3.destroy();
+}

@@ -1,0 +1,125 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
+import { DomainError } from '#lib/domain/errors.ts';
+import { toErrorBody } from '#lib/http/errors.ts';
+import { matchRoute, type Route } from '#lib/http/routes.ts';
+import { toLambdaContext, toProxyEvent } from '#lib/local/api-gateway-event.ts';
+import type { Logger } from '#lib/log.ts';
+
+type LambdaHandler = (event: APIGatewayProxyEvent, context: Context) => Promise<APIGatewayProxyResult>;
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const CORS_HEADERS = {
+  'Access-Control-Allow-Methods': 'GET,POST,PATCH,DELETE,OPTIONS',
+  'Access-Control-Allow-Headers': 'Authorization,Content-Type',
+  'Access-Control-Max-Age': '600',
+};
+
+/**
+ * Serves the route table over HTTP the way API Gateway would: each request becomes a REST proxy event
+ * for the route's Lambda handler, loaded from the same module the CDK stack deploys.
+ */
+export async function startHttpServer(options: {
+  port: number;
+  host?: string;
+  maxBodyBytes: number;
+  logger: Logger;
+}): Promise<{ server: Server; url: string }> {
+  const handlers = new Map<Route, Promise<LambdaHandler>>();
+  const load = (route: Route) => {
+    let handler = handlers.get(route);
+    if (!handler) {
+      handler = import(pathToFileURL(resolve(ROOT, route.entry)).href).then((module) => {
+        const fn = (module as Record<string, unknown>)[route.handler];
+        if (typeof fn !== 'function') throw new Error(`${route.entry} has no export ${route.handler}`);
+        return fn as LambdaHandler;
+      });
+      handlers.set(route, handler);
+    }
+    return handler;
+  };
+
+  const server = createServer((request, response) => {
+    handle(request, response).catch((error: unknown) => {
+      options.logger.error('local server failure', { error: error instanceof Error ? error.message : String(error) });
+      if (!response.headersSent) sendError(response, new Error('internal'));
+      else response.destroy();
+    });
+  });
+
+  async function handle(request: IncomingMessage, response: ServerResponse) {
+    const url = new URL(request.url ?? '/', 'http://localhost');
+    const method = request.method ?? 'GET';
+    if (method === 'OPTIONS') {
+      response.writeHead(204, { ...CORS_HEADERS, 'Access-Control-Allow-Origin': request.headers.origin ?? '*' });
+      response.end();
+      return;
+    }
+    const body = await readBody(request, options.maxBodyBytes);
+    const { match, allowed } = matchRoute(method, url.pathname);
+    if (!match) {
+      if (allowed.length > 0) {
+        return sendError(response, new DomainError('method_not_allowed', `Use ${allowed.join(', ')} on this path.`), {
+          Allow: allowed.join(', '),
+        });
+      }
+      return sendError(response, new DomainError('not_found', `No route for ${method} ${url.pathname}.`));
+    }
+    if (body === undefined) {
+      return sendError(response, new DomainError('payload_too_large', `Request body exceeds ${options.maxBodyBytes} bytes.`));
+    }
+    const event = toProxyEvent(request, url, match, body.length > 0 ? body.toString('utf8') : null);
+    const context = toLambdaContext(`vps-local-${match.route.name}`, event.requestContext.requestId);
+    const result = await (await load(match.route))(event, context);
+    const headers: Record<string, string | string[]> = { ...stringHeaders(result.headers) };
+    for (const [name, values] of Object.entries(result.multiValueHeaders ?? {})) headers[name] = values.map(String);
+    if (request.headers.origin) {
+      headers['Access-Control-Allow-Origin'] = request.headers.origin;
+      headers['Access-Control-Expose-Headers'] = 'RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset,Retry-After,X-Request-Id';
+      headers.Vary = 'Origin';
+    }
+    response.writeHead(result.statusCode, headers);
+    response.end(result.isBase64Encoded ? Buffer.from(result.body, 'base64') : result.body);
+  }
+
+  await new Promise<void>((resolveListen, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host ?? '127.0.0.1', () => resolveListen());
+  });
+  const address = server.address() as AddressInfo;
+  return { server, url: `http://${options.host ?? '127.0.0.1'}:${address.port}` };
+}
+
+/** Reads the body; undefined when it exceeds the limit (the rest is drained so the 413 can be sent). */
+async function readBody(request: IncomingMessage, limit: number): Promise<Buffer | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let tooLarge = false;
+  for await (const chunk of request) {
+    size += (chunk as Buffer).length;
+    if (size > limit) tooLarge = true;
+    else chunks.push(chunk as Buffer);
+  }
+  return tooLarge ? undefined : Buffer.concat(chunks);
+}
+
+function sendError(response: ServerResponse, error: unknown, headers: Record<string, string> = {}) {
+  const requestId = randomUUID();
+  const body = toErrorBody(error, requestId);
+  response.writeHead(body.error.status, {
+    'Content-Type': 'application/json; charset=utf-8',
+    'X-Request-Id': requestId,
+    ...headers,
+  });
+  response.end(JSON.stringify(body));
+}
+
+function stringHeaders(headers: APIGatewayProxyResult['headers']): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers ?? {})) out[name] = String(value);
+  return out;
+}

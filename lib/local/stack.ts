@@ -1,0 +1,127 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import type { Server } from 'node:http';
+import { join, resolve } from 'node:path';
+import { type Config, loadConfig } from '#lib/config.ts';
+import { configureContainer, type Container, getContainer } from '#lib/container.ts';
+import { createFeed } from '#lib/domain/admin/feeds.ts';
+import { createKey } from '#lib/domain/admin/keys.ts';
+import { ensureStorage, startEmbeddedStores } from '#lib/local/embedded-stores.ts';
+import { startHttpServer } from '#lib/local/server.ts';
+
+export const DEMO_FEED_ID = 'demo';
+
+export interface LocalStack {
+  url: string;
+  adminToken: string;
+  config: Config;
+  container: Container;
+  demo: { feedId: string; searchId: string };
+  close(): Promise<void>;
+}
+
+/**
+ * Local mode: the embedded stores, the container configured to use them, the HTTP server over the route
+ * table, and a ready demo feed with a search id. `env` overrides process.env (tests use a temp DATA_DIR
+ * and port 0).
+ */
+export async function startLocalStack(env: Record<string, string | undefined> = process.env): Promise<LocalStack> {
+  const base = loadConfig(env);
+  const dataDir = resolve(base.local.dataDir);
+  await mkdir(dataDir, { recursive: true });
+  const releaseLock = await lockDataDir(dataDir);
+  const adminToken = base.adminToken ?? (await persistentAdminToken(dataDir));
+  const stores = await startEmbeddedStores(dataDir);
+  const config = loadConfig({
+    ...env,
+    STAGE: env.STAGE ?? 'local',
+    DYNAMODB_ENDPOINT: stores.dynamodbEndpoint,
+    S3_ENDPOINT: stores.s3Endpoint,
+    ADMIN_TOKEN: adminToken,
+    VECTOR_INDEX_DIR: env.VECTOR_INDEX_DIR ?? join(dataDir, 'vectors'),
+    FETCH_ALLOW_PRIVATE: env.FETCH_ALLOW_PRIVATE ?? 'true',
+  });
+  configureContainer(config);
+  await ensureStorage(config);
+  const container = getContainer();
+  const demo = await ensureDemoFeed(container);
+  let server: Server;
+  let url: string;
+  try {
+    ({ server, url } = await startHttpServer({
+      port: config.local.port,
+      maxBodyBytes: config.maxBodyBytes,
+      logger: container.logger,
+    }));
+  } catch (error) {
+    await stores.close();
+    await releaseLock();
+    throw error;
+  }
+  return {
+    url,
+    adminToken,
+    config,
+    container,
+    demo,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((done) => server.close(() => done()));
+      await stores.close();
+      await releaseLock();
+    },
+  };
+}
+
+/**
+ * The embedded databases allow one process per folder; a second `npm start` on the same folder gets a
+ * clear message instead of a LevelDB lock error deep inside the DynamoDB server.
+ */
+async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
+  const file = join(dataDir, 'server.pid');
+  const holder = Number(await readFile(file, 'utf8').catch(() => ''));
+  if (holder && holder !== process.pid && processAlive(holder)) {
+    throw new Error(`${dataDir} is in use by process ${holder} (another npm start?). Stop it or set DATA_DIR.`);
+  }
+  await writeFile(file, String(process.pid));
+  return () => rm(file, { force: true });
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The admin token survives restarts so an open dashboard session stays valid. */
+async function persistentAdminToken(dataDir: string): Promise<string> {
+  const file = join(dataDir, 'admin-token');
+  const existing = await readFile(file, 'utf8').then(
+    (text) => text.trim(),
+    () => '',
+  );
+  if (existing.length >= 16) return existing;
+  const token = `adm_${randomBytes(24).toString('base64url')}`;
+  await writeFile(file, `${token}\n`, { mode: 0o600 });
+  return token;
+}
+
+/** A demo feed with one live search id, created on first start and reused afterwards. */
+async function ensureDemoFeed(c: Container): Promise<{ feedId: string; searchId: string }> {
+  const deps = { ...c, planLimits: c.config.planLimits };
+  if (!(await c.feeds.get(DEMO_FEED_ID))) {
+    await createFeed(deps, {
+      feedId: DEMO_FEED_ID,
+      name: 'Demo catalogue',
+      plan: 'pro',
+      domains: [],
+      requireOrigin: false,
+    });
+  }
+  const live = (await c.keys.listByFeed(DEMO_FEED_ID)).find((key) => !key.revokedAt);
+  const key = live ?? (await createKey(deps, DEMO_FEED_ID, { name: 'demo' }));
+  return { feedId: DEMO_FEED_ID, searchId: key.searchId };
+}

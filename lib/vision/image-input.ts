@@ -1,0 +1,139 @@
+/**
+ * Turning submitted image bytes into model input tensors with sharp.
+ *
+ * Every path starts with `openImage`, which reads the header only and refuses what we will not decode:
+ * formats outside the allow-list (SVG, raw, HEVC HEIF…) and images over 40 megapixels (decompression
+ * bombs), before any pixel is decoded. Pixels are then EXIF-oriented (`.rotate()`) so that boxes and crops
+ * refer to the image as a viewer shows it, and transparency is flattened onto white, which is how shops
+ * present packshots.
+ */
+import sharp, { type Sharp } from 'sharp';
+import { InvalidImageError } from '#lib/domain/errors.ts';
+import type { ImageInfo } from '#lib/ports.ts';
+
+export const MAX_INPUT_PIXELS = 40_000_000;
+const WHITE = { r: 255, g: 255, b: 255 };
+
+/** [x_min, y_min, x_max, y_max] in pixels of the oriented image. */
+export type Box = [number, number, number, number];
+
+export interface OrientedImage {
+  /** Size after EXIF orientation, i.e. the coordinate frame of boxes. */
+  width: number;
+  height: number;
+  format: string;
+  /** A sharp pipeline already oriented and flattened; clone it per use. */
+  pipeline: Sharp;
+}
+
+function formatOf(metadata: sharp.Metadata): string | undefined {
+  if (metadata.format === 'heif') return metadata.compression === 'av1' ? 'avif' : undefined;
+  return ['jpeg', 'png', 'webp', 'gif', 'tiff'].includes(metadata.format ?? '') ? metadata.format : undefined;
+}
+
+/** Decoder failures are the client's problem (422); anything else is ours and propagates unchanged. */
+function isDecoderError(error: unknown): error is Error {
+  return error instanceof Error && !(error instanceof InvalidImageError) && !(error instanceof TypeError) && !(error instanceof RangeError);
+}
+
+/** Runs a sharp operation, reporting undecodable input as InvalidImageError. */
+export async function decoding<T>(operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (error) {
+    if (isDecoderError(error)) {
+      const reason = /pixel limit/i.test(error.message) ? 'the image has too many pixels' : 'the image could not be decoded';
+      throw new InvalidImageError(`Invalid image: ${reason}.`);
+    }
+    throw error;
+  }
+}
+
+/** Reads the header, enforces the format allow-list and pixel limit, and prepares an oriented pipeline. */
+export async function openImage(bytes: Buffer): Promise<OrientedImage> {
+  if (bytes.length === 0) throw new InvalidImageError('Invalid image: empty image data.');
+  const metadata = await decoding(() => sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS }).metadata());
+  const format = formatOf(metadata);
+  if (!format) {
+    throw new InvalidImageError('Invalid image: unsupported format (allowed: JPEG, PNG, WebP, GIF, AVIF, TIFF).');
+  }
+  const { width, height } = metadata;
+  if (!width || !height) throw new InvalidImageError('Invalid image: the image has no size.');
+  if (width * height > MAX_INPUT_PIXELS) throw new InvalidImageError('Invalid image: the image has too many pixels.');
+  // EXIF orientations 5–8 swap the axes.
+  const swapped = (metadata.orientation ?? 1) >= 5;
+  const pipeline = sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS }).rotate().flatten({ background: WHITE });
+  return { width: swapped ? height : width, height: swapped ? width : height, format, pipeline };
+}
+
+/** Header facts without decoding pixels (for the ImageInspector port). */
+export async function inspectImage(bytes: Buffer): Promise<ImageInfo> {
+  const { format, width, height } = await openImage(bytes);
+  return { format, width, height };
+}
+
+/** Integer pixel rectangle inside the image covering the (float) box; at least 1×1. */
+export function clampToPixels(box: Box, width: number, height: number): { left: number; top: number; width: number; height: number } {
+  const left = Math.min(width - 1, Math.max(0, Math.floor(box[0])));
+  const top = Math.min(height - 1, Math.max(0, Math.floor(box[1])));
+  const right = Math.max(left + 1, Math.min(width, Math.ceil(box[2])));
+  const bottom = Math.max(top + 1, Math.min(height, Math.ceil(box[3])));
+  return { left, top, width: right - left, height: bottom - top };
+}
+
+/** RGB bytes of the whole image (or a region of it) squashed to size×size. */
+export async function rgbSquare(image: OrientedImage, size: number, region?: Box): Promise<Buffer> {
+  let pipeline = image.pipeline.clone();
+  if (region) {
+    // Orientation must happen before extraction; materialising the oriented pixels guarantees the order.
+    const oriented = await decoding(() => image.pipeline.clone().raw().toBuffer({ resolveWithObject: true }));
+    pipeline = sharp(oriented.data, { raw: oriented.info }).extract(clampToPixels(region, image.width, image.height));
+  }
+  return decoding(() => pipeline.resize(size, size, { fit: 'fill' }).removeAlpha().raw().toBuffer());
+}
+
+export interface Letterboxed {
+  rgb: Buffer;
+  /** Factor from model-input pixels back to oriented-image pixels, per axis. */
+  scaleX: number;
+  scaleY: number;
+}
+
+/**
+ * Scales the longest side to `size`, keeps the aspect ratio and pads right and bottom with `padding`
+ * (so model-input coordinates map back by a plain scale, no offset).
+ */
+export async function rgbLetterbox(image: OrientedImage, size: number, padding: { r: number; g: number; b: number }): Promise<Letterboxed> {
+  const scale = size / Math.max(image.width, image.height);
+  const width = Math.max(1, Math.min(size, Math.round(image.width * scale)));
+  const height = Math.max(1, Math.min(size, Math.round(image.height * scale)));
+  const rgb = await decoding(() =>
+    image.pipeline
+      .clone()
+      .resize(width, height, { fit: 'fill' })
+      .extend({ right: size - width, bottom: size - height, background: padding })
+      .removeAlpha()
+      .raw()
+      .toBuffer(),
+  );
+  return { rgb, scaleX: image.width / width, scaleY: image.height / height };
+}
+
+/** Interleaved RGB bytes → float NHWC in [0, 1], written into `target` at `offset`. */
+export function writeRgbUnit(rgb: Buffer, target: Float32Array, offset: number): void {
+  for (let i = 0; i < rgb.length; i += 1) target[offset + i] = rgb[i]! / 255;
+}
+
+/** Interleaved RGB bytes → planar BGR NCHW, normalised as (v − mean) / std per BGR channel. */
+export function rgbToNormalisedBgrPlanes(rgb: Buffer, mean: readonly number[], std: readonly number[]): Float32Array {
+  const pixels = rgb.length / 3;
+  const out = new Float32Array(rgb.length);
+  for (let plane = 0; plane < 3; plane += 1) {
+    const source = 2 - plane; // BGR plane 0 takes the R-G-B triple's byte 2 (blue)
+    const m = mean[plane]!;
+    const s = std[plane]!;
+    const base = plane * pixels;
+    for (let p = 0; p < pixels; p += 1) out[base + p] = (rgb[p * 3 + source]! - m) / s;
+  }
+  return out;
+}
