@@ -121,3 +121,59 @@ export interface Vision {
   embedder: Embedder;
   detector: Detector;
 }
+
+/** One vector per product image, with what queries filter on. */
+export interface VectorDocument {
+  /** Unique per image: `${feedId}/${productId}/${imageIndex}`. */
+  id: string;
+  feedId: string;
+  productId: string;
+  itemGroupId: string;
+  vector: Float32Array;
+  /**
+   * Filterable fields, values lower-cased: brand, color, category, product_type, gender, age_group,
+   * condition, availability, size, material, item_group_id, currency and `metadata.<name>`.
+   */
+  fields: Record<string, string[]>;
+}
+
+/** AND across keys, OR within the values of a key (values lower-cased). */
+export type VectorFilter = Record<string, string[]>;
+
+export interface VectorQuery {
+  feedId: string;
+  vector: Float32Array;
+  /** Number of nearest documents wanted (before grouping by item group). */
+  k: number;
+  filter?: VectorFilter;
+  /** Item groups never returned (the reference product of related products). */
+  excludeItemGroupIds?: string[];
+}
+
+export interface VectorHit {
+  id: string;
+  productId: string;
+  itemGroupId: string;
+  /** Cosine similarity in [-1, 1]; higher is closer. */
+  similarity: number;
+}
+
+/**
+ * Approximate nearest-neighbour search over product image vectors of one embedding model version.
+ * Feeds are isolated by the feedId of every query; a feed never sees another feed's documents.
+ */
+export interface VectorIndex {
+  readonly dimension: number;
+  /** Inserts or replaces documents by id. */
+  upsert(documents: VectorDocument[]): Promise<void>;
+  /** Removes every document of these products. */
+  deleteProducts(feedId: string, productIds: string[]): Promise<void>;
+  deleteFeed(feedId: string): Promise<void>;
+  /** Nearest documents first; ties broken by productId for stable paging. */
+  search(query: VectorQuery): Promise<VectorHit[]>;
+  /** Stored vectors of documents (related products by productId reuse the product's own vectors). */
+  getVectors(ids: string[]): Promise<Map<string, Float32Array>>;
+  count(feedId: string): Promise<number>;
+  /** Makes writes durable (the local index persists to disk); a no-op where writes already are. */
+  flush(): Promise<void>;
+}

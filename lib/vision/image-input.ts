@@ -81,15 +81,23 @@ export function clampToPixels(box: Box, width: number, height: number): { left: 
   return { left, top, width: right - left, height: bottom - top };
 }
 
-/** RGB bytes of the whole image (or a region of it) squashed to size×size. */
-export async function rgbSquare(image: OrientedImage, size: number, region?: Box): Promise<Buffer> {
-  let pipeline = image.pipeline.clone();
-  if (region) {
-    // Orientation must happen before extraction; materialising the oriented pixels guarantees the order.
-    const oriented = await decoding(() => image.pipeline.clone().raw().toBuffer({ resolveWithObject: true }));
-    pipeline = sharp(oriented.data, { raw: oriented.info }).extract(clampToPixels(region, image.width, image.height));
-  }
-  return decoding(() => pipeline.resize(size, size, { fit: 'fill' }).removeAlpha().raw().toBuffer());
+/**
+ * RGB bytes of size×size squares, one per requested region (`undefined` = the whole image), each
+ * squashed to the square ("fill"): the whole object is kept, at the cost of its aspect ratio.
+ */
+export async function rgbSquares(image: OrientedImage, size: number, regions: readonly (Box | undefined)[]): Promise<Buffer[]> {
+  const square = (pipeline: Sharp): Promise<Buffer> =>
+    decoding(() => pipeline.resize(size, size, { fit: 'fill' }).removeAlpha().raw().toBuffer());
+  if (regions.every((region) => region === undefined)) return Promise.all(regions.map(() => square(image.pipeline.clone())));
+  // Orientation must happen before extraction: materialise the oriented pixels once, then cut regions from them.
+  const oriented = await decoding(() => image.pipeline.clone().raw().toBuffer({ resolveWithObject: true }));
+  const raw = { raw: { width: oriented.info.width, height: oriented.info.height, channels: oriented.info.channels } };
+  return Promise.all(
+    regions.map((region) => {
+      const pipeline = sharp(oriented.data, raw);
+      return square(region ? pipeline.extract(clampToPixels(region, image.width, image.height)) : pipeline);
+    }),
+  );
 }
 
 export interface Letterboxed {
