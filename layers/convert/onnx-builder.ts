@@ -56,11 +56,17 @@ export class OnnxGraphBuilder {
 
   /** A host tensor as an initializer: float32 stays float32, int32 becomes int64 (what ONNX shape ops want). */
   addHostInitializer(name: string, tensor: HostTensor): string {
-    if (tensor.dtype === 'float32') return this.addFloatInitializer(name, tensor.shape, tensor.data as Float32Array);
+    if (tensor.dtype === 'float32')
+      return this.addFloatInitializer(name, tensor.shape, tensor.data as Float32Array);
     return this.addInt64Initializer(name, tensor.shape, Array.from(tensor.data));
   }
 
-  addNode(opType: string, inputs: string[], outputs: string[], attributes: Record<string, AttributeValue> = {}): void {
+  addNode(
+    opType: string,
+    inputs: string[],
+    outputs: string[],
+    attributes: Record<string, AttributeValue> = {},
+  ): void {
     this.nodes.push({
       opType,
       name: outputs[0],
@@ -71,7 +77,12 @@ export class OnnxGraphBuilder {
   }
 
   /** Convenience: a node with one output named after `base`; returns that output's name. */
-  add(opType: string, inputs: string[], base: string, attributes: Record<string, AttributeValue> = {}): string {
+  add(
+    opType: string,
+    inputs: string[],
+    base: string,
+    attributes: Record<string, AttributeValue> = {},
+  ): string {
     const output = this.uniqueName(base);
     this.addNode(opType, inputs, [output], attributes);
     return output;
@@ -109,7 +120,9 @@ function valueInfo({ name, shape }: ValueInfo): onnxProto.onnx.IValueInfoProto {
     type: {
       tensorType: {
         elemType: onnx.TensorProto.DataType.FLOAT,
-        shape: { dim: shape.map((size) => (typeof size === 'string' ? { dimParam: size } : { dimValue: size })) },
+        shape: {
+          dim: shape.map((size) => (typeof size === 'string' ? { dimParam: size } : { dimValue: size })),
+        },
       },
     },
   };

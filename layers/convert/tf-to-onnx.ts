@@ -10,7 +10,15 @@
  * Unsupported ops fail loudly with their name rather than producing a silently different graph.
  */
 import { OnnxGraphBuilder, type AttributeValue } from './onnx-builder.ts';
-import { attrInts, attrString, attrStrings, elementCount, type HostTensor, type TfjsGraph, type TfNode } from './tfjs-graph.ts';
+import {
+  attrInts,
+  attrString,
+  attrStrings,
+  elementCount,
+  type HostTensor,
+  type TfjsGraph,
+  type TfNode,
+} from './tfjs-graph.ts';
 
 export interface OutputSpec {
   /** Name of the ONNX graph output. */
@@ -115,9 +123,16 @@ class Converter {
     if (!node) throw new Error(`graph has no node named ${name}`);
     const inputs = (node.input ?? []).filter((input) => !input.startsWith('^'));
     for (const input of inputs) this.visit(parseRef(input).node);
-    if (node.op === 'Const') throw new Error(`Const ${name} has an inline value; only manifest weights are supported`);
+    if (node.op === 'Const')
+      throw new Error(`Const ${name} has an inline value; only manifest weights are supported`);
     if (inputs.length > 0 && inputs.every((input) => this.constants.has(refKey(parseRef(input))))) {
-      this.constants.set(name, foldConstant(node, inputs.map((input) => this.constants.get(refKey(parseRef(input)))!)));
+      this.constants.set(
+        name,
+        foldConstant(
+          node,
+          inputs.map((input) => this.constants.get(refKey(parseRef(input)))!),
+        ),
+      );
       return;
     }
     this.emit(node, inputs);
@@ -173,7 +188,10 @@ class Converter {
       case 'PadV2': {
         const paddings = Array.from(this.constant(inputs[1]!).data);
         const rank = paddings.length / 2;
-        const pads = [...Array.from({ length: rank }, (_, i) => paddings[2 * i]!), ...Array.from({ length: rank }, (_, i) => paddings[2 * i + 1]!)];
+        const pads = [
+          ...Array.from({ length: rank }, (_, i) => paddings[2 * i]!),
+          ...Array.from({ length: rank }, (_, i) => paddings[2 * i + 1]!),
+        ];
         const padsName = builder.addInt64Initializer(builder.uniqueName('pads'), [pads.length], pads);
         const padInputs = [input(0), padsName];
         if (node.op === 'PadV2') padInputs.push(input(2));
@@ -181,7 +199,10 @@ class Converter {
         return;
       }
       case 'Transpose':
-        this.setOutput(node, builder.add('Transpose', [input(0)], base, { perm: Array.from(this.constant(inputs[1]!).data) }));
+        this.setOutput(
+          node,
+          builder.add('Transpose', [input(0)], base, { perm: Array.from(this.constant(inputs[1]!).data) }),
+        );
         return;
       case 'ConcatV2': {
         const axis = this.constant(inputs[inputs.length - 1]!).data[0]!;
@@ -191,7 +212,8 @@ class Converter {
       }
       case 'SplitV': {
         const sizes = Array.from(this.constant(inputs[1]!).data);
-        if (sizes.some((size) => size < 0)) throw new Error(`SplitV ${base}: inferred (-1) split sizes are not supported`);
+        if (sizes.some((size) => size < 0))
+          throw new Error(`SplitV ${base}: inferred (-1) split sizes are not supported`);
         const axis = this.constant(inputs[2]!).data[0]!;
         const splitName = builder.addInt64Initializer(builder.uniqueName('split'), [sizes.length], sizes);
         const outputs = sizes.map((_, i) => builder.uniqueName(`${base}:${i}`));
@@ -201,7 +223,11 @@ class Converter {
       }
       case 'Reshape': {
         const shape = this.constant(inputs[1]!);
-        const shapeName = builder.addInt64Initializer(builder.uniqueName('shape'), shape.shape, Array.from(shape.data));
+        const shapeName = builder.addInt64Initializer(
+          builder.uniqueName('shape'),
+          shape.shape,
+          Array.from(shape.data),
+        );
         this.setOutput(node, builder.add('Reshape', [input(0), shapeName], base));
         return;
       }
@@ -248,12 +274,14 @@ class Converter {
 
   private scalarInitializer(name: string, value: number): string {
     const fullName = `const/${name}`;
-    if (!this.builder.hasInitializer(fullName)) this.builder.addFloatInitializer(fullName, [], Float32Array.of(value));
+    if (!this.builder.hasInitializer(fullName))
+      this.builder.addFloatInitializer(fullName, [], Float32Array.of(value));
     return fullName;
   }
 
   private spatialAttributes(node: TfNode): Record<string, AttributeValue> {
-    if ((attrString(node, 'data_format') ?? 'NHWC') !== 'NHWC') throw new Error(`${node.name}: only NHWC is supported`);
+    if ((attrString(node, 'data_format') ?? 'NHWC') !== 'NHWC')
+      throw new Error(`${node.name}: only NHWC is supported`);
     const strides = attrInts(node, 'strides') ?? [1, 1, 1, 1];
     const padding = attrString(node, 'padding');
     const attributes: Record<string, AttributeValue> = { strides: [strides[1]!, strides[2]!] };
@@ -276,15 +304,21 @@ class Converter {
     if (depthwise) attributes['group'] = cin;
     const weights = depthwise ? depthwiseFilterToOihw(filter) : convFilterToOihw(filter);
     const outChannels = depthwise ? cin * channelOut : channelOut;
-    const weightName = builder.addFloatInitializer(builder.uniqueName(`${node.name}/W`), [outChannels, depthwise ? 1 : cin, kh, kw], weights);
+    const weightName = builder.addFloatInitializer(
+      builder.uniqueName(`${node.name}/W`),
+      [outChannels, depthwise ? 1 : cin, kh, kw],
+      weights,
+    );
     const convInputs = [this.toNchw(this.tensor(inputs[0]!)), weightName];
     const fusedOps = attrStrings(node, 'fused_ops');
     for (const op of fusedOps) {
-      if (!['BiasAdd', 'Relu', 'Relu6', 'LeakyRelu', 'Sigmoid'].includes(op)) throw new Error(`${node.name}: fused op ${op} is not supported`);
+      if (!['BiasAdd', 'Relu', 'Relu6', 'LeakyRelu', 'Sigmoid'].includes(op))
+        throw new Error(`${node.name}: fused op ${op} is not supported`);
     }
     if (fusedOps.includes('BiasAdd')) convInputs.push(this.tensor(inputs[2]!));
     let output = builder.add('Conv', convInputs, node.name, attributes);
-    for (const op of fusedOps.filter((fused) => fused !== 'BiasAdd')) output = this.activation(op, output, node.name, node);
+    for (const op of fusedOps.filter((fused) => fused !== 'BiasAdd'))
+      output = this.activation(op, output, node.name, node);
     return this.toNhwc(output, node.name);
   }
 
@@ -311,7 +345,10 @@ class Converter {
     const batchAndChannels = builder.add('Slice', [shape, starts, ends], `${node.name}/nc`);
     const spatial = builder.addInt64Initializer(builder.uniqueName('hw'), [2], Array.from(size.data));
     const sizes = builder.add('Concat', [batchAndChannels, spatial], `${node.name}/sizes`, { axis: 0 });
-    const resized = builder.add('Resize', [nchw, '', '', sizes], node.name, { mode: 'linear', coordinate_transformation_mode: mode });
+    const resized = builder.add('Resize', [nchw, '', '', sizes], node.name, {
+      mode: 'linear',
+      coordinate_transformation_mode: mode,
+    });
     return this.toNhwc(resized, node.name);
   }
 }
@@ -324,7 +361,8 @@ export function convFilterToOihw(filter: HostTensor): Float32Array {
   for (let y = 0; y < kh; y += 1)
     for (let x = 0; x < kw; x += 1)
       for (let i = 0; i < cin; i += 1)
-        for (let o = 0; o < cout; o += 1) out[((o * cin + i) * kh + y) * kw + x] = source[((y * kw + x) * cin + i) * cout + o]!;
+        for (let o = 0; o < cout; o += 1)
+          out[((o * cin + i) * kh + y) * kw + x] = source[((y * kw + x) * cin + i) * cout + o]!;
   return out;
 }
 
@@ -336,7 +374,8 @@ export function depthwiseFilterToOihw(filter: HostTensor): Float32Array {
   for (let y = 0; y < kh; y += 1)
     for (let x = 0; x < kw; x += 1)
       for (let c = 0; c < cin; c += 1)
-        for (let k = 0; k < multiplier; k += 1) out[((c * multiplier + k) * kh + y) * kw + x] = source[((y * kw + x) * cin + c) * multiplier + k]!;
+        for (let k = 0; k < multiplier; k += 1)
+          out[((c * multiplier + k) * kh + y) * kw + x] = source[((y * kw + x) * cin + c) * multiplier + k]!;
   return out;
 }
 
@@ -358,16 +397,30 @@ export function foldConstant(node: TfNode, inputs: HostTensor[]): HostTensor {
 }
 
 function elementwise(node: TfNode, a: HostTensor, b: HostTensor): HostTensor {
-  const apply = node.op === 'Sub' ? (x: number, y: number) => x - y : node.op === 'Mul' ? (x: number, y: number) => x * y : (x: number, y: number) => x + y;
-  const [larger, scalarOk] = a.data.length >= b.data.length ? [a, b.data.length === 1] : [b, a.data.length === 1];
-  if (a.data.length !== b.data.length && !scalarOk) throw new Error(`${node.name}: folding supports equal shapes or scalars only`);
-  const values = Array.from(larger.data, (_, i) => apply(a.data[a.data.length === 1 ? 0 : i]!, b.data[b.data.length === 1 ? 0 : i]!));
+  const apply =
+    node.op === 'Sub'
+      ? (x: number, y: number) => x - y
+      : node.op === 'Mul'
+        ? (x: number, y: number) => x * y
+        : (x: number, y: number) => x + y;
+  const [larger, scalarOk] =
+    a.data.length >= b.data.length ? [a, b.data.length === 1] : [b, a.data.length === 1];
+  if (a.data.length !== b.data.length && !scalarOk)
+    throw new Error(`${node.name}: folding supports equal shapes or scalars only`);
+  const values = Array.from(larger.data, (_, i) =>
+    apply(a.data[a.data.length === 1 ? 0 : i]!, b.data[b.data.length === 1 ? 0 : i]!),
+  );
   const dtype = a.dtype === 'float32' || b.dtype === 'float32' ? 'float32' : 'int32';
-  return { dtype, shape: larger.shape, data: dtype === 'float32' ? Float32Array.from(values) : Int32Array.from(values) };
+  return {
+    dtype,
+    shape: larger.shape,
+    data: dtype === 'float32' ? Float32Array.from(values) : Int32Array.from(values),
+  };
 }
 
 function sparseToDense(node: TfNode, [indices, outputShape, values, defaultValue]: HostTensor[]): HostTensor {
-  if (!indices || !outputShape || !values || !defaultValue) throw new Error(`${node.name}: SparseToDense needs 4 inputs`);
+  if (!indices || !outputShape || !values || !defaultValue)
+    throw new Error(`${node.name}: SparseToDense needs 4 inputs`);
   const shape = Array.from(outputShape.data);
   const dense = new Float64Array(elementCount(shape)).fill(defaultValue.data[0]!);
   const rank = shape.length;

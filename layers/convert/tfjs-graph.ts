@@ -61,7 +61,11 @@ export function float16ToFloat32(half: number): number {
   return sign * 2 ** (exponent - 15) * (1 + fraction / 1024);
 }
 
-function decodeWeight(spec: TfWeightSpec, bytes: Buffer, offset: number): { tensor: HostTensor; byteLength: number } {
+function decodeWeight(
+  spec: TfWeightSpec,
+  bytes: Buffer,
+  offset: number,
+): { tensor: HostTensor; byteLength: number } {
   const count = elementCount(spec.shape);
   const quantization = spec.quantization;
   if (spec.dtype === 'bool') throw new Error(`weight ${spec.name}: bool weights are not supported`);

@@ -7,7 +7,7 @@
  * refer to the image as a viewer shows it, and transparency is flattened onto white, which is how shops
  * present packshots.
  */
-import sharp, { type Sharp } from 'sharp';
+import sharp, { type Metadata, type Sharp } from 'sharp';
 import { InvalidImageError } from '#lib/domain/errors.ts';
 import type { ImageInfo } from '#lib/ports.ts';
 
@@ -26,14 +26,19 @@ export interface OrientedImage {
   pipeline: Sharp;
 }
 
-function formatOf(metadata: sharp.Metadata): string | undefined {
+function formatOf(metadata: Metadata): string | undefined {
   if (metadata.format === 'heif') return metadata.compression === 'av1' ? 'avif' : undefined;
   return ['jpeg', 'png', 'webp', 'gif', 'tiff'].includes(metadata.format ?? '') ? metadata.format : undefined;
 }
 
 /** Decoder failures are the client's problem (422); anything else is ours and propagates unchanged. */
 function isDecoderError(error: unknown): error is Error {
-  return error instanceof Error && !(error instanceof InvalidImageError) && !(error instanceof TypeError) && !(error instanceof RangeError);
+  return (
+    error instanceof Error &&
+    !(error instanceof InvalidImageError) &&
+    !(error instanceof TypeError) &&
+    !(error instanceof RangeError)
+  );
 }
 
 /** Runs a sharp operation, reporting undecodable input as InvalidImageError. */
@@ -42,7 +47,9 @@ export async function decoding<T>(operation: () => Promise<T>): Promise<T> {
     return await operation();
   } catch (error) {
     if (isDecoderError(error)) {
-      const reason = /pixel limit/i.test(error.message) ? 'the image has too many pixels' : 'the image could not be decoded';
+      const reason = /pixel limit/i.test(error.message)
+        ? 'the image has too many pixels'
+        : 'the image could not be decoded';
       throw new InvalidImageError(`Invalid image: ${reason}.`);
     }
     throw error;
@@ -55,14 +62,19 @@ export async function openImage(bytes: Buffer): Promise<OrientedImage> {
   const metadata = await decoding(() => sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS }).metadata());
   const format = formatOf(metadata);
   if (!format) {
-    throw new InvalidImageError('Invalid image: unsupported format (allowed: JPEG, PNG, WebP, GIF, AVIF, TIFF).');
+    throw new InvalidImageError(
+      'Invalid image: unsupported format (allowed: JPEG, PNG, WebP, GIF, AVIF, TIFF).',
+    );
   }
   const { width, height } = metadata;
   if (!width || !height) throw new InvalidImageError('Invalid image: the image has no size.');
-  if (width * height > MAX_INPUT_PIXELS) throw new InvalidImageError('Invalid image: the image has too many pixels.');
+  if (width * height > MAX_INPUT_PIXELS)
+    throw new InvalidImageError('Invalid image: the image has too many pixels.');
   // EXIF orientations 5–8 swap the axes.
   const swapped = (metadata.orientation ?? 1) >= 5;
-  const pipeline = sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS }).rotate().flatten({ background: WHITE });
+  const pipeline = sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS })
+    .rotate()
+    .flatten({ background: WHITE });
   return { width: swapped ? height : width, height: swapped ? width : height, format, pipeline };
 }
 
@@ -73,7 +85,11 @@ export async function inspectImage(bytes: Buffer): Promise<ImageInfo> {
 }
 
 /** Integer pixel rectangle inside the image covering the (float) box; at least 1×1. */
-export function clampToPixels(box: Box, width: number, height: number): { left: number; top: number; width: number; height: number } {
+export function clampToPixels(
+  box: Box,
+  width: number,
+  height: number,
+): { left: number; top: number; width: number; height: number } {
   const left = Math.min(width - 1, Math.max(0, Math.floor(box[0])));
   const top = Math.min(height - 1, Math.max(0, Math.floor(box[1])));
   const right = Math.max(left + 1, Math.min(width, Math.ceil(box[2])));
@@ -85,13 +101,20 @@ export function clampToPixels(box: Box, width: number, height: number): { left: 
  * RGB bytes of size×size squares, one per requested region (`undefined` = the whole image), each
  * squashed to the square ("fill"): the whole object is kept, at the cost of its aspect ratio.
  */
-export async function rgbSquares(image: OrientedImage, size: number, regions: readonly (Box | undefined)[]): Promise<Buffer[]> {
+export async function rgbSquares(
+  image: OrientedImage,
+  size: number,
+  regions: readonly (Box | undefined)[],
+): Promise<Buffer[]> {
   const square = (pipeline: Sharp): Promise<Buffer> =>
     decoding(() => pipeline.resize(size, size, { fit: 'fill' }).removeAlpha().raw().toBuffer());
-  if (regions.every((region) => region === undefined)) return Promise.all(regions.map(() => square(image.pipeline.clone())));
+  if (regions.every((region) => region === undefined))
+    return Promise.all(regions.map(() => square(image.pipeline.clone())));
   // Orientation must happen before extraction: materialise the oriented pixels once, then cut regions from them.
   const oriented = await decoding(() => image.pipeline.clone().raw().toBuffer({ resolveWithObject: true }));
-  const raw = { raw: { width: oriented.info.width, height: oriented.info.height, channels: oriented.info.channels } };
+  const raw = {
+    raw: { width: oriented.info.width, height: oriented.info.height, channels: oriented.info.channels },
+  };
   return Promise.all(
     regions.map((region) => {
       const pipeline = sharp(oriented.data, raw);
@@ -111,7 +134,11 @@ export interface Letterboxed {
  * Scales the longest side to `size`, keeps the aspect ratio and pads right and bottom with `padding`
  * (so model-input coordinates map back by a plain scale, no offset).
  */
-export async function rgbLetterbox(image: OrientedImage, size: number, padding: { r: number; g: number; b: number }): Promise<Letterboxed> {
+export async function rgbLetterbox(
+  image: OrientedImage,
+  size: number,
+  padding: { r: number; g: number; b: number },
+): Promise<Letterboxed> {
   const scale = size / Math.max(image.width, image.height);
   const width = Math.max(1, Math.min(size, Math.round(image.width * scale)));
   const height = Math.max(1, Math.min(size, Math.round(image.height * scale)));
@@ -133,7 +160,11 @@ export function writeRgbUnit(rgb: Buffer, target: Float32Array, offset: number):
 }
 
 /** Interleaved RGB bytes → planar BGR NCHW, normalised as (v − mean) / std per BGR channel. */
-export function rgbToNormalisedBgrPlanes(rgb: Buffer, mean: readonly number[], std: readonly number[]): Float32Array {
+export function rgbToNormalisedBgrPlanes(
+  rgb: Buffer,
+  mean: readonly number[],
+  std: readonly number[],
+): Float32Array {
   const pixels = rgb.length / 3;
   const out = new Float32Array(rgb.length);
   for (let plane = 0; plane < 3; plane += 1) {

@@ -57,7 +57,9 @@ export function decodeLevels(levels: readonly HeadLevel[], options: DecodeOption
           const cx = ((cell % columns) + 0.5) * stride;
           const cy = (Math.floor(cell / columns) + 0.5) * stride;
           const base = cell * 4 * bins;
-          const [left, top, right, bottom] = [0, 1, 2, 3].map((side) => expectedBin(boxLogits, base + side * bins, bins) * stride) as Box;
+          const [left, top, right, bottom] = [0, 1, 2, 3].map(
+            (side) => expectedBin(boxLogits, base + side * bins, bins) * stride,
+          ) as Box;
           box = [cx - left, cy - top, cx + right, cy + bottom];
         }
         candidates.push({ box, classIndex: c, score });
@@ -77,7 +79,11 @@ export function intersectionOverUnion(a: Box, b: Box): number {
 }
 
 /** Greedy NMS within each class; returns the kept candidates by descending score, at most `limit`. */
-export function perClassNms(candidates: readonly Candidate[], iouThreshold: number, limit: number): Candidate[] {
+export function perClassNms(
+  candidates: readonly Candidate[],
+  iouThreshold: number,
+  limit: number,
+): Candidate[] {
   const sorted = [...candidates].sort((a, b) => b.score - a.score);
   const keptByClass = new Map<number, Candidate[]>();
   const kept: Candidate[] = [];

@@ -1,0 +1,83 @@
+/**
+ * Loads the model layer: reads each model's manifest, checks it is the model this code was written for,
+ * and creates one onnxruntime session per model. lib/container.ts calls this once, lazily.
+ */
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { OnnxDetector, type DetectorOptions } from '#lib/adapters/onnx-detector.ts';
+import { OnnxEmbedder } from '#lib/adapters/onnx-embedder.ts';
+import type { Vision } from '#lib/ports.ts';
+import { DETECTOR_SPEC, EMBEDDER_SPEC, type ModelManifest } from './model-specs.ts';
+import { createSession } from './onnx-session.ts';
+
+export interface LoadedVision extends Vision {
+  embedder: OnnxEmbedder;
+  detector: OnnxDetector;
+  manifests: { embedder: ModelManifest; detector: ModelManifest };
+}
+
+function readManifest(modelDir: string, spec: { name: string; file: string }): ModelManifest {
+  const manifestFile = join(modelDir, `${spec.name}.manifest.json`);
+  const modelFile = join(modelDir, spec.file);
+  if (!existsSync(manifestFile) || !existsSync(modelFile)) {
+    throw new Error(
+      `Model ${spec.name} is missing from ${resolve(modelDir)}: run \`npm run build:layer\` to build it.`,
+    );
+  }
+  const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as ModelManifest;
+  if (manifest.file !== spec.file || statSync(modelFile).size !== manifest.bytes) {
+    throw new Error(
+      `Model ${spec.name} in ${resolve(modelDir)} does not match its manifest: run \`npm run build:layer\`.`,
+    );
+  }
+  return manifest;
+}
+
+function checkEmbedderManifest(manifest: ModelManifest): void {
+  const output = manifest.outputs.find(({ name }) => name === EMBEDDER_SPEC.outputName);
+  if (
+    manifest.embeddingDimension !== EMBEDDER_SPEC.dimension ||
+    output?.shape[1] !== EMBEDDER_SPEC.dimension
+  ) {
+    throw new Error(
+      `Embedder manifest describes dimension ${manifest.embeddingDimension}, the code expects ${EMBEDDER_SPEC.dimension}.`,
+    );
+  }
+}
+
+function checkDetectorManifest(manifest: ModelManifest): void {
+  const names = manifest.outputs.map(({ name }) => name);
+  const expected = [...DETECTOR_SPEC.classOutputs, ...DETECTOR_SPEC.boxOutputs];
+  if (
+    expected.some((name) => !names.includes(name)) ||
+    manifest.labels?.length !== DETECTOR_SPEC.labels.length
+  ) {
+    throw new Error(
+      `Detector manifest outputs ${names.join(', ')} do not match the expected ${expected.join(', ')}.`,
+    );
+  }
+}
+
+/**
+ * @param modelDir directory with the .onnx files and manifests (default build output: layers/models/build)
+ * @param detectorOptions score/IoU thresholds of the detector (defaults suit the API)
+ * @throws Error naming the missing model and the command that builds it
+ */
+export async function loadVision(
+  modelDir: string,
+  detectorOptions: Partial<DetectorOptions> = {},
+): Promise<LoadedVision> {
+  const embedderManifest = readManifest(modelDir, EMBEDDER_SPEC);
+  const detectorManifest = readManifest(modelDir, DETECTOR_SPEC);
+  checkEmbedderManifest(embedderManifest);
+  checkDetectorManifest(detectorManifest);
+  const [embedderSession, detectorSession] = await Promise.all([
+    createSession(join(modelDir, EMBEDDER_SPEC.file)),
+    createSession(join(modelDir, DETECTOR_SPEC.file)),
+  ]);
+  return {
+    embedder: new OnnxEmbedder(embedderSession, embedderManifest.sha256),
+    detector: new OnnxDetector(detectorSession, detectorOptions),
+    manifests: { embedder: embedderManifest, detector: detectorManifest },
+  };
+}

@@ -1,0 +1,28 @@
+/** onnxruntime sessions as this service runs them: CPU, one intra-op thread, full graph optimisation. */
+import ort from 'onnxruntime-node';
+
+export type InferenceSession = ort.InferenceSession;
+
+/**
+ * One intra-op thread: on a loaded 2-core box (or a 1–2 vCPU Lambda) it is steadier than two, and
+ * concurrent requests already use the other core.
+ */
+export function createSession(modelPath: string): Promise<ort.InferenceSession> {
+  return ort.InferenceSession.create(modelPath, {
+    executionProviders: ['cpu'],
+    intraOpNumThreads: 1,
+    interOpNumThreads: 1,
+    graphOptimizationLevel: 'all',
+  });
+}
+
+export function floatTensor(data: Float32Array, dims: readonly number[]): ort.Tensor {
+  return new ort.Tensor('float32', data, dims);
+}
+
+/** The float data of a named output, failing clearly if the graph does not have it. */
+export function outputData(outputs: ort.InferenceSession.OnnxValueMapType, name: string): Float32Array {
+  const tensor = outputs[name];
+  if (!tensor) throw new Error(`model output ${name} is missing`);
+  return tensor.data as Float32Array;
+}
