@@ -30,8 +30,13 @@ if (installed !== lockHash) {
 }
 
 // Generated assets: [description, script that is idempotent and cheap when up to date].
-const assetSteps = [['models', 'layers/build.ts']].filter(([, script]) => existsSync(join(root, script)));
+// A `.sh` step is a shell script that checks its own staleness (Chromium for the browser tests: apt, as root).
+const assetSteps = [
+  ['models', 'layers/build.ts'],
+  ['chromium', 'scripts/install-chromium.sh'],
+].filter(([, script]) => existsSync(join(root, script)));
 for (const [name, script] of assetSteps) {
-  run(join(root, 'node_modules', '.bin', 'tsx'), [script, '--if-stale']);
+  if (script.endsWith('.sh')) run('sh', [script]);
+  else run(join(root, 'node_modules', '.bin', 'tsx'), [script, '--if-stale']);
   void name;
 }
