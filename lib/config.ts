@@ -44,6 +44,11 @@ const EnvSchema = z.object({
   REST_API_ID: z.string().optional(),
   USAGE_PLAN_FREE_ID: z.string().optional(),
   USAGE_PLAN_PRO_ID: z.string().optional(),
+  /**
+   * AWS only, gateway authorizer: the API key it reports for requests without `Authorization: Bearer`
+   * (search id in the body), so they are metered against the Shared usage plan instead of being refused.
+   */
+  GATEWAY_SHARED_KEY: z.string().min(20).optional(),
 
   PLAN_LIMIT_FREE: positiveInt.default(100),
   PLAN_LIMIT_PRO: positiveInt.default(1000),
@@ -78,6 +83,7 @@ export interface Config {
   apiKeyRegistry:
     | { kind: 'none' }
     | { kind: 'apigateway'; restApiId: string; usagePlanIds: Record<'free' | 'pro', string> };
+  gatewaySharedKey: string | undefined;
   planLimits: Record<Plan, number>;
   maxBodyBytes: number;
   maxImagePixels: number;
@@ -140,6 +146,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     modelDir: e.MODEL_DIR,
     adminToken: e.ADMIN_TOKEN,
     apiKeyRegistry,
+    gatewaySharedKey: e.GATEWAY_SHARED_KEY,
     planLimits: { free: e.PLAN_LIMIT_FREE, pro: e.PLAN_LIMIT_PRO, enterprise: e.PLAN_LIMIT_ENTERPRISE },
     maxBodyBytes: e.MAX_BODY_BYTES,
     maxImagePixels: e.MAX_IMAGE_PIXELS,

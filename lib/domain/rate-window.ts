@@ -29,8 +29,8 @@ export function secondsToWindowEnd(position: WindowPosition, now: Date): number 
 }
 
 /**
- * Seconds a refused client must wait, assuming no further admitted requests, until the weighted count
- * drops below the limit again.
+ * Seconds a refused client must wait, assuming no further admitted requests, until one more request fits:
+ * the weighted count must drop to limit - 1 or below.
  */
 export function retryAfterSeconds(
   limit: number,
@@ -40,12 +40,14 @@ export function retryAfterSeconds(
   now: Date,
 ): number {
   const windowSeconds = WINDOW_MS / 1000;
-  if (currentCount < limit && previousCount > 0) {
-    // Within this window: previous*(1 - elapsed - s/3600) + current < limit.
-    const s = (windowSeconds * (previousCount * (1 - position.elapsed) - (limit - currentCount))) / previousCount;
-    return Math.max(1, Math.floor(s) + 1);
+  const room = limit - 1 - currentCount;
+  // (The 1e-9 below keeps float noise such as 36.000000001 from adding a whole second.)
+  if (room >= 0 && previousCount > 0) {
+    // Within this window: previous * (1 - elapsed - s/3600) <= limit - 1 - current.
+    const s = (windowSeconds * (previousCount * (1 - position.elapsed) - room)) / previousCount;
+    return Math.max(1, Math.ceil(s - 1e-9));
   }
-  // Only the next window helps: current becomes the previous one and decays from there.
-  const intoNext = currentCount <= 0 ? 0 : windowSeconds * (1 - limit / currentCount);
-  return secondsToWindowEnd(position, now) + Math.max(1, Math.floor(intoNext) + 1);
+  // Only the next window helps: the current count becomes the previous one and decays from there.
+  const intoNext = currentCount <= 0 ? 0 : windowSeconds * (1 - (limit - 1) / currentCount);
+  return secondsToWindowEnd(position, now) + Math.max(1, Math.ceil(intoNext - 1e-9));
 }

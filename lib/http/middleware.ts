@@ -24,8 +24,9 @@ const TOUCH_INTERVAL_MS = 60_000;
  * error mapper, rate-limit and request-id headers, usage metering and one access-log line. It is the first
  * middleware, so its `after`/`onError` run last and see the final outcome.
  */
-function lifecycle(container: Container): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
+function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
   const finish = async (request: Request) => {
+    const container = getContainer();
     const state = request.context.state;
     const response = request.response ?? json(500, toErrorBody(undefined, state.requestId));
     response.headers = { ...response.headers, ...responseHeaders(state) };
@@ -40,6 +41,7 @@ function lifecycle(container: Container): MiddlewareObj<JsonEvent, APIGatewayPro
   };
   return {
     before: (request) => {
+      const container = getContainer();
       const requestId = request.event.requestContext?.requestId ?? request.context.awsRequestId;
       request.event.headers = lowerCaseHeaders(request.event.headers);
       request.context.state = {
@@ -57,6 +59,7 @@ function lifecycle(container: Container): MiddlewareObj<JsonEvent, APIGatewayPro
     },
     after: finish,
     onError: async (request) => {
+      const container = getContainer();
       const state = request.context.state ?? {
         requestId: request.context.awsRequestId,
         startedAt: Date.now(),
@@ -133,12 +136,10 @@ function jsonBody(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppC
  * different → 400; missing or unknown → 401; revoked → 403. Then the feed's domain allow-list and the
  * plan's rolling-hour limit.
  */
-function searchIdAuth(
-  container: Container,
-  idField: 'searchId' | 'feedId',
-): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
+function searchIdAuth(idField: 'searchId' | 'feedId'): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
   return {
     before: async (request) => {
+      const container = getContainer();
       const { event, context } = request;
       const state = context.state;
       const headerId = bearerToken(event.headers.authorization, 'missing_search_id');
@@ -214,10 +215,10 @@ function checkOrigin(headers: APIGatewayProxyEvent['headers'], domains: string[]
 }
 
 /** Admin API: `Authorization: Bearer <admin token>` (or, in AWS, a route already authorised by IAM). */
-function adminAuth(container: Container): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
+function adminAuth(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
   return {
     before: (request) => {
-      const expected = container.config.adminToken;
+      const expected = getContainer().config.adminToken;
       if (!expected) {
         // Without a token the gateway must have authorised the caller with IAM (SigV4).
         if (request.event.requestContext?.identity?.userArn) return;
@@ -237,39 +238,37 @@ function safeEqual(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-/** A public endpoint: lifecycle → body → search-id auth, domain, rate limit → handler. */
+type EndpointHandler = (event: JsonEvent, context: AppContext, container: Container) => Promise<APIGatewayProxyResult>;
+type LambdaHandler = (event: APIGatewayProxyEvent, context: Context) => Promise<APIGatewayProxyResult>;
+
+/**
+ * A public endpoint: lifecycle → body → search-id auth, domain, rate limit → handler. The container is
+ * built at definition (a bad configuration fails the cold start) and looked up again per request, so a
+ * local runtime that reconfigures in-process is honoured.
+ */
 export function publicEndpoint(
   options: { endpoint: Endpoint; idField: 'searchId' | 'feedId' },
-  handler: (event: JsonEvent, context: AppContext, container: Container) => Promise<APIGatewayProxyResult>,
-) {
-  const container = getContainer();
+  handler: EndpointHandler,
+): LambdaHandler {
+  getContainer();
   return middy<JsonEvent, APIGatewayProxyResult, Error, AppContext>()
-    .use(lifecycle(container))
+    .use(lifecycle())
     .use({
       before: (request) => {
         request.context.state.endpoint = options.endpoint;
       },
     })
     .use(jsonBody())
-    .use(searchIdAuth(container, options.idField))
-    .handler((event, context) => handler(event, context, container)) as unknown as (
-    event: APIGatewayProxyEvent,
-    context: Context,
-  ) => Promise<APIGatewayProxyResult>;
+    .use(searchIdAuth(options.idField))
+    .handler((event, context) => handler(event, context, getContainer())) as unknown as LambdaHandler;
 }
 
 /** An admin endpoint: lifecycle → body → admin token → handler. */
-export function adminEndpoint(
-  handler: (event: JsonEvent, context: AppContext, container: Container) => Promise<APIGatewayProxyResult>,
-) {
-  const container = getContainer();
+export function adminEndpoint(handler: EndpointHandler): LambdaHandler {
+  getContainer();
   return middy<JsonEvent, APIGatewayProxyResult, Error, AppContext>()
-    .use(lifecycle(container))
+    .use(lifecycle())
     .use(jsonBody())
-    .use(adminAuth(container))
-    .handler((event, context) => handler(event, context, container)) as unknown as (
-    event: APIGatewayProxyEvent,
-    context: Context,
-  ) => Promise<APIGatewayProxyResult>;
+    .use(adminAuth())
+    .handler((event, context) => handler(event, context, getContainer())) as unknown as LambdaHandler;
 }
-

@@ -1,0 +1,560 @@
+import { z } from 'zod';
+import { CreateFeedRequest, CreateKeyRequest, UpdateFeedRequest, UsageQuery } from '#lib/domain/admin/schemas.ts';
+import type { ErrorCode } from '#lib/domain/errors.ts';
+import { PLANS } from '#lib/domain/feeds.ts';
+import { DetectRequest, RelatedRequest, RootSearchRequest, SearchImageRequest } from '#lib/domain/schemas.ts';
+import { STATUS_OF } from '#lib/http/errors.ts';
+import { type Route, ROUTES } from '#lib/http/routes.ts';
+
+/**
+ * The OpenAPI 3.1 document of the service, generated from the route table and from the very zod schemas
+ * the handlers validate with (`z.toJSONSchema(schema, { io: 'input' })`), so the document cannot drift
+ * from what the handlers accept. Response shapes are zod schemas too (documentation only), converted the
+ * same way. Routes of ROUTES without an entry in OPERATION_DOCS still appear, with a generic description.
+ */
+
+type JsonObject = Record<string, unknown>;
+
+const JSON_SCHEMA = { io: 'input', target: 'draft-2020-12' } as const;
+
+/** A 1×1 PNG: the smallest image every example can carry and the validator accepts. */
+export const EXAMPLE_IMAGE =
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+const EXAMPLE_SEARCH_ID = 'vps_3hV8rQm0yJt2cW9pXb4LkN1sZa6DfGe7';
+const EXAMPLE_REQUEST_ID = 'c0a8012e-7f3b-4c1d-9e2a-5b6c7d8e9f01';
+
+// ---- Response shapes (documentation schemas; requests use the handlers' own schemas) ----
+
+const cents = z.number().int().describe('Integer amount in cents.');
+
+export const VariantSchema = z
+  .looseObject({
+    id: z.string().optional(),
+    product_id: z.string(),
+    item_group_id: z.string().optional(),
+    color: z.string().optional(),
+    size: z.union([z.string(), z.number()]).optional(),
+    price: cents.optional(),
+    sale_price: cents.optional(),
+    currency: z.string().optional(),
+    image_link: z.string().optional(),
+    availability: z.string().optional(),
+    link: z.string().optional(),
+  })
+  .describe('One variant of a product (same item_group_id).');
+
+export const ProductSchema = z
+  .looseObject({
+    id: z.string().optional().describe('UUID (related products and the root search).'),
+    feed_id: z.string(),
+    item_group_id: z.string().optional(),
+    product_id: z.string(),
+    title: z.string(),
+    short_title: z.string().optional(),
+    description: z.string().optional(),
+    availability: z.string().optional().describe('in_stock / out_of_stock (image search); "in stock" (related).'),
+    brand: z.string().optional(),
+    color: z.string().optional(),
+    condition: z.string().optional(),
+    category: z.string().optional(),
+    product_type: z.string().optional(),
+    image_link: z.string().describe('Product image URL.'),
+    link: z.string().optional().describe('Product page URL.'),
+    price: z.union([cents, z.string()]).optional().describe('Cents; a string on the root search.'),
+    sale_price: z.union([cents, z.string()]).optional(),
+    currency: z.string().optional(),
+    product_highlight: z.union([z.array(z.string()), z.string()]).optional(),
+    score: z.number().min(0).max(1).optional().describe('Cosine similarity mapped to [0, 1]; 1 = identical.'),
+    variants: z.array(VariantSchema).optional(),
+    variant_count: z.number().int().optional(),
+    created_at: z.string().optional(),
+    updated_at: z.string().optional(),
+  })
+  .describe('A catalogue product (fields of the interface document; each endpoint returns its own subset).');
+
+export const DetectedObjectSchema = z.object({
+  box: z
+    .tuple([z.number(), z.number(), z.number(), z.number()])
+    .describe('[x_min, y_min, x_max, y_max] in pixels of the submitted image.'),
+  label: z.string().describe('COCO class name.'),
+  score: z.number().min(0).max(1),
+  products: z.array(ProductSchema).optional().describe('With action OD+SEARCH: image-search results of the crop.'),
+});
+
+export const DetectResponseSchema = z.object({
+  action: z.string(),
+  searchId: z.string(),
+  results: z.object({ objects: z.array(DetectedObjectSchema) }),
+  processTimeSeconds: z.number(),
+});
+
+export const FeedSchema = z.object({
+  feedId: z.string(),
+  name: z.string(),
+  plan: z.enum(PLANS),
+  hourlyLimit: z.number().int().describe('The hourly limit in force (plan default or custom).'),
+  domains: z.array(z.string()),
+  requireOrigin: z.boolean(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+});
+
+export const SearchKeySchema = z.object({
+  searchId: z.string().describe('The search id (API key).'),
+  feedId: z.string(),
+  name: z.string(),
+  createdAt: z.string(),
+  lastUsedAt: z.string().optional(),
+  revokedAt: z.string().optional(),
+});
+
+const usageTotals = {
+  requests: z.number().int(),
+  ok: z.number().int(),
+  clientErrors: z.number().int(),
+  serverErrors: z.number().int(),
+  rateLimited: z.number().int().describe('Requests answered 429.'),
+};
+const endpointName = z.enum(['search_image', 'detect', 'related', 'root_search']);
+
+export const UsageReportSchema = z.object({
+  feedId: z.string(),
+  from: z.string(),
+  to: z.string(),
+  days: z.array(z.object({ day: z.string(), endpoint: endpointName, ...usageTotals })),
+  keys: z.array(z.object({ searchId: z.string(), ...usageTotals })),
+  totals: z.object(usageTotals),
+});
+
+const ERROR_CODES = Object.keys(STATUS_OF) as ErrorCode[];
+
+export const ErrorBodySchema = z
+  .object({
+    error: z.object({
+      status: z.number().int().describe('The HTTP status, repeated.'),
+      code: z.enum(ERROR_CODES as [ErrorCode, ...ErrorCode[]]),
+      message: z.string().describe('Human-readable; safe to show. Internals are never exposed.'),
+      details: z.array(z.object({ path: z.string(), message: z.string() })).describe('Per-field problems (400).'),
+    }),
+    requestId: z.string().describe('Also in the X-Request-Id header; quote it to support.'),
+  })
+  .describe('The one error body of every non-2xx response.');
+
+/** Components: request schemas of the handlers, response shapes and the error body. */
+const COMPONENT_SCHEMAS: Record<string, { schema: z.ZodType; io: 'input' | 'output' }> = {
+  SearchImageRequest: { schema: SearchImageRequest, io: 'input' },
+  DetectRequest: { schema: DetectRequest, io: 'input' },
+  RelatedRequest: { schema: RelatedRequest, io: 'input' },
+  RootSearchRequest: { schema: RootSearchRequest, io: 'input' },
+  CreateFeedRequest: { schema: CreateFeedRequest, io: 'input' },
+  UpdateFeedRequest: { schema: UpdateFeedRequest, io: 'input' },
+  CreateKeyRequest: { schema: CreateKeyRequest, io: 'input' },
+  Product: { schema: ProductSchema, io: 'output' },
+  DetectResponse: { schema: DetectResponseSchema, io: 'output' },
+  Feed: { schema: FeedSchema, io: 'output' },
+  SearchKey: { schema: SearchKeySchema, io: 'output' },
+  UsageReport: { schema: UsageReportSchema, io: 'output' },
+  Error: { schema: ErrorBodySchema, io: 'output' },
+};
+
+// ---- Examples ----
+
+const exampleProduct = {
+  feed_id: 'demo',
+  item_group_id: 'SKU-1042',
+  product_id: 'SKU-1042-RED-M',
+  title: 'Linen shirt, red',
+  brand: 'Northwind',
+  availability: 'in_stock',
+  condition: 'new',
+  image_link: 'https://shop.example.com/img/sku-1042-red.jpg',
+  link: 'https://shop.example.com/p/sku-1042',
+  price: 4990,
+  sale_price: 3990,
+  currency: 'EUR',
+  product_highlight: ['100% linen'],
+  score: 0.934,
+  variants: [{ product_id: 'SKU-1042-RED-L', size: 'L', price: 4990, currency: 'EUR', availability: 'in_stock' }],
+  variant_count: 2,
+};
+const exampleFeed = {
+  feedId: 'shop-eu',
+  name: 'Shop EU',
+  plan: 'pro',
+  hourlyLimit: 1000,
+  domains: ['shop.example.com', '*.example.com'],
+  requireOrigin: false,
+  createdAt: '2026-11-01T09:00:00.000Z',
+  updatedAt: '2026-11-02T10:30:00.000Z',
+};
+const exampleKey = { searchId: EXAMPLE_SEARCH_ID, feedId: 'shop-eu', name: 'storefront', createdAt: '2026-11-01T09:01:00.000Z' };
+const zeroTotals = { requests: 0, ok: 0, clientErrors: 0, serverErrors: 0, rateLimited: 0 };
+const exampleUsage = {
+  feedId: 'shop-eu',
+  from: '2026-11-01',
+  to: '2026-11-02',
+  days: [
+    { day: '2026-11-01', endpoint: 'search_image', requests: 120, ok: 100, clientErrors: 2, serverErrors: 0, rateLimited: 18 },
+    { day: '2026-11-02', endpoint: 'detect', ...zeroTotals, requests: 5, ok: 5 },
+  ],
+  keys: [{ searchId: EXAMPLE_SEARCH_ID, requests: 125, ok: 105, clientErrors: 2, serverErrors: 0, rateLimited: 18 }],
+  totals: { requests: 125, ok: 105, clientErrors: 2, serverErrors: 0, rateLimited: 18 },
+};
+
+/** One example message per error code, worded like the service's own. */
+export const ERROR_EXAMPLES: Record<ErrorCode, { message: string; details?: { path: string; message: string }[] }> = {
+  invalid_request: { message: 'Invalid limit: Too big: expected number to be <=100', details: [{ path: 'limit', message: 'Too big: expected number to be <=100' }] },
+  missing_search_id: { message: 'Send a search id as Authorization: Bearer <searchId> or in the body field searchId.' },
+  invalid_search_id: { message: 'Unknown search id.' },
+  unauthorized: { message: 'Send the admin token as Authorization: Bearer <token>.' },
+  domain_not_allowed: { message: 'Requests from evil.example.net are not allowed for this search id.' },
+  search_id_revoked: { message: 'This search id has been revoked.' },
+  not_found: { message: 'Search id not found.' },
+  feed_not_found: { message: 'Feed shop-eu not found.' },
+  product_not_found: { message: 'Product SKU-0000 not found in this feed.' },
+  import_not_found: { message: 'Import imp_0123 not found.' },
+  method_not_allowed: { message: 'Use POST on this path.' },
+  conflict: { message: 'Feed shop-eu already exists.' },
+  payload_too_large: { message: 'Request body exceeds 6291456 bytes; send a smaller image.' },
+  unsupported_media_type: { message: 'Send the request body as JSON with Content-Type: application/json.' },
+  invalid_image: { message: 'The image could not be decoded (supported: JPEG, PNG, WebP, GIF, AVIF, TIFF).' },
+  rate_limited: { message: 'Hourly request limit of the plan exceeded. Retry in 1200 s.' },
+  internal: { message: 'Internal error. Retry later; if it persists, contact support with the request id.' },
+  unavailable: { message: 'The image models are not available. Retry later.' },
+};
+
+export function errorExample(code: ErrorCode) {
+  const { message, details = [] } = ERROR_EXAMPLES[code];
+  return { error: { status: STATUS_OF[code], code, message, details }, requestId: EXAMPLE_REQUEST_ID };
+}
+
+// ---- Operations ----
+
+/** What the document says about one route beyond the route table. */
+export interface OperationDoc {
+  summary: string;
+  description: string;
+  tag: string;
+  /** JSON body: the component name of the handler's zod schema, and an example that schema accepts. */
+  body?: { component: keyof typeof COMPONENT_SCHEMAS; schema: z.ZodType; example: unknown; required: boolean };
+  /** Query string: the handler's zod object schema; each property becomes one parameter. */
+  query?: { schema: z.ZodObject; example: Record<string, string> };
+  response: { status: number; description: string; schema: JsonObject; zod?: z.ZodType; example?: unknown };
+  /** Error codes beyond those every route of its access level can return. */
+  errors: ErrorCode[];
+}
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const imageErrors: ErrorCode[] = ['invalid_image', 'unavailable'];
+
+export const OPERATION_DOCS: Record<string, OperationDoc> = {
+  SearchImage: {
+    tag: 'Search',
+    summary: 'Image search',
+    description:
+      'Catalogue products that look like the image, best first (score descending, ties by product_id), one per item group with its variants. An empty array when nothing matches.',
+    body: {
+      component: 'SearchImageRequest',
+      schema: SearchImageRequest,
+      required: true,
+      example: { imageData: EXAMPLE_IMAGE, limit: 10, offset: 0, searchId: EXAMPLE_SEARCH_ID },
+    },
+    response: { status: 200, description: 'Matching products.', schema: { type: 'array', items: ref('Product') }, zod: z.array(ProductSchema), example: [exampleProduct] },
+    errors: imageErrors,
+  },
+  Detect: {
+    tag: 'Search',
+    summary: 'Detect objects',
+    description: 'Objects in the image with boxes (pixels of the submitted image), COCO labels and scores. Action OD+SEARCH adds image-search results per object.',
+    body: { component: 'DetectRequest', schema: DetectRequest, required: true, example: { imageData: EXAMPLE_IMAGE, searchId: EXAMPLE_SEARCH_ID, action: 'OD' } },
+    response: {
+      status: 200,
+      description: 'Detected objects.',
+      schema: ref('DetectResponse'),
+      zod: DetectResponseSchema,
+      example: {
+        action: 'OD',
+        searchId: EXAMPLE_SEARCH_ID,
+        results: { objects: [{ box: [12, 30, 220, 400], label: 'handbag', score: 0.87 }] },
+        processTimeSeconds: 0.041,
+      },
+    },
+    errors: imageErrors,
+  },
+  Related: {
+    tag: 'Search',
+    summary: 'Related products',
+    description:
+      'Products related to a customer product id (wins when both are given) or an image; the fallback image is used when the product is unknown. The reference product and its variants are excluded.',
+    body: {
+      component: 'RelatedRequest',
+      schema: RelatedRequest,
+      required: true,
+      example: { productId: 'SKU-1042-RED-M', limit: 10, offset: 0, searchId: EXAMPLE_SEARCH_ID, filters: [{ key: 'brand', value: 'Northwind' }] },
+    },
+    response: { status: 200, description: 'Related products.', schema: { type: 'array', items: ref('Product') }, zod: z.array(ProductSchema), example: [exampleProduct] },
+    errors: [...imageErrors, 'product_not_found'],
+  },
+  RootSearch: {
+    tag: 'Search',
+    summary: 'Root search',
+    description: 'The simpler search form at the host root: feedId names the search id, limit and offset may be strings, prices are strings.',
+    body: { component: 'RootSearchRequest', schema: RootSearchRequest, required: true, example: { imageData: EXAMPLE_IMAGE, limit: '10', offset: '0', feedId: EXAMPLE_SEARCH_ID } },
+    response: {
+      status: 200,
+      description: 'Matching products.',
+      schema: { type: 'array', items: ref('Product') },
+      zod: z.array(ProductSchema),
+      example: [{ ...exampleProduct, price: '4990', sale_price: '3990', product_highlight: '100% linen' }],
+    },
+    errors: imageErrors,
+  },
+  AdminCreateFeed: {
+    tag: 'Admin: feeds',
+    summary: 'Create a feed',
+    description: 'A catalogue with its plan and allowed domains. The id is generated when absent.',
+    body: { component: 'CreateFeedRequest', schema: CreateFeedRequest, required: true, example: { feedId: 'shop-eu', name: 'Shop EU', plan: 'pro', domains: ['shop.example.com'] } },
+    response: { status: 201, description: 'The new feed.', schema: ref('Feed'), zod: FeedSchema, example: exampleFeed },
+    errors: ['conflict'],
+  },
+  AdminListFeeds: {
+    tag: 'Admin: feeds',
+    summary: 'List feeds',
+    description: 'Every feed with the hourly limit in force.',
+    response: {
+      status: 200,
+      description: 'The feeds.',
+      schema: { type: 'object', properties: { feeds: { type: 'array', items: ref('Feed') } }, required: ['feeds'] },
+      zod: z.object({ feeds: z.array(FeedSchema) }),
+      example: { feeds: [exampleFeed] },
+    },
+    errors: [],
+  },
+  AdminGetFeed: {
+    tag: 'Admin: feeds',
+    summary: 'Get a feed',
+    description: 'One feed.',
+    response: { status: 200, description: 'The feed.', schema: ref('Feed'), zod: FeedSchema, example: exampleFeed },
+    errors: ['feed_not_found'],
+  },
+  AdminUpdateFeed: {
+    tag: 'Admin: feeds',
+    summary: 'Change a feed',
+    description: 'Name, plan, allowed domains, custom hourly limit (enterprise) or requireOrigin. Send only the fields to change.',
+    body: { component: 'UpdateFeedRequest', schema: UpdateFeedRequest, required: true, example: { plan: 'enterprise', hourlyLimit: 50000, domains: ['shop.example.com', '*.example.com'] } },
+    response: { status: 200, description: 'The changed feed.', schema: ref('Feed'), zod: FeedSchema, example: exampleFeed },
+    errors: ['feed_not_found'],
+  },
+  AdminDeleteFeed: {
+    tag: 'Admin: feeds',
+    summary: 'Delete a feed',
+    description: 'Deletes the feed with its search ids and products.',
+    response: { status: 204, description: 'Deleted.', schema: {} },
+    errors: ['feed_not_found'],
+  },
+  AdminCreateKey: {
+    tag: 'Admin: keys',
+    summary: 'Create a search id',
+    description: 'A new search id (API key) for the feed; several may be live at once for rotation.',
+    body: { component: 'CreateKeyRequest', schema: CreateKeyRequest, required: false, example: { name: 'storefront' } },
+    response: { status: 201, description: 'The new key.', schema: ref('SearchKey'), zod: SearchKeySchema, example: exampleKey },
+    errors: ['feed_not_found'],
+  },
+  AdminListKeys: {
+    tag: 'Admin: keys',
+    summary: 'List search ids',
+    description: "The feed's search ids, newest first, revoked ones included (revokedAt set), with their last use.",
+    response: {
+      status: 200,
+      description: 'The keys.',
+      schema: { type: 'object', properties: { keys: { type: 'array', items: ref('SearchKey') } }, required: ['keys'] },
+      zod: z.object({ keys: z.array(SearchKeySchema) }),
+      example: { keys: [{ ...exampleKey, lastUsedAt: '2026-11-02T10:31:00.000Z' }] },
+    },
+    errors: ['feed_not_found'],
+  },
+  AdminRevokeKey: {
+    tag: 'Admin: keys',
+    summary: 'Revoke a search id',
+    description: 'Later requests with the id answer 403 search_id_revoked.',
+    response: {
+      status: 200,
+      description: 'The revoked key.',
+      schema: ref('SearchKey'),
+      zod: SearchKeySchema,
+      example: { ...exampleKey, revokedAt: '2026-11-03T08:00:00.000Z' },
+    },
+    errors: ['not_found'],
+  },
+  AdminGetUsage: {
+    tag: 'Admin: usage',
+    summary: 'Usage of a feed',
+    description: 'Requests per day per endpoint (with 429s), per search id, and totals; the last 30 days by default.',
+    query: { schema: UsageQuery, example: { from: '2026-11-01', to: '2026-11-02' } },
+    response: { status: 200, description: 'The usage report.', schema: ref('UsageReport'), zod: UsageReportSchema, example: exampleUsage },
+    errors: ['feed_not_found'],
+  },
+};
+
+/** Codes every route of an access level can return; body-less routes cannot be 413/415. */
+export function errorCodesOf(route: Route): ErrorCode[] {
+  const doc = OPERATION_DOCS[route.name];
+  const hasBody = route.method === 'POST' || route.method === 'PATCH';
+  const common: ErrorCode[] =
+    route.access === 'public'
+      ? ['invalid_request', 'missing_search_id', 'invalid_search_id', 'domain_not_allowed', 'search_id_revoked', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'internal']
+      : ['unauthorized', ...(hasBody || doc?.query ? (['invalid_request'] as const) : []), ...(hasBody ? (['payload_too_large', 'unsupported_media_type'] as const) : []), 'internal'];
+  const extra = doc?.errors ?? (route.path.includes('{feedId}') ? (['feed_not_found'] as ErrorCode[]) : []);
+  return [...new Set([...common, ...extra])].sort((a, b) => STATUS_OF[a] - STATUS_OF[b] || a.localeCompare(b));
+}
+
+function operationId(route: Route): string {
+  return route.name.charAt(0).toLowerCase() + route.name.slice(1);
+}
+
+function stripDialect(schema: JsonObject): JsonObject {
+  const { $schema: _dialect, ...rest } = schema;
+  return rest;
+}
+
+/** The JSON Schema of a zod schema as the document embeds it (the handler-side input view for requests). */
+export function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output' = 'input'): JsonObject {
+  return stripDialect(z.toJSONSchema(schema, { ...JSON_SCHEMA, io }) as JsonObject);
+}
+
+const rateLimitHeaders = {
+  'RateLimit-Limit': { $ref: '#/components/headers/RateLimit-Limit' },
+  'RateLimit-Remaining': { $ref: '#/components/headers/RateLimit-Remaining' },
+  'RateLimit-Reset': { $ref: '#/components/headers/RateLimit-Reset' },
+};
+const requestIdHeader = { 'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' } };
+const retryAfterHeader = { 'Retry-After': { $ref: '#/components/headers/Retry-After' } };
+
+function errorResponses(route: Route): JsonObject {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of errorCodesOf(route)) byStatus.set(STATUS_OF[code], [...(byStatus.get(STATUS_OF[code]) ?? []), code]);
+  const out: JsonObject = {};
+  for (const [status, codes] of byStatus) {
+    const headers: JsonObject = { ...requestIdHeader };
+    // The rate limit is known once the search id resolved: on 429 and on errors raised after authentication.
+    if (route.access === 'public' && (status === 429 || status === 400 || status >= 422)) Object.assign(headers, rateLimitHeaders);
+    if (status === 429 || status === 503) Object.assign(headers, retryAfterHeader);
+    out[String(status)] = {
+      description: codes.map((code) => `\`${code}\``).join(', '),
+      headers,
+      content: {
+        'application/json': {
+          schema: ref('Error'),
+          examples: Object.fromEntries(codes.map((code) => [code, { summary: ERROR_EXAMPLES[code].message, value: errorExample(code) }])),
+        },
+      },
+    };
+  }
+  return out;
+}
+
+function pathParameters(route: Route): JsonObject[] {
+  return [...route.path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({
+    name,
+    in: 'path',
+    required: true,
+    schema: { type: 'string', minLength: 1 },
+    example: name === 'searchId' ? EXAMPLE_SEARCH_ID : name === 'feedId' ? 'shop-eu' : `${name}-1`,
+  }));
+}
+
+function operation(route: Route): JsonObject {
+  const doc = OPERATION_DOCS[route.name];
+  const op: JsonObject = {
+    operationId: operationId(route),
+    tags: [doc?.tag ?? (route.access === 'admin' ? 'Admin' : 'Search')],
+    summary: doc?.summary ?? route.name,
+    description: doc?.description ?? `${route.method} ${route.path} (${route.access}).`,
+    security: route.access === 'public' ? [{ searchId: [] }, {}] : [{ adminToken: [] }],
+  };
+  const parameters = pathParameters(route);
+  if (doc?.query) {
+    const query = jsonSchemaOf(doc.query.schema) as { properties?: Record<string, JsonObject>; required?: string[] };
+    for (const [name, schema] of Object.entries(query.properties ?? {})) {
+      parameters.push({
+        name,
+        in: 'query',
+        required: (query.required ?? []).includes(name),
+        schema,
+        ...(doc.query.example[name] !== undefined ? { example: doc.query.example[name] } : {}),
+      });
+    }
+  }
+  if (parameters.length > 0) op.parameters = parameters;
+  if (doc?.body) {
+    op.requestBody = {
+      required: doc.body.required,
+      content: { 'application/json': { schema: ref(doc.body.component), example: doc.body.example } },
+    };
+  }
+  const successHeaders = route.access === 'public' ? { ...requestIdHeader, ...rateLimitHeaders } : requestIdHeader;
+  const success = doc?.response ?? { status: 200, description: 'Success.', schema: {} };
+  const successResponse: JsonObject = { description: success.description, headers: successHeaders };
+  if (success.status !== 204) {
+    const media: JsonObject = { schema: success.schema };
+    if (success.example !== undefined) media.example = success.example;
+    successResponse.content = { 'application/json': media };
+  }
+  op.responses = { [String(success.status)]: successResponse, ...errorResponses(route) };
+  return op;
+}
+
+/** Builds the OpenAPI 3.1 document. `serverUrl` is where the API is reached (the local server passes its own). */
+export function buildOpenApiDocument(options: { serverUrl?: string; routes?: readonly Route[] } = {}): JsonObject {
+  const routes = options.routes ?? ROUTES;
+  const paths: Record<string, JsonObject> = {};
+  for (const route of routes) {
+    const item = (paths[route.path] ??= {});
+    item[route.method.toLowerCase()] = operation(route);
+  }
+  const schemas: JsonObject = {};
+  for (const [name, { schema, io }] of Object.entries(COMPONENT_SCHEMAS)) schemas[name] = jsonSchemaOf(schema, io);
+  const tags = [...new Set(routes.map((route) => OPERATION_DOCS[route.name]?.tag ?? (route.access === 'admin' ? 'Admin' : 'Search')))];
+  return {
+    openapi: '3.1.0',
+    jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
+    info: {
+      title: 'Visual product search',
+      version: '1.0.0',
+      summary: 'Image search, object detection and related products over customer product feeds.',
+      description: [
+        'All bodies are JSON. Public endpoints authenticate with a search id (API key): `Authorization: Bearer <searchId>` or the body field `searchId` (`feedId` on the root search); both present and different → 400.',
+        'Every public response carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` once the search id is known; a 429 also carries `Retry-After`. Limits per rolling hour: free 100, pro 1,000, enterprise custom.',
+        'Every non-2xx response has the body `{"error": {"status", "code", "message", "details"}, "requestId"}`; the request id is also in `X-Request-Id`. An unknown path answers 404 `not_found`, a wrong method 405 `method_not_allowed` with `Allow`.',
+        'The admin API (`/admin/v1`) serves the dashboard and scripts; it takes the admin token as a bearer token.',
+      ].join('\n\n'),
+    },
+    servers: [{ url: options.serverUrl ?? '/', description: 'This server' }],
+    tags: tags.map((name) => ({ name })),
+    paths,
+    components: {
+      schemas,
+      securitySchemes: {
+        searchId: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'search id',
+          description: 'The search id of a feed (Settings > API Keys). May instead be sent in the body field searchId (feedId on the root search).',
+        },
+        adminToken: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'admin token',
+          description: 'The operator token (local mode prints it at start; AWS protects the admin routes with IAM).',
+        },
+      },
+      headers: {
+        'RateLimit-Limit': { description: 'Requests allowed per rolling hour for this search id.', schema: { type: 'integer', minimum: 0 }, example: 1000 },
+        'RateLimit-Remaining': { description: 'Requests left in the current window.', schema: { type: 'integer', minimum: 0 }, example: 998 },
+        'RateLimit-Reset': { description: 'Seconds until the allowance is fully available again.', schema: { type: 'integer', minimum: 0 }, example: 3540 },
+        'Retry-After': { description: 'Seconds to wait before retrying (429 and 503).', schema: { type: 'integer', minimum: 0 }, example: 1200 },
+        'X-Request-Id': { description: 'Id of this request; equals requestId in error bodies.', schema: { type: 'string' }, example: EXAMPLE_REQUEST_ID },
+      },
+    },
+  };
+}

@@ -1,0 +1,152 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectError } from '#test/support/error-shape.ts';
+import { pngBase64, startTestStack, type TestStack } from '#test/support/local-stack.ts';
+
+let stack: TestStack;
+
+beforeAll(async () => {
+  stack = await startTestStack();
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+describe('admin authentication', () => {
+  it('returns 401 unauthorized without the admin token', async () => {
+    expectError(await stack.call('GET', '/admin/v1/feeds'), 401, 'unauthorized');
+  });
+
+  it('returns 401 unauthorized with a wrong admin token', async () => {
+    const response = await stack.call('GET', '/admin/v1/feeds', { headers: { authorization: 'Bearer wrong-token-wrong-token' } });
+    expectError(response, 401, 'unauthorized');
+  });
+
+  it('does not accept a search id as admin token', async () => {
+    const response = await stack.call('GET', '/admin/v1/feeds', { headers: { authorization: `Bearer ${stack.demo.searchId}` } });
+    expectError(response, 401, 'unauthorized');
+  });
+});
+
+describe('feeds', () => {
+  it('creates, reads, lists, updates and deletes a feed', async () => {
+    const created = await stack.admin('POST', '/admin/v1/feeds', {
+      feedId: 'acme-shoes',
+      name: 'ACME shoes',
+      plan: 'free',
+      domains: ['Shop.Example.com'],
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toEqual({
+      feedId: 'acme-shoes',
+      name: 'ACME shoes',
+      plan: 'free',
+      hourlyLimit: 100,
+      domains: ['shop.example.com'],
+      requireOrigin: false,
+      createdAt: expect.any(String),
+      updatedAt: expect.any(String),
+    });
+
+    const read = await stack.admin('GET', '/admin/v1/feeds/acme-shoes');
+    const list = await stack.admin('GET', '/admin/v1/feeds');
+    expect(read.body).toEqual(created.body);
+    expect(list.body.feeds.map((f: { feedId: string }) => f.feedId)).toEqual(expect.arrayContaining(['demo', 'acme-shoes']));
+
+    const updated = await stack.admin('PATCH', '/admin/v1/feeds/acme-shoes', {
+      plan: 'enterprise',
+      hourlyLimit: 5000,
+      domains: ['*.example.com'],
+    });
+    expect(updated.status).toBe(200);
+    expect(updated.body).toMatchObject({ plan: 'enterprise', hourlyLimit: 5000, domains: ['*.example.com'] });
+
+    const downgraded = await stack.admin('PATCH', '/admin/v1/feeds/acme-shoes', { plan: 'pro' });
+    expect(downgraded.body.hourlyLimit).toBe(1000);
+
+    const key = (await stack.admin('POST', '/admin/v1/feeds/acme-shoes/keys', {})).body.searchId;
+    const deleted = await stack.admin('DELETE', '/admin/v1/feeds/acme-shoes');
+    expect(deleted.status).toBe(204);
+    expectError(await stack.admin('GET', '/admin/v1/feeds/acme-shoes'), 404, 'feed_not_found');
+    const image = await pngBase64();
+    const orphan = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expectError(orphan, 401, 'invalid_search_id');
+  });
+
+  it('returns 409 conflict for an existing feed id', async () => {
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'dup-feed', name: 'One' });
+    expectError(await stack.admin('POST', '/admin/v1/feeds', { feedId: 'dup-feed', name: 'Two' }), 409, 'conflict');
+  });
+
+  it.each([
+    ['a missing name', {}, 'name'],
+    ['an unknown plan', { name: 'x', plan: 'gold' }, 'plan'],
+    ['an invalid domain', { name: 'x', domains: ['https://shop.example.com/'] }, 'domains.0'],
+    ['hourlyLimit on the free plan', { name: 'x', hourlyLimit: 10 }, 'hourlyLimit'],
+    ['an unknown field', { name: 'x', colour: 'red' }, '(body)'],
+  ])('returns 400 for %s', async (_name, body, path) => {
+    const response = await stack.admin('POST', '/admin/v1/feeds', body);
+    expectError(response, 400, 'invalid_request');
+    expect(response.body.error.details.map((d: { path: string }) => d.path)).toContain(path);
+  });
+
+  it('returns 404 feed_not_found when updating a missing feed', async () => {
+    expectError(await stack.admin('PATCH', '/admin/v1/feeds/missing', { name: 'x' }), 404, 'feed_not_found');
+  });
+});
+
+describe('search ids', () => {
+  it('creates and lists keys of a feed, newest first, with revocation visible', async () => {
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'keys-feed', name: 'Keys' });
+    const first = await stack.admin('POST', '/admin/v1/feeds/keys-feed/keys', { name: 'storefront' });
+    const second = await stack.admin('POST', '/admin/v1/feeds/keys-feed/keys', { name: 'staging' });
+    await stack.admin('DELETE', `/admin/v1/keys/${first.body.searchId}`);
+
+    const list = await stack.admin('GET', '/admin/v1/feeds/keys-feed/keys');
+
+    expect(first.status).toBe(201);
+    expect(first.body.searchId).toMatch(/^vps_[A-Za-z0-9_-]{32}$/);
+    expect(list.body.keys.map((k: { name: string }) => k.name)).toEqual(['staging', 'storefront']);
+    expect(list.body.keys[0].revokedAt).toBeUndefined();
+    expect(list.body.keys[1].revokedAt).toEqual(expect.any(String));
+    expect(second.body.feedId).toBe('keys-feed');
+  });
+
+  it('returns 404 when creating a key for a missing feed or revoking an unknown key', async () => {
+    expectError(await stack.admin('POST', '/admin/v1/feeds/nowhere/keys', {}), 404, 'feed_not_found');
+    expectError(await stack.admin('DELETE', '/admin/v1/keys/vps_unknown'), 404, 'not_found');
+  });
+});
+
+describe('usage queries', () => {
+  it('returns 400 for a malformed or reversed range', async () => {
+    expectError(await stack.admin('GET', '/admin/v1/feeds/demo/usage?from=yesterday'), 400, 'invalid_request');
+    expectError(await stack.admin('GET', '/admin/v1/feeds/demo/usage?from=2026-02-01&to=2026-01-01'), 400, 'invalid_request');
+  });
+});
+
+describe('local runtime', () => {
+  it('keeps data across a restart on the same folder', async () => {
+    const { startLocalStack } = await import('#lib/local/stack.ts');
+    const dataDir = stack.config.local.dataDir;
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'survivor', name: 'Persisted' });
+    const demoKey = stack.demo.searchId;
+    await stack.close();
+
+    const again = await startLocalStack({ ...process.env, LOG_LEVEL: 'silent', PORT: '0', DATA_DIR: dataDir });
+    try {
+      const response = await fetch(`${again.url}/admin/v1/feeds/survivor`, {
+        headers: { authorization: `Bearer ${again.adminToken}` },
+      });
+      expect(response.status).toBe(200);
+      expect(again.adminToken).toBe(stack.adminToken);
+      expect(again.demo.searchId).toBe(demoKey);
+    } finally {
+      await again.close();
+      stack = { ...stack, stop: async () => {} } as TestStack;
+    }
+  });
+});

@@ -1,0 +1,301 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectError } from '#test/support/error-shape.ts';
+import { pngBase64, startTestStack, type TestStack } from '#test/support/local-stack.ts';
+
+/**
+ * The platform over real HTTP: a client's view of authentication, domains, validation, rate limits,
+ * usage and the one error shape. Models are pointed at an empty folder so model-backed paths answer 503.
+ */
+let stack: TestStack;
+let image: string;
+let feedId: string;
+let searchId: string;
+
+const bearer = (id: string) => ({ authorization: `Bearer ${id}` });
+
+beforeAll(async () => {
+  stack = await startTestStack({ MODEL_DIR: '/nonexistent-models', PLAN_LIMIT_FREE: '5' });
+  image = await pngBase64();
+  const feed = await stack.admin('POST', '/admin/v1/feeds', { name: 'Shop', plan: 'pro' });
+  feedId = feed.body.feedId;
+  searchId = (await stack.admin('POST', `/admin/v1/feeds/${feedId}/keys`, { name: 'web' })).body.searchId;
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+describe('search-id authentication', () => {
+  it('returns 401 missing_search_id without a search id', async () => {
+    const response = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image } });
+    expectError(response, 401, 'missing_search_id');
+  });
+
+  it('returns 401 invalid_search_id for an unknown search id', async () => {
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: bearer('vps_unknown'),
+    });
+    expectError(response, 401, 'invalid_search_id');
+  });
+
+  it('accepts the search id in the Authorization header', async () => {
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: bearer(searchId),
+    });
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual([]);
+  });
+
+  it('accepts the search id in the body', async () => {
+    const response = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image, searchId } });
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual([]);
+  });
+
+  it('accepts feedId in the body of the root search, with limit and offset as strings', async () => {
+    const response = await stack.call('POST', '/', {
+      body: { imageData: image, feedId: searchId, limit: '5', offset: '0' },
+    });
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual([]);
+  });
+
+  it('returns 400 when header and body name different search ids', async () => {
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image, searchId: 'vps_other' },
+      headers: bearer(searchId),
+    });
+    expectError(response, 400, 'invalid_request');
+    expect(response.body.error.details[0].path).toBe('searchId');
+  });
+
+  it('returns 401 for an Authorization header that is not Bearer', async () => {
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: { authorization: `Basic ${searchId}` },
+    });
+    expectError(response, 401, 'missing_search_id');
+  });
+
+  it('returns 403 search_id_revoked after the key is revoked', async () => {
+    const key = (await stack.admin('POST', `/admin/v1/feeds/${feedId}/keys`, { name: 'old' })).body.searchId;
+    const before = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: bearer(key) });
+    expect(before.status).toBe(200);
+
+    const revoked = await stack.admin('DELETE', `/admin/v1/keys/${encodeURIComponent(key)}`);
+    const after = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: bearer(key) });
+
+    expect(revoked.status).toBe(200);
+    expect(revoked.body.revokedAt).toEqual(expect.any(String));
+    expectError(after, 403, 'search_id_revoked');
+  });
+});
+
+describe('allowed domains', () => {
+  let restricted: string;
+
+  beforeAll(async () => {
+    const feed = await stack.admin('POST', '/admin/v1/feeds', {
+      name: 'Restricted',
+      domains: ['shop.example.com', '*.example.org'],
+    });
+    restricted = (await stack.admin('POST', `/admin/v1/feeds/${feed.body.feedId}/keys`, {})).body.searchId;
+  });
+
+  it('returns 403 domain_not_allowed for an Origin outside the list', async () => {
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: { ...bearer(restricted), origin: 'https://evil.example.net' },
+    });
+    expectError(response, 403, 'domain_not_allowed');
+  });
+
+  it('accepts an Origin in the list, a wildcard subdomain, and a Referer when Origin is absent', async () => {
+    const exact = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: { ...bearer(restricted), origin: 'https://shop.example.com' },
+    });
+    const wildcard = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: { ...bearer(restricted), origin: 'https://www.example.org' },
+    });
+    const referer = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: { ...bearer(restricted), referer: 'https://shop.example.com/products/1' },
+    });
+    expect([exact.status, wildcard.status, referer.status]).toEqual([200, 200, 200]);
+    expect(exact.headers.get('access-control-allow-origin')).toBe('https://shop.example.com');
+  });
+
+  it('refuses a Referer outside the list', async () => {
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: { ...bearer(restricted), referer: 'https://example.org.evil.net/' },
+    });
+    expectError(response, 403, 'domain_not_allowed');
+  });
+});
+
+describe('request validation', () => {
+  const cases: [string, string, Record<string, unknown>, string][] = [
+    ['limit 0', '/api/v1/search/image', { limit: 0 }, 'limit'],
+    ['limit 101', '/api/v1/search/image', { limit: 101 }, 'limit'],
+    ['limit "x"', '/api/v1/search/image', { limit: 'x' }, 'limit'],
+    ['negative offset', '/api/v1/search/image', { offset: -1 }, 'offset'],
+    ['offset + limit over 1000', '/api/v1/search/image', { offset: 995, limit: 10 }, 'offset'],
+    ['missing imageData', '/api/v1/search/image', { imageData: undefined }, 'imageData'],
+    ['invalid base64', '/api/v1/search/image', { imageData: 'not base64!!' }, 'imageData'],
+    ['root search limit "abc"', '/', { limit: 'abc' }, 'limit'],
+    ['unknown filter key', '/api/v1/related', { filters: [{ key: 'colour', value: 'red' }] }, 'filters.0.key'],
+    ['neither imageData nor productId', '/api/v1/related', { imageData: undefined }, 'imageData'],
+    ['unknown detect action', '/api/v1/detect', { action: 'OCR' }, 'action'],
+  ];
+
+  for (const [name, path, patch, field] of cases) {
+    it(`returns 400 for ${name}`, async () => {
+      const body = { imageData: image, ...patch };
+      const response = await stack.call('POST', path, { body, headers: bearer(searchId) });
+      expectError(response, 400, 'invalid_request');
+      expect(response.body.error.details.map((d: { path: string }) => d.path)).toContain(field);
+    });
+  }
+
+  it('returns 400 for malformed JSON', async () => {
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      raw: '{"imageData": ',
+      headers: { ...bearer(searchId), 'content-type': 'application/json' },
+    });
+    expectError(response, 400, 'invalid_request');
+  });
+
+  it('returns 415 for a body that is not JSON', async () => {
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      raw: 'imageData=abc',
+      headers: { ...bearer(searchId), 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    expectError(response, 415, 'unsupported_media_type');
+  });
+
+  it('returns 422 invalid_image for base64 that is not an image', async () => {
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: Buffer.from('definitely not an image').toString('base64') },
+      headers: bearer(searchId),
+    });
+    expectError(response, 422, 'invalid_image');
+  });
+
+  it('accepts a data: URL prefix on imageData', async () => {
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: `data:image/png;base64,${image}` },
+      headers: bearer(searchId),
+    });
+    expect(response.status).toBe(200);
+  });
+});
+
+describe('endpoints before the models are available', () => {
+  it('answers related products by image from the real stores: an empty feed gives []', async () => {
+    const response = await stack.call('POST', '/api/v1/related', { body: { imageData: image }, headers: bearer(searchId) });
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual([]);
+  });
+
+  it('returns 404 product_not_found for an unknown productId without an image', async () => {
+    const response = await stack.call('POST', '/api/v1/related', { body: { productId: 'nope' }, headers: bearer(searchId) });
+    expectError(response, 404, 'product_not_found');
+  });
+
+  it('returns 503 unavailable with Retry-After for detection when the models cannot load', async () => {
+    const response = await stack.call('POST', '/api/v1/detect', { body: { imageData: image }, headers: bearer(searchId) });
+    expectError(response, 503, 'unavailable');
+    expect(response.headers.get('retry-after')).toBe('5');
+  });
+});
+
+describe('routing', () => {
+  it('returns 404 not_found for an unknown path', async () => {
+    expectError(await stack.call('POST', '/api/v2/search/image', { body: {} }), 404, 'not_found');
+  });
+
+  it('returns 405 with Allow for a known path and another method', async () => {
+    const response = await stack.call('GET', '/api/v1/search/image');
+    expectError(response, 405, 'method_not_allowed');
+    expect(response.headers.get('allow')).toBe('POST');
+  });
+
+  it('answers a CORS preflight', async () => {
+    const response = await stack.call('OPTIONS', '/api/v1/search/image', { headers: { origin: 'https://shop.example.com' } });
+    expect(response.status).toBe(204);
+    expect(response.headers.get('access-control-allow-headers')).toContain('Authorization');
+  });
+});
+
+describe('rate limits', () => {
+  it('returns 429 with Retry-After once the plan hourly limit is spent', async () => {
+    const feed = await stack.admin('POST', '/admin/v1/feeds', { name: 'Free shop' });
+    const key = (await stack.admin('POST', `/admin/v1/feeds/${feed.body.feedId}/keys`, {})).body.searchId;
+    const statuses: number[] = [];
+    let last;
+    for (let i = 0; i < 6; i++) {
+      last = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: bearer(key) });
+      statuses.push(last.status);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+    expectError(last!, 429, 'rate_limited');
+    expect(Number(last!.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(last!.headers.get('ratelimit-limit')).toBe('5');
+    expect(last!.headers.get('ratelimit-remaining')).toBe('0');
+  });
+
+  it('uses the custom hourly limit of an enterprise feed', async () => {
+    const feed = await stack.admin('POST', '/admin/v1/feeds', { name: 'Big', plan: 'enterprise', hourlyLimit: 2 });
+    const key = (await stack.admin('POST', `/admin/v1/feeds/${feed.body.feedId}/keys`, {})).body.searchId;
+    const first = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: bearer(key) });
+    expect(first.headers.get('ratelimit-limit')).toBe('2');
+    expect(first.headers.get('ratelimit-remaining')).toBe('1');
+  });
+
+  it('admits exactly the limit when 50 requests race', async () => {
+    const feed = await stack.admin('POST', '/admin/v1/feeds', { name: 'Race', plan: 'enterprise', hourlyLimit: 20 });
+    const key = (await stack.admin('POST', `/admin/v1/feeds/${feed.body.feedId}/keys`, {})).body.searchId;
+    const responses = await Promise.all(
+      Array.from({ length: 50 }, () =>
+        stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: bearer(key) }),
+      ),
+    );
+    const statuses = responses.map((r) => r.status);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(20);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(30);
+  });
+});
+
+describe('usage', () => {
+  it('counts requests per day per endpoint, including refusals, in the admin API', async () => {
+    const feed = await stack.admin('POST', '/admin/v1/feeds', { name: 'Metered', plan: 'enterprise', hourlyLimit: 3 });
+    const id = feed.body.feedId;
+    const key = (await stack.admin('POST', `/admin/v1/feeds/${id}/keys`, {})).body.searchId;
+    for (let i = 0; i < 4; i++) {
+      await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: bearer(key) });
+    }
+    await stack.call('POST', '/', { body: { imageData: image, feedId: key } });
+
+    const usage = await stack.admin('GET', `/admin/v1/feeds/${id}/usage`);
+
+    expect(usage.status).toBe(200);
+    const today = new Date().toISOString().slice(0, 10);
+    expect(usage.body.days).toEqual([
+      { day: today, endpoint: 'root_search', requests: 1, ok: 0, clientErrors: 0, serverErrors: 0, rateLimited: 1 },
+      { day: today, endpoint: 'search_image', requests: 4, ok: 3, clientErrors: 0, serverErrors: 0, rateLimited: 1 },
+    ]);
+    expect(usage.body.totals.requests).toBe(5);
+    expect(usage.body.keys).toEqual([expect.objectContaining({ searchId: key, requests: 5 })]);
+  });
+
+  it('records the last use of a key', async () => {
+    const keys = await stack.admin('GET', `/admin/v1/feeds/${feedId}/keys`);
+    const used = keys.body.keys.find((k: { searchId: string }) => k.searchId === searchId);
+    expect(used.lastUsedAt).toEqual(expect.any(String));
+  });
+});

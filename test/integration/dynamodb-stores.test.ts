@@ -1,0 +1,116 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
+import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
+import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
+import { DynamoDbUsageStore } from '#lib/adapters/dynamodb-usage-store.ts';
+import type { Config } from '#lib/config.ts';
+import type { Feed } from '#lib/domain/feeds.ts';
+import { startTestStores } from '#test/support/embedded-stores.ts';
+
+let config: Config;
+let stop: () => Promise<void>;
+let feeds: DynamoDbFeedStore;
+let keys: DynamoDbKeyStore;
+let usage: DynamoDbUsageStore;
+
+beforeAll(async () => {
+  ({ config, stop } = await startTestStores());
+  const db = createDocumentClient(config);
+  feeds = new DynamoDbFeedStore(db, config.tables.feeds);
+  keys = new DynamoDbKeyStore(db, config.tables.keys);
+  usage = new DynamoDbUsageStore(db, config.tables.usage);
+});
+
+afterAll(async () => {
+  await stop?.();
+});
+
+const feed = (feedId: string): Feed => ({
+  feedId,
+  name: feedId,
+  plan: 'free',
+  domains: ['a.example.com'],
+  requireOrigin: false,
+  createdAt: '2026-11-01T00:00:00.000Z',
+  updatedAt: '2026-11-01T00:00:00.000Z',
+});
+
+describe('DynamoDbFeedStore', () => {
+  it('stores, reads, lists, replaces and deletes feeds', async () => {
+    await feeds.create(feed('f1'));
+    await feeds.put({ ...feed('f1'), name: 'renamed', domains: [] });
+
+    expect(await feeds.get('f1')).toEqual({ ...feed('f1'), name: 'renamed', domains: [] });
+    expect((await feeds.list()).map((f) => f.feedId)).toContain('f1');
+
+    await feeds.delete('f1');
+    expect(await feeds.get('f1')).toBeUndefined();
+  });
+
+  it('refuses to create a feed twice and to replace a missing one', async () => {
+    await feeds.create(feed('f2'));
+    await expect(feeds.create(feed('f2'))).rejects.toMatchObject({ code: 'conflict' });
+    await expect(feeds.put(feed('missing'))).rejects.toMatchObject({ code: 'feed_not_found' });
+  });
+});
+
+describe('DynamoDbKeyStore', () => {
+  it('finds keys by id and by feed, revokes and touches them', async () => {
+    const at = new Date('2026-11-22T10:00:00Z');
+    await keys.create({ searchId: 'k1', feedId: 'fk', name: 'web', createdAt: at.toISOString() });
+    await keys.create({ searchId: 'k2', feedId: 'fk', name: 'app', createdAt: at.toISOString() });
+
+    await keys.revoke('k1', at);
+    await keys.touch('k2', at);
+    await keys.touch('gone', at);
+
+    expect((await keys.get('k1'))?.revokedAt).toBe(at.toISOString());
+    expect((await keys.get('k2'))?.lastUsedAt).toBe(at.toISOString());
+    expect((await keys.listByFeed('fk')).map((k) => k.searchId).sort()).toEqual(['k1', 'k2']);
+    await expect(keys.revoke('gone', at)).rejects.toMatchObject({ code: 'not_found' });
+
+    await keys.deleteByFeed('fk');
+    expect(await keys.listByFeed('fk')).toEqual([]);
+  });
+});
+
+describe('DynamoDbUsageStore', () => {
+  it('admits exactly the limit when 50 consumers race on one window', async () => {
+    const now = new Date('2026-11-22T10:30:00Z');
+    const decisions = await Promise.all(Array.from({ length: 50 }, () => usage.consume('race', 17, now)));
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(17);
+    expect(decisions.filter((d) => !d.allowed).every((d) => d.retryAfterSeconds > 0 && d.remaining === 0)).toBe(true);
+  });
+
+  it('weights the previous hour by the part still inside the rolling hour', async () => {
+    const previousHour = new Date('2026-11-22T11:10:00Z');
+    for (let i = 0; i < 10; i++) await usage.consume('rolling', 10, previousHour);
+    expect((await usage.consume('rolling', 10, previousHour)).allowed).toBe(false);
+
+    // A quarter into the next hour, 75 % of the previous 10 still count: 2 more fit (7.5 → capacity 2).
+    const quarterPast = new Date('2026-11-22T12:15:00Z');
+    const admitted = [];
+    for (let i = 0; i < 4; i++) admitted.push((await usage.consume('rolling', 10, quarterPast)).allowed);
+    expect(admitted).toEqual([true, true, false, false]);
+  });
+
+  it('reports remaining requests and the reset time of the window', async () => {
+    const decision = await usage.consume('fresh', 100, new Date('2026-11-22T13:59:00Z'));
+    expect(decision).toEqual({ allowed: true, limit: 100, remaining: 99, resetSeconds: 60, retryAfterSeconds: 0 });
+  });
+
+  it('adds usage per day, endpoint and search id, and lists a day range', async () => {
+    const base = { feedId: 'fu', searchId: 's1', endpoint: 'detect' as const };
+    await usage.record({ ...base, outcome: 'ok', at: new Date('2026-11-20T01:00:00Z') });
+    await usage.record({ ...base, outcome: 'rate_limited', at: new Date('2026-11-20T02:00:00Z') });
+    await usage.record({ ...base, outcome: 'client_error', at: new Date('2026-11-21T02:00:00Z') });
+    await usage.record({ ...base, outcome: 'ok', at: new Date('2026-11-23T02:00:00Z') });
+
+    const rows = await usage.list('fu', '2026-11-20', '2026-11-21');
+
+    expect(rows).toEqual([
+      { day: '2026-11-20', endpoint: 'detect', searchId: 's1', requests: 2, ok: 1, clientErrors: 0, serverErrors: 0, rateLimited: 1 },
+      { day: '2026-11-21', endpoint: 'detect', searchId: 's1', requests: 1, ok: 0, clientErrors: 1, serverErrors: 0, rateLimited: 0 },
+    ]);
+  });
+});

@@ -1,0 +1,36 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
+import { startTestStores } from '#test/support/embedded-stores.ts';
+
+let store: S3ObjectStore;
+let stop: () => Promise<void>;
+
+beforeAll(async () => {
+  const started = await startTestStores();
+  stop = started.stop;
+  store = new S3ObjectStore(createS3Client(started.config), started.config.assetsBucket);
+});
+
+afterAll(async () => {
+  await stop?.();
+});
+
+describe('S3ObjectStore against the S3-protocol server', () => {
+  it('round-trips bytes exactly, lists by prefix and deletes', async () => {
+    const bytes = Buffer.from(Array.from({ length: 70_000 }, (_, i) => i % 251));
+    await store.put('feeds/a/file.xml', '<rss/>', 'application/xml');
+    await store.put('feeds/a/image.bin', bytes);
+    await store.put('other/x', 'x');
+
+    expect((await store.get('feeds/a/image.bin'))?.equals(bytes)).toBe(true);
+    expect((await store.get('feeds/a/file.xml'))?.toString()).toBe('<rss/>');
+    expect((await store.list('feeds/a/')).sort()).toEqual(['feeds/a/file.xml', 'feeds/a/image.bin']);
+
+    await store.delete('feeds/a/file.xml');
+    expect(await store.get('feeds/a/file.xml')).toBeUndefined();
+  });
+
+  it('returns undefined for a missing object', async () => {
+    expect(await store.get('missing/key')).toBeUndefined();
+  });
+});

@@ -1,0 +1,25 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Config, loadConfig } from '#lib/config.ts';
+import { ensureStorage, startEmbeddedStores } from '#lib/local/embedded-stores.ts';
+
+/** The real-protocol servers of local mode in a temp folder, with tables and bucket created. */
+export async function startTestStores(): Promise<{ config: Config; stop(): Promise<void> }> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'vps-stores-'));
+  const stores = await startEmbeddedStores(dataDir);
+  const config = loadConfig({
+    LOG_LEVEL: 'silent',
+    DYNAMODB_ENDPOINT: stores.dynamodbEndpoint,
+    S3_ENDPOINT: stores.s3Endpoint,
+    DATA_DIR: dataDir,
+  });
+  await ensureStorage(config);
+  return {
+    config,
+    async stop() {
+      await stores.close();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}

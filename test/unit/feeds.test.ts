@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { DOMAIN_PATTERN, hostAllowed, hourlyLimitOf } from '#lib/domain/feeds.ts';
+
+const limits = { free: 100, pro: 1000, enterprise: 5000 };
+
+describe('hostAllowed', () => {
+  it('matches exact hosts case-insensitively', () => {
+    expect(hostAllowed('Shop.Example.com', ['shop.example.com'])).toBe(true);
+    expect(hostAllowed('example.com', ['shop.example.com'])).toBe(false);
+  });
+
+  it('matches subdomains of a wildcard entry but not the bare domain or look-alikes', () => {
+    expect(hostAllowed('a.b.example.com', ['*.example.com'])).toBe(true);
+    expect(hostAllowed('example.com', ['*.example.com'])).toBe(false);
+    expect(hostAllowed('badexample.com', ['*.example.com'])).toBe(false);
+    expect(hostAllowed('example.com.evil.net', ['*.example.com'])).toBe(false);
+  });
+});
+
+describe('DOMAIN_PATTERN', () => {
+  it.each(['shop.example.com', '*.example.com', 'localhost', 'xn--bcher-kva.example'])('accepts %s', (d) => {
+    expect(DOMAIN_PATTERN.test(d)).toBe(true);
+  });
+  it.each(['https://shop.example.com', 'shop.example.com/', '*.', 'a..b', 'shop.example.com:8080', '-a.com'])(
+    'rejects %s',
+    (d) => {
+      expect(DOMAIN_PATTERN.test(d)).toBe(false);
+    },
+  );
+});
+
+describe('hourlyLimitOf', () => {
+  it('uses the plan limit, or the custom limit of an enterprise feed', () => {
+    expect(hourlyLimitOf({ plan: 'free' }, limits)).toBe(100);
+    expect(hourlyLimitOf({ plan: 'pro', hourlyLimit: 7 }, limits)).toBe(1000);
+    expect(hourlyLimitOf({ plan: 'enterprise' }, limits)).toBe(5000);
+    expect(hourlyLimitOf({ plan: 'enterprise', hourlyLimit: 7 }, limits)).toBe(7);
+  });
+});
