@@ -1,0 +1,525 @@
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Index, MetricKind, ScalarKind, exactSearch } from 'usearch';
+import type { VectorDocument, VectorFilter, VectorHit, VectorIndex, VectorQuery } from '#lib/ports.ts';
+
+/** Tuning of the local index; the defaults meet the k-NN target of DESIGN §6 (see docs/benchmarks.md). */
+export interface UsearchVectorIndexOptions {
+  /** Folder holding one sub-folder per feed (`config.vectorIndex.dir`, `.data/vectors` by default). */
+  dir: string;
+  /** Embedding dimension; every document and query vector must have exactly this length. */
+  dimension: number;
+  /** HNSW graph degree (M). */
+  connectivity?: number;
+  /** Candidate list size while inserting (efConstruction). */
+  expansionAdd?: number;
+  /** Candidate list size while searching (ef); usearch raises it to the number of results asked for. */
+  expansionSearch?: number;
+  /**
+   * A filtered query whose filter matches at most this many documents of the feed is answered by exact
+   * search over just those documents instead of the graph.
+   */
+  exactThreshold?: number;
+}
+
+interface RowMeta {
+  id: string;
+  productId: string;
+  itemGroupId: string;
+  fields: Record<string, string[]>;
+}
+
+type PersistedRow = [id: string, productId: string, itemGroupId: string, fields: Record<string, string[]>] | null;
+
+interface PersistedMeta {
+  format: 1;
+  feedId: string;
+  dimension: number;
+  rows: PersistedRow[];
+}
+
+/** Oversampling margin on top of the expected number of graph results needed to keep k that pass the filter. */
+const OVERSAMPLE_FACTOR = 1.5;
+const OVERSAMPLE_MARGIN = 32;
+/** Once the graph would have to return this share of the feed, a scan of the matching rows is cheaper. */
+const GRAPH_SHARE_LIMIT = 0.25;
+
+function postingKey(field: string, value: string): string {
+  return `${field}\u0000${value}`;
+}
+
+function normaliseFields(fields: Record<string, string[]>): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const [key, values] of Object.entries(fields)) {
+    const unique = [...new Set(values.map((value) => value.toLowerCase()))];
+    if (unique.length > 0) out[key] = unique;
+  }
+  return out;
+}
+
+/** Empty value lists impose no constraint, like an absent key. */
+function normaliseFilter(filter: VectorFilter | undefined): Array<[string, Set<string>]> {
+  if (!filter) return [];
+  return Object.entries(filter)
+    .filter(([, values]) => values.length > 0)
+    .map(([key, values]) => [key, new Set(values.map((value) => value.toLowerCase()))]);
+}
+
+function compareHits(a: VectorHit, b: VectorHit): number {
+  if (a.similarity !== b.similarity) return b.similarity - a.similarity;
+  if (a.productId !== b.productId) return a.productId < b.productId ? -1 : 1;
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+/** Similarity from usearch's inner-product distance (1 - dot), clamped against float rounding. */
+function similarityOf(distance: number): number {
+  return Math.max(-1, Math.min(1, 1 - distance));
+}
+
+/** The documents, vectors and HNSW graph of one feed. Rows are slots; a row number is the usearch key. */
+class FeedShard {
+  readonly rows: Array<RowMeta | undefined> = [];
+  readonly byId = new Map<string, number>();
+  readonly byProduct = new Map<string, Set<number>>();
+  readonly postings = new Map<string, Set<number>>();
+  readonly freeRows: number[] = [];
+  vectors: Float32Array;
+  live = 0;
+  dirty = false;
+  generation = 0;
+
+  constructor(
+    readonly feedId: string,
+    readonly dimension: number,
+    readonly graph: Index,
+    initialCapacity = 1024,
+  ) {
+    this.vectors = new Float32Array(initialCapacity * dimension);
+  }
+
+  vectorOf(row: number): Float32Array {
+    return this.vectors.subarray(row * this.dimension, (row + 1) * this.dimension);
+  }
+
+  allocateRow(): number {
+    const row = this.freeRows.pop() ?? this.rows.length;
+    if (row === this.rows.length) {
+      this.rows.push(undefined);
+      const needed = this.rows.length * this.dimension;
+      if (needed > this.vectors.length) {
+        const grown = new Float32Array(Math.max(needed, this.vectors.length * 2));
+        grown.set(this.vectors);
+        this.vectors = grown;
+      }
+    }
+    return row;
+  }
+
+  /** Records metadata of a row whose vector is already in place (the graph is updated by the caller). */
+  attach(row: number, meta: RowMeta): void {
+    this.rows[row] = meta;
+    this.byId.set(meta.id, row);
+    let productRows = this.byProduct.get(meta.productId);
+    if (!productRows) this.byProduct.set(meta.productId, (productRows = new Set()));
+    productRows.add(row);
+    for (const [field, values] of Object.entries(meta.fields)) {
+      for (const value of values) {
+        const key = postingKey(field, value);
+        let posting = this.postings.get(key);
+        if (!posting) this.postings.set(key, (posting = new Set()));
+        posting.add(row);
+      }
+    }
+    this.live += 1;
+  }
+
+  /** Removes a row from metadata, postings and graph, and frees it for reuse. */
+  detach(row: number): void {
+    const meta = this.rows[row];
+    if (!meta) return;
+    this.graph.remove(BigInt(row));
+    this.rows[row] = undefined;
+    this.byId.delete(meta.id);
+    const productRows = this.byProduct.get(meta.productId);
+    productRows?.delete(row);
+    if (productRows?.size === 0) this.byProduct.delete(meta.productId);
+    for (const [field, values] of Object.entries(meta.fields)) {
+      for (const value of values) {
+        const key = postingKey(field, value);
+        const posting = this.postings.get(key);
+        posting?.delete(row);
+        if (posting?.size === 0) this.postings.delete(key);
+      }
+    }
+    this.vectorOf(row).fill(0);
+    this.freeRows.push(row);
+    this.live -= 1;
+  }
+}
+
+/**
+ * The local default `VectorIndex`: one usearch HNSW graph (inner product over L2-normalised vectors, i.e.
+ * cosine) per feed, persisted under `dir` and loaded, not rebuilt, at start.
+ *
+ * Why one graph per feed: feed isolation is then structural (a query never walks another feed's nodes) and
+ * filtered search only has to cope with the selectivity of the merchant's own filter, not with the feed's
+ * share of a global index. usearch's Node binding has no filtered (predicate) search, so filters are
+ * applied with posting lists kept beside the graph:
+ * - a filter matching at most `exactThreshold` documents (counted exactly from the postings of its most
+ *   selective key) is answered by exact search over just those vectors: exact and cheaper than a graph
+ *   walk deep enough to find them;
+ * - a broader filter asks the graph for k / (estimated selectivity) * 1.5 + 32 neighbours and post-filters,
+ *   quadrupling the request while fewer than k pass, and falls back to the exact scan once the graph
+ *   would have to return a quarter of the feed.
+ * A copy of every vector is kept in a flat Float32Array (slot-indexed) for `getVectors` and the exact path;
+ * it doubles vector memory (≈180 MB per 100k 448-d vectors) but keeps both paths on exact f32 values.
+ *
+ * Writes (upsert, deletes, flush) are serialised through one promise queue; searches run between them and
+ * only ever see complete writes because every in-memory mutation is synchronous.
+ */
+export class UsearchVectorIndex implements VectorIndex {
+  readonly dimension: number;
+  readonly #dir: string;
+  readonly #connectivity: number;
+  readonly #expansionAdd: number;
+  readonly #expansionSearch: number;
+  readonly #exactThreshold: number;
+  readonly #feeds = new Map<string, FeedShard>();
+  /** Document id → feed, so that `getVectors` and cross-feed id reuse need no feed id. */
+  readonly #feedOfId = new Map<string, string>();
+  #loaded: Promise<void> | undefined;
+  #queue: Promise<unknown> = Promise.resolve();
+
+  constructor(options: UsearchVectorIndexOptions) {
+    if (!Number.isInteger(options.dimension) || options.dimension <= 0) {
+      throw new RangeError(`dimension must be a positive integer, got ${options.dimension}`);
+    }
+    this.dimension = options.dimension;
+    this.#dir = options.dir;
+    this.#connectivity = options.connectivity ?? 16;
+    this.#expansionAdd = options.expansionAdd ?? 128;
+    this.#expansionSearch = options.expansionSearch ?? 64;
+    this.#exactThreshold = options.exactThreshold ?? 20_000;
+  }
+
+  /** Opens an index and loads what `dir` holds before returning. */
+  static async open(options: UsearchVectorIndexOptions): Promise<UsearchVectorIndex> {
+    const index = new UsearchVectorIndex(options);
+    await index.#ready();
+    return index;
+  }
+
+  async upsert(documents: VectorDocument[]): Promise<void> {
+    for (const document of documents) this.#assertVector(document.vector, `document ${document.id}`);
+    await this.#exclusive(() => {
+      const byFeed = new Map<string, Map<string, VectorDocument>>();
+      for (const document of documents) {
+        let feedDocuments = byFeed.get(document.feedId);
+        if (!feedDocuments) byFeed.set(document.feedId, (feedDocuments = new Map()));
+        // A later document with the same id in one batch wins, like sequential upserts.
+        feedDocuments.set(document.id, document);
+      }
+      for (const [feedId, feedDocuments] of byFeed) {
+        const shard = this.#shardFor(feedId);
+        const rows: number[] = [];
+        for (const document of feedDocuments.values()) {
+          const previousFeedId = this.#feedOfId.get(document.id);
+          const previousShard = previousFeedId === undefined ? undefined : this.#feeds.get(previousFeedId);
+          const previousRow = previousShard?.byId.get(document.id);
+          if (previousShard && previousRow !== undefined) {
+            previousShard.detach(previousRow);
+            previousShard.dirty = true;
+          }
+          const row = shard.allocateRow();
+          shard.vectorOf(row).set(document.vector);
+          shard.attach(row, {
+            id: document.id,
+            productId: document.productId,
+            itemGroupId: document.itemGroupId,
+            fields: normaliseFields(document.fields),
+          });
+          this.#feedOfId.set(document.id, feedId);
+          rows.push(row);
+        }
+        if (rows.length === 0) continue;
+        const keys = BigUint64Array.from(rows, (row) => BigInt(row));
+        const matrix = new Float32Array(rows.length * this.dimension);
+        rows.forEach((row, i) => matrix.set(shard.vectorOf(row), i * this.dimension));
+        shard.graph.add(keys, matrix, 0);
+        shard.dirty = true;
+      }
+    });
+  }
+
+  async deleteProducts(feedId: string, productIds: string[]): Promise<void> {
+    await this.#exclusive(() => {
+      const shard = this.#feeds.get(feedId);
+      if (!shard) return;
+      for (const productId of productIds) {
+        for (const row of [...(shard.byProduct.get(productId) ?? [])]) {
+          const id = shard.rows[row]?.id;
+          shard.detach(row);
+          if (id !== undefined) this.#feedOfId.delete(id);
+          shard.dirty = true;
+        }
+      }
+    });
+  }
+
+  async deleteFeed(feedId: string): Promise<void> {
+    await this.#exclusive(async () => {
+      const shard = this.#feeds.get(feedId);
+      if (shard) {
+        for (const id of shard.byId.keys()) this.#feedOfId.delete(id);
+        this.#feeds.delete(feedId);
+      }
+      await rm(this.#feedDir(feedId), { recursive: true, force: true });
+    });
+  }
+
+  async search(query: VectorQuery): Promise<VectorHit[]> {
+    this.#assertVector(query.vector, 'query');
+    await this.#ready();
+    const shard = this.#feeds.get(query.feedId);
+    if (!shard || shard.live === 0 || query.k <= 0) return [];
+    const filter = normaliseFilter(query.filter);
+    const excluded = new Set(query.excludeItemGroupIds ?? []);
+    const k = Math.min(Math.floor(query.k), shard.live);
+
+    if (filter.length === 0 && excluded.size === 0) return this.#graphSearch(shard, query.vector, k, () => true, k);
+
+    const accepts = (row: number): boolean => {
+      const meta = shard.rows[row];
+      if (!meta || excluded.has(meta.itemGroupId)) return false;
+      for (const [field, values] of filter) {
+        const have = meta.fields[field];
+        if (!have?.some((value) => values.has(value))) return false;
+      }
+      return true;
+    };
+
+    // Count the rows of each filter key exactly (sum of its values' postings; a document rarely holds two
+    // values of one key) and estimate the conjunction assuming independent keys.
+    let narrowest: { field: string; values: Set<string>; size: number } | undefined;
+    let selectivity = 1;
+    for (const [field, values] of filter) {
+      let size = 0;
+      for (const value of values) size += shard.postings.get(postingKey(field, value))?.size ?? 0;
+      if (size === 0) return [];
+      if (!narrowest || size < narrowest.size) narrowest = { field, values, size };
+      selectivity *= Math.min(1, size / shard.live);
+    }
+
+    const candidates = (): number[] => {
+      if (!narrowest) return [...shard.byId.values()].filter(accepts);
+      const rows = new Set<number>();
+      for (const value of narrowest.values) {
+        for (const row of shard.postings.get(postingKey(narrowest.field, value)) ?? []) rows.add(row);
+      }
+      return [...rows].filter(accepts);
+    };
+
+    const upperBound = narrowest?.size ?? shard.live;
+    if (upperBound <= this.#exactThreshold) return this.#exactSearch(shard, query.vector, k, candidates());
+
+    let wanted = Math.ceil((k / Math.max(selectivity, 1e-6)) * OVERSAMPLE_FACTOR) + OVERSAMPLE_MARGIN;
+    for (;;) {
+      if (wanted >= shard.live * GRAPH_SHARE_LIMIT) return this.#exactSearch(shard, query.vector, k, candidates());
+      const hits = this.#graphSearch(shard, query.vector, wanted, accepts, k);
+      if (hits.length >= k) return hits;
+      wanted *= 4;
+    }
+  }
+
+  async getVectors(ids: string[]): Promise<Map<string, Float32Array>> {
+    await this.#ready();
+    const out = new Map<string, Float32Array>();
+    for (const id of ids) {
+      const feedId = this.#feedOfId.get(id);
+      const shard = feedId === undefined ? undefined : this.#feeds.get(feedId);
+      const row = shard?.byId.get(id);
+      if (shard && row !== undefined) out.set(id, shard.vectorOf(row).slice());
+    }
+    return out;
+  }
+
+  async count(feedId: string): Promise<number> {
+    await this.#ready();
+    return this.#feeds.get(feedId)?.live ?? 0;
+  }
+
+  /** Saves every changed feed: a new generation folder, then an atomic switch of its CURRENT pointer. */
+  async flush(): Promise<void> {
+    await this.#exclusive(async () => {
+      for (const shard of this.#feeds.values()) {
+        if (!shard.dirty) continue;
+        await this.#save(shard);
+        shard.dirty = false;
+      }
+    });
+  }
+
+  #graphSearch(
+    shard: FeedShard,
+    vector: Float32Array,
+    wanted: number,
+    accepts: (row: number) => boolean,
+    k: number,
+  ): VectorHit[] {
+    const matches = shard.graph.search(vector, Math.min(wanted, shard.live), 1);
+    const hits: VectorHit[] = [];
+    for (let i = 0; i < matches.keys.length; i += 1) {
+      const row = Number(matches.keys[i]);
+      const meta = shard.rows[row];
+      if (!meta || !accepts(row)) continue;
+      hits.push({
+        id: meta.id,
+        productId: meta.productId,
+        itemGroupId: meta.itemGroupId,
+        similarity: similarityOf(matches.distances[i] ?? 2),
+      });
+    }
+    return hits.sort(compareHits).slice(0, k);
+  }
+
+  #exactSearch(shard: FeedShard, vector: Float32Array, k: number, rows: number[]): VectorHit[] {
+    if (rows.length === 0) return [];
+    const dataset = new Float32Array(rows.length * this.dimension);
+    rows.forEach((row, i) => dataset.set(shard.vectorOf(row), i * this.dimension));
+    const count = Math.min(k, rows.length);
+    const matches = exactSearch(dataset, vector, this.dimension, count, MetricKind.IP, 1);
+    const hits: VectorHit[] = [];
+    for (let i = 0; i < matches.keys.length; i += 1) {
+      const row = rows[Number(matches.keys[i])];
+      const meta = row === undefined ? undefined : shard.rows[row];
+      if (!meta) continue;
+      hits.push({
+        id: meta.id,
+        productId: meta.productId,
+        itemGroupId: meta.itemGroupId,
+        similarity: similarityOf(matches.distances[i] ?? 2),
+      });
+    }
+    return hits.sort(compareHits);
+  }
+
+  #assertVector(vector: Float32Array, what: string): void {
+    if (!(vector instanceof Float32Array) || vector.length !== this.dimension) {
+      throw new RangeError(`${what}: expected a Float32Array of length ${this.dimension}`);
+    }
+  }
+
+  #newGraph(): Index {
+    return new Index({
+      dimensions: this.dimension,
+      metric: MetricKind.IP,
+      quantization: ScalarKind.F32,
+      connectivity: this.#connectivity,
+      expansion_add: this.#expansionAdd,
+      expansion_search: this.#expansionSearch,
+      multi: false,
+    });
+  }
+
+  #shardFor(feedId: string): FeedShard {
+    let shard = this.#feeds.get(feedId);
+    if (!shard) this.#feeds.set(feedId, (shard = new FeedShard(feedId, this.dimension, this.#newGraph())));
+    return shard;
+  }
+
+  /** Feed ids are arbitrary strings: base64url keeps them safe as folder names. */
+  #feedDir(feedId: string): string {
+    return join(this.#dir, Buffer.from(feedId, 'utf8').toString('base64url'));
+  }
+
+  #ready(): Promise<void> {
+    this.#loaded ??= this.#loadAll();
+    return this.#loaded;
+  }
+
+  /** Runs a write after every earlier write, once the index is loaded; a failed write does not block later ones. */
+  #exclusive<T>(work: () => T | Promise<T>): Promise<T> {
+    const run = this.#queue.then(async () => {
+      await this.#ready();
+      return work();
+    });
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  async #loadAll(): Promise<void> {
+    let entries: string[];
+    try {
+      entries = await readdir(this.#dir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw error;
+    }
+    for (const entry of entries) {
+      const feedDir = join(this.#dir, entry);
+      let generation: number;
+      try {
+        generation = Number((await readFile(join(feedDir, 'CURRENT'), 'utf8')).trim());
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT' || (error as NodeJS.ErrnoException).code === 'ENOTDIR') {
+          continue;
+        }
+        throw error;
+      }
+      await this.#loadShard(join(feedDir, String(generation)), generation);
+    }
+  }
+
+  async #loadShard(genDir: string, generation: number): Promise<void> {
+    const meta = JSON.parse(await readFile(join(genDir, 'meta.json'), 'utf8')) as PersistedMeta;
+    if (meta.format !== 1 || meta.dimension !== this.dimension) {
+      throw new Error(
+        `Vector index at ${genDir} holds dimension ${meta.dimension}, expected ${this.dimension}: rebuild it`,
+      );
+    }
+    const bytes = await readFile(join(genDir, 'vectors.f32'));
+    const graph = this.#newGraph();
+    const shard = new FeedShard(meta.feedId, this.dimension, graph, Math.max(1, meta.rows.length));
+    // A Float32Array view needs 4-byte alignment, which a Buffer's offset does not promise.
+    const aligned = bytes.byteOffset % 4 === 0 ? bytes : Buffer.from(bytes);
+    shard.vectors.set(new Float32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 4));
+    meta.rows.forEach((persisted, row) => {
+      shard.rows.push(undefined);
+      if (!persisted) {
+        shard.freeRows.push(row);
+        return;
+      }
+      const [id, productId, itemGroupId, fields] = persisted;
+      shard.attach(row, { id, productId, itemGroupId, fields });
+      this.#feedOfId.set(id, meta.feedId);
+    });
+    graph.load(join(genDir, 'index.usearch'));
+    if (graph.size() !== shard.live) {
+      throw new Error(`Vector index at ${genDir} is inconsistent: graph ${graph.size()} vs ${shard.live} rows`);
+    }
+    shard.generation = generation;
+    this.#feeds.set(meta.feedId, shard);
+  }
+
+  async #save(shard: FeedShard): Promise<void> {
+    const feedDir = this.#feedDir(shard.feedId);
+    const generation = shard.generation + 1;
+    const genDir = join(feedDir, String(generation));
+    await rm(genDir, { recursive: true, force: true });
+    await mkdir(genDir, { recursive: true });
+    const meta: PersistedMeta = {
+      format: 1,
+      feedId: shard.feedId,
+      dimension: this.dimension,
+      rows: shard.rows.map((row) => (row ? [row.id, row.productId, row.itemGroupId, row.fields] : null)),
+    };
+    await writeFile(join(genDir, 'meta.json'), JSON.stringify(meta));
+    const used = shard.rows.length * this.dimension;
+    await writeFile(join(genDir, 'vectors.f32'), new Uint8Array(shard.vectors.buffer, 0, used * 4));
+    shard.graph.save(join(genDir, 'index.usearch'));
+    await writeFile(join(feedDir, 'CURRENT.tmp'), String(generation));
+    await rename(join(feedDir, 'CURRENT.tmp'), join(feedDir, 'CURRENT'));
+    if (shard.generation > 0) await rm(join(feedDir, String(shard.generation)), { recursive: true, force: true });
+    shard.generation = generation;
+  }
+}

@@ -1,0 +1,108 @@
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { UsearchVectorIndex } from '#lib/adapters/usearch-vector-index.ts';
+import { CONTRACT_DIMENSION, describeVectorIndexContract, doc, randomUnit } from './vector-index.contract.ts';
+
+async function tempDir(): Promise<string> {
+  return mkdtemp(join(tmpdir(), 'usearch-vector-index-'));
+}
+
+describeVectorIndexContract(
+  'usearch',
+  async () => {
+    const dir = await tempDir();
+    const index = new UsearchVectorIndex({ dir, dimension: CONTRACT_DIMENSION });
+    return {
+      index,
+      reopen: () => UsearchVectorIndex.open({ dir, dimension: CONTRACT_DIMENSION }),
+      close: () => rm(dir, { recursive: true, force: true }),
+    };
+  },
+  { persistent: true },
+);
+
+describe('UsearchVectorIndex', () => {
+  it('finds the filtered nearest neighbours through the graph when the filter is too broad to scan', async () => {
+    // Prepare: a threshold of 50 forces the oversampled graph path for a filter matching 200 of 2000.
+    const dir = await tempDir();
+    const dimension = 32;
+    const index = new UsearchVectorIndex({ dir, dimension, exactThreshold: 50 });
+    const documents = Array.from({ length: 2000 }, (_, i) =>
+      doc('f1', `p${i}`, randomUnit(i + 1, dimension), { fields: { color: [i % 10 === 0 ? 'red' : 'blue'] } }),
+    );
+    await index.upsert(documents);
+    const query = randomUnit(99_999, dimension);
+    const dot = (v: Float32Array): number => v.reduce((sum, value, i) => sum + value * (query[i] ?? 0), 0);
+    const expected = documents
+      .filter((document) => document.fields.color?.[0] === 'red')
+      .sort((a, b) => dot(b.vector) - dot(a.vector))
+      .slice(0, 10)
+      .map((document) => document.id);
+
+    // Act
+    const hits = await index.search({ feedId: 'f1', vector: query, k: 10, filter: { color: ['red'] } });
+
+    // Assess
+    const found = hits.filter((hit) => expected.includes(hit.id)).length;
+    expect(hits).toHaveLength(10);
+    expect(found).toBeGreaterThanOrEqual(9);
+    expect(hits.every((hit) => Number(hit.productId.slice(1)) % 10 === 0)).toBe(true);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('keeps one folder per feed and removes it with the feed', async () => {
+    // Prepare
+    const dir = await tempDir();
+    const index = new UsearchVectorIndex({ dir, dimension: CONTRACT_DIMENSION });
+    await index.upsert([doc('feed/with:odd chars', 'p1', randomUnit(1)), doc('f2', 'p1', randomUnit(2))]);
+    await index.flush();
+    const before = await readdir(dir);
+
+    // Act
+    await index.deleteFeed('feed/with:odd chars');
+
+    // Assess
+    expect(before).toHaveLength(2);
+    expect(await readdir(dir)).toEqual([Buffer.from('f2').toString('base64url')]);
+    const reopened = await UsearchVectorIndex.open({ dir, dimension: CONTRACT_DIMENSION });
+    expect(await reopened.count('feed/with:odd chars')).toBe(0);
+    expect(await reopened.count('f2')).toBe(1);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('refuses to open an index written with another dimension', async () => {
+    // Prepare
+    const dir = await tempDir();
+    const index = new UsearchVectorIndex({ dir, dimension: CONTRACT_DIMENSION });
+    await index.upsert([doc('f1', 'p1', randomUnit(1))]);
+    await index.flush();
+
+    // Act
+    const opening = UsearchVectorIndex.open({ dir, dimension: CONTRACT_DIMENSION * 2 });
+
+    // Assess
+    await expect(opening).rejects.toThrow(/dimension/);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('ignores a half-written generation that CURRENT does not point to', async () => {
+    // Prepare: a crash during flush leaves a new generation folder behind the pointer.
+    const dir = await tempDir();
+    const index = new UsearchVectorIndex({ dir, dimension: CONTRACT_DIMENSION });
+    await index.upsert([doc('f1', 'p1', randomUnit(1))]);
+    await index.flush();
+    const feedDir = join(dir, Buffer.from('f1').toString('base64url'));
+    await rm(join(feedDir, '2'), { recursive: true, force: true });
+    await mkdir(join(feedDir, '2'));
+    await writeFile(join(feedDir, '2', 'meta.json'), '{"trunc');
+
+    // Act
+    const reopened = await UsearchVectorIndex.open({ dir, dimension: CONTRACT_DIMENSION });
+
+    // Assess
+    expect(await reopened.count('f1')).toBe(1);
+    await rm(dir, { recursive: true, force: true });
+  });
+});
