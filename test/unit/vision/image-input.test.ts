@@ -1,0 +1,135 @@
+import sharp, { type Sharp } from 'sharp';
+import { describe, expect, it } from 'vitest';
+import { InvalidImageError } from '#lib/domain/errors.ts';
+import {
+  clampToPixels,
+  inspectImage,
+  openImage,
+  rgbLetterbox,
+  rgbSquares,
+  rgbToNormalisedBgrPlanes,
+} from '#lib/vision/image-input.ts';
+
+/** A width×height image whose left half is red and right half blue. */
+async function halves(width: number, height: number): Promise<Sharp> {
+  const blue = await sharp({
+    create: { width: width / 2, height, channels: 3, background: { r: 0, g: 0, b: 255 } },
+  })
+    .png()
+    .toBuffer();
+  return sharp({ create: { width, height, channels: 3, background: { r: 255, g: 0, b: 0 } } }).composite([
+    { input: blue, left: width / 2, top: 0 },
+  ]);
+}
+
+function meanColour(rgb: Buffer): [number, number, number] {
+  const sums = [0, 0, 0];
+  for (let i = 0; i < rgb.length; i += 1) sums[i % 3]! += rgb[i]!;
+  return sums.map((sum) => sum / (rgb.length / 3)) as [number, number, number];
+}
+
+describe('openImage', () => {
+  it.each(['jpeg', 'png', 'webp', 'gif', 'avif', 'tiff'] as const)('accepts %s', async (format) => {
+    const bytes = await sharp({ create: { width: 16, height: 8, channels: 3, background: 'green' } })
+      .toFormat(format)
+      .toBuffer();
+    await expect(inspectImage(bytes)).resolves.toEqual({ format, width: 16, height: 8 });
+  });
+
+  it('reports the size after EXIF orientation (6 = rotate 90°, axes swapped)', async () => {
+    const bytes = await (await halves(40, 20)).jpeg().withMetadata({ orientation: 6 }).toBuffer();
+    const image = await openImage(bytes);
+    expect([image.width, image.height]).toEqual([20, 40]);
+  });
+
+  it('refuses SVG, which is outside the allow-list', async () => {
+    const svg = Buffer.from(
+      '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>',
+    );
+    await expect(openImage(svg)).rejects.toThrow(InvalidImageError);
+    await expect(openImage(svg)).rejects.toThrow(/unsupported format/);
+  });
+
+  it('refuses bytes that are not an image, and empty input', async () => {
+    await expect(openImage(Buffer.from('definitely not an image'))).rejects.toThrow(InvalidImageError);
+    await expect(openImage(Buffer.alloc(0))).rejects.toThrow(InvalidImageError);
+  });
+
+  it('refuses a decompression bomb (over 40 megapixels) from its header alone', async () => {
+    // 7,000 × 7,000 of one colour compresses to a few kB but would decode to 147 MB.
+    const bomb = await sharp({ create: { width: 7000, height: 7000, channels: 3, background: 'white' } })
+      .png({ compressionLevel: 9 })
+      .toBuffer();
+    expect(bomb.length).toBeLessThan(1_000_000);
+    await expect(openImage(bomb)).rejects.toThrow(/too many pixels/);
+  });
+
+  it('refuses a truncated JPEG when its pixels are decoded', async () => {
+    const jpeg = await (await halves(64, 64)).jpeg().toBuffer();
+    const truncated = jpeg.subarray(0, Math.floor(jpeg.length / 2));
+    await expect(openImage(truncated).then((image) => rgbSquares(image, 8, [undefined]))).rejects.toThrow(
+      InvalidImageError,
+    );
+  });
+});
+
+describe('rgbSquares', () => {
+  it('flattens transparency onto white', async () => {
+    const transparent = await sharp({
+      create: { width: 10, height: 10, channels: 4, background: { r: 0, g: 0, b: 0, alpha: 0 } },
+    })
+      .png()
+      .toBuffer();
+    const [rgb] = await rgbSquares(await openImage(transparent), 4, [undefined]);
+    expect(rgb!.length).toBe(4 * 4 * 3);
+    expect(Math.min(...rgb!)).toBe(255);
+  });
+
+  it('cuts regions in the EXIF-oriented frame', async () => {
+    // Prepare: stored 40×20 red|blue with orientation 6 → shown 20×40, red on top, blue below.
+    const bytes = await (await halves(40, 20)).png().withMetadata({ orientation: 6 }).toBuffer();
+    const image = await openImage(bytes);
+
+    // Act
+    const [top, bottom] = await rgbSquares(image, 4, [
+      [0, 0, 20, 18],
+      [0, 22, 20, 40],
+    ]);
+
+    // Assess
+    expect(meanColour(top!)[0]).toBeGreaterThan(240);
+    expect(meanColour(top!)[2]).toBeLessThan(15);
+    expect(meanColour(bottom!)[2]).toBeGreaterThan(240);
+    expect(meanColour(bottom!)[0]).toBeLessThan(15);
+  });
+});
+
+describe('rgbLetterbox', () => {
+  it('keeps the aspect ratio, pads right and bottom, and reports the scale back to image pixels', async () => {
+    const bytes = await (await halves(200, 100)).png().toBuffer();
+    const { rgb, scaleX, scaleY } = await rgbLetterbox(await openImage(bytes), 40, { r: 1, g: 2, b: 3 });
+    expect(rgb.length).toBe(40 * 40 * 3);
+    expect(scaleX).toBeCloseTo(5, 10);
+    expect(scaleY).toBeCloseTo(5, 10);
+    const pixel = (x: number, y: number): number[] =>
+      Array.from(rgb.subarray((y * 40 + x) * 3, (y * 40 + x) * 3 + 3));
+    expect(pixel(5, 5)).toEqual([255, 0, 0]);
+    expect(pixel(35, 5)).toEqual([0, 0, 255]);
+    expect(pixel(5, 30)).toEqual([1, 2, 3]);
+  });
+});
+
+describe('rgbToNormalisedBgrPlanes', () => {
+  it('writes planar BGR normalised per channel', () => {
+    const rgb = Buffer.from([10, 20, 30, 40, 50, 60]);
+    const planes = rgbToNormalisedBgrPlanes(rgb, [30, 20, 10], [1, 2, 10]);
+    expect(Array.from(planes)).toEqual([0, 30, 0, 15, 0, 3]);
+  });
+});
+
+describe('clampToPixels', () => {
+  it('covers fractional boxes and stays inside the image', () => {
+    expect(clampToPixels([-5.5, 2.2, 10.1, 300], 50, 40)).toEqual({ left: 0, top: 2, width: 11, height: 38 });
+    expect(clampToPixels([60, 60, 70, 70], 50, 40)).toEqual({ left: 49, top: 39, width: 1, height: 1 });
+  });
+});
