@@ -1,4 +1,6 @@
 import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { matchRoute, ROUTES } from '#lib/http/routes.ts';
 
@@ -24,7 +26,7 @@ describe('route table', () => {
   it('points every route at an existing module that exports its handler', async () => {
     for (const route of ROUTES) {
       expect(existsSync(route.entry), route.entry).toBe(true);
-      const module = (await import(`../../${route.entry}`)) as Record<string, unknown>;
+      const module = (await import(pathToFileURL(resolve(route.entry)).href)) as Record<string, unknown>;
       expect(typeof module[route.handler], `${route.entry}#${route.handler}`).toBe('function');
     }
   });
