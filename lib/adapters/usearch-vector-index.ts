@@ -387,7 +387,10 @@ export class UsearchVectorIndex implements VectorIndex {
     const dataset = new Float32Array(rows.length * this.dimension);
     rows.forEach((row, i) => dataset.set(shard.vectorOf(row), i * this.dimension));
     const count = Math.min(k, rows.length);
-    const matches = exactSearch(dataset, vector, this.dimension, count, MetricKind.IP, 1);
+    // usearch 2.26's exactSearch reads a typed array from the start of its ArrayBuffer, ignoring byteOffset:
+    // a query that is a view into a larger buffer (a batch, a Buffer pool) must be copied first.
+    const query = vector.byteOffset === 0 && vector.buffer.byteLength === vector.byteLength ? vector : vector.slice();
+    const matches = exactSearch(dataset, query, this.dimension, count, MetricKind.IP, 1);
     const hits: VectorHit[] = [];
     for (let i = 0; i < matches.keys.length; i += 1) {
       const row = rows[Number(matches.keys[i])];

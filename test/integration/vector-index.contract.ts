@@ -365,6 +365,26 @@ export function describeVectorIndexContract(
       expect(hits.map((hit) => hit.id)).toEqual(expected);
     });
 
+    it('reads a query vector that is a view into a larger buffer', async () => {
+      // Prepare
+      await index.upsert([
+        doc('f1', 'p1', unit(1, 0), { fields: { color: ['red'] } }),
+        doc('f1', 'p2', unit(0, 1), { fields: { color: ['red'] } }),
+      ]);
+      const batch = new Float32Array(CONTRACT_DIMENSION * 2);
+      batch.set(unit(1, 0), 0);
+      batch.set(unit(0, 1), CONTRACT_DIMENSION);
+      const second = batch.subarray(CONTRACT_DIMENSION);
+
+      // Act
+      const filtered = await index.search({ feedId: 'f1', vector: second, k: 1, filter: { color: ['red'] } });
+      const unfiltered = await index.search({ feedId: 'f1', vector: second, k: 1 });
+
+      // Assess
+      expect(filtered.map((hit) => hit.productId)).toEqual(['p2']);
+      expect(unfiltered.map((hit) => hit.productId)).toEqual(['p2']);
+    });
+
     it('serves concurrent writes from one process without losing any', async () => {
       // Prepare
       const batches = Array.from({ length: 10 }, (_, b) =>
