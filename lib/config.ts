@@ -55,6 +55,9 @@ const EnvSchema = z.object({
   /** Enterprise feeds normally carry their own hourlyLimit; this applies when one has none. */
   PLAN_LIMIT_ENTERPRISE: positiveInt.default(10000),
 
+  /** How long a process may reuse a search id / feed lookup; bounds how fast a revocation propagates. */
+  AUTH_CACHE_TTL_SECONDS: z.coerce.number().min(0).max(300).default(5),
+
   MAX_BODY_BYTES: positiveInt.default(6 * 1024 * 1024),
   MAX_IMAGE_PIXELS: positiveInt.default(40_000_000),
   /** Allow feed/image URLs on private and loopback addresses (local mode only: SSRF protection off). */
@@ -85,6 +88,7 @@ export interface Config {
     | { kind: 'apigateway'; restApiId: string; usagePlanIds: Record<'free' | 'pro', string> };
   gatewaySharedKey: string | undefined;
   planLimits: Record<Plan, number>;
+  authCacheTtlMs: number;
   maxBodyBytes: number;
   maxImagePixels: number;
   fetchAllowPrivate: boolean;
@@ -148,6 +152,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     apiKeyRegistry,
     gatewaySharedKey: e.GATEWAY_SHARED_KEY,
     planLimits: { free: e.PLAN_LIMIT_FREE, pro: e.PLAN_LIMIT_PRO, enterprise: e.PLAN_LIMIT_ENTERPRISE },
+    authCacheTtlMs: e.AUTH_CACHE_TTL_SECONDS * 1000,
     maxBodyBytes: e.MAX_BODY_BYTES,
     maxImagePixels: e.MAX_IMAGE_PIXELS,
     fetchAllowPrivate: e.FETCH_ALLOW_PRIVATE,

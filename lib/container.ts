@@ -1,3 +1,4 @@
+import { CachingFeedStore, CachingKeyStore } from '#lib/adapters/caching-stores.ts';
 import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
 import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
 import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
@@ -50,8 +51,8 @@ function buildContainer(config: Config): Container {
     config,
     logger,
     clock: systemClock,
-    feeds: new DynamoDbFeedStore(db, config.tables.feeds),
-    keys: new DynamoDbKeyStore(db, config.tables.keys),
+    feeds: new CachingFeedStore(new DynamoDbFeedStore(db, config.tables.feeds), config.authCacheTtlMs),
+    keys: new CachingKeyStore(new DynamoDbKeyStore(db, config.tables.keys), config.authCacheTtlMs),
     usage: new DynamoDbUsageStore(db, config.tables.usage),
     products: new DynamoDbProductStore(db, config.tables.products),
     objects: new S3ObjectStore(createS3Client(config), config.assetsBucket),
@@ -71,11 +72,9 @@ function buildContainer(config: Config): Container {
 async function loadVisionLayer(config: Config, logger: Logger): Promise<Vision> {
   const started = Date.now();
   try {
-    const modulePath = '#lib/vision/load-vision.ts';
-    const module = (await import(modulePath)) as {
-      loadVision(modelDir: string): Promise<Vision>;
-    };
-    const vision = await module.loadVision(config.modelDir);
+    // Imported on first use so that handlers that never need the models never load onnxruntime.
+    const { loadVision } = await import('#lib/vision/load-vision.ts');
+    const vision = await loadVision(config.modelDir);
     logger.info('vision loaded', { ms: Date.now() - started });
     return vision;
   } catch (error) {

@@ -1,4 +1,4 @@
-import { type DynamoDBDocumentClient, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { isConditionalCheckFailed } from '#lib/adapters/dynamodb-client.ts';
 import {
   currentWindowCapacity,
@@ -23,6 +23,12 @@ const USAGE_RETENTION_DAYS = 400;
  * conditional ADD, so racing requests can never push a window past its capacity.
  */
 export class DynamoDbUsageStore implements UsageStore {
+  /**
+   * Counts of finished windows never change, so each process reads a search id's previous window once
+   * per hour instead of on every request: the common request is then a single conditional write.
+   */
+  private readonly finishedWindows = new Map<string, { start: number; count: number }>();
+
   constructor(
     private readonly db: DynamoDBDocumentClient,
     private readonly table: string,
@@ -31,17 +37,17 @@ export class DynamoDbUsageStore implements UsageStore {
   async consume(searchId: string, limit: number, now: Date): Promise<RateLimitDecision> {
     const position = windowAt(now);
     const pk = `rate#${searchId}`;
-    const counts = await this.windowCounts(pk, position.start);
-    const capacity = currentWindowCapacity(limit, counts.previous, position.elapsed);
+    const previous = await this.previousWindowCount(searchId, pk, position.start);
+    const capacity = currentWindowCapacity(limit, previous, position.elapsed);
     const resetSeconds = secondsToWindowEnd(position, now);
     const refuse = (current: number): RateLimitDecision => ({
       allowed: false,
       limit,
       remaining: 0,
       resetSeconds,
-      retryAfterSeconds: retryAfterSeconds(limit, counts.previous, current, position, now),
+      retryAfterSeconds: retryAfterSeconds(limit, previous, current, position, now),
     });
-    if (counts.current >= capacity) return refuse(counts.current);
+    if (capacity <= 0) return refuse(0);
     try {
       const out = await this.db.send(
         new UpdateCommand({
@@ -120,26 +126,17 @@ export class DynamoDbUsageStore implements UsageStore {
     return rows;
   }
 
-  private async windowCounts(pk: string, currentStart: number): Promise<{ previous: number; current: number }> {
+  private async previousWindowCount(searchId: string, pk: string, currentStart: number): Promise<number> {
+    const start = currentStart - WINDOW_MS;
+    const known = this.finishedWindows.get(searchId);
+    if (known?.start === start) return known.count;
     const out = await this.db.send(
-      new QueryCommand({
-        TableName: this.table,
-        KeyConditionExpression: 'pk = :pk AND sk BETWEEN :prev AND :cur',
-        ExpressionAttributeValues: {
-          ':pk': pk,
-          ':prev': windowKey(currentStart - WINDOW_MS),
-          ':cur': windowKey(currentStart),
-        },
-        ConsistentRead: true,
-      }),
+      new GetCommand({ TableName: this.table, Key: { pk, sk: windowKey(start) }, ConsistentRead: true }),
     );
-    let previous = 0;
-    let current = 0;
-    for (const item of out.Items ?? []) {
-      if (item.sk === windowKey(currentStart)) current = Number(item.count ?? 0);
-      else previous = Number(item.count ?? 0);
-    }
-    return { previous, current };
+    const count = Number(out.Item?.count ?? 0);
+    if (this.finishedWindows.size >= 50_000) this.finishedWindows.clear();
+    this.finishedWindows.set(searchId, { start, count });
+    return count;
   }
 }
 
