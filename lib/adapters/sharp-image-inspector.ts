@@ -14,7 +14,8 @@ export class SharpImageInspector implements ImageInspector {
   async inspect(bytes: Buffer): Promise<ImageInfo> {
     let meta: Metadata;
     try {
-      meta = await sharp(bytes, { limitInputPixels: this.maxPixels }).metadata();
+      // Header only: no pixels are decoded here, so the size check below runs before any decode.
+      meta = await sharp(bytes, { limitInputPixels: false }).metadata();
     } catch {
       throw new InvalidImageError('imageData is not a decodable image.');
     }

@@ -33,6 +33,26 @@ interface HttpErrorLike {
   cause?: { package?: string };
 }
 
+/** AWS SDK and socket errors that mean a dependency is down or throttling: retryable, so 503. */
+const DEPENDENCY_DOWN = new Set([
+  'ThrottlingException',
+  'ProvisionedThroughputExceededException',
+  'RequestLimitExceeded',
+  'ServiceUnavailable',
+  'ServiceUnavailableException',
+  'InternalServerError',
+  'TimeoutError',
+  'SlowDown',
+]);
+const SOCKET_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
+
+function isDependencyDown(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  const retryable = (error as { $retryable?: unknown }).$retryable;
+  return DEPENDENCY_DOWN.has(error.name) || (typeof code === 'string' && SOCKET_ERRORS.has(code)) || Boolean(retryable);
+}
+
 function isHttpErrorLike(error: unknown): error is HttpErrorLike {
   return error instanceof Error && typeof (error as { statusCode?: unknown }).statusCode === 'number';
 }
@@ -54,5 +74,6 @@ export function toErrorBody(error: unknown, requestId: string): ErrorBody {
     }
     return body('invalid_request', 'Request body is not valid JSON.');
   }
+  if (isDependencyDown(error)) return body('unavailable', 'A dependency is temporarily unavailable. Retry later.');
   return body('internal', 'Internal error. Retry later; if it persists, contact support with the request id.');
 }

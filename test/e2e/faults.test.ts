@@ -1,0 +1,74 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { expectError } from '#test/support/error-shape.ts';
+import { pngBase64, startTestStack, type TestStack } from '#test/support/local-stack.ts';
+
+/** Faults injected into the real stack's adapters: what a client sees when a dependency fails. */
+let stack: TestStack;
+let image: string;
+const auth = () => ({ authorization: `Bearer ${stack.demo.searchId}` });
+
+beforeAll(async () => {
+  stack = await startTestStack();
+  image = await pngBase64();
+});
+
+afterAll(async () => {
+  vi.restoreAllMocks();
+  await stack?.stop();
+});
+
+describe('dependency faults', () => {
+  it('returns 500 internal without leaking the cause when a store fails unexpectedly', async () => {
+    const spy = vi
+      .spyOn(stack.container.keys, 'get')
+      .mockRejectedValueOnce(new Error('secret table arn:aws:dynamodb:eu-west-1:123:table/x is broken'));
+
+    const response = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: auth() });
+
+    expectError(response, 500, 'internal');
+    expect(JSON.stringify(response.body)).not.toMatch(/secret|arn:|table/);
+    spy.mockRestore();
+  });
+
+  it('returns 503 unavailable when the database throttles', async () => {
+    const throttled = Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+    const spy = vi.spyOn(stack.container.usage, 'consume').mockRejectedValueOnce(throttled);
+
+    const response = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: auth() });
+
+    expectError(response, 503, 'unavailable');
+    spy.mockRestore();
+  });
+
+  it('still answers when usage metering fails', async () => {
+    const spy = vi.spyOn(stack.container.usage, 'record').mockRejectedValueOnce(new Error('metering down'));
+
+    const response = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: auth() });
+
+    expect(response.status).toBe(200);
+    expect(spy).toHaveBeenCalledTimes(1);
+    spy.mockRestore();
+  });
+
+  it('returns 413 payload_too_large for a body over the limit, before parsing it', async () => {
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      raw: JSON.stringify({ imageData: 'A'.repeat(7 * 1024 * 1024) }),
+      headers: { ...auth(), 'content-type': 'application/json' },
+    });
+    expectError(response, 413, 'payload_too_large');
+  });
+
+  it('returns 422 invalid_image for an image over the pixel limit, before decoding it', async () => {
+    const { default: sharp } = await import('sharp');
+    // 9000 x 5000 = 45 megapixels of one colour compresses to a few kilobytes: a decompression bomb.
+    const bomb = await sharp({ create: { width: 9000, height: 5000, channels: 3, background: '#fff' } })
+      .png({ compressionLevel: 9 })
+      .toBuffer();
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: bomb.toString('base64') },
+      headers: auth(),
+    });
+    expectError(response, 422, 'invalid_image');
+    expect(response.body.error.message).toMatch(/megapixels/);
+  });
+});
