@@ -4,6 +4,8 @@ import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
 import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
 import { DynamoDbProductStore } from '#lib/adapters/dynamodb-product-store.ts';
 import { DynamoDbUsageStore } from '#lib/adapters/dynamodb-usage-store.ts';
+import { APIGatewayClient } from '@aws-sdk/client-api-gateway';
+import { ApiGatewayApiKeyRegistry } from '#lib/adapters/apigateway-api-key-registry.ts';
 import { NoopApiKeyRegistry } from '#lib/adapters/noop-api-key-registry.ts';
 import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
 import { SharpImageInspector } from '#lib/adapters/sharp-image-inspector.ts';
@@ -57,7 +59,7 @@ function buildContainer(config: Config): Container {
     products: new DynamoDbProductStore(db, config.tables.products),
     objects: new S3ObjectStore(createS3Client(config), config.assetsBucket),
     images: new SharpImageInspector(config.maxImagePixels),
-    apiKeys: new NoopApiKeyRegistry(),
+    apiKeys: buildApiKeyRegistry(config),
     vision() {
       // Memoised while it succeeds; a failed load is retried by the next request.
       vision ??= loadVisionLayer(config, logger).catch((error: unknown) => {
@@ -67,6 +69,13 @@ function buildContainer(config: Config): Container {
       return vision;
     },
   };
+}
+
+/** AWS mirrors search ids into the gateway's usage plans; local mode has no gateway. */
+function buildApiKeyRegistry(config: Config): ApiKeyRegistry {
+  const registry = config.apiKeyRegistry;
+  if (registry.kind === 'none') return new NoopApiKeyRegistry();
+  return new ApiGatewayApiKeyRegistry(new APIGatewayClient({ region: config.region }), registry.usagePlanIds);
 }
 
 async function loadVisionLayer(config: Config, logger: Logger): Promise<Vision> {

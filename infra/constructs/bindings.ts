@@ -1,0 +1,179 @@
+/**
+ * Binders set a function's configuration key and its IAM grant in one call, so configuration and
+ * permissions never drift: a function that can reach a resource is told its name, and the grant is the
+ * narrowest that the adapters behind that key need. Grants name resources exactly (tables and each of
+ * their indexes); the few wildcards left (object keys, index names, API key ids) are acknowledged to
+ * cdk-nag right here, one by one, with the reason.
+ */
+import { Stack, Validations } from 'aws-cdk-lib';
+import type * as apigateway from 'aws-cdk-lib/aws-apigateway';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import type { TableDefinition } from '#lib/adapters/dynamodb-tables.ts';
+import type { Config } from '#lib/config.ts';
+import { type ConfigEnvKey, OPENSEARCH_INDEX_PREFIX } from '../function-environment.ts';
+
+/** read: Get/Query/Scan. readUpdate: Get/Query + UpdateItem (counters, last-used), no Put/Delete. readWrite: all item actions. */
+export type TableAccess = 'read' | 'readUpdate' | 'readWrite';
+export type TableName = keyof Config['tables'];
+
+export const TABLE_ENV: Record<TableName, ConfigEnvKey> = {
+  feeds: 'FEEDS_TABLE',
+  keys: 'KEYS_TABLE',
+  usage: 'USAGE_TABLE',
+  products: 'PRODUCTS_TABLE',
+  imports: 'IMPORTS_TABLE',
+};
+
+const READ = ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:Scan', 'dynamodb:ConditionCheckItem', 'dynamodb:DescribeTable'];
+export const TABLE_ACTIONS: Record<TableAccess, string[]> = {
+  read: READ,
+  readUpdate: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem', 'dynamodb:UpdateItem'],
+  readWrite: [...READ, 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:BatchWriteItem'],
+};
+
+/** A table with its definition (for the index names: grants name each index, no `index/*`). */
+export interface BoundTable {
+  table: dynamodb.ITable;
+  definition: TableDefinition;
+}
+
+export function bindTable(fn: lambda.Function, { table, definition }: BoundTable, access: TableAccess): void {
+  fn.addEnvironment(TABLE_ENV[definition.configKey], table.tableName);
+  fn.addToRolePolicy(
+    new iam.PolicyStatement({
+      actions: TABLE_ACTIONS[access],
+      resources: [table.tableArn, ...definition.indexes.map((index) => `${table.tableArn}/index/${index.name}`)],
+    }),
+  );
+}
+
+/** The assets bucket by name (a literal: account and region are fixed per stage). */
+export interface BoundBucket {
+  bucket: { bucketName: string };
+  /** Literal bucket name, so the object ARN is a plain string. */
+  name: string;
+}
+
+/** read: GetObject under `prefix`; readWrite: also Put/Delete there. */
+export function bindBucket(fn: lambda.Function, { bucket, name }: BoundBucket, access: 'read' | 'readWrite', prefix: string): void {
+  fn.addEnvironment('ASSETS_BUCKET', bucket.bucketName);
+  const objects = `arn:${Stack.of(fn).partition}:s3:::${name}/${prefix}*`;
+  const actions = access === 'read' ? ['s3:GetObject'] : ['s3:GetObject', 's3:PutObject', 's3:DeleteObject'];
+  fn.addToRolePolicy(new iam.PolicyStatement({ actions, resources: [objects] }));
+  fn.addToRolePolicy(
+    new iam.PolicyStatement({
+      actions: ['s3:ListBucket'],
+      resources: [`arn:${Stack.of(fn).partition}:s3:::${name}`],
+      conditions: { StringLike: { 's3:prefix': [`${prefix}*`] } },
+    }),
+  );
+  acknowledgeWildcard(fn, objects, `Object keys under ${prefix} of the assets bucket are not known in advance.`);
+}
+
+/** The OpenSearch domain by name and endpoint. */
+export interface BoundSearchDomain {
+  domainName: string;
+  domainEndpoint: string;
+}
+
+/** Environment that points the VectorIndex adapter at the domain (SigV4-signed HTTPS). */
+export function searchDomainEnvironment(domain: BoundSearchDomain): Record<string, string> {
+  return {
+    VECTOR_INDEX: 'opensearch',
+    OPENSEARCH_URL: `https://${domain.domainEndpoint}`,
+    OPENSEARCH_SIGV4: 'true',
+    OPENSEARCH_INDEX_PREFIX,
+  };
+}
+
+/**
+ * read: GET/HEAD on the product indices and POST only on their query endpoints (_search, _msearch,
+ * _mget, _count: k-NN queries are POSTs). readWrite: every HTTP verb on the product indices and _bulk.
+ */
+export function bindSearchDomain(fn: lambda.Function, domain: BoundSearchDomain, access: 'read' | 'readWrite'): void {
+  for (const [key, value] of Object.entries(searchDomainEnvironment(domain))) fn.addEnvironment(key, value);
+  const stack = Stack.of(fn);
+  const arn = `arn:${stack.partition}:es:${stack.region}:${stack.account}:domain/${domain.domainName}`;
+  const indices = [`${arn}/${OPENSEARCH_INDEX_PREFIX}*`, `${arn}/${OPENSEARCH_INDEX_PREFIX}*/*`];
+  const reason = `One index per embedding model version, all named ${OPENSEARCH_INDEX_PREFIX}-<model version>: the version is not known at deploy time.`;
+  if (access === 'read') {
+    const queries = ['_search', '_msearch', '_mget', '_count'].map((op) => `${arn}/${OPENSEARCH_INDEX_PREFIX}*/${op}`);
+    fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['es:ESHttpGet', 'es:ESHttpHead'], resources: indices }));
+    fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['es:ESHttpPost'], resources: queries }));
+    for (const resource of [...indices, ...queries]) acknowledgeWildcard(fn, resource, reason);
+  } else {
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['es:ESHttpGet', 'es:ESHttpHead', 'es:ESHttpPost', 'es:ESHttpPut', 'es:ESHttpDelete'],
+        resources: [...indices, `${arn}/_bulk`],
+      }),
+    );
+    for (const resource of indices) acknowledgeWildcard(fn, resource, reason);
+  }
+}
+
+/** The gateway resources the API key registry manages. */
+export interface ApiKeyRegistryTarget {
+  restApi: apigateway.IRestApi;
+  freePlan: apigateway.IUsagePlan;
+  proPlan: apigateway.IUsagePlan;
+}
+
+/**
+ * API key registry (lib/adapters/apigateway-api-key-registry.ts): GetApiKeys (GET /apikeys), CreateApiKey
+ * (POST /apikeys), DeleteApiKey (DELETE /apikeys/{id}), Create/DeleteUsagePlanKey on the Free and Pro plans
+ * only (POST /usageplans/{id}/keys, DELETE /usageplans/{id}/keys/{keyId}).
+ */
+export function bindApiKeyRegistry(fn: lambda.Function, target: ApiKeyRegistryTarget): void {
+  fn.addEnvironment('API_KEY_REGISTRY', 'apigateway');
+  fn.addEnvironment('REST_API_ID', target.restApi.restApiId);
+  fn.addEnvironment('USAGE_PLAN_FREE_ID', target.freePlan.usagePlanId);
+  fn.addEnvironment('USAGE_PLAN_PRO_ID', target.proPlan.usagePlanId);
+  const stack = Stack.of(fn);
+  // API Gateway management ARNs have no account: arn:<partition>:apigateway:<region>::/<path>.
+  const path = (resource: string) => `arn:${stack.partition}:apigateway:${stack.region}::${resource}`;
+  const plans = [target.freePlan.usagePlanId, target.proPlan.usagePlanId];
+  const deletable = [path('/apikeys/*'), ...plans.map((id) => path(`/usageplans/${id}/keys/*`))];
+  fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['apigateway:GET'], resources: [path('/apikeys')] }));
+  fn.addToRolePolicy(
+    new iam.PolicyStatement({
+      actions: ['apigateway:POST'],
+      resources: [path('/apikeys'), ...plans.map((id) => path(`/usageplans/${id}/keys`))],
+    }),
+  );
+  fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['apigateway:DELETE'], resources: deletable }));
+  for (const resource of deletable) {
+    acknowledgeWildcard(fn, resource, 'API key ids are generated when a search id is created; only DELETE is allowed, and only on API keys and the Free/Pro plans\' keys.');
+  }
+}
+
+/**
+ * Acknowledges one wildcard resource of a function's policy to cdk-nag (AwsSolutions-IAM5), using the
+ * finding id cdk-nag derives from the resolved resource. Only literal and same-stack references may be
+ * passed: a cross-stack reference resolves differently before synthesis.
+ */
+export function acknowledgeWildcard(fn: lambda.Function, resource: string, reason: string): void {
+  const flat = flattenReference(Stack.of(fn).resolve(resource));
+  Validations.of(fn).acknowledge({ id: `AwsSolutions-IAM5[Resource::${flat}]`, reason });
+}
+
+/** Mirrors cdk-nag's flattening of CloudFormation references (`{Ref: X}` → `<X>`, joins concatenated). */
+function flattenReference(node: unknown): string {
+  if (node === undefined) return '';
+  if (typeof node === 'string') return node.replace(/\$\{/g, '<').replace(/}/g, '>');
+  const value = node as Record<string, unknown>;
+  if (value['Fn::Join']) {
+    const [delimiter, items] = value['Fn::Join'] as [string, unknown[]];
+    return items.map(flattenReference).join(delimiter);
+  }
+  if (value['Fn::Sub']) return flattenReference(value['Fn::Sub']);
+  if (value['Fn::GetAtt']) {
+    const [resource, attribute] = value['Fn::GetAtt'] as [unknown, unknown];
+    return `<${flattenReference(resource)}.${flattenReference(attribute)}>`;
+  }
+  if (value['Fn::ImportValue']) return flattenReference(value['Fn::ImportValue']);
+  if (value.Ref) return `<${flattenReference(value.Ref)}>`;
+  return JSON.stringify(node);
+}

@@ -1,0 +1,71 @@
+/**
+ * Which configuration keys (lib/config.ts) the CDK app sets on which functions. The record must cover
+ * every key of CONFIG_ENV_KEYS: adding a key to the config without deciding here fails `tsc` (a key the
+ * config no longer has is tolerated, so the two can be edited in either order).
+ */
+import type { CONFIG_ENV_KEYS } from '#lib/config.ts';
+
+export type ConfigEnvKey = (typeof CONFIG_ENV_KEYS)[number];
+
+/**
+ * - `every`: set on every route function and the import worker (the container reads them at cold start).
+ * - `registry`: set where the API key registry is bound (admin functions that create, move or delete keys).
+ * - `authorizer`: the gateway authorizer only.
+ * - `runtime`: provided by the Lambda runtime (AWS_REGION is reserved).
+ * - `default`: the config's default is right in AWS (limits, PORT of local mode...).
+ * - `local`: local mode only (embedded servers, data folder, admin token); never set in AWS.
+ */
+export type EnvScope = 'every' | 'registry' | 'authorizer' | 'runtime' | 'default' | 'local';
+
+export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey, EnvScope> = {
+  STAGE: 'every',
+  AWS_REGION: 'runtime',
+  LOG_LEVEL: 'every',
+  FEEDS_TABLE: 'every',
+  KEYS_TABLE: 'every',
+  USAGE_TABLE: 'every',
+  PRODUCTS_TABLE: 'every',
+  IMPORTS_TABLE: 'every',
+  DYNAMODB_ENDPOINT: 'local',
+  ASSETS_BUCKET: 'every',
+  S3_ENDPOINT: 'local',
+  VECTOR_INDEX: 'every',
+  VECTOR_INDEX_DIR: 'local',
+  OPENSEARCH_URL: 'every',
+  OPENSEARCH_INDEX_PREFIX: 'every',
+  OPENSEARCH_SIGV4: 'every',
+  MODEL_DIR: 'every',
+  ADMIN_TOKEN: 'local',
+  API_KEY_REGISTRY: 'every',
+  REST_API_ID: 'registry',
+  USAGE_PLAN_FREE_ID: 'registry',
+  USAGE_PLAN_PRO_ID: 'registry',
+  GATEWAY_SHARED_KEY: 'authorizer',
+  PLAN_LIMIT_FREE: 'every',
+  PLAN_LIMIT_PRO: 'every',
+  PLAN_LIMIT_ENTERPRISE: 'every',
+  AUTH_CACHE_TTL_SECONDS: 'default',
+  MAX_BODY_BYTES: 'default',
+  MAX_IMAGE_PIXELS: 'default',
+  FETCH_ALLOW_PRIVATE: 'local',
+  IMPORT_RUNNER: 'every',
+  IMPORT_CHUNK_SIZE: 'default',
+  IMAGE_FETCH_CONCURRENCY: 'default',
+  IMAGE_FETCH_TIMEOUT_MS: 'default',
+  IMAGE_MAX_BYTES: 'default',
+  FEED_FETCH_TIMEOUT_MS: 'default',
+  FEED_MAX_BYTES: 'default',
+  DEMO_SEED: 'local',
+  PORT: 'local',
+  DATA_DIR: 'local',
+};
+
+export function keysOfScope(...scopes: EnvScope[]): string[] {
+  return Object.keys(ENV_SCOPE).filter((key) => scopes.includes(ENV_SCOPE[key]!));
+}
+
+/** Where the model layer mounts (the layer asset holds `models/`). */
+export const MODEL_DIR = '/opt/models';
+
+/** Prefix of the OpenSearch indices (one per embedding model version); IAM grants are scoped to it. */
+export const OPENSEARCH_INDEX_PREFIX = 'products';

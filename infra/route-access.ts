@@ -1,0 +1,81 @@
+/**
+ * What each function may touch, by route name (lib/http/routes.ts). Binders in constructs/bindings.ts
+ * turn a profile into IAM grants. A route without an entry gets its access level's default profile and a
+ * synth warning, so a new route deploys but is reviewed.
+ */
+import type { Route } from '#lib/http/routes.ts';
+import type { TableAccess, TableName } from './constructs/bindings.ts';
+import { IMPORTS_PREFIX } from './stacks/stateful-stack.ts';
+
+export interface AccessProfile {
+  tables: Partial<Record<TableName, TableAccess>>;
+  /** Objects of the assets bucket under a key prefix. */
+  bucket?: { access: 'read' | 'readWrite'; prefix: string };
+  search?: 'read' | 'readWrite';
+  /** Creates, moves or deletes gateway API keys (admin key and feed lifecycle). */
+  apiKeyRegistry?: boolean;
+  /** Needs the ONNX model layer. */
+  models?: boolean;
+}
+
+/**
+ * Public endpoints: read the search id and its feed, touch the key's last-used time (UpdateItem only),
+ * count usage (UpdateItem + Query), read products and vectors, run the models. No Put/Delete anywhere.
+ */
+export const PUBLIC_PROFILE: AccessProfile = {
+  tables: { keys: 'readUpdate', feeds: 'read', usage: 'readUpdate', products: 'read' },
+  search: 'read',
+  models: true,
+};
+
+/** Unknown admin routes: read-only until reviewed. */
+export const ADMIN_DEFAULT_PROFILE: AccessProfile = {
+  tables: { feeds: 'read', keys: 'read', usage: 'read', products: 'read', imports: 'read' },
+};
+
+/**
+ * The import worker: reads the request and feed file under imports/ (and stores a fetched feed file
+ * there), writes products, vectors and import progress.
+ */
+export const IMPORT_WORKER_PROFILE: AccessProfile = {
+  tables: { feeds: 'read', products: 'readWrite', imports: 'readWrite' },
+  bucket: { access: 'readWrite', prefix: IMPORTS_PREFIX },
+  search: 'readWrite',
+  models: true,
+};
+
+export const ROUTE_ACCESS: Record<string, AccessProfile> = {
+  SearchImage: PUBLIC_PROFILE,
+  Detect: PUBLIC_PROFILE,
+  Related: PUBLIC_PROFILE,
+  RootSearch: PUBLIC_PROFILE,
+
+  AdminCreateFeed: { tables: { feeds: 'readWrite' } },
+  AdminListFeeds: { tables: { feeds: 'read' } },
+  AdminGetFeed: { tables: { feeds: 'read' } },
+  // A plan change moves the feed's keys to the other usage plan.
+  AdminUpdateFeed: { tables: { feeds: 'readWrite', keys: 'read' }, apiKeyRegistry: true },
+  // Deleting a feed removes its keys (and their gateway keys), products and vectors.
+  AdminDeleteFeed: {
+    tables: { feeds: 'readWrite', keys: 'readWrite', products: 'readWrite' },
+    search: 'readWrite',
+    apiKeyRegistry: true,
+  },
+  AdminCreateKey: { tables: { feeds: 'read', keys: 'readWrite' }, apiKeyRegistry: true },
+  AdminListKeys: { tables: { feeds: 'read', keys: 'read' } },
+  AdminRevokeKey: { tables: { keys: 'readUpdate' }, apiKeyRegistry: true },
+  AdminGetUsage: { tables: { feeds: 'read', usage: 'read' } },
+  // Starting an import records it and writes the feed file and the request marker under imports/ (the
+  // marker's S3 event starts the worker).
+  AdminStartImport: { tables: { feeds: 'read', imports: 'readWrite' }, bucket: { access: 'readWrite', prefix: IMPORTS_PREFIX } },
+  AdminListImports: { tables: { feeds: 'read', imports: 'read' } },
+  AdminGetImport: { tables: { feeds: 'read', imports: 'read' } },
+  AdminListProducts: { tables: { feeds: 'read', products: 'read' } },
+};
+
+/** The profile of a route, and whether it came from the table (false = default, needs review). */
+export function accessOf(route: Route): { profile: AccessProfile; reviewed: boolean } {
+  const profile = ROUTE_ACCESS[route.name];
+  if (profile) return { profile, reviewed: true };
+  return { profile: route.access === 'public' ? PUBLIC_PROFILE : ADMIN_DEFAULT_PROFILE, reviewed: false };
+}

@@ -1,0 +1,313 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Annotations, CfnOutput, Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import * as apigateway from 'aws-cdk-lib/aws-apigateway';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import type { Construct } from 'constructs';
+import { ROUTES, type Route } from '#lib/http/routes.ts';
+import { bindApiKeyRegistry, bindBucket, bindSearchDomain, bindTable, searchDomainEnvironment, TABLE_ENV, type TableName } from '../constructs/bindings.ts';
+import { type CodeMode, EndpointFunction, REPO_ROOT } from '../constructs/endpoint-function.ts';
+import { ModelLayer, NativeModulesLayer } from '../constructs/layers.ts';
+import { MODEL_DIR } from '../function-environment.ts';
+import { accessOf, type AccessProfile, IMPORT_WORKER_PROFILE } from '../route-access.ts';
+import { type PlanLimits, resourcePrefix, type Stage, type StageConfig } from '../stages.ts';
+import type { StatefulStack } from './stateful-stack.ts';
+
+/** The import worker's handler module (functions/import-worker.ts, export `handler`). */
+export const IMPORT_WORKER_ENTRY = 'functions/import-worker.ts';
+
+export interface ApiStackProps extends StackProps {
+  stage: Stage;
+  config: StageConfig;
+  stateful: StatefulStack;
+  /** `esbuild` for synth/deploy; `inline` stubs for assertion tests. */
+  codeMode: CodeMode;
+  /** `staged` copies the native modules into the layer; `stub` leaves it empty (assertion tests). */
+  nativeLayer: 'staged' | 'stub';
+  /** Route table (default: lib/http/routes.ts). */
+  routes?: readonly Route[];
+  /** Directory of the built models (default: layers/models/build). */
+  modelDir?: string;
+}
+
+/**
+ * The request path: two REST APIs with a stage named after the environment, one Lambda function per route
+ * of lib/http/routes.ts, the search-id authorizer, the usage plans, the model and native-module layers and
+ * the import worker.
+ *
+ * - Public API (`/api/v1/*`, `POST /`): apiKeySource AUTHORIZER; every method requires an API key, which
+ *   the authorizer supplies (the Bearer search id, or the shared key when the id is in the body). Usage
+ *   plans Free and Pro meter search ids sent in the header; Shared meters body-authenticated requests.
+ * - Admin API (`/admin/v1/*`): AWS_IAM on every method (SigV4-signed operator calls). A separate API because
+ *   its functions need the public usage plan ids, and a plan depends on its stage's deployment, which
+ *   depends on every method of that API: admin functions inside the public API would form a cycle.
+ */
+export class ApiStack extends Stack {
+  readonly publicApi: apigateway.RestApi;
+  readonly adminApi: apigateway.RestApi;
+  readonly plans: { free: apigateway.UsagePlan; pro: apigateway.UsagePlan; shared: apigateway.UsagePlan };
+  readonly functions = new Map<string, lambda.Function>();
+  readonly authorizerFunction: lambda.Function;
+  readonly importWorker: lambda.Function | undefined;
+  readonly modelLayer: lambda.ILayerVersion;
+  readonly nativeLayer: lambda.ILayerVersion;
+
+  constructor(scope: Construct, id: string, props: ApiStackProps) {
+    super(scope, id, props);
+    const { stage, config, stateful, codeMode } = props;
+    const prefix = resourcePrefix(stage);
+    const routes = props.routes ?? ROUTES;
+
+    this.modelLayer = new ModelLayer(this, 'ModelLayer', {
+      layerVersionName: `${prefix}-models`,
+      removalPolicy: config.removalPolicy,
+      ...(props.modelDir ? { modelDir: props.modelDir } : {}),
+    }).layer;
+    this.nativeLayer = new NativeModulesLayer(this, 'NativeModulesLayer', {
+      layerVersionName: `${prefix}-native-modules`,
+      removalPolicy: config.removalPolicy,
+      mode: props.nativeLayer,
+    }).layer;
+
+    // Everything the container reads at cold start: it builds every store, so every function is told
+    // where every resource is (binders below add the grants). The registry is off unless bound.
+    const baseEnvironment: Record<string, string> = {
+      STAGE: stage,
+      LOG_LEVEL: config.logLevel,
+      ...Object.fromEntries(
+        (Object.keys(TABLE_ENV) as TableName[]).map((name) => [TABLE_ENV[name], stateful.tables[name].table.tableName]),
+      ),
+      ASSETS_BUCKET: stateful.bucket.bucketName,
+      ...searchDomainEnvironment(this.searchDomain(stateful)),
+      MODEL_DIR,
+      API_KEY_REGISTRY: 'none',
+      // Imports run in the worker (S3 event → SQS), never inside an API request.
+      IMPORT_RUNNER: 'worker',
+      PLAN_LIMIT_FREE: String(config.hourlyLimits.free),
+      PLAN_LIMIT_PRO: String(config.hourlyLimits.pro),
+      PLAN_LIMIT_ENTERPRISE: String(config.hourlyLimits.enterprise),
+    };
+
+    const endpoint = (name: string, entry: string, handler: string, description: string, kind: 'public' | 'admin' | 'worker') => {
+      if (!existsSync(join(REPO_ROOT, entry))) {
+        throw new Error(`Route ${name}: handler module ${entry} does not exist (lib/http/routes.ts names it).`);
+      }
+      return new EndpointFunction(this, name, {
+        functionName: `${prefix}-${name}`,
+        entry,
+        handler,
+        description,
+        memorySize: config.memory[kind],
+        timeout: config.timeout[kind],
+        logRetention: config.logRetention,
+        removalPolicy: config.removalPolicy,
+        environment: { ...baseEnvironment },
+        layers: [this.nativeLayer],
+        codeMode,
+      }).fn;
+    };
+
+    // One CloudWatch role for API Gateway execution logs (an account-wide setting, declared once).
+    const apiLogsRole = new iam.Role(this, 'ApiGatewayLogsRole', {
+      assumedBy: new iam.ServicePrincipal('apigateway.amazonaws.com'),
+      managedPolicies: [iam.ManagedPolicy.fromAwsManagedPolicyName('service-role/AmazonAPIGatewayPushToCloudWatchLogs')],
+    });
+    Validations.of(apiLogsRole).acknowledge({
+      id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]',
+      reason: 'AmazonAPIGatewayPushToCloudWatchLogs is the AWS-maintained policy API Gateway needs to write execution logs.',
+    });
+    const apiAccount = new apigateway.CfnAccount(this, 'ApiGatewayAccount', { cloudWatchRoleArn: apiLogsRole.roleArn });
+
+    // ---- Public API -------------------------------------------------------------------------------
+    this.publicApi = this.restApi('PublicApi', `${prefix}-public`, stage, config, apiAccount, {
+      apiKeySourceType: apigateway.ApiKeySourceType.AUTHORIZER,
+      description: 'Visual product search: public endpoints (search id in Authorization: Bearer or the body).',
+    });
+    addErrorResponses(this.publicApi, 'public');
+
+    const sharedKeyValue = `${prefix}-shared-body-auth-requests`;
+    this.authorizerFunction = new EndpointFunction(this, 'Authorizer', {
+      functionName: `${prefix}-Authorizer`,
+      entry: 'functions/authorizer.ts',
+      handler: 'handler',
+      description: 'Gateway REQUEST authorizer: reports the Bearer search id as the usage identifier key',
+      memorySize: 256,
+      timeout: Duration.seconds(5),
+      logRetention: config.logRetention,
+      removalPolicy: config.removalPolicy,
+      environment: { STAGE: stage, LOG_LEVEL: config.logLevel, GATEWAY_SHARED_KEY: sharedKeyValue },
+      codeMode,
+    }).fn;
+    // No identity source and no caching: API Gateway would refuse (401) a request without the identity
+    // source before calling the authorizer, and requests with the search id in the body have none.
+    const authorizer = new apigateway.RequestAuthorizer(this, 'SearchIdAuthorizer', {
+      authorizerName: `${prefix}-search-id`,
+      handler: this.authorizerFunction,
+      identitySources: [],
+      resultsCacheTtl: Duration.seconds(0),
+    });
+    (authorizer.node.defaultChild as apigateway.CfnAuthorizer).addPropertyDeletionOverride('IdentitySource');
+
+    const plan = (id: 'Free' | 'Pro' | 'Shared', limits: PlanLimits, description: string) =>
+      this.publicApi.addUsagePlan(`${id}Plan`, {
+        name: id,
+        description,
+        throttle: { rateLimit: limits.rateLimit, burstLimit: limits.burstLimit },
+        ...(limits.dailyQuota ? { quota: { limit: limits.dailyQuota, period: apigateway.Period.DAY } } : {}),
+        apiStages: [{ api: this.publicApi, stage: this.publicApi.deploymentStage }],
+      });
+    this.plans = {
+      free: plan('Free', config.plans.free, 'Search ids of free feeds (Authorization: Bearer).'),
+      pro: plan('Pro', config.plans.pro, 'Search ids of pro and enterprise feeds (Authorization: Bearer).'),
+      shared: plan('Shared', config.plans.shared, 'Requests with the search id in the body (one shared key).'),
+    };
+    const sharedKey = new apigateway.ApiKey(this, 'SharedBodyAuthKey', {
+      apiKeyName: `${prefix}-shared-body-auth`,
+      description: 'Reported by the authorizer for requests without Authorization: Bearer (search id in the body).',
+      value: sharedKeyValue,
+      enabled: true,
+    });
+    this.plans.shared.addApiKey(sharedKey);
+
+    // ---- Admin API --------------------------------------------------------------------------------
+    this.adminApi = this.restApi('AdminApi', `${prefix}-admin`, stage, config, apiAccount, {
+      description: 'Visual product search: admin API (IAM, SigV4).',
+      defaultMethodOptions: { authorizationType: apigateway.AuthorizationType.IAM },
+    });
+    addErrorResponses(this.adminApi, 'admin');
+
+    // ---- One function per route -------------------------------------------------------------------
+    for (const route of routes) {
+      const fn = endpoint(route.name, route.entry, route.handler, `${route.method} ${route.path}`, route.access);
+      const { profile, reviewed } = accessOf(route);
+      if (!reviewed) {
+        Annotations.of(fn).addWarningV2(
+          'vps:route-access-default',
+          `Route ${route.name} has no entry in infra/route-access.ts: it got the default ${route.access} profile.`,
+        );
+      }
+      this.applyProfile(fn, profile, stateful);
+      this.functions.set(route.name, fn);
+
+      const api = route.access === 'public' ? this.publicApi : this.adminApi;
+      const resource = route.path === '/' ? api.root : api.root.resourceForPath(route.path);
+      resource.addMethod(
+        route.method,
+        new apigateway.LambdaIntegration(fn, { allowTestInvoke: false }),
+        route.access === 'public'
+          ? { authorizer, authorizationType: apigateway.AuthorizationType.CUSTOM, apiKeyRequired: true }
+          : { authorizationType: apigateway.AuthorizationType.IAM },
+      );
+    }
+
+    // ---- Import worker (S3 imports/ → SQS → Lambda) -------------------------------------------------
+    if (existsSync(join(REPO_ROOT, IMPORT_WORKER_ENTRY))) {
+      const worker = endpoint('ImportWorker', IMPORT_WORKER_ENTRY, 'handler', 'Feed import worker (SQS ← S3 imports/)', 'worker');
+      this.applyProfile(worker, IMPORT_WORKER_PROFILE, stateful);
+      worker.addEventSource(new SqsEventSource(stateful.importQueue, { batchSize: 1, reportBatchItemFailures: true }));
+      this.importWorker = worker;
+    } else {
+      // The worker is written separately; until its module exists the queue collects import events.
+      Annotations.of(this).addWarningV2(
+        'vps:import-worker-missing',
+        `${IMPORT_WORKER_ENTRY} does not exist yet: the import worker function is not created (the queue still receives S3 events).`,
+      );
+      this.importWorker = undefined;
+    }
+
+    new CfnOutput(this, 'PublicApiUrl', { value: this.publicApi.url });
+    new CfnOutput(this, 'AdminApiUrl', { value: this.adminApi.url });
+  }
+
+  private searchDomain(stateful: StatefulStack) {
+    return { domainName: stateful.domainName, domainEndpoint: stateful.domain.domainEndpoint };
+  }
+
+  private restApi(
+    id: string,
+    name: string,
+    stage: Stage,
+    config: StageConfig,
+    account: apigateway.CfnAccount,
+    props: Partial<apigateway.RestApiProps>,
+  ): apigateway.RestApi {
+    const accessLogs = new logs.LogGroup(this, `${id}AccessLogs`, {
+      retention: config.logRetention,
+      removalPolicy: config.removalPolicy,
+    });
+    const api = new apigateway.RestApi(this, id, {
+      restApiName: name,
+      endpointTypes: [apigateway.EndpointType.REGIONAL],
+      cloudWatchRole: false,
+      deployOptions: {
+        stageName: stage,
+        throttlingRateLimit: config.stageThrottle.rateLimit,
+        throttlingBurstLimit: config.stageThrottle.burstLimit,
+        loggingLevel: apigateway.MethodLoggingLevel.INFO,
+        dataTraceEnabled: false,
+        metricsEnabled: true,
+        tracingEnabled: true,
+        accessLogDestination: new apigateway.LogGroupLogDestination(accessLogs),
+        accessLogFormat: apigateway.AccessLogFormat.jsonWithStandardFields(),
+      },
+      ...props,
+    });
+    api.deploymentStage.node.addDependency(account);
+    Validations.of(api).acknowledge({
+      id: 'AwsSolutions-APIG3',
+      reason: 'No WAF yet: abuse is bounded by usage-plan throttles, the stage throttle and the application\'s per-search-id hourly limit; a WebACL is an operator add-on.',
+    });
+    Validations.of(api).acknowledge({
+      id: 'AwsSolutions-APIG2',
+      reason: 'Requests are validated in the handlers (zod), which answer with the service\'s one error shape (DESIGN §3); a gateway validator would answer in another shape.',
+    });
+    Validations.of(api).acknowledge({
+      id: 'AwsSolutions-COG4',
+      reason: 'No Cognito users: public methods authenticate search ids (Lambda authorizer + API keys), admin methods use IAM (SigV4).',
+    });
+    return api;
+  }
+
+  private applyProfile(fn: lambda.Function, profile: AccessProfile, stateful: StatefulStack): void {
+    for (const [name, access] of Object.entries(profile.tables) as [TableName, NonNullable<AccessProfile['tables'][TableName]>][]) {
+      bindTable(fn, stateful.tables[name], access);
+    }
+    if (profile.bucket) {
+      bindBucket(fn, { bucket: stateful.bucket, name: stateful.bucketName }, profile.bucket.access, profile.bucket.prefix);
+    }
+    if (profile.search) bindSearchDomain(fn, this.searchDomain(stateful), profile.search);
+    if (profile.apiKeyRegistry) {
+      bindApiKeyRegistry(fn, { restApi: this.publicApi, freePlan: this.plans.free, proPlan: this.plans.pro });
+    }
+    if (profile.models) fn.addLayers(this.modelLayer);
+  }
+}
+
+/** Gateway-generated errors in the service's error shape (DESIGN §3). */
+function addErrorResponses(api: apigateway.RestApi, kind: 'public' | 'admin'): void {
+  const body = (status: number, code: string, message: string) =>
+    JSON.stringify({ error: { status, code, message }, requestId: '$context.requestId' });
+  const responses: [string, apigateway.ResponseType, number, string, string, Record<string, string>?][] = [
+    ['InvalidApiKey', apigateway.ResponseType.INVALID_API_KEY, 401, 'invalid_search_id', 'Unknown search id.'],
+    ['Throttled', apigateway.ResponseType.THROTTLED, 429, 'rate_limited', 'Too many requests; slow down.', { 'Retry-After': "'1'" }],
+    ['QuotaExceeded', apigateway.ResponseType.QUOTA_EXCEEDED, 429, 'rate_limited', 'The daily quota of this search id is spent.'],
+    ['AccessDenied', apigateway.ResponseType.ACCESS_DENIED, 403, 'unauthorized', 'Access denied.'],
+    // Unknown paths; on the IAM-protected admin API also unsigned requests (the gateway cannot tell them apart).
+    kind === 'public'
+      ? ['MissingAuth', apigateway.ResponseType.MISSING_AUTHENTICATION_TOKEN, 404, 'not_found', 'No such endpoint.']
+      : ['MissingAuth', apigateway.ResponseType.MISSING_AUTHENTICATION_TOKEN, 403, 'unauthorized', 'Sign admin requests with SigV4 (or the path does not exist).'],
+    ['TooLarge', apigateway.ResponseType.REQUEST_TOO_LARGE, 413, 'payload_too_large', 'Request body too large.'],
+    ['Default5xx', apigateway.ResponseType.DEFAULT_5XX, 503, 'unavailable', 'The service is unavailable. Retry later.'],
+  ];
+  for (const [id, type, status, code, message, headers] of responses) {
+    api.addGatewayResponse(id, {
+      type,
+      statusCode: String(status),
+      templates: { 'application/json': body(status, code, message) },
+      ...(headers ? { responseHeaders: headers } : {}),
+    });
+  }
+}

@@ -1,0 +1,276 @@
+import { Duration, RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as opensearch from 'aws-cdk-lib/aws-opensearchservice';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import type { Construct } from 'constructs';
+import { TABLES } from '#lib/adapters/dynamodb-tables.ts';
+import type { BoundTable, TableName } from '../constructs/bindings.ts';
+import { resourcePrefix, type Stage, type StageConfig } from '../stages.ts';
+
+/** S3 key prefix under which feed files for import are written; the import queue is notified of them. */
+export const IMPORTS_PREFIX = 'imports/';
+/** Suffix of the marker object whose creation starts an import (lib/domain/catalogue/imports.ts). */
+export const IMPORT_REQUEST_SUFFIX = '/request.json';
+
+export interface StatefulStackProps extends StackProps {
+  stage: Stage;
+  config: StageConfig;
+}
+
+/**
+ * Everything that holds data: the DynamoDB tables (declared from lib/adapters/dynamodb-tables.ts, as the
+ * local runtime creates them), the assets bucket (feed files, images), the import queue fed by the bucket's
+ * events, and the OpenSearch k-NN domain. RETAIN in prod, DESTROY in dev.
+ */
+export class StatefulStack extends Stack {
+  readonly tables: Record<TableName, BoundTable>;
+  readonly bucket: s3.Bucket;
+  /** Literal names (fixed per stage), so grants in other stacks need no cross-stack wildcard tokens. */
+  readonly bucketName: string;
+  readonly domainName: string;
+  readonly importQueue: sqs.Queue;
+  readonly domain: opensearch.Domain;
+
+  constructor(scope: Construct, id: string, props: StatefulStackProps) {
+    super(scope, id, props);
+    const { stage, config } = props;
+    const prefix = resourcePrefix(stage);
+    const removalPolicy = config.removalPolicy;
+
+    const tables = {} as Record<TableName, BoundTable>;
+    for (const definition of TABLES) {
+      const table = new dynamodb.Table(this, `${capitalise(definition.configKey)}Table`, {
+        tableName: `${prefix}-${definition.configKey}`,
+        partitionKey: { name: definition.partitionKey, type: dynamodb.AttributeType.STRING },
+        ...(definition.sortKey ? { sortKey: { name: definition.sortKey, type: dynamodb.AttributeType.STRING } } : {}),
+        billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+        encryption: dynamodb.TableEncryption.AWS_MANAGED,
+        pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+        deletionProtection: removalPolicy === RemovalPolicy.RETAIN,
+        ...(definition.ttlAttribute ? { timeToLiveAttribute: definition.ttlAttribute } : {}),
+        removalPolicy,
+      });
+      for (const index of definition.indexes) {
+        table.addGlobalSecondaryIndex({
+          indexName: index.name,
+          partitionKey: { name: index.partitionKey, type: dynamodb.AttributeType.STRING },
+          ...(index.sortKey ? { sortKey: { name: index.sortKey, type: dynamodb.AttributeType.STRING } } : {}),
+          projectionType: dynamodb.ProjectionType.ALL,
+        });
+      }
+      tables[definition.configKey] = { table, definition };
+    }
+    this.tables = tables;
+
+    const accessLogs = new s3.Bucket(this, 'AccessLogsBucket', {
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      enforceSSL: true,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+      lifecycleRules: [{ expiration: Duration.days(365) }],
+      removalPolicy,
+    });
+    Validations.of(accessLogs).acknowledge({
+      id: 'AwsSolutions-S1',
+      reason: 'This is the server access log bucket of the assets bucket; logging it into itself would loop.',
+    });
+
+    const importDlq = new sqs.Queue(this, 'ImportDeadLetterQueue', {
+      queueName: `${prefix}-imports-dlq`,
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(14),
+      removalPolicy,
+    });
+    Validations.of(importDlq).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason: 'This queue is the dead-letter queue of the import queue.',
+    });
+    this.importQueue = new sqs.Queue(this, 'ImportQueue', {
+      queueName: `${prefix}-imports`,
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      // Six times the worker's timeout, as Lambda recommends for SQS event sources.
+      visibilityTimeout: Duration.seconds(config.timeout.worker.toSeconds() * 6),
+      deadLetterQueue: { queue: importDlq, maxReceiveCount: 3 },
+      removalPolicy,
+    });
+
+    // A fixed name lets the queue policy name the bucket without a dependency cycle (the bucket's
+    // notification configuration needs the policy first). Account and region keep it globally unique.
+    const bucketName = `${prefix}-assets-${this.account}-${this.region}`;
+    this.bucketName = bucketName;
+    const queuePolicy = new sqs.QueuePolicy(this, 'ImportQueuePolicy', { queues: [this.importQueue] });
+    queuePolicy.document.addStatements(
+      new iam.PolicyStatement({
+        sid: 'S3ImportNotifications',
+        principals: [new iam.ServicePrincipal('s3.amazonaws.com')],
+        actions: ['sqs:SendMessage'],
+        resources: [this.importQueue.queueArn],
+        conditions: {
+          ArnEquals: { 'aws:SourceArn': `arn:${this.partition}:s3:::${bucketName}` },
+          StringEquals: { 'aws:SourceAccount': this.account },
+        },
+      }),
+      new iam.PolicyStatement({
+        sid: 'DenyInsecureTransport',
+        effect: iam.Effect.DENY,
+        principals: [new iam.AnyPrincipal()],
+        actions: ['sqs:*'],
+        resources: [this.importQueue.queueArn],
+        conditions: { Bool: { 'aws:SecureTransport': 'false' } },
+      }),
+    );
+
+    this.bucket = new s3.Bucket(this, 'AssetsBucket', {
+      bucketName,
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      enforceSSL: true,
+      versioned: true,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      serverAccessLogsBucket: accessLogs,
+      serverAccessLogsPrefix: 'assets/',
+      lifecycleRules: [
+        { noncurrentVersionExpiration: Duration.days(30) },
+        { prefix: IMPORTS_PREFIX, expiration: Duration.days(30) },
+      ],
+      removalPolicy,
+    });
+    // S3 → SQS notification declared on the bucket itself (the CDK helper would add a custom-resource Lambda).
+    const cfnBucket = this.bucket.node.defaultChild as s3.CfnBucket;
+    cfnBucket.notificationConfiguration = {
+      queueConfigurations: [
+        {
+          event: 's3:ObjectCreated:*',
+          queue: this.importQueue.queueArn,
+          // Only the request marker (imports/{feedId}/{importId}/request.json) starts an import.
+          filter: {
+            s3Key: {
+              rules: [
+                { name: 'prefix', value: IMPORTS_PREFIX },
+                { name: 'suffix', value: IMPORT_REQUEST_SUFFIX },
+              ],
+            },
+          },
+        },
+      ],
+    };
+    cfnBucket.node.addDependency(queuePolicy);
+
+    this.domainName = `${prefix}-search`;
+    this.domain = this.createDomain(stage, config, removalPolicy);
+  }
+
+  private createDomain(stage: Stage, config: StageConfig, removalPolicy: RemovalPolicy): opensearch.Domain {
+    const os = config.openSearch;
+    const domainName = this.domainName;
+    const logGroup = (name: string) =>
+      new logs.LogGroup(this, `Search${name}Logs`, {
+        logGroupName: `/aws/opensearch/${domainName}/${name.toLowerCase()}`,
+        retention: config.logRetention,
+        removalPolicy,
+      });
+    const slowSearch = logGroup('SlowSearch');
+    const slowIndex = logGroup('SlowIndex');
+    const app = logGroup('Application');
+
+    const domain = new opensearch.Domain(this, 'SearchDomain', {
+      domainName,
+      // OpenSearch 2.x: k-NN (HNSW via Lucene/Faiss, efficient filtering) ships with the engine.
+      version: opensearch.EngineVersion.OPENSEARCH_2_19,
+      capacity: {
+        dataNodeInstanceType: os.instanceType,
+        dataNodes: os.instanceCount,
+        ...(os.masterInstanceType
+          ? { masterNodeInstanceType: os.masterInstanceType, masterNodes: os.masterCount }
+          : {}),
+        multiAzWithStandbyEnabled: false,
+      },
+      ebs: { volumeSize: os.volumeGiB, volumeType: ec2.EbsDeviceVolumeType.GP3 },
+      zoneAwareness:
+        os.availabilityZones > 1 ? { enabled: true, availabilityZoneCount: os.availabilityZones } : { enabled: false },
+      encryptionAtRest: { enabled: true },
+      nodeToNodeEncryption: true,
+      enforceHttps: true,
+      tlsSecurityPolicy: opensearch.TLSSecurityPolicy.TLS_1_2,
+      logging: {
+        slowSearchLogEnabled: true,
+        slowSearchLogGroup: slowSearch,
+        slowIndexLogEnabled: true,
+        slowIndexLogGroup: slowIndex,
+        appLogEnabled: true,
+        appLogGroup: app,
+      },
+      // The log resource policy is declared below (the CDK default adds a custom-resource Lambda).
+      suppressLogsResourcePolicy: true,
+      removalPolicy,
+    });
+
+    new logs.CfnResourcePolicy(this, 'SearchLogsPolicy', {
+      policyName: `${domainName}-logs`,
+      policyDocument: JSON.stringify({
+        Version: '2012-10-17',
+        Statement: [
+          {
+            Effect: 'Allow',
+            Principal: { Service: 'es.amazonaws.com' },
+            Action: ['logs:PutLogEvents', 'logs:CreateLogStream'],
+            Resource: [slowSearch, slowIndex, app].map((group) => `${group.logGroupArn}`),
+          },
+        ],
+      }),
+    });
+
+    // Least-privilege resource policy: only IAM principals of this account, and only through their own
+    // identity policies (the API stack grants each function the paths and verbs it needs). No anonymous
+    // access; the domain ARN is spelled out to avoid a self-reference.
+    const cfnDomain = domain.node.defaultChild as opensearch.CfnDomain;
+    cfnDomain.accessPolicies = {
+      Version: '2012-10-17',
+      Statement: [
+        {
+          Effect: 'Allow',
+          Principal: { AWS: `arn:${this.partition}:iam::${this.account}:root` },
+          Action: ['es:ESHttpGet', 'es:ESHttpHead', 'es:ESHttpPost', 'es:ESHttpPut', 'es:ESHttpDelete'],
+          Resource: `arn:${this.partition}:es:${this.region}:${this.account}:domain/${domainName}/*`,
+        },
+      ],
+    };
+
+    Validations.of(domain).acknowledge({
+      id: 'AwsSolutions-OS1',
+      reason:
+        'Public endpoint with SigV4: every request is signed and authorised by IAM (resource policy limited to this account, identity policies per function); keeping the functions out of a VPC avoids NAT cost and cold-start overhead.',
+    });
+    Validations.of(domain).acknowledge({
+      id: 'AwsSolutions-OS3',
+      reason: 'Callers are Lambda functions without fixed IP addresses; access is restricted by IAM (SigV4) instead of an IP allow list.',
+    });
+    Validations.of(domain).acknowledge({
+      id: 'AwsSolutions-OS5',
+      reason: 'The access policy allows only IAM principals of this account (no anonymous access); requests must be SigV4-signed.',
+    });
+    if (!os.masterInstanceType) {
+      Validations.of(domain).acknowledge({
+        id: 'AwsSolutions-OS4',
+        reason: `Stage ${stage} runs a single small data node to save cost; prod uses dedicated master nodes.`,
+      });
+    }
+    if (os.availabilityZones === 1) {
+      Validations.of(domain).acknowledge({
+        id: 'AwsSolutions-OS7',
+        reason: `Stage ${stage} runs a single node, so zone awareness does not apply; prod spreads nodes over three zones.`,
+      });
+    }
+    return domain;
+  }
+}
+
+function capitalise(value: string): string {
+  return value.charAt(0).toUpperCase() + value.slice(1);
+}
