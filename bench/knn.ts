@@ -66,7 +66,8 @@ function rng(seed: number): { uniform: () => number; normal: () => number } {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-  const normal = (): number => Math.sqrt(-2 * Math.log(uniform() + 1e-12)) * Math.cos(2 * Math.PI * uniform());
+  const normal = (): number =>
+    Math.sqrt(-2 * Math.log(uniform() + 1e-12)) * Math.cos(2 * Math.PI * uniform());
   return { uniform, normal };
 }
 
@@ -99,14 +100,23 @@ interface Truth {
 }
 
 /** Keeps the exact top-n per query while chunks stream by. */
-function mergeTruth(truth: Truth, queries: Float32Array, chunk: Float32Array, ids: string[], n: number): void {
+function mergeTruth(
+  truth: Truth,
+  queries: Float32Array,
+  chunk: Float32Array,
+  ids: string[],
+  n: number,
+): void {
   if (ids.length === 0) return;
   const count = Math.min(n, ids.length);
   const matches = exactSearch(chunk, queries, dimension, count, MetricKind.IP, 0);
   // One query gives Matches, several give BatchMatches: both lay results out with a stride of count.
   const perQuery = count;
   for (let q = 0; q < queryCount; q += 1) {
-    const merged: Array<[string, number]> = (truth.ids[q] ?? []).map((id, i) => [id, truth.scores[q]?.[i] ?? -2]);
+    const merged: Array<[string, number]> = (truth.ids[q] ?? []).map((id, i) => [
+      id,
+      truth.scores[q]?.[i] ?? -2,
+    ]);
     for (let j = 0; j < perQuery; j += 1) {
       const key = matches.keys[q * perQuery + j];
       const distance = matches.distances[q * perQuery + j];
@@ -168,7 +178,13 @@ async function build(size: number, dir: string): Promise<Record<string, number>>
     await index.upsert(documents);
     insertMs += performance.now() - t;
     t = performance.now();
-    mergeTruth(unfiltered, queries, chunk, documents.map((document) => document.id), RECALL_AT);
+    mergeTruth(
+      unfiltered,
+      queries,
+      chunk,
+      documents.map((document) => document.id),
+      RECALL_AT,
+    );
     const redMatrix = new Float32Array(redChunk.length * dimension);
     redChunk.forEach((vector, i) => redMatrix.set(vector, i * dimension));
     mergeTruth(filtered, queries, redMatrix, redIds, RECALL_AT);
@@ -181,7 +197,10 @@ async function build(size: number, dir: string): Promise<Record<string, number>>
   await index.flush();
   const flushMs = performance.now() - t;
   await writeFile(join(dir, 'queries.f32'), new Uint8Array(queries.buffer));
-  await writeFile(join(dir, 'truth.json'), JSON.stringify({ filtered: filtered.ids, unfiltered: unfiltered.ids }));
+  await writeFile(
+    join(dir, 'truth.json'),
+    JSON.stringify({ filtered: filtered.ids, unfiltered: unfiltered.ids }),
+  );
   t = performance.now();
   return {
     buildSeconds: insertMs / 1000,
@@ -205,14 +224,25 @@ async function query(dir: string): Promise<Record<string, number>> {
   const rssAfterLoad = process.memoryUsage().rss;
   const bytes = await readFile(join(dir, 'queries.f32'));
   const queries = new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
-  const truth = JSON.parse(await readFile(join(dir, 'truth.json'), 'utf8')) as { filtered: string[][]; unfiltered: string[][] };
-  const out: Record<string, number> = { loadSeconds, rssAfterLoadBytes: rssAfterLoad, rssBeforeLoadBytes: rssBefore };
+  const truth = JSON.parse(await readFile(join(dir, 'truth.json'), 'utf8')) as {
+    filtered: string[][];
+    unfiltered: string[][];
+  };
+  const out: Record<string, number> = {
+    loadSeconds,
+    rssAfterLoadBytes: rssAfterLoad,
+    rssBeforeLoadBytes: rssBefore,
+  };
   for (const mode of ['filtered', 'unfiltered'] as const) {
     const latencies: number[] = [];
     let found = 0;
     // Warm-up: first searches fault pages in and JIT the path.
     for (let q = 0; q < Math.min(20, queryCount); q += 1) {
-      await index.search({ feedId: FEED, vector: queries.subarray(q * dimension, (q + 1) * dimension), k: TOP });
+      await index.search({
+        feedId: FEED,
+        vector: queries.subarray(q * dimension, (q + 1) * dimension),
+        k: TOP,
+      });
     }
     for (let q = 0; q < queryCount; q += 1) {
       const vector = queries.subarray(q * dimension, (q + 1) * dimension);
@@ -244,20 +274,29 @@ if (args.phase === 'query') {
   const mb = (value: number): string => `${(value / 2 ** 20).toFixed(0)} MB`;
   console.log(
     `k-NN bench: dim ${dimension}, top-${TOP}, ${queryCount} queries, filter ${JSON.stringify(FILTER)}, ` +
-      `${cpus().length} cores, load ${loadavg().map((value) => value.toFixed(2)).join(' ')}`,
+      `${cpus().length} cores, load ${loadavg()
+        .map((value) => value.toFixed(2))
+        .join(' ')}`,
   );
   for (const size of sizes) {
     const dir = join(baseDir, String(size));
     console.log(`\n== ${size} vectors ==`);
     const built = await build(size, dir);
     console.log(
-      `build ${built.buildSeconds?.toFixed(1)} s (${((size / (built.buildSeconds ?? 1)) | 0)} vectors/s), ` +
+      `build ${built.buildSeconds?.toFixed(1)} s (${(size / (built.buildSeconds ?? 1)) | 0} vectors/s), ` +
         `flush ${built.flushSeconds?.toFixed(1)} s, on disk ${mb(built.indexBytes ?? 0)}, ` +
         `build peak RSS ${mb(built.buildPeakRssBytes ?? 0)}, filter share ${(built.filterShare ?? 0).toFixed(3)}`,
     );
     const child = spawnSync(
       process.execPath,
-      [...process.execArgv, fileURLToPath(import.meta.url), '--phase=query', `--dir=${dir}`, `--dim=${dimension}`, `--queries=${queryCount}`],
+      [
+        ...process.execArgv,
+        fileURLToPath(import.meta.url),
+        '--phase=query',
+        `--dir=${dir}`,
+        `--dim=${dimension}`,
+        `--queries=${queryCount}`,
+      ],
       { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
     );
     if (child.status !== 0) throw new Error(`query phase failed with status ${child.status}`);
@@ -274,7 +313,11 @@ if (args.phase === 'query') {
       `unfiltered top-${TOP}: p50 ${q.unfilteredP50Ms?.toFixed(2)} ms, p99 ${q.unfilteredP99Ms?.toFixed(2)} ms, ` +
         `recall@${RECALL_AT} ${q.unfilteredRecall?.toFixed(4)}`,
     );
-    console.log(`load average after: ${loadavg().map((value) => value.toFixed(2)).join(' ')}`);
+    console.log(
+      `load average after: ${loadavg()
+        .map((value) => value.toFixed(2))
+        .join(' ')}`,
+    );
     if (args.keep !== 'true') await rm(dir, { recursive: true, force: true });
   }
 }

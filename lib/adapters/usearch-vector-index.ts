@@ -29,7 +29,8 @@ interface RowMeta {
   fields: Record<string, string[]>;
 }
 
-type PersistedRow = [id: string, productId: string, itemGroupId: string, fields: Record<string, string[]>] | null;
+type PersistedRow =
+  [id: string, productId: string, itemGroupId: string, fields: Record<string, string[]>] | null;
 
 interface PersistedMeta {
   format: 1;
@@ -286,7 +287,8 @@ export class UsearchVectorIndex implements VectorIndex {
     const excluded = new Set(query.excludeItemGroupIds ?? []);
     const k = Math.min(Math.floor(query.k), shard.live);
 
-    if (filter.length === 0 && excluded.size === 0) return this.#graphSearch(shard, query.vector, k, () => true, k);
+    if (filter.length === 0 && excluded.size === 0)
+      return this.#graphSearch(shard, query.vector, k, () => true, k);
 
     const accepts = (row: number): boolean => {
       const meta = shard.rows[row];
@@ -324,7 +326,8 @@ export class UsearchVectorIndex implements VectorIndex {
 
     let wanted = Math.ceil((k / Math.max(selectivity, 1e-6)) * OVERSAMPLE_FACTOR) + OVERSAMPLE_MARGIN;
     for (;;) {
-      if (wanted >= shard.live * GRAPH_SHARE_LIMIT) return this.#exactSearch(shard, query.vector, k, candidates());
+      if (wanted >= shard.live * GRAPH_SHARE_LIMIT)
+        return this.#exactSearch(shard, query.vector, k, candidates());
       const hits = this.#graphSearch(shard, query.vector, wanted, accepts, k);
       if (hits.length >= k) return hits;
       wanted *= 4;
@@ -389,7 +392,8 @@ export class UsearchVectorIndex implements VectorIndex {
     const count = Math.min(k, rows.length);
     // usearch 2.26's exactSearch reads a typed array from the start of its ArrayBuffer, ignoring byteOffset:
     // a query that is a view into a larger buffer (a batch, a Buffer pool) must be copied first.
-    const query = vector.byteOffset === 0 && vector.buffer.byteLength === vector.byteLength ? vector : vector.slice();
+    const query =
+      vector.byteOffset === 0 && vector.buffer.byteLength === vector.byteLength ? vector : vector.slice();
     const matches = exactSearch(dataset, query, this.dimension, count, MetricKind.IP, 1);
     const hits: VectorHit[] = [];
     for (let i = 0; i < matches.keys.length; i += 1) {
@@ -464,7 +468,10 @@ export class UsearchVectorIndex implements VectorIndex {
       try {
         generation = Number((await readFile(join(feedDir, 'CURRENT'), 'utf8')).trim());
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT' || (error as NodeJS.ErrnoException).code === 'ENOTDIR') {
+        if (
+          (error as NodeJS.ErrnoException).code === 'ENOENT' ||
+          (error as NodeJS.ErrnoException).code === 'ENOTDIR'
+        ) {
           continue;
         }
         throw error;
@@ -498,7 +505,9 @@ export class UsearchVectorIndex implements VectorIndex {
     });
     graph.load(join(genDir, 'index.usearch'));
     if (graph.size() !== shard.live) {
-      throw new Error(`Vector index at ${genDir} is inconsistent: graph ${graph.size()} vs ${shard.live} rows`);
+      throw new Error(
+        `Vector index at ${genDir} is inconsistent: graph ${graph.size()} vs ${shard.live} rows`,
+      );
     }
     shard.generation = generation;
     this.#feeds.set(meta.feedId, shard);
@@ -522,7 +531,8 @@ export class UsearchVectorIndex implements VectorIndex {
     shard.graph.save(join(genDir, 'index.usearch'));
     await writeFile(join(feedDir, 'CURRENT.tmp'), String(generation));
     await rename(join(feedDir, 'CURRENT.tmp'), join(feedDir, 'CURRENT'));
-    if (shard.generation > 0) await rm(join(feedDir, String(shard.generation)), { recursive: true, force: true });
+    if (shard.generation > 0)
+      await rm(join(feedDir, String(shard.generation)), { recursive: true, force: true });
     shard.generation = generation;
   }
 }

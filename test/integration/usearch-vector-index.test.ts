@@ -30,7 +30,9 @@ describe('UsearchVectorIndex', () => {
     const dimension = 32;
     const index = new UsearchVectorIndex({ dir, dimension, exactThreshold: 50 });
     const documents = Array.from({ length: 2000 }, (_, i) =>
-      doc('f1', `p${i}`, randomUnit(i + 1, dimension), { fields: { color: [i % 10 === 0 ? 'red' : 'blue'] } }),
+      doc('f1', `p${i}`, randomUnit(i + 1, dimension), {
+        fields: { color: [i % 10 === 0 ? 'red' : 'blue'] },
+      }),
     );
     await index.upsert(documents);
     const query = randomUnit(99_999, dimension);

@@ -92,7 +92,12 @@ export function describeVectorIndexContract(
         expect.closeTo(0, 5),
         expect.closeTo(-1, 5),
       ]);
-      expect(hits[0]).toEqual({ id: 'f1/exact/0', productId: 'exact', itemGroupId: 'exact', similarity: expect.any(Number) });
+      expect(hits[0]).toEqual({
+        id: 'f1/exact/0',
+        productId: 'exact',
+        itemGroupId: 'exact',
+        similarity: expect.any(Number),
+      });
     });
 
     it('breaks similarity ties by productId', async () => {
@@ -174,7 +179,12 @@ export function describeVectorIndexContract(
       await index.upsert([doc('f1', 'p1', unit(1, 0), { fields: { brand: ['nike'] } })]);
 
       // Act
-      const hits = await index.search({ feedId: 'f1', vector: unit(1, 0), k: 10, filter: { brand: ['puma'] } });
+      const hits = await index.search({
+        feedId: 'f1',
+        vector: unit(1, 0),
+        k: 10,
+        filter: { brand: ['puma'] },
+      });
 
       // Assess
       expect(hits).toEqual([]);
@@ -215,8 +225,15 @@ export function describeVectorIndexContract(
       expect(await index.count('f1')).toBe(2);
       const nearest = await index.search({ feedId: 'f1', vector: unit(0, -1), k: 1 });
       expect(nearest.map((hit) => [hit.productId, hit.similarity])).toEqual([['p1', expect.closeTo(1, 5)]]);
-      expect(await index.search({ feedId: 'f1', vector: unit(1, 0), k: 5, filter: { color: ['red'] } })).toEqual([]);
-      const green = await index.search({ feedId: 'f1', vector: unit(1, 0), k: 5, filter: { color: ['green'] } });
+      expect(
+        await index.search({ feedId: 'f1', vector: unit(1, 0), k: 5, filter: { color: ['red'] } }),
+      ).toEqual([]);
+      const green = await index.search({
+        feedId: 'f1',
+        vector: unit(1, 0),
+        k: 5,
+        filter: { color: ['green'] },
+      });
       expect(green.map((hit) => hit.productId)).toEqual(['p1']);
       const stored = await index.getVectors(['f1/p1/0']);
       expect([...(stored.get('f1/p1/0') ?? [])]).toEqual([...unit(0, -1)]);
@@ -245,7 +262,11 @@ export function describeVectorIndexContract(
 
     it('deletes a whole feed and leaves other feeds alone', async () => {
       // Prepare
-      await index.upsert([doc('f1', 'p1', unit(1, 0)), doc('f1', 'p2', unit(0, 1)), doc('f2', 'p1', unit(1, 0))]);
+      await index.upsert([
+        doc('f1', 'p1', unit(1, 0)),
+        doc('f1', 'p2', unit(0, 1)),
+        doc('f2', 'p1', unit(1, 0)),
+      ]);
 
       // Act
       await index.deleteFeed('f1');
@@ -268,9 +289,9 @@ export function describeVectorIndexContract(
 
       // Assess
       expect(await index.count('f1')).toBe(1);
-      expect((await index.search({ feedId: 'f1', vector: unit(0, 1), k: 5 })).map((hit) => hit.productId)).toEqual([
-        'p2',
-      ]);
+      expect(
+        (await index.search({ feedId: 'f1', vector: unit(0, 1), k: 5 })).map((hit) => hit.productId),
+      ).toEqual(['p2']);
     });
 
     it('returns the stored vectors of known ids and omits unknown ids', async () => {
@@ -307,7 +328,11 @@ export function describeVectorIndexContract(
 
     it('returns every document when k exceeds the feed size', async () => {
       // Prepare
-      await index.upsert([doc('f1', 'p1', unit(1, 0)), doc('f1', 'p2', unit(0, 1)), doc('f1', 'p3', unit(-1, 0))]);
+      await index.upsert([
+        doc('f1', 'p1', unit(1, 0)),
+        doc('f1', 'p2', unit(0, 1)),
+        doc('f1', 'p3', unit(-1, 0)),
+      ]);
 
       // Act
       const hits = await index.search({ feedId: 'f1', vector: unit(1, 0), k: 50 });
@@ -404,27 +429,33 @@ export function describeVectorIndexContract(
 
     // Only adapters that keep state in process memory have a reopen to test; the others write durably, and a
     // registered-but-skipped test would hide that the case does not apply.
-    if (options.persistent) it('keeps its documents across a reopen after flush', async () => {
-      // Prepare
-      await index.upsert([
-        doc('f1', 'p1', unit(1, 0), { fields: { brand: ['nike'] } }),
-        doc('f1', 'p2', unit(0, 1), { fields: { brand: ['puma'] } }),
-        doc('f2', 'p3', unit(1, 1)),
-      ]);
-      await index.deleteProducts('f1', ['p2']);
-      await index.upsert([doc('f1', 'p4', unit(1, 0.5), { fields: { brand: ['nike'] } })]);
-      await index.flush();
+    if (options.persistent)
+      it('keeps its documents across a reopen after flush', async () => {
+        // Prepare
+        await index.upsert([
+          doc('f1', 'p1', unit(1, 0), { fields: { brand: ['nike'] } }),
+          doc('f1', 'p2', unit(0, 1), { fields: { brand: ['puma'] } }),
+          doc('f2', 'p3', unit(1, 1)),
+        ]);
+        await index.deleteProducts('f1', ['p2']);
+        await index.upsert([doc('f1', 'p4', unit(1, 0.5), { fields: { brand: ['nike'] } })]);
+        await index.flush();
 
-      // Act
-      if (!subject.reopen) throw new Error('a persistent subject must provide reopen()');
-      const reopened = await subject.reopen();
+        // Act
+        if (!subject.reopen) throw new Error('a persistent subject must provide reopen()');
+        const reopened = await subject.reopen();
 
-      // Assess
-      expect(await reopened.count('f1')).toBe(2);
-      expect(await reopened.count('f2')).toBe(1);
-      const hits = await reopened.search({ feedId: 'f1', vector: unit(1, 0), k: 10, filter: { brand: ['nike'] } });
-      expect(hits.map((hit) => hit.productId)).toEqual(['p1', 'p4']);
-      expect([...((await reopened.getVectors(['f2/p3/0'])).get('f2/p3/0') ?? [])]).toEqual([...unit(1, 1)]);
-    });
+        // Assess
+        expect(await reopened.count('f1')).toBe(2);
+        expect(await reopened.count('f2')).toBe(1);
+        const hits = await reopened.search({
+          feedId: 'f1',
+          vector: unit(1, 0),
+          k: 10,
+          filter: { brand: ['nike'] },
+        });
+        expect(hits.map((hit) => hit.productId)).toEqual(['p1', 'p4']);
+        expect([...((await reopened.getVectors(['f2/p3/0'])).get('f2/p3/0') ?? [])]).toEqual([...unit(1, 1)]);
+      });
   });
 }

@@ -1,0 +1,183 @@
+import { Client } from '@opensearch-project/opensearch';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  createOpenSearchClient,
+  OpenSearchVectorIndex,
+  similarityFromScore,
+  vectorIndexBody,
+  vectorIndexName,
+} from '#lib/adapters/opensearch-vector-index.ts';
+import { startFakeOpenSearch, type FakeOpenSearch } from '#test/support/fake-opensearch.ts';
+import { CONTRACT_DIMENSION, describeVectorIndexContract, doc, unit } from './vector-index.contract.ts';
+
+let fake: FakeOpenSearch;
+let run = 0;
+
+beforeAll(async () => {
+  fake = await startFakeOpenSearch();
+});
+
+afterAll(async () => {
+  await fake.close();
+});
+
+/** Each test gets its own model version, hence its own index: tests share the server, never documents. */
+function freshIndex(
+  options: Partial<ConstructorParameters<typeof OpenSearchVectorIndex>[0]> = {},
+): OpenSearchVectorIndex {
+  run += 1;
+  return new OpenSearchVectorIndex({
+    client: new Client({ node: fake.url }),
+    indexPrefix: 'products',
+    modelVersion: `contract-${run}`,
+    dimension: CONTRACT_DIMENSION,
+    ...options,
+  });
+}
+
+describeVectorIndexContract('OpenSearch (faiss, innerproduct) against the HTTP fake', async () => ({
+  index: freshIndex(),
+  close: async () => {},
+}));
+
+describeVectorIndexContract('OpenSearch (lucene, cosinesimil) against the HTTP fake', async () => ({
+  index: freshIndex({ engine: 'lucene', spaceType: 'cosinesimil' }),
+  close: async () => {},
+}));
+
+describe('OpenSearchVectorIndex', () => {
+  it('creates one index per model version with a routed knn mapping of the given dimension', async () => {
+    // Prepare
+    const index = freshIndex({ modelVersion: 'MobileNet:v2/448' });
+
+    // Act
+    await index.upsert([doc('f1', 'p1', unit(1, 0))]);
+
+    // Assess
+    expect(index.indexName).toBe('products-mobilenet_v2_448');
+    const create = fake.requests.find(
+      (request) => request.method === 'PUT' && request.path === '/products-mobilenet_v2_448',
+    );
+    expect(create?.body).toEqual(
+      vectorIndexBody({ dimension: CONTRACT_DIMENSION, spaceType: 'innerproduct', engine: 'faiss' }),
+    );
+    expect(create?.body).toMatchObject({
+      settings: { index: { knn: true } },
+      mappings: {
+        _routing: { required: true },
+        properties: {
+          feed_id: { type: 'keyword' },
+          vector: {
+            type: 'knn_vector',
+            dimension: CONTRACT_DIMENSION,
+            method: { name: 'hnsw', space_type: 'innerproduct' },
+          },
+        },
+      },
+    });
+  });
+
+  it('keeps feeds in one index and routes every query by feed id', async () => {
+    // Prepare
+    const index = freshIndex();
+    await index.upsert([doc('feed-a', 'p1', unit(1, 0)), doc('feed-b', 'p1', unit(1, 0))]);
+    const before = fake.requests.length;
+
+    // Act
+    await index.search({
+      feedId: 'feed-b',
+      vector: unit(1, 0),
+      k: 5,
+      filter: { color: ['Red'] },
+      excludeItemGroupIds: ['g1'],
+    });
+
+    // Assess
+    const creates = fake.requests.filter(
+      (request) => request.method === 'PUT' && request.path === `/${index.indexName}`,
+    );
+    expect(creates).toHaveLength(1);
+    const search = fake.requests.slice(before).find((request) => request.path.endsWith('/_search'));
+    expect(search?.query.get('routing')).toBe('feed-b');
+    expect(search?.body).toMatchObject({
+      size: 5,
+      query: {
+        knn: {
+          vector: {
+            k: 5,
+            filter: {
+              bool: {
+                filter: [{ term: { feed_id: 'feed-b' } }, { terms: { filters: ['color=red'] } }],
+                must_not: [{ terms: { item_group_id: ['g1'] } }],
+              },
+            },
+          },
+        },
+      },
+    });
+  });
+
+  it('maps engine scores back to cosine similarity', () => {
+    // Prepare: scores as the k-NN plugin documents them for cosines 0.8, 0 and -0.5.
+    const innerProduct = [0.8 + 1, 1 / (1 - 0), 1 / (1 + 0.5)];
+    const cosine = [(1 + 0.8) / 2, 0.5, (1 - 0.5) / 2];
+
+    // Act
+    const fromInnerProduct = innerProduct.map((score) => similarityFromScore(score, 'innerproduct'));
+    const fromCosine = cosine.map((score) => similarityFromScore(score, 'cosinesimil'));
+
+    // Assess
+    expect(fromInnerProduct).toEqual([expect.closeTo(0.8, 9), expect.closeTo(0, 9), expect.closeTo(-0.5, 9)]);
+    expect(fromCosine).toEqual([expect.closeTo(0.8, 9), expect.closeTo(0, 9), expect.closeTo(-0.5, 9)]);
+  });
+
+  it('reports a rejected bulk item as an error', async () => {
+    // Prepare: an index created elsewhere with another dimension rejects our documents.
+    const index = freshIndex();
+    await new Client({ node: fake.url }).indices.create({
+      index: index.indexName,
+      body: vectorIndexBody({
+        dimension: CONTRACT_DIMENSION * 2,
+        spaceType: 'innerproduct',
+        engine: 'faiss',
+      }),
+    });
+
+    // Act
+    const upsert = index.upsert([doc('f1', 'p1', unit(1, 0))]);
+
+    // Assess
+    await expect(upsert).rejects.toThrow(/mapper_parsing_exception/);
+  });
+
+  it('signs requests with SigV4 when configured for Amazon OpenSearch Service', async () => {
+    // Prepare
+    vi.stubEnv('AWS_ACCESS_KEY_ID', 'AKIAFAKEFAKEFAKE');
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'fake-secret');
+    const index = new OpenSearchVectorIndex({
+      client: createOpenSearchClient({ url: fake.url, sigv4: true, region: 'eu-west-1' }),
+      indexPrefix: 'signed',
+      modelVersion: 'v1',
+      dimension: CONTRACT_DIMENSION,
+    });
+    const before = fake.requests.length;
+
+    // Act
+    await index.count('f1');
+
+    // Assess
+    vi.unstubAllEnvs();
+    const authorization = String(fake.requests[before]?.headers.authorization);
+    expect(authorization).toMatch(
+      /^AWS4-HMAC-SHA256 Credential=AKIAFAKEFAKEFAKE\/\d{8}\/eu-west-1\/es\/aws4_request/,
+    );
+  });
+
+  it('names indices validly whatever the model version', () => {
+    // Act
+    const name = vectorIndexName('Products', 'Model #2, "beta"');
+
+    // Assess
+    expect(name).toBe('products-model_2_beta_');
+  });
+});

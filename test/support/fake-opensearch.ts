@@ -1,0 +1,531 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A real HTTP server speaking the subset of the OpenSearch REST API that the vector index adapter uses:
+ * index exists/create (knn mapping), `_bulk`, `_search` (knn with efficient filter, ids), `_count`,
+ * `_delete_by_query`, `_refresh`. It computes exact k-NN itself and returns the k-NN plugin's documented
+ * scores, so the adapter's score → similarity mapping is tested against the formula, not against itself.
+ *
+ * It is deliberately stricter than OpenSearch where a lenient answer would hide an adapter bug: unknown
+ * body keys, queries on unmapped fields, vectors of the wrong dimension, documents without routing in a
+ * routing-required index and fields outside a strict mapping all fail with OpenSearch's error shape.
+ * Documents become searchable only after a refresh (`refresh=true|wait_for` or `_refresh`), like the real
+ * near-real-time search.
+ */
+export interface FakeOpenSearch {
+  url: string;
+  /** Every request received, for assertions on what the adapter sent. */
+  requests: Array<{
+    method: string;
+    path: string;
+    query: URLSearchParams;
+    headers: IncomingMessage['headers'];
+    body: unknown;
+  }>;
+  close(): Promise<void>;
+}
+
+interface StoredDocument {
+  id: string;
+  routing: string | undefined;
+  source: Record<string, unknown>;
+}
+
+interface KnnMapping {
+  field: string;
+  dimension: number;
+  spaceType: 'innerproduct' | 'cosinesimil' | 'l2';
+}
+
+interface FakeIndex {
+  name: string;
+  routingRequired: boolean;
+  strict: boolean;
+  keywordFields: Set<string>;
+  knn: KnnMapping;
+  /** Searchable documents (as of the last refresh) and the live ones. */
+  visible: Map<string, StoredDocument>;
+  live: Map<string, StoredDocument>;
+}
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly type: string,
+    reason: string,
+  ) {
+    super(reason);
+  }
+}
+
+function fail(type: string, reason: string, status = 400): never {
+  throw new HttpError(status, type, reason);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function onlyKeys(value: Record<string, unknown>, allowed: string[], where: string): void {
+  for (const key of Object.keys(value)) {
+    if (!allowed.includes(key)) fail('parsing_exception', `[${where}] unknown field [${key}]`);
+  }
+}
+
+/** One `{ field: value }` pair, as in term/terms/knn clauses. */
+function singleEntry(value: unknown, where: string): [string, unknown] {
+  if (!isObject(value) || Object.keys(value).length !== 1) {
+    fail('parsing_exception', `[${where}] query malformed, must have exactly one field`);
+  }
+  return Object.entries(value)[0] as [string, unknown];
+}
+
+/** The k-NN plugin's score translation (OpenSearch "Spaces"). */
+function knnScore(space: KnnMapping['spaceType'], query: number[], vector: number[]): number {
+  let dot = 0;
+  let qq = 0;
+  let vv = 0;
+  let l2 = 0;
+  for (let i = 0; i < query.length; i += 1) {
+    const a = query[i] ?? 0;
+    const b = vector[i] ?? 0;
+    dot += a * b;
+    qq += a * a;
+    vv += b * b;
+    l2 += (a - b) * (a - b);
+  }
+  let score: number;
+  if (space === 'innerproduct') score = dot > 0 ? dot + 1 : 1 / (1 - dot);
+  else if (space === 'cosinesimil') score = (2 - (1 - dot / Math.sqrt(qq * vv))) / 2;
+  else score = 1 / (1 + l2);
+  // Scores are Java floats.
+  return Math.fround(score);
+}
+
+type Matcher = (document: StoredDocument) => boolean;
+
+function keywordValues(document: StoredDocument, field: string): string[] {
+  const value = document.source[field];
+  if (Array.isArray(value)) return value.map(String);
+  return value === undefined || value === null ? [] : [String(value)];
+}
+
+function compileQuery(index: FakeIndex, query: unknown, where = 'query'): Matcher {
+  const [type, body] = singleEntry(query, where);
+  const keywordField = (field: string): void => {
+    if (!index.keywordFields.has(field))
+      fail('query_shard_exception', `[${type}] field [${field}] is not a mapped keyword`);
+  };
+  switch (type) {
+    case 'match_all':
+      if (!isObject(body) || Object.keys(body).length > 0)
+        fail('parsing_exception', '[match_all] takes no fields');
+      return () => true;
+    case 'term': {
+      const [field, raw] = singleEntry(body, 'term');
+      keywordField(field);
+      const value = isObject(raw) ? raw.value : raw;
+      if (typeof value !== 'string') fail('parsing_exception', `[term] value of [${field}] must be a string`);
+      return (document) => keywordValues(document, field).includes(value);
+    }
+    case 'terms': {
+      const [field, values] = singleEntry(body, 'terms');
+      keywordField(field);
+      if (!Array.isArray(values) || values.some((value) => typeof value !== 'string')) {
+        fail('parsing_exception', `[terms] values of [${field}] must be an array of strings`);
+      }
+      const wanted = new Set(values as string[]);
+      return (document) => keywordValues(document, field).some((value) => wanted.has(value));
+    }
+    case 'ids': {
+      if (!isObject(body)) fail('parsing_exception', '[ids] malformed');
+      onlyKeys(body, ['values'], 'ids');
+      if (!Array.isArray(body.values)) fail('parsing_exception', '[ids] values must be an array');
+      const ids = new Set(body.values as string[]);
+      return (document) => ids.has(document.id);
+    }
+    case 'bool': {
+      if (!isObject(body)) fail('parsing_exception', '[bool] malformed');
+      onlyKeys(body, ['filter', 'must', 'must_not', 'should', 'minimum_should_match'], 'bool');
+      const clauses = (key: string): Matcher[] => {
+        const value = body[key];
+        if (value === undefined) return [];
+        return (Array.isArray(value) ? value : [value]).map((clause) =>
+          compileQuery(index, clause, `bool.${key}`),
+        );
+      };
+      const required = [...clauses('filter'), ...clauses('must')];
+      const excluded = clauses('must_not');
+      const optional = clauses('should');
+      const minimumShould =
+        typeof body.minimum_should_match === 'number'
+          ? body.minimum_should_match
+          : required.length > 0
+            ? 0
+            : 1;
+      return (document) =>
+        required.every((matches) => matches(document)) &&
+        !excluded.some((matches) => matches(document)) &&
+        (optional.length === 0 || optional.filter((matches) => matches(document)).length >= minimumShould);
+    }
+    default:
+      return fail('parsing_exception', `unknown query [${type}]`);
+  }
+}
+
+function projectSource(source: Record<string, unknown>, spec: unknown): Record<string, unknown> | undefined {
+  if (spec === undefined || spec === true) return source;
+  if (spec === false) return undefined;
+  if (Array.isArray(spec))
+    return Object.fromEntries(Object.entries(source).filter(([key]) => spec.includes(key)));
+  return fail('parsing_exception', '[_source] must be a boolean or an array of field names');
+}
+
+function validIndexName(name: string): boolean {
+  return (
+    name.length > 0 && name === name.toLowerCase() && !/[\\/*?"<>|,#:\s]/.test(name) && !name.startsWith('_')
+  );
+}
+
+/** Starts the fake on 127.0.0.1 with an ephemeral port. */
+export async function startFakeOpenSearch(): Promise<FakeOpenSearch> {
+  const indices = new Map<string, FakeIndex>();
+  const requests: FakeOpenSearch['requests'] = [];
+
+  const getIndex = (name: string): FakeIndex =>
+    indices.get(name) ?? fail('index_not_found_exception', `no such index [${name}]`, 404);
+
+  const refreshIf = (index: FakeIndex, query: URLSearchParams): void => {
+    const refresh = query.get('refresh');
+    if (refresh === null || refresh === 'false') return;
+    if (!['', 'true', 'wait_for'].includes(refresh))
+      fail('illegal_argument_exception', `bad refresh [${refresh}]`);
+    index.visible = new Map(index.live);
+  };
+
+  const createIndex = (name: string, body: unknown): unknown => {
+    if (!validIndexName(name)) fail('invalid_index_name_exception', `Invalid index name [${name}]`);
+    if (indices.has(name)) fail('resource_already_exists_exception', `index [${name}] already exists`);
+    if (!isObject(body)) fail('parsing_exception', 'index body must be an object');
+    onlyKeys(body, ['settings', 'mappings'], 'create index');
+    const settings = isObject(body.settings) ? body.settings : {};
+    const indexSettings = isObject(settings.index) ? settings.index : {};
+    if (indexSettings.knn !== true)
+      fail('illegal_argument_exception', 'knn_vector fields need index.knn: true');
+    const mappings = body.mappings;
+    if (!isObject(mappings) || !isObject(mappings.properties))
+      fail('mapper_parsing_exception', 'mappings.properties required');
+    onlyKeys(mappings, ['dynamic', 'properties', '_routing', '_source'], 'mappings');
+    const keywordFields = new Set<string>();
+    let knn: KnnMapping | undefined;
+    for (const [field, definition] of Object.entries(mappings.properties)) {
+      if (!isObject(definition)) fail('mapper_parsing_exception', `field [${field}] malformed`);
+      if (definition.type === 'keyword') {
+        keywordFields.add(field);
+      } else if (definition.type === 'knn_vector') {
+        if (knn) fail('mapper_parsing_exception', 'the fake supports one knn_vector field');
+        onlyKeys(definition, ['type', 'dimension', 'method', 'space_type'], field);
+        const method = definition.method;
+        if (!Number.isInteger(definition.dimension) || (definition.dimension as number) <= 0) {
+          fail('mapper_parsing_exception', `[${field}] dimension must be a positive integer`);
+        }
+        if (!isObject(method)) fail('mapper_parsing_exception', `[${field}] method required`);
+        onlyKeys(method, ['name', 'engine', 'space_type', 'parameters'], `${field}.method`);
+        if (method.name !== 'hnsw') fail('mapper_parsing_exception', `[${field}] method must be hnsw`);
+        if (method.engine !== 'faiss' && method.engine !== 'lucene') {
+          fail('mapper_parsing_exception', `[${field}] engine must be faiss or lucene`);
+        }
+        const space = method.space_type;
+        if (space !== 'innerproduct' && space !== 'cosinesimil' && space !== 'l2') {
+          fail('mapper_parsing_exception', `[${field}] unsupported space_type [${String(space)}]`);
+        }
+        const parameters = isObject(method.parameters) ? method.parameters : {};
+        onlyKeys(parameters, ['m', 'ef_construction', 'ef_search'], `${field}.method.parameters`);
+        knn = { field, dimension: definition.dimension as number, spaceType: space };
+      } else {
+        fail('mapper_parsing_exception', `the fake does not support field type [${String(definition.type)}]`);
+      }
+    }
+    if (!knn) fail('mapper_parsing_exception', 'a knn_vector field is required');
+    const routing = isObject(mappings._routing) ? mappings._routing : {};
+    indices.set(name, {
+      name,
+      routingRequired: routing.required === true,
+      strict: mappings.dynamic === 'strict',
+      keywordFields,
+      knn,
+      visible: new Map(),
+      live: new Map(),
+    });
+    return { acknowledged: true, shards_acknowledged: true, index: name };
+  };
+
+  const indexDocument = (
+    index: FakeIndex,
+    id: string,
+    routing: string | undefined,
+    source: unknown,
+  ): void => {
+    if (index.routingRequired && !routing)
+      fail('routing_missing_exception', `routing is required for [${index.name}]/[${id}]`);
+    if (!isObject(source)) fail('mapper_parsing_exception', 'document must be an object');
+    for (const [field, value] of Object.entries(source)) {
+      if (field === index.knn.field) {
+        if (
+          !Array.isArray(value) ||
+          value.length !== index.knn.dimension ||
+          value.some((x) => typeof x !== 'number')
+        ) {
+          fail('mapper_parsing_exception', `Vector dimension mismatch. Expected: ${index.knn.dimension}`);
+        }
+      } else if (index.keywordFields.has(field)) {
+        const values = Array.isArray(value) ? value : [value];
+        if (values.some((x) => typeof x !== 'string'))
+          fail('mapper_parsing_exception', `[${field}] must hold strings`);
+      } else if (index.strict) {
+        fail(
+          'strict_dynamic_mapping_exception',
+          `mapping set to strict, dynamic introduction of [${field}] is not allowed`,
+        );
+      }
+    }
+    index.live.set(id, { id, routing, source });
+  };
+
+  const bulk = (pathIndex: string | undefined, raw: string, query: URLSearchParams): unknown => {
+    const lines = raw.split('\n').filter((line) => line.trim() !== '');
+    const items: unknown[] = [];
+    const touched = new Set<FakeIndex>();
+    for (let i = 0; i < lines.length; i += 1) {
+      const action = JSON.parse(lines[i] as string) as unknown;
+      const [op, meta] = singleEntry(action, 'bulk action');
+      if (op !== 'index' && op !== 'delete')
+        fail('illegal_argument_exception', `the fake does not support bulk [${op}]`);
+      if (!isObject(meta)) fail('illegal_argument_exception', 'bulk action metadata malformed');
+      onlyKeys(meta, ['_index', '_id', 'routing'], `bulk ${op}`);
+      const indexName = (meta._index as string | undefined) ?? pathIndex;
+      const id = meta._id;
+      if (typeof indexName !== 'string' || typeof id !== 'string')
+        fail('action_request_validation_exception', 'index and id are required');
+      const routing = meta.routing as string | undefined;
+      const sourceLine = op === 'index' ? lines[(i += 1)] : undefined;
+      if (op === 'index' && sourceLine === undefined)
+        fail('illegal_argument_exception', 'bulk index action without a source line');
+      try {
+        const index = getIndex(indexName);
+        touched.add(index);
+        if (op === 'index') {
+          indexDocument(index, id, routing, JSON.parse(sourceLine as string));
+          items.push({ index: { _index: indexName, _id: id, status: 201, result: 'created' } });
+        } else {
+          const existed = index.live.delete(id);
+          items.push({ delete: { _index: indexName, _id: id, status: existed ? 200 : 404 } });
+        }
+      } catch (error) {
+        if (!(error instanceof HttpError)) throw error;
+        items.push({
+          [op]: {
+            _index: indexName,
+            _id: id,
+            status: error.status,
+            error: { type: error.type, reason: error.message },
+          },
+        });
+      }
+    }
+    for (const index of touched) refreshIf(index, query);
+    const errors = items.some((item) => Object.values(item as Record<string, { error?: unknown }>)[0]?.error);
+    return { took: 1, errors, items };
+  };
+
+  const search = (index: FakeIndex, body: unknown, query: URLSearchParams): unknown => {
+    const request = isObject(body) ? body : {};
+    onlyKeys(request, ['size', 'query', '_source'], 'search');
+    for (const key of query.keys()) {
+      if (!['routing'].includes(key))
+        fail('illegal_argument_exception', `request contains unrecognized parameter [${key}]`);
+    }
+    const size = request.size ?? 10;
+    if (!Number.isInteger(size) || (size as number) < 0 || (size as number) > 10_000) {
+      fail('illegal_argument_exception', '[size] must be an integer in [0, 10000]');
+    }
+    const documents = [...index.visible.values()];
+    let hits: Array<{ document: StoredDocument; score: number }>;
+    const [type, knnBody] =
+      request.query === undefined ? ['match_all', {}] : singleEntry(request.query, 'query');
+    if (type === 'knn') {
+      const [field, clause] = singleEntry(knnBody, 'knn');
+      if (field !== index.knn.field)
+        fail('query_shard_exception', `[knn] field [${field}] is not a knn_vector`);
+      if (!isObject(clause)) fail('parsing_exception', '[knn] malformed');
+      onlyKeys(clause, ['vector', 'k', 'filter'], 'knn');
+      const vector = clause.vector;
+      if (
+        !Array.isArray(vector) ||
+        vector.length !== index.knn.dimension ||
+        vector.some((x) => typeof x !== 'number')
+      ) {
+        fail(
+          'illegal_argument_exception',
+          `[knn] query vector has wrong dimension, expected ${index.knn.dimension}`,
+        );
+      }
+      const k = clause.k;
+      if (!Number.isInteger(k) || (k as number) < 1 || (k as number) > 10_000) {
+        fail('illegal_argument_exception', '[knn] requires k in [1, 10000]');
+      }
+      const matches =
+        clause.filter === undefined ? () => true : compileQuery(index, clause.filter, 'knn.filter');
+      hits = documents
+        .filter(matches)
+        .map((document) => ({
+          document,
+          score: knnScore(
+            index.knn.spaceType,
+            vector as number[],
+            document.source[index.knn.field] as number[],
+          ),
+        }))
+        .sort((a, b) => b.score - a.score)
+        .slice(0, k as number);
+    } else {
+      const matches = compileQuery(index, request.query ?? { match_all: {} });
+      hits = documents.filter(matches).map((document) => ({ document, score: 1 }));
+    }
+    const page = hits.slice(0, size as number);
+    return {
+      took: 1,
+      timed_out: false,
+      _shards: { total: 1, successful: 1, skipped: 0, failed: 0 },
+      hits: {
+        total: { value: hits.length, relation: 'eq' },
+        max_score: page[0]?.score ?? null,
+        hits: page.map(({ document, score }) => {
+          const source = projectSource(document.source, request._source);
+          return {
+            _index: index.name,
+            _id: document.id,
+            _score: score,
+            ...(document.routing === undefined ? {} : { _routing: document.routing }),
+            ...(source === undefined ? {} : { _source: source }),
+          };
+        }),
+      },
+    };
+  };
+
+  const queryOnly = (index: FakeIndex, body: unknown, where: string): Matcher => {
+    if (!isObject(body)) fail('parsing_exception', `[${where}] body required`);
+    onlyKeys(body, ['query'], where);
+    if (body.query === undefined) fail('action_request_validation_exception', `[${where}] query is missing`);
+    return compileQuery(index, body.query);
+  };
+
+  const route = (method: string, path: string, query: URLSearchParams, raw: string): [number, unknown] => {
+    const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+    const json = (): unknown => (raw.trim() === '' ? undefined : JSON.parse(raw));
+    const [first, second] = parts;
+    if (first === '_bulk' && method === 'POST') return [200, bulk(undefined, raw, query)];
+    if (first === undefined) return [200, { version: { distribution: 'opensearch', number: 'fake' } }];
+    if (parts.length === 1) {
+      if (method === 'HEAD') return [indices.has(first) ? 200 : 404, undefined];
+      if (method === 'PUT') return [200, createIndex(first, json())];
+      if (method === 'DELETE') {
+        if (!indices.has(first) && query.get('ignore_unavailable') === 'true')
+          return [200, { acknowledged: true }];
+        getIndex(first);
+        indices.delete(first);
+        return [200, { acknowledged: true }];
+      }
+    }
+    if (parts.length === 2 && second?.startsWith('_')) {
+      if (second === '_bulk' && method === 'POST') return [200, bulk(first, raw, query)];
+      const index = getIndex(first);
+      if (second === '_search' && (method === 'POST' || method === 'GET'))
+        return [200, search(index, json(), query)];
+      if (second === '_count' && (method === 'POST' || method === 'GET')) {
+        const matches = queryOnly(index, json(), '_count');
+        return [
+          200,
+          { count: [...index.visible.values()].filter(matches).length, _shards: { total: 1, successful: 1 } },
+        ];
+      }
+      if (second === '_delete_by_query' && method === 'POST') {
+        for (const key of query.keys()) {
+          if (!['routing', 'refresh', 'conflicts'].includes(key))
+            fail('illegal_argument_exception', `unrecognized parameter [${key}]`);
+        }
+        const matches = queryOnly(index, json(), '_delete_by_query');
+        // Like OpenSearch, delete_by_query works on a search snapshot: only visible documents are deleted.
+        const doomed = [...index.visible.values()].filter(matches);
+        for (const document of doomed) index.live.delete(document.id);
+        refreshIf(index, query);
+        return [
+          200,
+          { took: 1, timed_out: false, total: doomed.length, deleted: doomed.length, failures: [] },
+        ];
+      }
+      if (second === '_refresh' && method === 'POST') {
+        index.visible = new Map(index.live);
+        return [200, { _shards: { total: 1, successful: 1, failed: 0 } }];
+      }
+    }
+    return fail('illegal_argument_exception', `the fake does not serve ${method} ${path}`);
+  };
+
+  const handle = (request: IncomingMessage, response: ServerResponse): void => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const url = new URL(request.url ?? '/', 'http://fake');
+      const raw = Buffer.concat(chunks).toString('utf8');
+      const method = request.method ?? 'GET';
+      let status: number;
+      let payload: unknown;
+      try {
+        let body: unknown = raw;
+        if (!url.pathname.endsWith('/_bulk') && raw.trim() !== '') body = JSON.parse(raw);
+        requests.push({
+          method,
+          path: url.pathname,
+          query: url.searchParams,
+          headers: request.headers,
+          body,
+        });
+        [status, payload] = route(method, url.pathname, url.searchParams, raw);
+      } catch (error) {
+        const http =
+          error instanceof HttpError ? error : new HttpError(400, 'parse_exception', String(error));
+        status = http.status;
+        payload = {
+          error: {
+            root_cause: [{ type: http.type, reason: http.message }],
+            type: http.type,
+            reason: http.message,
+          },
+          status: http.status,
+        };
+      }
+      const text = payload === undefined ? '' : JSON.stringify(payload);
+      response.writeHead(status, {
+        'content-type': 'application/json; charset=UTF-8',
+        'content-length': Buffer.byteLength(text),
+      });
+      response.end(method === 'HEAD' ? undefined : text);
+    });
+  };
+
+  const server: Server = createServer(handle);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.closeAllConnections();
+        server.close((error) => (error ? reject(error) : resolve()));
+      }),
+  };
+}
