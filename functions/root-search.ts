@@ -1,4 +1,5 @@
 import { decodeImageData } from '#lib/domain/image-data.ts';
+import { rootSearchItem } from '#lib/domain/products.ts';
 import { RootSearchRequest } from '#lib/domain/schemas.ts';
 import { searchByImage } from '#lib/domain/search.ts';
 import { parseInput } from '#lib/domain/validation.ts';
@@ -10,5 +11,6 @@ export const handler = publicEndpoint({ endpoint: 'root_search', idField: 'feedI
   const input = parseInput(RootSearchRequest, event.body);
   const feedId = context.state.auth!.feed.feedId;
   const image = decodeImageData(input.imageData);
-  return ok(await searchByImage(c, { feedId, image, limit: Number(input.limit), offset: Number(input.offset) }));
+  const hits = await searchByImage(c, { feedId, image, limit: Number(input.limit), offset: Number(input.offset) });
+  return ok(hits.map(rootSearchItem));
 });

@@ -1,4 +1,5 @@
 import { decodeImageData } from '#lib/domain/image-data.ts';
+import { imageSearchItem } from '#lib/domain/products.ts';
 import { SearchImageRequest } from '#lib/domain/schemas.ts';
 import { searchByImage } from '#lib/domain/search.ts';
 import { parseInput } from '#lib/domain/validation.ts';
@@ -9,5 +10,6 @@ import { ok } from '#lib/http/responses.ts';
 export const handler = publicEndpoint({ endpoint: 'search_image', idField: 'searchId' }, async (event, context, c) => {
   const input = parseInput(SearchImageRequest, event.body);
   const feedId = context.state.auth!.feed.feedId;
-  return ok(await searchByImage(c, { feedId, image: decodeImageData(input.imageData), limit: input.limit, offset: input.offset }));
+  const hits = await searchByImage(c, { feedId, image: decodeImageData(input.imageData), limit: input.limit, offset: input.offset });
+  return ok(hits.map(imageSearchItem));
 });

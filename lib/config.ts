@@ -63,6 +63,17 @@ const EnvSchema = z.object({
   /** Allow feed/image URLs on private and loopback addresses (local mode only: SSRF protection off). */
   FETCH_ALLOW_PRIVATE: booleanString.default(false),
 
+  /** Where feed imports run: in this process (local mode) or in the import worker Lambda (AWS, S3 event). */
+  IMPORT_RUNNER: z.enum(['in-process', 'worker']).default('worker'),
+  IMPORT_CHUNK_SIZE: positiveInt.max(500).default(32),
+  IMAGE_FETCH_CONCURRENCY: positiveInt.max(64).default(8),
+  IMAGE_FETCH_TIMEOUT_MS: positiveInt.default(10_000),
+  IMAGE_MAX_BYTES: positiveInt.default(15 * 1024 * 1024),
+  FEED_FETCH_TIMEOUT_MS: positiveInt.default(120_000),
+  FEED_MAX_BYTES: positiveInt.default(512 * 1024 * 1024),
+  /** Local mode only: import the committed demo catalogue into the demo feed at start. */
+  DEMO_SEED: booleanString.default(true),
+
   /** Local mode only: HTTP port and the folder where the embedded stores persist. */
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   DATA_DIR: z.string().min(1).default('.data'),
@@ -92,6 +103,14 @@ export interface Config {
   maxBodyBytes: number;
   maxImagePixels: number;
   fetchAllowPrivate: boolean;
+  imports: {
+    runner: 'in-process' | 'worker';
+    chunkSize: number;
+    imageConcurrency: number;
+    image: { timeoutMs: number; maxBytes: number };
+    feed: { timeoutMs: number; maxBytes: number };
+  };
+  demoSeed: boolean;
   local: { port: number; dataDir: string };
 }
 
@@ -156,6 +175,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxBodyBytes: e.MAX_BODY_BYTES,
     maxImagePixels: e.MAX_IMAGE_PIXELS,
     fetchAllowPrivate: e.FETCH_ALLOW_PRIVATE,
+    imports: {
+      runner: e.IMPORT_RUNNER,
+      chunkSize: e.IMPORT_CHUNK_SIZE,
+      imageConcurrency: e.IMAGE_FETCH_CONCURRENCY,
+      image: { timeoutMs: e.IMAGE_FETCH_TIMEOUT_MS, maxBytes: e.IMAGE_MAX_BYTES },
+      feed: { timeoutMs: e.FEED_FETCH_TIMEOUT_MS, maxBytes: e.FEED_MAX_BYTES },
+    },
+    demoSeed: e.DEMO_SEED,
     local: { port: e.PORT, dataDir: e.DATA_DIR },
   };
 }

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { CachingFeedStore, CachingKeyStore } from '#lib/adapters/caching-stores.ts';
 import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
 import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
@@ -9,11 +10,29 @@ import { ApiGatewayApiKeyRegistry } from '#lib/adapters/apigateway-api-key-regis
 import { NoopApiKeyRegistry } from '#lib/adapters/noop-api-key-registry.ts';
 import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
 import { SharpImageInspector } from '#lib/adapters/sharp-image-inspector.ts';
+import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
+import { HttpImageFetcher } from '#lib/adapters/http-image-fetcher.ts';
+import { UsearchVectorIndex } from '#lib/adapters/usearch-vector-index.ts';
+import { InProcessImportDispatcher, ObjectEventImportDispatcher } from '#lib/ingest/dispatchers.ts';
+import { type IngestDeps, runImport } from '#lib/ingest/run-import.ts';
 import { systemClock } from '#lib/adapters/system-clock.ts';
 import { type Config, loadConfig } from '#lib/config.ts';
 import { UnavailableError } from '#lib/domain/errors.ts';
 import { createLogger, type Logger } from '#lib/log.ts';
-import type { ApiKeyRegistry, Clock, FeedStore, ImageInspector, KeyStore, ObjectStore, UsageStore, Vision } from '#lib/ports.ts';
+import type {
+  ApiKeyRegistry,
+  Clock,
+  FeedStore,
+  ImageFetcher,
+  ImageInspector,
+  ImportDispatcher,
+  ImportStore,
+  KeyStore,
+  ObjectStore,
+  UsageStore,
+  VectorIndex,
+  Vision,
+} from '#lib/ports.ts';
 
 /** Every adapter the handlers use, built once per process from configuration. */
 export interface Container {
@@ -29,6 +48,14 @@ export interface Container {
   apiKeys: ApiKeyRegistry;
   /** The ONNX model layer, loaded on first use; rejects with UnavailableError when it cannot load. */
   vision(): Promise<Vision>;
+  imports: ImportStore;
+  fetcher: ImageFetcher;
+  /** Runs queued imports: in this process (local) or nothing here, the S3 event starts the worker (AWS). */
+  dispatcher: ImportDispatcher;
+  /** What runImport needs, with the configured limits. */
+  ingest: IngestDeps;
+  /** The vector index of the loaded embedding model (one index per model version), opened on first use. */
+  vectors(): Promise<VectorIndex>;
 }
 
 let configured: Config | undefined;
@@ -49,7 +76,8 @@ function buildContainer(config: Config): Container {
   const db = createDocumentClient(config);
   const logger = createLogger(config.logLevel, { stage: config.stage });
   let vision: Promise<Vision> | undefined;
-  return {
+  let vectors: Promise<VectorIndex> | undefined;
+  const container: Container = {
     config,
     logger,
     clock: systemClock,
@@ -68,7 +96,49 @@ function buildContainer(config: Config): Container {
       });
       return vision;
     },
+    imports: new DynamoDbImportStore(db, config.tables.imports),
+    fetcher: new HttpImageFetcher({ allowPrivate: config.fetchAllowPrivate }),
+    dispatcher:
+      config.imports.runner === 'in-process'
+        ? new InProcessImportDispatcher((feedId, importId) => runImport(container.ingest, feedId, importId), logger)
+        : new ObjectEventImportDispatcher(),
+    get ingest(): IngestDeps {
+      return {
+        products: container.products,
+        imports: container.imports,
+        objects: container.objects,
+        fetcher: container.fetcher,
+        images: container.images,
+        clock: container.clock,
+        vision: container.vision,
+        vectors: container.vectors,
+        limits: {
+          image: config.imports.image,
+          feed: config.imports.feed,
+          imageConcurrency: config.imports.imageConcurrency,
+          chunkSize: config.imports.chunkSize,
+        },
+        onProgress: (record) =>
+          logger.debug('import progress', { feedId: record.feedId, importId: record.importId, processed: record.processed }),
+      };
+    },
+    vectors() {
+      vectors ??= openVectorIndex(config, container).catch((error: unknown) => {
+        vectors = undefined;
+        throw error;
+      });
+      return vectors;
+    },
   };
+  return container;
+}
+
+async function openVectorIndex(config: Config, container: Pick<Container, 'vision' | 'logger'>): Promise<VectorIndex> {
+  const { embedder } = await container.vision();
+  if (config.vectorIndex.kind !== 'local') {
+    throw new UnavailableError('The OpenSearch vector index is not available in this build.');
+  }
+  return UsearchVectorIndex.open({ dir: join(config.vectorIndex.dir, embedder.modelVersion), dimension: embedder.dimension });
 }
 
 /** AWS mirrors search ids into the gateway's usage plans; local mode has no gateway. */

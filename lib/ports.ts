@@ -4,6 +4,8 @@
  */
 import type { Feed } from '#lib/domain/feeds.ts';
 import type { SearchKey } from '#lib/domain/keys.ts';
+import type { Product } from '#lib/domain/products.ts';
+import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
 
 export interface Clock {
   now(): Date;
@@ -176,4 +178,55 @@ export interface VectorIndex {
   count(feedId: string): Promise<number>;
   /** Makes writes durable (the local index persists to disk); a no-op where writes already are. */
   flush(): Promise<void>;
+}
+
+
+/** Products keyed by (feedId, productId); variants found through their item group. */
+export interface ProductStore {
+  hasProducts(feedId: string): Promise<boolean>;
+  get(feedId: string, productId: string): Promise<Product | undefined>;
+  /** Products of these ids (missing ones are absent from the map); any number of ids. */
+  getMany(feedId: string, productIds: string[]): Promise<Map<string, Product>>;
+  /** Every product of an item group, ordered by productId. */
+  listGroup(feedId: string, itemGroupId: string): Promise<Product[]>;
+  /** Inserts or replaces products (idempotent; any number). */
+  putMany(products: Product[]): Promise<void>;
+  deleteMany(feedId: string, productIds: string[]): Promise<void>;
+  /** One page of a feed's products in productId order; `cursor` is opaque. */
+  page(feedId: string, limit: number, cursor?: string): Promise<{ items: Product[]; cursor?: string }>;
+  /** Ids of the feed's products not marked as seen by this import (what a full import removes). */
+  listUnseen(feedId: string, importId: string): Promise<string[]>;
+  deleteFeed(feedId: string): Promise<void>;
+}
+
+
+/** Feed imports with their progress; one record per (feedId, importId). */
+export interface ImportStore {
+  /** Stores a new import; throws DomainError('conflict') when the id exists. */
+  create(record: ImportRecord): Promise<void>;
+  get(feedId: string, importId: string): Promise<ImportRecord | undefined>;
+  /** Newest first. */
+  list(feedId: string, limit: number): Promise<ImportRecord[]>;
+  /** Replaces the record (progress checkpoints and status changes). */
+  put(record: ImportRecord): Promise<void>;
+  deleteFeed(feedId: string): Promise<void>;
+}
+
+/** Limits of one fetch. */
+export interface FetchLimits {
+  maxBytes: number;
+  timeoutMs: number;
+}
+
+/**
+ * Fetches feed files and product images over HTTP(S), refusing private, loopback, link-local and
+ * metadata addresses unless configured otherwise. Throws FetchError with a message fit for import errors.
+ */
+export interface ImageFetcher {
+  fetch(url: string, limits: FetchLimits): Promise<{ bytes: Buffer; contentType: string | undefined; url: string }>;
+}
+
+/** Hands a queued import to whatever runs imports (in-process locally; the worker Lambda in AWS). */
+export interface ImportDispatcher {
+  dispatch(feedId: string, importId: string): Promise<void>;
 }

@@ -1,10 +1,33 @@
-import { BatchWriteCommand, type DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import {
+  BatchGetCommand,
+  type BatchGetCommandOutput,
+  BatchWriteCommand,
+  type BatchWriteCommandOutput,
+  type DynamoDBDocumentClient,
+  GetCommand,
+  QueryCommand,
+} from '@aws-sdk/lib-dynamodb';
+import { ValidationError } from '#lib/domain/errors.ts';
+import type { Product } from '#lib/domain/products.ts';
+import type { ProductStore } from '#lib/ports.ts';
+
+/** Stored item: the product plus its table keys (feedId, productId) and the byItemGroup index key. */
+type Item = Product & { feedId: string; productId: string; feedItemGroup: string };
+
+const toItem = (p: Product): Item => ({ ...p, feedId: p.feed_id, productId: p.product_id, feedItemGroup: `${p.feed_id}#${p.group}` });
+
+function toProduct(item: Record<string, unknown>): Product {
+  const { feedId: _f, productId: _p, feedItemGroup: _g, ...product } = item as unknown as Item;
+  return product;
+}
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Products keyed by (feedId, productId). This is the slice the platform needs (is a feed empty, drop a
- * feed's products); the catalogue grows it into the full ProductStore.
+ * Products keyed by (feedId, productId), with the byItemGroup index (variants of one group) and the byId
+ * index (the product's UUID). Batch reads and writes retry their unprocessed keys with backoff.
  */
-export class DynamoDbProductStore {
+export class DynamoDbProductStore implements ProductStore {
   constructor(
     private readonly db: DynamoDBDocumentClient,
     private readonly table: string,
@@ -23,6 +46,99 @@ export class DynamoDbProductStore {
     return (out.Items ?? []).length > 0;
   }
 
+  async get(feedId: string, productId: string): Promise<Product | undefined> {
+    const out = await this.db.send(new GetCommand({ TableName: this.table, Key: { feedId, productId } }));
+    return out.Item ? toProduct(out.Item) : undefined;
+  }
+
+  async getMany(feedId: string, productIds: string[]): Promise<Map<string, Product>> {
+    const found = new Map<string, Product>();
+    const unique = [...new Set(productIds)];
+    for (let i = 0; i < unique.length; i += 100) {
+      let keys: Record<string, unknown>[] | undefined = unique.slice(i, i + 100).map((productId) => ({ feedId, productId }));
+      for (let attempt = 0; keys && keys.length > 0; attempt += 1) {
+        if (attempt > 0) await pause(Math.min(1000, 25 * 2 ** attempt));
+        const out: BatchGetCommandOutput = await this.db.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: keys } } }));
+        for (const item of out.Responses?.[this.table] ?? []) {
+          const product = toProduct(item);
+          found.set(product.product_id, product);
+        }
+        keys = out.UnprocessedKeys?.[this.table]?.Keys;
+      }
+    }
+    return found;
+  }
+
+  async listGroup(feedId: string, itemGroupId: string): Promise<Product[]> {
+    const products: Product[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const out = await this.db.send(
+        new QueryCommand({
+          TableName: this.table,
+          IndexName: 'byItemGroup',
+          KeyConditionExpression: 'feedItemGroup = :g',
+          ExpressionAttributeValues: { ':g': `${feedId}#${itemGroupId}` },
+          ExclusiveStartKey: start,
+        }),
+      );
+      products.push(...(out.Items ?? []).map(toProduct));
+      start = out.LastEvaluatedKey;
+    } while (start);
+    return products.sort((a, b) => (a.product_id < b.product_id ? -1 : a.product_id > b.product_id ? 1 : 0));
+  }
+
+  async putMany(products: Product[]): Promise<void> {
+    await this.batchWrite(products.map((p) => ({ PutRequest: { Item: toItem(p) } })));
+  }
+
+  async deleteMany(feedId: string, productIds: string[]): Promise<void> {
+    await this.batchWrite([...new Set(productIds)].map((productId) => ({ DeleteRequest: { Key: { feedId, productId } } })));
+  }
+
+  async page(feedId: string, limit: number, cursor?: string): Promise<{ items: Product[]; cursor?: string }> {
+    let start: Record<string, unknown> | undefined;
+    if (cursor) {
+      try {
+        const productId = Buffer.from(cursor, 'base64url').toString('utf8');
+        start = { feedId, productId };
+      } catch {
+        throw new ValidationError('Invalid cursor.', [{ path: 'cursor', message: 'not a cursor of this listing' }]);
+      }
+    }
+    const out = await this.db.send(
+      new QueryCommand({
+        TableName: this.table,
+        KeyConditionExpression: 'feedId = :f',
+        ExpressionAttributeValues: { ':f': feedId },
+        ExclusiveStartKey: start,
+        Limit: limit,
+      }),
+    );
+    const items = (out.Items ?? []).map(toProduct);
+    const last = out.LastEvaluatedKey?.productId;
+    return { items, ...(typeof last === 'string' ? { cursor: Buffer.from(last, 'utf8').toString('base64url') } : {}) };
+  }
+
+  async listUnseen(feedId: string, importId: string): Promise<string[]> {
+    const ids: string[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const out = await this.db.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'feedId = :f',
+          ExpressionAttributeValues: { ':f': feedId },
+          ProjectionExpression: 'productId, seen_import',
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of out.Items ?? []) if (item.seen_import !== importId) ids.push(String(item.productId));
+      start = out.LastEvaluatedKey;
+    } while (start);
+    return ids;
+  }
+
   async deleteFeed(feedId: string): Promise<void> {
     let start: Record<string, unknown> | undefined;
     do {
@@ -31,16 +147,26 @@ export class DynamoDbProductStore {
           TableName: this.table,
           KeyConditionExpression: 'feedId = :f',
           ExpressionAttributeValues: { ':f': feedId },
-          ProjectionExpression: 'feedId, productId',
+          ProjectionExpression: 'productId',
           ExclusiveStartKey: start,
         }),
       );
-      const items = out.Items ?? [];
-      for (let i = 0; i < items.length; i += 25) {
-        const batch = items.slice(i, i + 25).map((item) => ({ DeleteRequest: { Key: item } }));
-        await this.db.send(new BatchWriteCommand({ RequestItems: { [this.table]: batch } }));
-      }
+      await this.deleteMany(
+        feedId,
+        (out.Items ?? []).map((item) => String(item.productId)),
+      );
       start = out.LastEvaluatedKey;
     } while (start);
+  }
+
+  private async batchWrite(requests: Record<string, unknown>[]): Promise<void> {
+    for (let i = 0; i < requests.length; i += 25) {
+      let batch: Record<string, unknown>[] | undefined = requests.slice(i, i + 25);
+      for (let attempt = 0; batch && batch.length > 0; attempt += 1) {
+        if (attempt > 0) await pause(Math.min(1000, 25 * 2 ** attempt));
+        const out: BatchWriteCommandOutput = await this.db.send(new BatchWriteCommand({ RequestItems: { [this.table]: batch as never } }));
+        batch = out.UnprocessedItems?.[this.table] as Record<string, unknown>[] | undefined;
+      }
+    }
   }
 }

@@ -32,6 +32,10 @@ export const ROUTES: readonly Route[] = [
   { name: 'AdminListKeys', method: 'GET', path: '/admin/v1/feeds/{feedId}/keys', entry: 'functions/admin/keys.ts', handler: 'listKeys', access: 'admin' },
   { name: 'AdminRevokeKey', method: 'DELETE', path: '/admin/v1/keys/{searchId}', entry: 'functions/admin/keys.ts', handler: 'revokeKey', access: 'admin' },
   { name: 'AdminGetUsage', method: 'GET', path: '/admin/v1/feeds/{feedId}/usage', entry: 'functions/admin/usage.ts', handler: 'getUsage', access: 'admin' },
+  { name: 'AdminStartImport', method: 'POST', path: '/admin/v1/feeds/{feedId}/imports', entry: 'functions/admin/imports.ts', handler: 'startImport', access: 'admin' },
+  { name: 'AdminListImports', method: 'GET', path: '/admin/v1/feeds/{feedId}/imports', entry: 'functions/admin/imports.ts', handler: 'listImports', access: 'admin' },
+  { name: 'AdminGetImport', method: 'GET', path: '/admin/v1/feeds/{feedId}/imports/{importId}', entry: 'functions/admin/imports.ts', handler: 'getImport', access: 'admin' },
+  { name: 'AdminListProducts', method: 'GET', path: '/admin/v1/feeds/{feedId}/products', entry: 'functions/admin/products.ts', handler: 'listProducts', access: 'admin' },
 ];
 
 export interface RouteMatch {

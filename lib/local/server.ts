@@ -8,6 +8,7 @@ import { DomainError } from '#lib/domain/errors.ts';
 import { toErrorBody } from '#lib/http/errors.ts';
 import { matchRoute, type Route } from '#lib/http/routes.ts';
 import { toLambdaContext, toProxyEvent } from '#lib/local/api-gateway-event.ts';
+import { serveDemoFile } from '#lib/local/demo-files.ts';
 import type { Logger } from '#lib/log.ts';
 
 type LambdaHandler = (event: APIGatewayProxyEvent, context: Context) => Promise<APIGatewayProxyResult>;
@@ -59,6 +60,7 @@ export async function startHttpServer(options: {
       response.end();
       return;
     }
+    if (await serveDemoFile(request, response, url)) return;
     const body = await readBody(request, options.maxBodyBytes);
     const { match, allowed } = matchRoute(method, url.pathname);
     if (!match) {

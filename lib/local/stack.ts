@@ -8,6 +8,8 @@ import { createFeed } from '#lib/domain/admin/feeds.ts';
 import { createKey } from '#lib/domain/admin/keys.ts';
 import { ensureStorage, startEmbeddedStores } from '#lib/local/embedded-stores.ts';
 import { startHttpServer } from '#lib/local/server.ts';
+import { InProcessImportDispatcher } from '#lib/ingest/dispatchers.ts';
+import { startImport } from '#lib/ingest/start-import.ts';
 
 export const DEMO_FEED_ID = 'demo';
 
@@ -17,6 +19,8 @@ export interface LocalStack {
   config: Config;
   container: Container;
   demo: { feedId: string; searchId: string };
+  /** Resolves once every import queued so far (the demo seeding included) has finished. */
+  importsIdle(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -40,6 +44,7 @@ export async function startLocalStack(env: Record<string, string | undefined> = 
     ADMIN_TOKEN: adminToken,
     VECTOR_INDEX_DIR: env.VECTOR_INDEX_DIR ?? join(dataDir, 'vectors'),
     FETCH_ALLOW_PRIVATE: env.FETCH_ALLOW_PRIVATE ?? 'true',
+    IMPORT_RUNNER: env.IMPORT_RUNNER ?? 'in-process',
   });
   configureContainer(config);
   await ensureStorage(config);
@@ -58,13 +63,19 @@ export async function startLocalStack(env: Record<string, string | undefined> = 
     await releaseLock();
     throw error;
   }
+  await resumeImports(container);
+  if (config.demoSeed) await seedDemoFeed(container, url);
+  const idle = () =>
+    container.dispatcher instanceof InProcessImportDispatcher ? container.dispatcher.idle() : Promise.resolve();
   return {
     url,
     adminToken,
     config,
     container,
     demo,
+    importsIdle: idle,
     async close() {
+      await idle();
       server.closeAllConnections();
       await new Promise<void>((done) => server.close(() => done()));
       await stores.close();
@@ -124,4 +135,21 @@ async function ensureDemoFeed(c: Container): Promise<{ feedId: string; searchId:
   const live = (await c.keys.listByFeed(DEMO_FEED_ID)).find((key) => !key.revokedAt);
   const key = live ?? (await createKey(deps, DEMO_FEED_ID, { name: 'demo' }));
   return { feedId: DEMO_FEED_ID, searchId: key.searchId };
+}
+
+/**
+ * Queues a full import of the committed demo catalogue (demo/feed.xml, served by this server). It runs in
+ * the background; on a restart every product is unchanged, so nothing is fetched or embedded again.
+ */
+async function seedDemoFeed(c: Container, url: string): Promise<void> {
+  await startImport(c, DEMO_FEED_ID, { url: `${url}/demo/feed.xml`, format: 'xml', mode: 'full' });
+}
+
+/** Imports a previous run left queued or running (stopped mid-way) resume from their checkpoint. */
+async function resumeImports(c: Container): Promise<void> {
+  for (const feed of await c.feeds.list()) {
+    for (const record of await c.imports.list(feed.feedId, 20)) {
+      if (record.status === 'queued' || record.status === 'running') await c.dispatcher.dispatch(feed.feedId, record.importId);
+    }
+  }
 }

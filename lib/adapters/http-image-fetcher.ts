@@ -1,0 +1,165 @@
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { FetchError } from '#lib/domain/catalogue/imports.ts';
+import type { FetchLimits, ImageFetcher } from '#lib/ports.ts';
+
+/** Addresses a fetch must never reach (DESIGN §5): private, loopback, link-local (cloud metadata), reserved. */
+const BLOCKED = new BlockList();
+for (const [net, prefix] of [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const) {
+  BLOCKED.addSubnet(net, prefix, 'ipv4');
+}
+for (const [net, prefix] of [
+  ['::', 128],
+  ['::1', 128],
+  ['64:ff9b::', 96],
+  ['100::', 64],
+  ['2001:db8::', 32],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['ff00::', 8],
+] as const) {
+  BLOCKED.addSubnet(net, prefix, 'ipv6');
+}
+
+/** True when the address is private, loopback, link-local, metadata or otherwise not public. */
+export function isBlockedAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 4) return BLOCKED.check(address, 'ipv4');
+  if (family !== 6) return true;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return BLOCKED.check(mapped[1]!, 'ipv4');
+  return BLOCKED.check(address, 'ipv6');
+}
+
+export interface HttpImageFetcherOptions {
+  /** Allow private and loopback addresses (local mode only). */
+  allowPrivate: boolean;
+  maxRedirects?: number;
+}
+
+/**
+ * Fetches feed files and product images over HTTP(S) with SSRF protection: every address a host name
+ * resolves to is checked at connection time (so DNS rebinding cannot slip through), IP literals before
+ * connecting, and each redirect hop again. Bodies are capped in bytes and the whole fetch in time.
+ */
+export class HttpImageFetcher implements ImageFetcher {
+  private readonly lookup: LookupFunction;
+
+  constructor(private readonly options: HttpImageFetcherOptions) {
+    this.lookup = ((hostname: string, lookupOptions: { all?: boolean }, callback: (...args: unknown[]) => void) => {
+      dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses: LookupAddress[]) => {
+        if (error) return callback(error);
+        if (!this.options.allowPrivate && addresses.some((a) => isBlockedAddress(a.address))) {
+          return callback(new FetchError(`${hostname} resolves to a private or reserved address; refused.`));
+        }
+        if (lookupOptions.all) return callback(null, addresses);
+        const first = addresses[0];
+        if (!first) return callback(new FetchError(`${hostname} does not resolve.`));
+        return callback(null, first.address, first.family);
+      });
+    }) as unknown as LookupFunction;
+  }
+
+  async fetch(url: string, limits: FetchLimits): Promise<{ bytes: Buffer; contentType: string | undefined; url: string }> {
+    const deadline = Date.now() + limits.timeoutMs;
+    let current: URL;
+    try {
+      current = new URL(url);
+    } catch {
+      throw new FetchError('not a URL.');
+    }
+    for (let hop = 0; hop <= (this.options.maxRedirects ?? 5); hop += 1) {
+      if (current.protocol !== 'http:' && current.protocol !== 'https:') throw new FetchError('only http and https URLs are fetched.');
+      const host = current.hostname.replace(/^\[|\]$/g, '');
+      if (!this.options.allowPrivate && isIP(host) && isBlockedAddress(host)) {
+        throw new FetchError(`${host} is a private or reserved address; refused.`);
+      }
+      const response = await this.get(current, deadline);
+      const status = response.statusCode ?? 0;
+      if (status >= 300 && status < 400 && response.headers.location) {
+        response.resume();
+        current = new URL(response.headers.location, current);
+        continue;
+      }
+      if (status < 200 || status >= 300) {
+        response.resume();
+        throw new FetchError(`HTTP ${status}.`);
+      }
+      const bytes = await readCapped(response, limits.maxBytes, deadline);
+      return { bytes, contentType: response.headers['content-type'], url: current.href };
+    }
+    throw new FetchError('too many redirects.');
+  }
+
+  private get(url: URL, deadline: number): Promise<IncomingMessage> {
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) return Promise.reject(new FetchError('timed out.'));
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    return new Promise((resolve, reject) => {
+      const request = send(url, {
+        method: 'GET',
+        lookup: this.lookup,
+        headers: { 'user-agent': 'visual-product-search/1 (+feed import)', accept: '*/*' },
+        timeout: remaining,
+      });
+      const timer = setTimeout(() => request.destroy(new FetchError('timed out.')), remaining);
+      request.once('response', (response) => {
+        clearTimeout(timer);
+        resolve(response);
+      });
+      request.once('timeout', () => request.destroy(new FetchError('timed out.')));
+      request.once('error', (error) => {
+        clearTimeout(timer);
+        reject(error instanceof FetchError ? error : new FetchError(`unreachable (${(error as NodeJS.ErrnoException).code ?? error.message}).`));
+      });
+      request.end();
+    });
+  }
+}
+
+function readCapped(response: IncomingMessage, maxBytes: number, deadline: number): Promise<Buffer> {
+  const declared = Number(response.headers['content-length']);
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    response.destroy();
+    return Promise.reject(new FetchError(`larger than ${maxBytes} bytes.`));
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const timer = setTimeout(() => response.destroy(new FetchError('timed out.')), Math.max(0, deadline - Date.now()));
+    response.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) response.destroy(new FetchError(`larger than ${maxBytes} bytes.`));
+      else chunks.push(chunk);
+    });
+    response.once('end', () => {
+      clearTimeout(timer);
+      resolve(Buffer.concat(chunks));
+    });
+    response.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error instanceof FetchError ? error : new FetchError(`connection failed (${error.message}).`));
+    });
+    response.once('close', () => {
+      clearTimeout(timer);
+      if (!response.complete) reject(new FetchError(size > maxBytes ? `larger than ${maxBytes} bytes.` : 'connection closed early.'));
+    });
+  });
+}

@@ -1,0 +1,276 @@
+import { parse as parseCsv } from 'csv-parse';
+import { SaxesParser } from 'saxes';
+
+/**
+ * Streaming readers of the feed formats (DESIGN §5). Each turns a byte stream into raw records, one per
+ * product, without holding the feed in memory; a record that cannot be read becomes a row error and the
+ * stream goes on. Field names are the feed's own (g:id → id); lib/domain/catalogue/normalise.ts maps them.
+ */
+export const FEED_FORMATS = ['xml', 'csv', 'tsv', 'json', 'jsonl'] as const;
+export type FeedFormat = (typeof FEED_FORMATS)[number];
+
+/** Values of one record by field name; repeated fields (g:additional_image_link) collect several. */
+export type RawFields = Record<string, (string | number)[]>;
+
+/**
+ * One product of the feed, or why its row could not be read. `row` is its 1-based position in the feed.
+ * A `fatal` error ends the stream: the rest of the file is unreadable (so a full import must not treat
+ * the products after it as removed).
+ */
+export type RawRecord = { row: number; fields: RawFields } | { row: number; error: string; fatal?: true };
+
+export type ByteSource = AsyncIterable<Buffer | Uint8Array | string>;
+
+export function readFeed(source: ByteSource, format: FeedFormat): AsyncGenerator<RawRecord> {
+  switch (format) {
+    case 'xml':
+      return readXml(source);
+    case 'csv':
+      return readDelimited(source, ',');
+    case 'tsv':
+      return readDelimited(source, '\t');
+    case 'json':
+      return readJsonArray(source);
+    case 'jsonl':
+      return readJsonLines(source);
+  }
+}
+
+/** Guesses the format from the first bytes of a feed (used for URL imports without an explicit format). */
+export function sniffFormat(head: string): FeedFormat {
+  const text = head.replace(/^\uFEFF/, '').trimStart();
+  if (text.startsWith('<')) return 'xml';
+  if (text.startsWith('[')) return 'json';
+  if (text.startsWith('{')) return 'jsonl';
+  const firstLine = text.split(/\r?\n/, 1)[0] ?? '';
+  return firstLine.includes('\t') ? 'tsv' : 'csv';
+}
+
+async function* decode(source: ByteSource): AsyncGenerator<string> {
+  const decoder = new TextDecoder('utf-8');
+  for await (const chunk of source) {
+    const text = typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+    if (text) yield text;
+  }
+  const rest = decoder.decode();
+  if (rest) yield rest;
+}
+
+function add(fields: RawFields, name: string, value: string | number): void {
+  (fields[name] ??= []).push(value);
+}
+
+const GOOGLE_NS = 'http://base.google.com/ns/1.0';
+/** Core RSS/Atom elements that carry product fields when a feed does not use g: for them. */
+const CORE_FIELDS: Record<string, string> = { title: 'title', description: 'description', summary: 'description', link: 'link' };
+
+/**
+ * Google Merchant Center XML: RSS 2.0 `<item>`s or Atom `<entry>`s with `g:` fields. Nested groups
+ * (`<g:shipping><g:country>`) become dotted names (`shipping.country`); Atom links use their href.
+ */
+async function* readXml(source: ByteSource): AsyncGenerator<RawRecord> {
+  const parser = new SaxesParser({ xmlns: true, position: false });
+  const out: RawRecord[] = [];
+  let row = 0;
+  let fields: RawFields | undefined;
+  let depth = 0;
+  const path: { name: string | undefined; text: string }[] = [];
+  let failed: string | undefined;
+
+  parser.on('opentag', (node) => {
+    if (!fields) {
+      if (node.local === 'item' || node.local === 'entry') {
+        fields = {};
+        depth = 0;
+        row += 1;
+      }
+      return;
+    }
+    depth += 1;
+    const parent = path[path.length - 1];
+    let name: string | undefined;
+    if (node.uri === GOOGLE_NS) name = node.local;
+    else if (depth === 1 && node.local && CORE_FIELDS[node.local]) name = CORE_FIELDS[node.local];
+    else if (depth === 1 && node.uri === '') name = node.local;
+    if (name && depth > 1) name = parent?.name ? `${parent.name}.${name}` : undefined;
+    if (name === 'link' && node.local === 'link') {
+      const href = node.attributes.href;
+      const value = typeof href === 'string' ? href : href?.value;
+      if (value) add(fields, 'link', value);
+    }
+    path.push({ name, text: '' });
+  });
+  parser.on('text', (text) => {
+    const top = path[path.length - 1];
+    if (fields && top) top.text += text;
+  });
+  parser.on('cdata', (text) => {
+    const top = path[path.length - 1];
+    if (fields && top) top.text += text;
+  });
+  parser.on('closetag', () => {
+    if (!fields) return;
+    if (depth === 0) {
+      out.push({ row, fields });
+      fields = undefined;
+      return;
+    }
+    const node = path.pop();
+    depth -= 1;
+    const text = node?.text.trim();
+    if (node?.name && text) add(fields, node.name, text);
+  });
+  parser.on('error', (error) => {
+    failed ??= error.message;
+  });
+
+  for await (const text of decode(source)) {
+    parser.write(text);
+    yield* out.splice(0);
+    if (failed) break;
+  }
+  if (!failed) parser.close();
+  yield* out.splice(0);
+  if (failed) yield { row: row + 1, error: `The XML is malformed after this point: ${failed}`, fatal: true };
+}
+
+/**
+ * CSV/TSV with a header row. Repeated columns collect several values; additional image links may also be
+ * one comma-separated cell (Merchant Center's TSV convention). Rows are numbered without the header.
+ */
+async function* readDelimited(source: ByteSource, delimiter: string): AsyncGenerator<RawRecord> {
+  let header: string[] | undefined;
+  let row = 0;
+  const parser = parseCsv({
+    delimiter,
+    bom: true,
+    relax_quotes: true,
+    relax_column_count: true,
+    skip_empty_lines: true,
+    trim: true,
+  });
+  const pump = (async () => {
+    for await (const text of decode(source)) {
+      if (!parser.write(text)) await new Promise((resolve) => parser.once('drain', resolve));
+    }
+    parser.end();
+  })();
+  try {
+    for await (const record of parser as AsyncIterable<string[]>) {
+      if (!header) {
+        header = record.map((name) => name.trim().replace(/^g:/, '').toLowerCase());
+        continue;
+      }
+      row += 1;
+      const fields: RawFields = {};
+      record.forEach((value, i) => {
+        const name = header?.[i];
+        if (name && value !== '') add(fields, name, value);
+      });
+      yield { row, fields };
+    }
+  } catch (error) {
+    pump.catch(() => undefined);
+    yield { row: row + 1, error: `The file cannot be read from this row on: ${(error as Error).message}`, fatal: true };
+    return;
+  }
+  await pump;
+}
+
+/** A JSON array of product objects, read element by element. */
+async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
+  let row = 0;
+  let started = false;
+  let depth = 0;
+  let inString = false;
+  let escaped = false;
+  let element = '';
+  let skipping = false;
+  for await (const text of decode(source)) {
+    for (const ch of text) {
+      if (!started) {
+        if (ch === '[') started = true;
+        else if (!/\s|\uFEFF/.test(ch)) {
+          yield { row: 1, error: 'A JSON feed must be an array of product objects.', fatal: true };
+          return;
+        }
+        continue;
+      }
+      if (depth === 0 && !inString) {
+        if (skipping) {
+          if (ch === ',') skipping = false;
+          else if (ch === ']') return;
+          continue;
+        }
+        if (ch === '{') {
+          depth = 1;
+          element = ch;
+        } else if (ch === ']') {
+          return;
+        } else if (!/[\s,]/.test(ch)) {
+          row += 1;
+          yield { row, error: 'Expected a product object.' };
+          skipping = true;
+        }
+        continue;
+      }
+      element += ch;
+      if (inString) {
+        if (escaped) escaped = false;
+        else if (ch === '\\') escaped = true;
+        else if (ch === '"') inString = false;
+        continue;
+      }
+      if (ch === '"') inString = true;
+      else if (ch === '{' || ch === '[') depth += 1;
+      else if (ch === '}' || ch === ']') {
+        depth -= 1;
+        if (depth === 0) {
+          row += 1;
+          yield parseJsonObject(row, element);
+          element = '';
+        }
+      }
+    }
+  }
+  if (depth > 0) yield { row: row + 1, error: 'The JSON array ends in the middle of a product.', fatal: true };
+}
+
+/** JSON Lines: one product object per line; blank lines are skipped. */
+async function* readJsonLines(source: ByteSource): AsyncGenerator<RawRecord> {
+  let row = 0;
+  let pending = '';
+  for await (const text of decode(source)) {
+    pending += text;
+    const lines = pending.split('\n');
+    pending = lines.pop() ?? '';
+    for (const line of lines) {
+      if (line.trim() === '') continue;
+      row += 1;
+      yield parseJsonObject(row, line);
+    }
+  }
+  if (pending.trim() !== '') yield parseJsonObject(row + 1, pending);
+}
+
+function parseJsonObject(row: number, text: string): RawRecord {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { row, error: 'Not valid JSON.' };
+  }
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return { row, error: 'Expected a product object.' };
+  const fields: RawFields = {};
+  const put = (name: string, item: unknown) => {
+    if (item === null || item === undefined || item === '') return;
+    if (typeof item === 'string' || typeof item === 'number') add(fields, name, item);
+    else if (typeof item === 'boolean') add(fields, name, String(item));
+    else if (Array.isArray(item)) for (const each of item) put(name, each);
+    else if (typeof item === 'object') {
+      for (const [key, nested] of Object.entries(item as Record<string, unknown>)) put(`${name}.${key}`, nested);
+    }
+  };
+  for (const [name, item] of Object.entries(value as Record<string, unknown>)) put(name.replace(/^g:/, ''), item);
+  return { row, fields };
+}

@@ -1,0 +1,102 @@
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import { FEED_FORMATS, type FeedFormat } from '#lib/domain/catalogue/feed-formats.ts';
+
+/** One feed import: where the file came from and how far processing got (the resume checkpoint). */
+export type ImportStatus = 'queued' | 'running' | 'succeeded' | 'failed';
+
+/** A row that was not imported, or an image that could not be used. */
+export interface ImportRowError {
+  /** 1-based position of the product in the feed (CSV/TSV: data rows, header excluded); null for file-level problems. */
+  row: number | null;
+  productId?: string;
+  message: string;
+}
+
+export interface ImportRecord {
+  feedId: string;
+  importId: string;
+  status: ImportStatus;
+  /** full: products absent from the file are removed; incremental: only upserts. */
+  mode: 'full' | 'incremental';
+  source: { kind: 'url'; url: string } | { kind: 'inline' };
+  /** Format given by the caller, or sniffed from the file's first bytes once it is stored. */
+  format?: FeedFormat;
+  /** Key of the feed file in the object store. */
+  objectKey: string;
+  /** Rows in the file (known once the file has been read through). */
+  total: number;
+  /** Rows handled so far (each ends up embedded, skipped or failed). */
+  processed: number;
+  embedded: number;
+  skipped: number;
+  failed: number;
+  /** Products removed because a full import no longer lists them. */
+  removed: number;
+  /** The first MAX_IMPORT_ERRORS problems; `failed` counts every failed row. */
+  errors: ImportRowError[];
+  /** Every row up to this one is done: a resumed import starts after it. */
+  checkpointRow: number;
+  /** Why the import as a whole failed. */
+  message?: string;
+  createdAt: string;
+  updatedAt: string;
+  startedAt?: string;
+  finishedAt?: string;
+}
+
+export const MAX_IMPORT_ERRORS = 100;
+
+/** Thrown by the fetcher when a feed file or an image cannot be fetched; the message goes into import errors. */
+export class FetchError extends Error {
+  override name = 'FetchError';
+}
+
+/** Import ids sort by creation time (base-36 milliseconds), then random. */
+export function newImportId(now: Date): string {
+  return `imp_${now.getTime().toString(36).padStart(9, '0')}_${randomBytes(5).toString('hex')}`;
+}
+
+/** Object-store key of an import's feed file, and of the marker object whose creation starts the worker in AWS. */
+export function importObjectKeys(feedId: string, importId: string): { file: string; request: string } {
+  const prefix = `imports/${feedId}/${importId}`;
+  return { file: `${prefix}/feed`, request: `${prefix}/request.json` };
+}
+
+/** Parses the worker's trigger object key back to its import. */
+export function importOfRequestKey(key: string): { feedId: string; importId: string } | undefined {
+  const match = /^imports\/([^/]+)\/([^/]+)\/request\.json$/.exec(decodeURIComponent(key.replace(/\+/g, ' ')));
+  return match ? { feedId: match[1]!, importId: match[2]! } : undefined;
+}
+
+/** The admin API's view of an import. */
+export function importView(record: ImportRecord) {
+  const { objectKey: _objectKey, checkpointRow: _checkpoint, ...view } = record;
+  return view;
+}
+
+export const StartImportRequest = z
+  .strictObject({
+    url: z.url({ protocol: /^https?$/ }).max(2048).optional().describe('A feed file to fetch (http or https).'),
+    format: z.enum(FEED_FORMATS).optional().describe('xml (Merchant Center RSS/Atom), csv, tsv, json (array) or jsonl.'),
+    content: z.string().min(1).optional().describe('The feed file itself (inline import); requires format.'),
+    mode: z.enum(['full', 'incremental']).default('full').describe('full removes products the file no longer lists.'),
+  })
+  .refine((value) => (value.url === undefined) !== (value.content === undefined), {
+    message: 'send either url or content',
+    path: ['url'],
+  })
+  .refine((value) => value.content === undefined || value.format !== undefined, {
+    message: 'format is required with inline content',
+    path: ['format'],
+  });
+export type StartImportRequest = z.infer<typeof StartImportRequest>;
+
+export const ListImportsQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+});
+
+export const ProductsPageQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  cursor: z.string().max(2000).optional(),
+});

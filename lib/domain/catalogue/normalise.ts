@@ -1,0 +1,174 @@
+import type { RawFields } from '#lib/domain/catalogue/feed-formats.ts';
+import { AVAILABILITY, type Availability, type ProductContent } from '#lib/domain/products.ts';
+
+/** Why one row of a feed was not imported; the message is shown in the import's errors. */
+export class RowError extends Error {
+  override name = 'RowError';
+}
+
+/** Currencies without minor units: "1500 JPY" is 1500, not 150000. */
+const ZERO_DECIMAL = new Set(['BIF', 'CLP', 'DJF', 'GNF', 'ISK', 'JPY', 'KMF', 'KRW', 'PYG', 'RWF', 'UGX', 'VND', 'VUV', 'XAF', 'XOF', 'XPF']);
+const THREE_DECIMAL = new Set(['BHD', 'IQD', 'JOD', 'KWD', 'LYD', 'OMR', 'TND']);
+
+function minorDigits(currency: string): number {
+  if (ZERO_DECIMAL.has(currency)) return 0;
+  if (THREE_DECIMAL.has(currency)) return 3;
+  return 2;
+}
+
+/**
+ * A price as integer minor units plus its currency. Strings are amounts in major units with an optional
+ * ISO currency before or after ("12.99 USD", "USD 12.99", "1,299.00 EUR", "12,99 EUR"); JSON numbers are
+ * already minor units (the interface's integer cents) and must be whole.
+ */
+export function parsePrice(value: string | number, fallbackCurrency: string, field: string): { cents: number; currency: string } {
+  if (typeof value === 'number') {
+    if (!Number.isInteger(value) || value < 0) {
+      throw new RowError(`${field} as a JSON number must be whole minor units (cents), got ${value}.`);
+    }
+    return { cents: value, currency: fallbackCurrency };
+  }
+  const match = /^\s*(?:([A-Za-z]{3})\s*)?([0-9][0-9.,\s]*?)\s*(?:([A-Za-z]{3}))?\s*$/.exec(value);
+  if (!match || (match[1] && match[3])) throw new RowError(`${field} "${value}" is not a price like "12.99 USD".`);
+  const currency = (match[1] ?? match[3] ?? fallbackCurrency).toUpperCase();
+  let amount = match[2]!.replace(/\s/g, '');
+  if (/^\d{1,3}(,\d{3})+(\.\d+)?$/.test(amount)) amount = amount.replace(/,/g, '');
+  else if (/^\d{1,3}(\.\d{3})+,\d+$|^\d{1,3}(\.\d{3}){2,}$/.test(amount)) amount = amount.replace(/\./g, '').replace(',', '.');
+  else if (/^\d+,\d{1,3}$/.test(amount)) amount = amount.replace(',', '.');
+  if (!/^\d+(\.\d+)?$/.test(amount)) throw new RowError(`${field} "${value}" is not a price like "12.99 USD".`);
+  const digits = minorDigits(currency);
+  const [whole, fraction = ''] = amount.split('.');
+  const padded = `${fraction}${'0'.repeat(digits + 1)}`;
+  // Round half up on the first dropped digit, in integers so 0.1 + 0.2 never leaks in.
+  let cents = Number(whole) * 10 ** digits + Number(padded.slice(0, digits) || '0');
+  if (Number(padded[digits]) >= 5) cents += 1;
+  if (!Number.isSafeInteger(cents)) throw new RowError(`${field} "${value}" is out of range.`);
+  return { cents, currency };
+}
+
+const AVAILABILITY_ALIASES: Record<string, Availability> = {
+  in_stock: 'in_stock',
+  instock: 'in_stock',
+  available: 'in_stock',
+  out_of_stock: 'out_of_stock',
+  outofstock: 'out_of_stock',
+  sold_out: 'out_of_stock',
+  preorder: 'preorder',
+  pre_order: 'preorder',
+  backorder: 'backorder',
+  back_order: 'backorder',
+};
+
+export function parseAvailability(value: string | undefined): Availability {
+  if (value === undefined || value.trim() === '') return 'in_stock';
+  const key = value
+    .trim()
+    .toLowerCase()
+    .replace(/^https?:\/\/schema\.org\//, '')
+    .replace(/[\s-]+/g, '_');
+  const found = AVAILABILITY_ALIASES[key];
+  if (!found) throw new RowError(`availability "${value}" is not one of ${AVAILABILITY.join(', ')}.`);
+  return found;
+}
+
+function absoluteUrl(value: string, base: string | undefined, field: string): string {
+  let url: URL;
+  try {
+    url = new URL(value, base);
+  } catch {
+    throw new RowError(`${field} "${value}" is not a URL.`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new RowError(`${field} must be an http(s) URL.`);
+  return url.href;
+}
+
+const MAX_TEXT = 5000;
+
+/**
+ * Turns one raw feed record into product content. Merchant Center names (id, google_product_category,
+ * additional_image_link, shipping, custom_label_N) and the interface's names (product_id, category,
+ * additional_image_links, shipping_price, metadata.<name>) are both accepted. Relative links are resolved
+ * against `baseUrl` (the feed's URL). Throws RowError naming the first problem.
+ */
+export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductContent {
+  const all = (...names: string[]) => names.flatMap((name) => fields[name] ?? []).map((v) => String(v).trim()).filter(Boolean);
+  const one = (...names: string[]) => (all(...names)[0] ?? '').slice(0, MAX_TEXT);
+  const raw = (...names: string[]) => names.map((name) => fields[name]?.[0]).find((v) => v !== undefined && v !== '');
+
+  const productId = one('id', 'product_id', 'offer_id');
+  if (!productId) throw new RowError('id (product_id) is missing.');
+  if (productId.length > 200) throw new RowError('id (product_id) is longer than 200 characters.');
+  const title = one('title');
+  if (!title) throw new RowError('title is missing.');
+  const imageLinkRaw = one('image_link');
+  if (!imageLinkRaw) throw new RowError('image_link is missing.');
+  const imageLink = absoluteUrl(imageLinkRaw, baseUrl, 'image_link');
+  const linkRaw = one('link');
+  const additional = all('additional_image_link', 'additional_image_links')
+    .flatMap((value) => value.split(','))
+    .map((value) => value.trim())
+    .filter(Boolean)
+    .map((value) => absoluteUrl(value, baseUrl, 'additional_image_link'));
+
+  let currency = one('currency').toUpperCase();
+  const priceRaw = raw('price');
+  const price = priceRaw === undefined ? undefined : parsePrice(priceRaw, currency, 'price');
+  if (price) currency = price.currency;
+  const saleRaw = raw('sale_price');
+  const sale = saleRaw === undefined ? undefined : parsePrice(saleRaw, currency, 'sale_price');
+  if (price && sale && sale.currency !== price.currency) throw new RowError('sale_price is in another currency than price.');
+  currency ||= sale?.currency ?? '';
+
+  // Shipping: g:shipping children, the TSV form "country:region:service:price", or the interface's flat fields.
+  let shippingCountry = one('shipping.country', 'shipping_country');
+  let shippingPriceRaw = raw('shipping.price', 'shipping_price');
+  const shippingCell = one('shipping');
+  if (shippingCell) {
+    const parts = shippingCell.split(':');
+    shippingCountry ||= parts[0]?.trim() ?? '';
+    shippingPriceRaw ??= parts[parts.length - 1]?.trim() || undefined;
+  }
+  const shippingFallbackCurrency = one('shipping_currency').toUpperCase() || currency;
+  const shipping = shippingPriceRaw === undefined ? undefined : parsePrice(shippingPriceRaw, shippingFallbackCurrency, 'shipping price');
+
+  const metadata: Record<string, string> = {};
+  for (const [name, values] of Object.entries(fields)) {
+    const key = name.startsWith('metadata.') ? name.slice('metadata.'.length) : /^custom_label_\d$/.test(name) ? name : undefined;
+    const value = values[0] === undefined ? '' : String(values[0]).trim();
+    if (key && /^[A-Za-z0-9_-]{1,64}$/.test(key) && value) metadata[key] = value.slice(0, 500);
+  }
+
+  return {
+    product_id: productId,
+    item_group_id: one('item_group_id'),
+    title,
+    short_title: one('short_title'),
+    description: one('description'),
+    age_group: one('age_group').toLowerCase(),
+    availability: parseAvailability(one('availability') || undefined),
+    brand: one('brand'),
+    color: one('color'),
+    condition: one('condition').toLowerCase(),
+    gender: one('gender').toLowerCase(),
+    category: one('category', 'google_product_category'),
+    product_type: one('product_type'),
+    gtin: one('gtin'),
+    mpn: one('mpn'),
+    material: one('material'),
+    size: one('size'),
+    image_link: imageLink,
+    additional_image_links: additional,
+    sb_image_url: one('sb_image_url'),
+    link: linkRaw ? absoluteUrl(linkRaw, baseUrl, 'link') : '',
+    price: price?.cents ?? null,
+    sale_price: sale?.cents ?? null,
+    currency,
+    shipping_price: shipping?.cents ?? null,
+    shipping_currency: shipping ? shipping.currency : '',
+    shipping_country: shippingCountry,
+    shipping_weight: one('shipping_weight'),
+    product_highlight: all('product_highlight').slice(0, 100),
+    metadata,
+    product_updated_at: one('product_updated_at', 'updated'),
+  };
+}

@@ -1,0 +1,356 @@
+import { randomUUID } from 'node:crypto';
+import { readFeed, sniffFormat, type FeedFormat, type RawRecord } from '#lib/domain/catalogue/feed-formats.ts';
+import {
+  FetchError,
+  MAX_IMPORT_ERRORS,
+  type ImportRecord,
+  type ImportRowError,
+} from '#lib/domain/catalogue/imports.ts';
+import { normaliseRecord, RowError } from '#lib/domain/catalogue/normalise.ts';
+import { DomainError, NotFoundError } from '#lib/domain/errors.ts';
+import {
+  contentHash,
+  filterFieldsOf,
+  groupOf,
+  imagesOf,
+  type Product,
+  type ProductContent,
+  vectorDocumentId,
+} from '#lib/domain/products.ts';
+import { mapLimit } from '#lib/ingest/concurrency.ts';
+import type {
+  Clock,
+  Embedder,
+  FetchLimits,
+  ImageFetcher,
+  ImageInspector,
+  ImportStore,
+  ObjectStore,
+  ProductStore,
+  VectorDocument,
+  VectorIndex,
+  Vision,
+} from '#lib/ports.ts';
+
+export interface IngestLimits {
+  image: FetchLimits;
+  feed: FetchLimits;
+  /** Images fetched at once. */
+  imageConcurrency: number;
+  /** Rows handled per step (one store round trip, one embedding batch, one checkpoint). */
+  chunkSize: number;
+}
+
+export interface IngestDeps {
+  products: ProductStore;
+  imports: ImportStore;
+  objects: ObjectStore;
+  fetcher: ImageFetcher;
+  images: ImageInspector;
+  clock: Clock;
+  vision(): Promise<Vision>;
+  vectors(): Promise<VectorIndex>;
+  limits: IngestLimits;
+  /** Progress callback (logging); never throws into the import. */
+  onProgress?(record: ImportRecord): void;
+}
+
+interface Valid {
+  row: number;
+  content: ProductContent;
+}
+
+/**
+ * Runs (or resumes) one feed import. Steps:
+ * 1. load the import; finished imports are left alone (a repeated trigger is harmless); mark it running;
+ * 2. make sure the feed file is in the object store (URL imports fetch it, SSRF-checked) and know its format;
+ * 3. count the rows (a streaming pass) so progress has a total;
+ * 4. stream the rows after the checkpoint in chunks: normalise (bad rows → errors), skip products whose
+ *    update_hash and embedding model are unchanged, fetch and embed the images of the others (bounded
+ *    concurrency, timeouts, size caps; unreachable images → errors), upsert vectors, then products (marked
+ *    as seen by this import), then checkpoint the progress;
+ * 5. a full import removes the feed's products this import did not see (store and vector index), unless
+ *    the file could not be read to its end;
+ * 6. flush the vector index and mark the import succeeded, or failed with the reason when the feed itself
+ *    is unusable (unreachable URL, models unavailable); other errors propagate and leave the checkpoint
+ *    for a retry to resume from.
+ */
+export async function runImport(deps: IngestDeps, feedId: string, importId: string): Promise<ImportRecord> {
+  const loaded = await deps.imports.get(feedId, importId);
+  if (!loaded) throw new NotFoundError('import_not_found', `Import ${importId} not found.`);
+  if (loaded.status === 'succeeded' || loaded.status === 'failed') return loaded;
+  let record: ImportRecord = { ...loaded, status: 'running', startedAt: loaded.startedAt ?? now(deps) };
+  const save = async (patch: Partial<ImportRecord>) => {
+    record = { ...record, ...patch, updatedAt: now(deps) };
+    await deps.imports.put(record);
+    deps.onProgress?.(record);
+  };
+  await save({});
+  try {
+    const { file, format } = await feedFile(deps, record);
+    if (record.format !== format) await save({ format });
+    const total = await countRows(file, format);
+    await save({ total });
+    const outcome = await processRows(deps, () => record, file, format, save);
+    if (record.mode === 'full') {
+      if (outcome.readToEnd && outcome.valid > 0) {
+        await save({ removed: await removeUnseen(deps, record) });
+      } else {
+        await save({
+          errors: capErrors(record.errors, [
+            { row: null, message: 'Products not in this file were kept: the file was not read to its end or listed no valid product.' },
+          ]),
+        });
+      }
+    }
+    await (await deps.vectors()).flush();
+    await save({ status: 'succeeded', finishedAt: now(deps) });
+  } catch (error) {
+    // An infrastructure failure (store, index) leaves the import running at its checkpoint: the retried
+    // worker event, or the next local start, resumes it. Problems with the feed itself end it.
+    if (!(error instanceof DomainError || error instanceof FetchError)) throw error;
+    await save({ status: 'failed', message: error.message, finishedAt: now(deps) });
+  }
+  return record;
+}
+
+function now(deps: Pick<IngestDeps, 'clock'>): string {
+  return deps.clock.now().toISOString();
+}
+
+async function feedFile(deps: IngestDeps, record: ImportRecord): Promise<{ file: Buffer; format: FeedFormat }> {
+  let file = await deps.objects.get(record.objectKey);
+  if (!file) {
+    if (record.source.kind !== 'url') throw new DomainError('not_found', 'The feed file of this import is missing.');
+    const fetched = await deps.fetcher.fetch(record.source.url, deps.limits.feed);
+    file = fetched.bytes;
+    await deps.objects.put(record.objectKey, file, fetched.contentType ?? 'application/octet-stream');
+  }
+  return { file, format: record.format ?? sniffFormat(file.subarray(0, 4096).toString('utf8')) };
+}
+
+async function* chunksOf(file: Buffer, size = 64 * 1024): AsyncGenerator<Buffer> {
+  for (let at = 0; at < file.length; at += size) yield file.subarray(at, at + size);
+}
+
+async function countRows(file: Buffer, format: FeedFormat): Promise<number> {
+  let total = 0;
+  for await (const raw of readFeed(chunksOf(file), format)) if (!('fatal' in raw && raw.fatal)) total = raw.row;
+  return total;
+}
+
+function capErrors(errors: ImportRowError[], more: ImportRowError[]): ImportRowError[] {
+  return [...errors, ...more].slice(0, MAX_IMPORT_ERRORS);
+}
+
+async function processRows(
+  deps: IngestDeps,
+  current: () => ImportRecord,
+  file: Buffer,
+  format: FeedFormat,
+  save: (patch: Partial<ImportRecord>) => Promise<void>,
+): Promise<{ readToEnd: boolean; valid: number }> {
+  const start = current();
+  const baseUrl = start.source.kind === 'url' ? start.source.url : undefined;
+  let readToEnd = true;
+  let valid = 0;
+  let chunk: RawRecord[] = [];
+  const flush = async () => {
+    if (chunk.length === 0) return;
+    const result = await ingestChunk(deps, current(), chunk, baseUrl);
+    chunk = [];
+    valid += result.valid;
+    await save(result.patch);
+  };
+  for await (const raw of readFeed(chunksOf(file), format)) {
+    const fatal = 'fatal' in raw && raw.fatal === true;
+    if (fatal) readToEnd = false;
+    if (raw.row <= start.checkpointRow && !fatal) {
+      // Done before an interruption: its product is already stored and marked as seen by this import.
+      if ('fields' in raw) valid += 1;
+      continue;
+    }
+    chunk.push(raw);
+    if (chunk.length >= deps.limits.chunkSize) await flush();
+  }
+  await flush();
+  return { readToEnd, valid };
+}
+
+/** Handles one chunk of rows and returns the progress to checkpoint. */
+async function ingestChunk(
+  deps: IngestDeps,
+  record: ImportRecord,
+  rows: RawRecord[],
+  baseUrl: string | undefined,
+): Promise<{ valid: number; patch: Partial<ImportRecord> }> {
+  const errors: ImportRowError[] = [];
+  let failed = 0;
+  let skipped = 0;
+  let embedded = 0;
+  const valid: Valid[] = [];
+  const rowOfId = new Map<string, number>();
+  for (const raw of rows) {
+    if ('error' in raw) {
+      errors.push({ row: raw.row, message: raw.error });
+      failed += 1;
+      continue;
+    }
+    try {
+      const content = normaliseRecord(raw.fields, baseUrl);
+      const earlier = rowOfId.get(content.product_id);
+      if (earlier !== undefined) {
+        errors.push({ row: raw.row, productId: content.product_id, message: `Duplicate id; row ${earlier} was imported.` });
+        failed += 1;
+        continue;
+      }
+      rowOfId.set(content.product_id, raw.row);
+      valid.push({ row: raw.row, content });
+    } catch (error) {
+      if (!(error instanceof RowError)) throw error;
+      const id = raw.fields.id?.[0] ?? raw.fields.product_id?.[0];
+      errors.push({ row: raw.row, ...(id !== undefined ? { productId: String(id) } : {}), message: error.message });
+      failed += 1;
+    }
+  }
+
+  const { embedder } = valid.length > 0 ? await deps.vision() : { embedder: undefined };
+  const existing = await deps.products.getMany(
+    record.feedId,
+    valid.map((v) => v.content.product_id),
+  );
+  const at = now(deps);
+  const keep: Product[] = [];
+  const changed: Product[] = [];
+  const replaced: string[] = [];
+  let counted = 0;
+  for (const { row, content } of valid) {
+    const before = existing.get(content.product_id);
+    if (before?.seen_import === record.importId && before.seen_row !== undefined && before.seen_row !== row) {
+      errors.push({ row, productId: content.product_id, message: `Duplicate id; row ${before.seen_row} was imported.` });
+      failed += 1;
+      continue;
+    }
+    counted += 1;
+    const hash = contentHash(content);
+    const seen = { seen_import: record.importId, seen_row: row };
+    if (before && before.update_hash === hash && before.embedded_model === embedder?.modelVersion) {
+      keep.push({ ...before, ...seen });
+      skipped += 1;
+      continue;
+    }
+    const sameContent = before?.update_hash === hash;
+    if (before && before.vector_count > 0) replaced.push(content.product_id);
+    changed.push({
+      ...content,
+      feed_id: record.feedId,
+      id: before?.id ?? randomUUID(),
+      group: groupOf(content),
+      update_hash: hash,
+      version: before ? (sameContent ? before.version : before.version + 1) : 1,
+      created_at: before?.created_at ?? at,
+      updated_at: before && sameContent ? before.updated_at : at,
+      vector_count: 0,
+      ...seen,
+    });
+  }
+
+  if (changed.length > 0 && embedder) {
+    const vectors = await deps.vectors();
+    const outcome = await embedProducts(deps, embedder, changed, rowOfId);
+    errors.push(...outcome.errors);
+    if (replaced.length > 0) await vectors.deleteProducts(record.feedId, replaced);
+    if (outcome.documents.length > 0) await vectors.upsert(outcome.documents);
+    for (const product of changed) {
+      if (product.vector_count > 0) embedded += 1;
+      else failed += 1;
+    }
+  }
+  await deps.products.putMany([...keep, ...changed]);
+  return {
+    valid: counted,
+    patch: {
+      processed: record.processed + rows.length,
+      embedded: record.embedded + embedded,
+      skipped: record.skipped + skipped,
+      failed: record.failed + failed,
+      errors: capErrors(record.errors, errors),
+      checkpointRow: rows[rows.length - 1]?.row ?? record.checkpointRow,
+    },
+  };
+}
+
+/**
+ * Fetches and embeds the images of changed products. A product whose main image cannot be used keeps no
+ * vectors (and counts as failed); a failed additional image is reported and skipped.
+ */
+async function embedProducts(
+  deps: IngestDeps,
+  embedder: Embedder,
+  products: Product[],
+  rowOf: Map<string, number>,
+): Promise<{ documents: VectorDocument[]; errors: ImportRowError[] }> {
+  const errors: ImportRowError[] = [];
+  const jobs = products.flatMap((product) => imagesOf(product).map((url, index) => ({ product, url, index })));
+  const fetched = await mapLimit(jobs, deps.limits.imageConcurrency, async (job) => {
+    try {
+      const { bytes } = await deps.fetcher.fetch(job.url, deps.limits.image);
+      await deps.images.inspect(bytes);
+      return { ...job, bytes };
+    } catch (error) {
+      if (!(error instanceof FetchError || error instanceof DomainError)) throw error;
+      const field = job.index === 0 ? 'image_link' : 'additional_image_link';
+      errors.push({ row: rowOf.get(job.product.product_id) ?? null, productId: job.product.product_id, message: `${field} ${job.url}: ${error.message}` });
+      return undefined;
+    }
+  });
+  // Only products whose main image is usable get vectors; their other images follow in order.
+  const usable = new Set(fetched.filter((f) => f?.index === 0).map((f) => f!.product.product_id));
+  const images = fetched.filter((f): f is NonNullable<typeof f> => f !== undefined && usable.has(f.product.product_id));
+  const vectors = await embedEach(embedder, images.map((i) => i.bytes));
+  const documents: VectorDocument[] = [];
+  images.forEach((image, i) => {
+    const vector = vectors[i];
+    const product = image.product;
+    if (!vector) {
+      errors.push({ row: rowOf.get(product.product_id) ?? null, productId: product.product_id, message: `${image.url}: the image could not be embedded.` });
+      return;
+    }
+    if (image.index > 0 && product.vector_count === 0) return;
+    const index = product.vector_count;
+    product.vector_count += 1;
+    product.embedded_model = embedder.modelVersion;
+    documents.push({
+      id: vectorDocumentId(product.feed_id, product.product_id, index),
+      feedId: product.feed_id,
+      productId: product.product_id,
+      itemGroupId: product.group,
+      vector,
+      fields: filterFieldsOf(product),
+    });
+  });
+  return { documents, errors };
+}
+
+/** Embeds in one batch; when the batch fails, image by image so one bad image cannot sink the others. */
+async function embedEach(embedder: Embedder, images: Buffer[]): Promise<(Float32Array | undefined)[]> {
+  if (images.length === 0) return [];
+  try {
+    return await embedder.embed(images);
+  } catch (error) {
+    if (!(error instanceof DomainError)) throw error;
+    return Promise.all(images.map((image) => embedder.embed([image]).then((v) => v[0], () => undefined)));
+  }
+}
+
+/** Removes the products a full import did not list, from the vector index first, then the store. */
+async function removeUnseen(deps: IngestDeps, record: ImportRecord): Promise<number> {
+  const ids = await deps.products.listUnseen(record.feedId, record.importId);
+  const vectors = await deps.vectors();
+  for (let i = 0; i < ids.length; i += 500) {
+    const batch = ids.slice(i, i + 500);
+    await vectors.deleteProducts(record.feedId, batch);
+    await deps.products.deleteMany(record.feedId, batch);
+  }
+  return ids.length;
+}

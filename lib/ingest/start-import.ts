@@ -1,0 +1,71 @@
+import { requireFeed } from '#lib/domain/admin/feeds.ts';
+import {
+  importObjectKeys,
+  newImportId,
+  type ImportRecord,
+  type StartImportRequest,
+} from '#lib/domain/catalogue/imports.ts';
+import { NotFoundError } from '#lib/domain/errors.ts';
+import type { Clock, FeedStore, ImportDispatcher, ImportStore, ObjectStore } from '#lib/ports.ts';
+
+export interface StartImportDeps {
+  feeds: FeedStore;
+  imports: ImportStore;
+  objects: ObjectStore;
+  dispatcher: ImportDispatcher;
+  clock: Clock;
+}
+
+/**
+ * Queues a feed import (the work happens off the request path). Steps:
+ * 1. check the feed exists;
+ * 2. store inline content as the import's feed file (a URL is fetched later, by the import itself);
+ * 3. create the import record, status queued;
+ * 4. write the request marker (its creation starts the worker in AWS) and hand the import to the dispatcher.
+ */
+export async function startImport(deps: StartImportDeps, feedId: string, input: StartImportRequest): Promise<ImportRecord> {
+  await requireFeed(deps.feeds, feedId);
+  const at = deps.clock.now();
+  const importId = newImportId(at);
+  const keys = importObjectKeys(feedId, importId);
+  if (input.content !== undefined) await deps.objects.put(keys.file, input.content, 'text/plain; charset=utf-8');
+  const record: ImportRecord = {
+    feedId,
+    importId,
+    status: 'queued',
+    mode: input.mode,
+    source: input.url !== undefined ? { kind: 'url', url: input.url } : { kind: 'inline' },
+    ...(input.format !== undefined ? { format: input.format } : {}),
+    objectKey: keys.file,
+    total: 0,
+    processed: 0,
+    embedded: 0,
+    skipped: 0,
+    failed: 0,
+    removed: 0,
+    errors: [],
+    checkpointRow: 0,
+    createdAt: at.toISOString(),
+    updatedAt: at.toISOString(),
+  };
+  await deps.imports.create(record);
+  await deps.objects.put(keys.request, JSON.stringify({ feedId, importId }), 'application/json');
+  await deps.dispatcher.dispatch(feedId, importId);
+  return record;
+}
+
+export async function getImport(deps: Pick<StartImportDeps, 'imports'>, feedId: string, importId: string): Promise<ImportRecord> {
+  const record = await deps.imports.get(feedId, importId);
+  if (!record) throw new NotFoundError('import_not_found', `Import ${importId} not found in feed ${feedId}.`);
+  return record;
+}
+
+/** The feed's imports, newest first. */
+export async function listImports(
+  deps: Pick<StartImportDeps, 'imports' | 'feeds'>,
+  feedId: string,
+  limit: number,
+): Promise<ImportRecord[]> {
+  await requireFeed(deps.feeds, feedId);
+  return deps.imports.list(feedId, limit);
+}

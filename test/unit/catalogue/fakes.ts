@@ -1,0 +1,217 @@
+import { createHash } from 'node:crypto';
+import { FetchError, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
+import { InvalidImageError } from '#lib/domain/errors.ts';
+import type { Product } from '#lib/domain/products.ts';
+import type { IngestDeps } from '#lib/ingest/run-import.ts';
+import type {
+  DetectedObject,
+  Embedder,
+  FetchLimits,
+  ImageFetcher,
+  ImageInspector,
+  ImportStore,
+  ObjectStore,
+  ProductStore,
+  VectorDocument,
+  VectorHit,
+  VectorIndex,
+  VectorQuery,
+} from '#lib/ports.ts';
+
+/** In-memory fakes of the catalogue's ports, for use-case tests. */
+export class MemoryProductStore implements ProductStore {
+  readonly rows = new Map<string, Product>();
+  private key = (feedId: string, productId: string) => `${feedId}\u0000${productId}`;
+  async hasProducts(feedId: string) {
+    return [...this.rows.values()].some((p) => p.feed_id === feedId);
+  }
+  async get(feedId: string, productId: string) {
+    const p = this.rows.get(this.key(feedId, productId));
+    return p && structuredClone(p);
+  }
+  async getMany(feedId: string, ids: string[]) {
+    const out = new Map<string, Product>();
+    for (const id of ids) {
+      const p = await this.get(feedId, id);
+      if (p) out.set(id, p);
+    }
+    return out;
+  }
+  async listGroup(feedId: string, group: string) {
+    return this.all(feedId).filter((p) => p.group === group);
+  }
+  async putMany(products: Product[]) {
+    for (const p of products) this.rows.set(this.key(p.feed_id, p.product_id), structuredClone(p));
+  }
+  async deleteMany(feedId: string, ids: string[]) {
+    for (const id of ids) this.rows.delete(this.key(feedId, id));
+  }
+  async page(feedId: string, limit: number, cursor?: string) {
+    const all = this.all(feedId).filter((p) => !cursor || p.product_id > cursor);
+    const items = all.slice(0, limit);
+    return { items, ...(all.length > limit ? { cursor: items[items.length - 1]!.product_id } : {}) };
+  }
+  async listUnseen(feedId: string, importId: string) {
+    return this.all(feedId).filter((p) => p.seen_import !== importId).map((p) => p.product_id);
+  }
+  async deleteFeed(feedId: string) {
+    for (const p of this.all(feedId)) this.rows.delete(this.key(feedId, p.product_id));
+  }
+  all(feedId: string): Product[] {
+    return [...this.rows.values()].filter((p) => p.feed_id === feedId).sort((a, b) => (a.product_id < b.product_id ? -1 : 1));
+  }
+}
+
+export class MemoryImportStore implements ImportStore {
+  readonly rows = new Map<string, ImportRecord>();
+  puts = 0;
+  /** Throws on the n-th put (simulates a crash mid-import). */
+  failOnPut?: number;
+  async create(record: ImportRecord) {
+    this.rows.set(`${record.feedId}/${record.importId}`, structuredClone(record));
+  }
+  async get(feedId: string, importId: string) {
+    const r = this.rows.get(`${feedId}/${importId}`);
+    return r && structuredClone(r);
+  }
+  async list(feedId: string, limit: number) {
+    return [...this.rows.values()].filter((r) => r.feedId === feedId).reverse().slice(0, limit);
+  }
+  async put(record: ImportRecord) {
+    this.puts += 1;
+    if (this.failOnPut === this.puts) throw new Error('crash');
+    this.rows.set(`${record.feedId}/${record.importId}`, structuredClone(record));
+  }
+  async deleteFeed() {}
+}
+
+export class MemoryObjectStore implements ObjectStore {
+  readonly objects = new Map<string, Buffer>();
+  async put(key: string, body: Buffer | string) {
+    this.objects.set(key, Buffer.from(body));
+  }
+  async get(key: string) {
+    return this.objects.get(key);
+  }
+  async delete(key: string) {
+    this.objects.delete(key);
+  }
+  async list(prefix: string) {
+    return [...this.objects.keys()].filter((k) => k.startsWith(prefix));
+  }
+}
+
+/** Serves URLs from a map; anything else is unreachable. Counts fetches. */
+export class MapFetcher implements ImageFetcher {
+  fetched: string[] = [];
+  constructor(readonly files: Map<string, Buffer>) {}
+  async fetch(url: string, _limits: FetchLimits) {
+    this.fetched.push(url);
+    const bytes = this.files.get(url);
+    if (!bytes) throw new FetchError('HTTP 404.');
+    return { bytes, contentType: undefined, url };
+  }
+}
+
+/** Accepts any bytes except those starting with "BAD". */
+export const fakeInspector: ImageInspector = {
+  async inspect(bytes) {
+    if (bytes.subarray(0, 3).toString() === 'BAD') throw new InvalidImageError('imageData is not a decodable image.');
+    return { format: 'png', width: 10, height: 10 };
+  },
+  async crop(bytes) {
+    return bytes;
+  },
+};
+
+/** A unit vector derived from the bytes' hash: identical bytes → identical vectors. */
+export function vectorOf(bytes: Buffer, dimension = 16): Float32Array {
+  const digest = createHash('sha256').update(bytes).digest();
+  const v = new Float32Array(dimension);
+  for (let i = 0; i < dimension; i += 1) v[i] = (digest[i % digest.length]! - 128) / 128;
+  const norm = Math.hypot(...v);
+  return v.map((x) => x / norm);
+}
+
+export class FakeEmbedder implements Embedder {
+  readonly dimension = 16;
+  modelVersion = 'fake-1';
+  embedded = 0;
+  async embed(images: Buffer[]) {
+    this.embedded += images.length;
+    return images.map((image) => vectorOf(image));
+  }
+}
+
+export class MemoryVectorIndex implements VectorIndex {
+  readonly dimension = 16;
+  readonly docs = new Map<string, VectorDocument>();
+  async upsert(documents: VectorDocument[]) {
+    for (const d of documents) this.docs.set(d.id, d);
+  }
+  async deleteProducts(feedId: string, productIds: string[]) {
+    for (const [id, d] of this.docs) if (d.feedId === feedId && productIds.includes(d.productId)) this.docs.delete(id);
+  }
+  async deleteFeed(feedId: string) {
+    for (const [id, d] of this.docs) if (d.feedId === feedId) this.docs.delete(id);
+  }
+  async search(query: VectorQuery): Promise<VectorHit[]> {
+    const hits: VectorHit[] = [];
+    for (const d of this.docs.values()) {
+      if (d.feedId !== query.feedId || query.excludeItemGroupIds?.includes(d.itemGroupId)) continue;
+      const pass = Object.entries(query.filter ?? {}).every(([key, values]) => (d.fields[key] ?? []).some((v) => values.includes(v)));
+      if (!pass) continue;
+      let dot = 0;
+      for (let i = 0; i < d.vector.length; i += 1) dot += d.vector[i]! * query.vector[i]!;
+      hits.push({ id: d.id, productId: d.productId, itemGroupId: d.itemGroupId, similarity: dot });
+    }
+    return hits.sort((a, b) => b.similarity - a.similarity || (a.productId < b.productId ? -1 : 1)).slice(0, query.k);
+  }
+  async getVectors(ids: string[]) {
+    const out = new Map<string, Float32Array>();
+    for (const id of ids) {
+      const d = this.docs.get(id);
+      if (d) out.set(id, d.vector);
+    }
+    return out;
+  }
+  async count(feedId: string) {
+    return [...this.docs.values()].filter((d) => d.feedId === feedId).length;
+  }
+  async flush() {}
+}
+
+export interface World {
+  deps: IngestDeps;
+  products: MemoryProductStore;
+  imports: MemoryImportStore;
+  objects: MemoryObjectStore;
+  fetcher: MapFetcher;
+  embedder: FakeEmbedder;
+  index: MemoryVectorIndex;
+  detections: DetectedObject[];
+}
+
+/** Every port faked, wired like the container wires the real adapters. */
+export function world(files = new Map<string, Buffer>()): World {
+  const products = new MemoryProductStore();
+  const imports = new MemoryImportStore();
+  const objects = new MemoryObjectStore();
+  const fetcher = new MapFetcher(files);
+  const embedder = new FakeEmbedder();
+  const index = new MemoryVectorIndex();
+  const detections: DetectedObject[] = [];
+  let tick = Date.parse('2026-11-22T00:00:00Z');
+  const deps: IngestDeps = {
+    products,
+    imports,
+    objects,
+    fetcher,
+    images: fakeInspector,
+    clock: { now: () => new Date((tick += 1000)) },
+    vision: async () => ({ embedder, detector: { detect: async () => detections } }),
+    vectors: async () => index,
+    limits: { image: { maxBytes: 1e6, timeoutMs: 1000 }, feed: { maxBytes: 1e7, timeoutMs: 1000 }, imageConcurrency: 4, chunkSize: 3 },
+  };
+  return { deps, products, imports, objects, fetcher, embedder, index, detections };
+}

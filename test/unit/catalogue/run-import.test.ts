@@ -1,0 +1,195 @@
+import { describe, expect, it } from 'vitest';
+import { importObjectKeys, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
+import { runImport } from '#lib/ingest/run-import.ts';
+import { startImport } from '#lib/ingest/start-import.ts';
+import { world, type World } from './fakes.ts';
+
+const FEED = 'shop';
+const img = (name: string) => `https://cdn.example/${name}.jpg`;
+
+function filesFor(...names: string[]): Map<string, Buffer> {
+  return new Map(names.map((name) => [img(name), Buffer.from(`image ${name}`)]));
+}
+
+function jsonl(rows: Record<string, unknown>[]): string {
+  return rows.map((row) => JSON.stringify(row)).join('\n');
+}
+
+const product = (id: string, extra: Record<string, unknown> = {}) => ({
+  id,
+  title: `Product ${id}`,
+  image_link: img(id),
+  price: '10.00 USD',
+  ...extra,
+});
+
+async function importInline(w: World, content: string, mode: 'full' | 'incremental' = 'full'): Promise<ImportRecord> {
+  const queued = await startImport(
+    {
+      feeds: { get: async (feedId: string) => ({ feedId, name: 'Shop', plan: 'pro', domains: [], requireOrigin: false, createdAt: '', updatedAt: '' }) } as never,
+      imports: w.imports,
+      objects: w.objects,
+      dispatcher: { dispatch: async () => undefined },
+      clock: w.deps.clock,
+    },
+    FEED,
+    { content, format: 'jsonl', mode },
+  );
+  return runImport(w.deps, FEED, queued.importId);
+}
+
+describe('runImport', () => {
+  it('stores products with variants, embeds their images and records bad rows without stopping', async () => {
+    // Prepare
+    const w = world(filesFor('a', 'b', 'c'));
+    const feed = jsonl([
+      product('a', { item_group_id: 'g1', color: 'red' }),
+      product('b', { item_group_id: 'g1', color: 'blue' }),
+      { id: 'x', image_link: img('x') },
+      product('c'),
+      product('d', { price: 'cheap' }),
+    ]);
+    // Act
+    const record = await importInline(w, feed);
+    // Assess
+    expect(record).toMatchObject({ status: 'succeeded', total: 5, processed: 5, embedded: 3, skipped: 0, failed: 2 });
+    expect(record.errors).toEqual([
+      { row: 3, productId: 'x', message: 'title is missing.' },
+      { row: 5, productId: 'd', message: 'price "cheap" is not a price like "12.99 USD".' },
+    ]);
+    const a = await w.products.get(FEED, 'a');
+    expect(a).toMatchObject({ group: 'g1', version: 1, price: 1000, currency: 'USD', vector_count: 1, embedded_model: 'fake-1' });
+    expect(a?.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(a?.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    expect((await w.products.get(FEED, 'c'))?.group).toBe('c');
+    expect(w.index.docs.size).toBe(3);
+    expect(w.index.docs.get(`${FEED}/a/0`)?.fields).toMatchObject({ color: ['red'], item_group_id: ['g1'] });
+  });
+
+  it('re-embeds nothing when the same feed is imported again, and keeps id and version', async () => {
+    const w = world(filesFor('a', 'b'));
+    const feed = jsonl([product('a'), product('b')]);
+    await importInline(w, feed);
+    const before = await w.products.get(FEED, 'a');
+    const embedded = w.embedder.embedded;
+    const again = await importInline(w, feed);
+    expect(again).toMatchObject({ status: 'succeeded', embedded: 0, skipped: 2, failed: 0, removed: 0 });
+    expect(w.embedder.embedded).toBe(embedded);
+    const after = await w.products.get(FEED, 'a');
+    expect(after).toMatchObject({ id: before?.id, version: 1, updated_at: before?.updated_at, update_hash: before?.update_hash });
+  });
+
+  it('bumps version and update_hash of a changed product and keeps its id', async () => {
+    const w = world(filesFor('a'));
+    await importInline(w, jsonl([product('a')]));
+    const before = await w.products.get(FEED, 'a');
+    const record = await importInline(w, jsonl([product('a', { price: '12.00 USD' })]));
+    const after = await w.products.get(FEED, 'a');
+    expect(record.embedded).toBe(1);
+    expect(after).toMatchObject({ id: before?.id, version: 2, created_at: before?.created_at, price: 1200 });
+    expect(after?.update_hash).not.toBe(before?.update_hash);
+  });
+
+  it('removes products a full import no longer lists, from the store and the vector index', async () => {
+    const w = world(filesFor('a', 'b'));
+    await importInline(w, jsonl([product('a'), product('b')]));
+    const record = await importInline(w, jsonl([product('a')]));
+    expect(record.removed).toBe(1);
+    expect(await w.products.get(FEED, 'b')).toBeUndefined();
+    expect([...w.index.docs.keys()]).toEqual([`${FEED}/a/0`]);
+  });
+
+  it('keeps unlisted products on an incremental import', async () => {
+    const w = world(filesFor('a', 'b'));
+    await importInline(w, jsonl([product('a'), product('b')]));
+    const record = await importInline(w, jsonl([product('a')]), 'incremental');
+    expect(record.removed).toBe(0);
+    expect(await w.products.get(FEED, 'b')).toBeDefined();
+  });
+
+  it('records an unreachable image, stores the product without vectors and retries it on the next import', async () => {
+    const w = world(filesFor('a'));
+    const first = await importInline(w, jsonl([product('a'), product('gone')]));
+    expect(first).toMatchObject({ embedded: 1, failed: 1 });
+    expect(first.errors).toEqual([{ row: 2, productId: 'gone', message: `image_link ${img('gone')}: HTTP 404.` }]);
+    expect(await w.products.get(FEED, 'gone')).toMatchObject({ vector_count: 0 });
+    w.fetcher.files.set(img('gone'), Buffer.from('now here'));
+    const second = await importInline(w, jsonl([product('a'), product('gone')]));
+    expect(second).toMatchObject({ embedded: 1, skipped: 1, failed: 0 });
+  });
+
+  it('embeds additional images and skips one that is not an image', async () => {
+    const files = filesFor('a');
+    files.set(img('a2'), Buffer.from('BAD bytes'));
+    files.set(img('a3'), Buffer.from('third'));
+    const w = world(files);
+    const record = await importInline(w, jsonl([product('a', { additional_image_link: [img('a2'), img('a3')] })]));
+    expect(record).toMatchObject({ embedded: 1, failed: 0 });
+    expect(record.errors[0]?.message).toMatch(/additional_image_link .*a2\.jpg: imageData is not a decodable image/);
+    expect((await w.products.get(FEED, 'a'))?.vector_count).toBe(2);
+  });
+
+  it('reports a repeated product id and imports the first row only', async () => {
+    const w = world(filesFor('a', 'b'));
+    const record = await importInline(w, jsonl([product('a'), product('b'), product('a', { title: 'Other' })]));
+    expect(record.errors).toEqual([{ row: 3, productId: 'a', message: 'Duplicate id; row 1 was imported.' }]);
+    expect((await w.products.get(FEED, 'a'))?.title).toBe('Product a');
+  });
+
+  it('resumes an interrupted import after its checkpoint without duplicating work', async () => {
+    // Prepare: 7 rows, chunks of 3; the process dies while checkpointing the second chunk.
+    const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
+    const w = world(filesFor(...names));
+    const queued = await startImport(
+      { feeds: { get: async () => ({}) } as never, imports: w.imports, objects: w.objects, dispatcher: { dispatch: async () => undefined }, clock: w.deps.clock },
+      FEED,
+      { content: jsonl(names.map((n) => product(n))), format: 'jsonl', mode: 'full' },
+    );
+    w.imports.failOnPut = 4; // running, total, chunk 1, chunk 2 ← crash
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('crash');
+    const interrupted = await w.imports.get(FEED, queued.importId);
+    expect(interrupted).toMatchObject({ status: 'running', checkpointRow: 3 });
+    // Act
+    w.imports.failOnPut = undefined;
+    const embeddedBefore = w.embedder.embedded;
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess: rows 4–6 were written before the crash, so they are recognised as unchanged.
+    expect(record).toMatchObject({ status: 'succeeded', processed: 7, removed: 0 });
+    expect(record.embedded + record.skipped).toBe(7);
+    expect(w.embedder.embedded - embeddedBefore).toBe(1);
+    expect(w.products.all(FEED)).toHaveLength(7);
+    expect(w.index.docs.size).toBe(7);
+  });
+
+  it('fetches a URL feed through the fetcher, stores it and resolves relative links against it', async () => {
+    const w = world(new Map([['https://shop.example/img/a.jpg', Buffer.from('a')]]));
+    w.fetcher.files.set('https://shop.example/feed.jsonl', Buffer.from(jsonl([{ id: 'a', title: 'A', image_link: '/img/a.jpg' }])));
+    const queued = await startImport(
+      { feeds: { get: async () => ({}) } as never, imports: w.imports, objects: w.objects, dispatcher: { dispatch: async () => undefined }, clock: w.deps.clock },
+      FEED,
+      { url: 'https://shop.example/feed.jsonl', mode: 'full' },
+    );
+    const record = await runImport(w.deps, FEED, queued.importId);
+    expect(record).toMatchObject({ status: 'succeeded', format: 'jsonl', embedded: 1 });
+    expect(w.objects.objects.has(importObjectKeys(FEED, queued.importId).file)).toBe(true);
+  });
+
+  it('fails the import with the reason when the feed URL cannot be fetched', async () => {
+    const w = world();
+    const queued = await startImport(
+      { feeds: { get: async () => ({}) } as never, imports: w.imports, objects: w.objects, dispatcher: { dispatch: async () => undefined }, clock: w.deps.clock },
+      FEED,
+      { url: 'https://shop.example/missing.xml', mode: 'full' },
+    );
+    const record = await runImport(w.deps, FEED, queued.importId);
+    expect(record).toMatchObject({ status: 'failed', message: 'HTTP 404.' });
+  });
+
+  it('keeps existing products when a full import lists no valid product', async () => {
+    const w = world(filesFor('a'));
+    await importInline(w, jsonl([product('a')]));
+    const record = await importInline(w, jsonl([{ id: 'broken' }]));
+    expect(record.removed).toBe(0);
+    expect(await w.products.get(FEED, 'a')).toBeDefined();
+  });
+});
