@@ -12,6 +12,7 @@ import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts'
 import { SharpImageInspector } from '#lib/adapters/sharp-image-inspector.ts';
 import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
 import { HttpImageFetcher } from '#lib/adapters/http-image-fetcher.ts';
+import { createOpenSearchClient, OpenSearchVectorIndex } from '#lib/adapters/opensearch-vector-index.ts';
 import { UsearchVectorIndex } from '#lib/adapters/usearch-vector-index.ts';
 import { InProcessImportDispatcher, ObjectEventImportDispatcher } from '#lib/ingest/dispatchers.ts';
 import { type IngestDeps, runImport } from '#lib/ingest/run-import.ts';
@@ -133,12 +134,19 @@ function buildContainer(config: Config): Container {
   return container;
 }
 
-async function openVectorIndex(config: Config, container: Pick<Container, 'vision' | 'logger'>): Promise<VectorIndex> {
+/** The index of the loaded model's version: local usearch files per version, or one OpenSearch index per version. */
+async function openVectorIndex(config: Config, container: Pick<Container, 'vision'>): Promise<VectorIndex> {
   const { embedder } = await container.vision();
-  if (config.vectorIndex.kind !== 'local') {
-    throw new UnavailableError('The OpenSearch vector index is not available in this build.');
+  const index = config.vectorIndex;
+  if (index.kind === 'opensearch') {
+    return new OpenSearchVectorIndex({
+      client: createOpenSearchClient({ url: index.url, sigv4: index.sigv4, region: config.region }),
+      indexPrefix: index.indexPrefix,
+      modelVersion: embedder.modelVersion,
+      dimension: embedder.dimension,
+    });
   }
-  return UsearchVectorIndex.open({ dir: join(config.vectorIndex.dir, embedder.modelVersion), dimension: embedder.dimension });
+  return UsearchVectorIndex.open({ dir: join(index.dir, embedder.modelVersion), dimension: embedder.dimension });
 }
 
 /** AWS mirrors search ids into the gateway's usage plans; local mode has no gateway. */
