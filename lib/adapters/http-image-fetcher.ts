@@ -51,6 +51,8 @@ export function isBlockedAddress(address: string): boolean {
 export interface HttpImageFetcherOptions {
   /** Allow private and loopback addresses (local mode only). */
   allowPrivate: boolean;
+  /** Exact addresses allowed even though they are private (a known internal mirror; tests). */
+  allowAddresses?: string[];
   maxRedirects?: number;
 }
 
@@ -61,12 +63,15 @@ export interface HttpImageFetcherOptions {
  */
 export class HttpImageFetcher implements ImageFetcher {
   private readonly lookup: LookupFunction;
+  private readonly refused: (address: string) => boolean;
 
   constructor(private readonly options: HttpImageFetcherOptions) {
+    const allowed = new Set(options.allowAddresses ?? []);
+    this.refused = (address) => !options.allowPrivate && !allowed.has(address) && isBlockedAddress(address);
     this.lookup = ((hostname: string, lookupOptions: { all?: boolean }, callback: (...args: unknown[]) => void) => {
       dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses: LookupAddress[]) => {
         if (error) return callback(error);
-        if (!this.options.allowPrivate && addresses.some((a) => isBlockedAddress(a.address))) {
+        if (addresses.some((a) => this.refused(a.address))) {
           return callback(new FetchError(`${hostname} resolves to a private or reserved address; refused.`));
         }
         if (lookupOptions.all) return callback(null, addresses);
@@ -88,7 +93,7 @@ export class HttpImageFetcher implements ImageFetcher {
     for (let hop = 0; hop <= (this.options.maxRedirects ?? 5); hop += 1) {
       if (current.protocol !== 'http:' && current.protocol !== 'https:') throw new FetchError('only http and https URLs are fetched.');
       const host = current.hostname.replace(/^\[|\]$/g, '');
-      if (!this.options.allowPrivate && isIP(host) && isBlockedAddress(host)) {
+      if (isIP(host) && this.refused(host)) {
         throw new FetchError(`${host} is a private or reserved address; refused.`);
       }
       const response = await this.get(current, deadline);

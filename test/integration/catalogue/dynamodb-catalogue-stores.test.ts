@@ -1,0 +1,142 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
+import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
+import { DynamoDbProductStore } from '#lib/adapters/dynamodb-product-store.ts';
+import { newImportId, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
+import type { Product } from '#lib/domain/products.ts';
+import { startTestStores } from '#test/support/embedded-stores.ts';
+
+let stop: () => Promise<void>;
+let products: DynamoDbProductStore;
+let imports: DynamoDbImportStore;
+
+beforeAll(async () => {
+  const stores = await startTestStores();
+  stop = stores.stop;
+  const db = createDocumentClient(stores.config);
+  products = new DynamoDbProductStore(db, stores.config.tables.products);
+  imports = new DynamoDbImportStore(db, stores.config.tables.imports);
+});
+
+afterAll(async () => {
+  await stop?.();
+});
+
+function product(feedId: string, productId: string, group = productId, extra: Partial<Product> = {}): Product {
+  return {
+    feed_id: feedId,
+    id: crypto.randomUUID(),
+    product_id: productId,
+    item_group_id: group === productId ? '' : group,
+    group,
+    title: `T ${productId}`,
+    short_title: '',
+    description: '',
+    age_group: '',
+    availability: 'in_stock',
+    brand: '',
+    color: '',
+    condition: '',
+    gender: '',
+    category: '',
+    product_type: '',
+    gtin: '',
+    mpn: '',
+    material: '',
+    size: '',
+    image_link: 'https://cdn/x.jpg',
+    additional_image_links: [],
+    sb_image_url: '',
+    link: '',
+    price: 100,
+    sale_price: null,
+    currency: 'USD',
+    shipping_price: null,
+    shipping_currency: '',
+    shipping_country: '',
+    shipping_weight: '',
+    product_highlight: [],
+    metadata: { campaign: 'x' },
+    product_updated_at: '',
+    update_hash: 'h',
+    version: 1,
+    created_at: '2026-11-22T00:00:00.000Z',
+    updated_at: '2026-11-22T00:00:00.000Z',
+    vector_count: 1,
+    ...extra,
+  };
+}
+
+describe('DynamoDbProductStore on the DynamoDB-protocol server', () => {
+  it('round-trips products in batches larger than one request', async () => {
+    // Prepare
+    const many = Array.from({ length: 130 }, (_, i) => product('f1', `p${String(i).padStart(3, '0')}`));
+    // Act
+    await products.putMany(many);
+    const found = await products.getMany('f1', many.map((p) => p.product_id));
+    // Assess
+    expect(found.size).toBe(130);
+    expect(found.get('p007')).toEqual(many[7]);
+    expect(await products.get('f1', 'p129')).toEqual(many[129]);
+    expect(await products.hasProducts('f1')).toBe(true);
+    expect(await products.hasProducts('nobody')).toBe(false);
+  });
+
+  it('lists the variants of an item group in product_id order, never another feed’s', async () => {
+    await products.putMany([product('f2', 'b', 'g'), product('f2', 'a', 'g'), product('f2', 'c'), product('f3', 'a', 'g')]);
+    expect((await products.listGroup('f2', 'g')).map((p) => p.product_id)).toEqual(['a', 'b']);
+  });
+
+  it('pages through a feed with an opaque cursor', async () => {
+    await products.putMany(['a', 'b', 'c', 'd', 'e'].map((id) => product('f4', id)));
+    const first = await products.page('f4', 2);
+    const second = await products.page('f4', 2, first.cursor);
+    const third = await products.page('f4', 2, second.cursor);
+    expect([...first.items, ...second.items, ...third.items].map((p) => p.product_id)).toEqual(['a', 'b', 'c', 'd', 'e']);
+  });
+
+  it('lists products not seen by an import and deletes them', async () => {
+    await products.putMany([product('f5', 'a', 'a', { seen_import: 'imp2' }), product('f5', 'b', 'b', { seen_import: 'imp1' }), product('f5', 'c')]);
+    const unseen = await products.listUnseen('f5', 'imp2');
+    expect(unseen.sort()).toEqual(['b', 'c']);
+    await products.deleteMany('f5', unseen);
+    expect((await products.page('f5', 10)).items.map((p) => p.product_id)).toEqual(['a']);
+    await products.deleteFeed('f5');
+    expect(await products.hasProducts('f5')).toBe(false);
+  });
+});
+
+describe('DynamoDbImportStore on the DynamoDB-protocol server', () => {
+  const record = (importId: string): ImportRecord => ({
+    feedId: 'f1',
+    importId,
+    status: 'queued',
+    mode: 'full',
+    source: { kind: 'inline' },
+    format: 'csv',
+    objectKey: `imports/f1/${importId}/feed`,
+    total: 0,
+    processed: 0,
+    embedded: 0,
+    skipped: 0,
+    failed: 0,
+    removed: 0,
+    errors: [],
+    checkpointRow: 0,
+    createdAt: '2026-11-22T00:00:00.000Z',
+    updatedAt: '2026-11-22T00:00:00.000Z',
+  });
+
+  it('creates once, updates progress and lists newest first', async () => {
+    const older = newImportId(new Date('2026-11-22T00:00:00Z'));
+    const newer = newImportId(new Date('2026-11-22T00:00:01Z'));
+    await imports.create(record(older));
+    await imports.create(record(newer));
+    await expect(imports.create(record(newer))).rejects.toMatchObject({ code: 'conflict' });
+    await imports.put({ ...record(older), status: 'running', processed: 5, errors: [{ row: 2, productId: 'x', message: 'bad' }] });
+    expect(await imports.get('f1', older)).toMatchObject({ status: 'running', processed: 5, errors: [{ row: 2, productId: 'x', message: 'bad' }] });
+    expect((await imports.list('f1', 10)).map((r) => r.importId)).toEqual([newer, older]);
+    await imports.deleteFeed('f1');
+    expect(await imports.list('f1', 10)).toEqual([]);
+  });
+});

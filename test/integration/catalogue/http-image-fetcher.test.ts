@@ -1,0 +1,83 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HttpImageFetcher, isBlockedAddress } from '#lib/adapters/http-image-fetcher.ts';
+import { FetchError } from '#lib/domain/catalogue/imports.ts';
+
+let server: Server;
+let base: string;
+const limits = { maxBytes: 1000, timeoutMs: 2000 };
+
+beforeAll(async () => {
+  server = createServer((request, response) => {
+    if (request.url === '/img') return response.end(Buffer.from('image bytes'));
+    if (request.url === '/redirect') {
+      response.writeHead(302, { location: '/img' });
+      return response.end();
+    }
+    if (request.url === '/to-metadata') {
+      response.writeHead(302, { location: 'http://169.254.169.254/latest/meta-data/' });
+      return response.end();
+    }
+    if (request.url === '/big') return response.end(Buffer.alloc(5000));
+    if (request.url === '/slow') return void setTimeout(() => response.end('late'), 3000);
+    response.writeHead(404);
+    response.end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+});
+
+describe('HttpImageFetcher', () => {
+  const open = new HttpImageFetcher({ allowPrivate: true });
+  const guarded = new HttpImageFetcher({ allowPrivate: false });
+
+  it('fetches bytes and follows redirects', async () => {
+    const { bytes, url } = await open.fetch(`${base}/redirect`, limits);
+    expect(bytes.toString()).toBe('image bytes');
+    expect(url).toBe(`${base}/img`);
+  });
+
+  it('refuses loopback, private and metadata addresses unless allowed', async () => {
+    await expect(guarded.fetch(`${base}/img`, limits)).rejects.toThrow(/private or reserved/);
+    await expect(guarded.fetch('http://localhost:9/x', limits)).rejects.toThrow(/private or reserved/);
+    await expect(guarded.fetch('http://[::1]:9/x', limits)).rejects.toThrow(/private or reserved/);
+    await expect(guarded.fetch('http://169.254.169.254/latest/meta-data/', limits)).rejects.toBeInstanceOf(FetchError);
+  });
+
+  it('checks every redirect hop again', async () => {
+    // Only the test server's address is let through; its redirect points at the metadata service.
+    const testServerOnly = new HttpImageFetcher({ allowPrivate: false, allowAddresses: ['127.0.0.1'] });
+    await expect(testServerOnly.fetch(`${base}/img`, limits)).resolves.toMatchObject({ url: `${base}/img` });
+    await expect(testServerOnly.fetch(`${base}/to-metadata`, limits)).rejects.toThrow('169.254.169.254 is a private or reserved address; refused.');
+  });
+
+  it('caps the size, the time and reports HTTP errors', async () => {
+    await expect(open.fetch(`${base}/big`, limits)).rejects.toThrow(/larger than 1000 bytes/);
+    await expect(open.fetch(`${base}/slow`, { maxBytes: 1000, timeoutMs: 200 })).rejects.toThrow(/timed out/);
+    await expect(open.fetch(`${base}/missing`, limits)).rejects.toThrow('HTTP 404.');
+    await expect(open.fetch('ftp://example.com/x', limits)).rejects.toThrow(/http and https/);
+  });
+
+  it.each([
+    ['10.1.2.3', true],
+    ['172.20.0.1', true],
+    ['192.168.1.1', true],
+    ['127.0.0.1', true],
+    ['169.254.169.254', true],
+    ['100.64.0.1', true],
+    ['::1', true],
+    ['fd00:ec2::254', true],
+    ['fe80::1', true],
+    ['::ffff:127.0.0.1', true],
+    ['8.8.8.8', false],
+    ['2606:4700:4700::1111', false],
+  ])('classifies %s as blocked=%s', (address, blocked) => {
+    expect(isBlockedAddress(address)).toBe(blocked);
+  });
+});
