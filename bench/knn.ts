@@ -11,6 +11,9 @@
  *    index): open, then top-100 searches with and without the filter: p50/p99 latency and recall@10.
  *
  * Usage: npm run bench:knn -- [--sizes=100000,1000000] [--dim=448] [--queries=200] [--dir=/tmp/knn-bench]
+ *          [--keep=true]   keep the built index; then re-run only the query phase with
+ *   npx tsx bench/knn.ts --phase=query --dir=/tmp/knn-bench/<size> [--exact-threshold=N] [--scan-ratio=N]
+ *     [--expansion-search=N]
  */
 import { spawnSync } from 'node:child_process';
 import { mkdir, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
@@ -219,7 +222,13 @@ function percentile(sorted: number[], p: number): number {
 async function query(dir: string): Promise<Record<string, number>> {
   const rssBefore = process.memoryUsage().rss;
   let t = performance.now();
-  const index = await UsearchVectorIndex.open({ dir: join(dir, 'index'), dimension });
+  const index = await UsearchVectorIndex.open({
+    dir: join(dir, 'index'),
+    dimension,
+    ...(args['exact-threshold'] ? { exactThreshold: Number(args['exact-threshold']) } : {}),
+    ...(args['expansion-search'] ? { expansionSearch: Number(args['expansion-search']) } : {}),
+    ...(args['scan-ratio'] ? { scanRatio: Number(args['scan-ratio']) } : {}),
+  });
   const loadSeconds = (performance.now() - t) / 1000;
   const rssAfterLoad = process.memoryUsage().rss;
   const bytes = await readFile(join(dir, 'queries.f32'));

@@ -20,6 +20,11 @@ export interface UsearchVectorIndexOptions {
    * search over just those documents instead of the graph.
    */
   exactThreshold?: number;
+  /**
+   * A filtered query also scans its m matching documents when m ≤ scanRatio × the number of results the
+   * graph would have to be asked for (default 8; 0 turns this off).
+   */
+  scanRatio?: number;
 }
 
 interface RowMeta {
@@ -44,6 +49,12 @@ const OVERSAMPLE_FACTOR = 1.5;
 const OVERSAMPLE_MARGIN = 32;
 /** Once the graph would have to return this share of the feed, a scan of the matching rows is cheaper. */
 const GRAPH_SHARE_LIMIT = 0.25;
+/**
+ * Scanning a row (copy + one SIMD distance) costs about as much as a few graph distance computations, and a
+ * graph search visits tens of nodes per result asked for: measured on 448-d vectors (docs/benchmarks.md),
+ * scanning m matching rows beats asking the graph for `wanted` results while m ≤ 8 × wanted.
+ */
+const DEFAULT_SCAN_RATIO = 8;
 
 function postingKey(field: string, value: string): string {
   return `${field}\u0000${value}`;
@@ -166,9 +177,9 @@ class FeedShard {
  * filtered search only has to cope with the selectivity of the merchant's own filter, not with the feed's
  * share of a global index. usearch's Node binding has no filtered (predicate) search, so filters are
  * applied with posting lists kept beside the graph:
- * - a filter matching at most `exactThreshold` documents (counted exactly from the postings of its most
- *   selective key) is answered by exact search over just those vectors: exact and cheaper than a graph
- *   walk deep enough to find them;
+ * - a filter whose most selective key matches m documents (counted from its postings) is answered by exact
+ *   search over those m vectors when m ≤ `exactThreshold` or when the graph would have to be asked for more
+ *   than m / 8 results (`scanRatio`): exact, and cheaper than a graph walk that deep;
  * - a broader filter asks the graph for k / (estimated selectivity) * 1.5 + 32 neighbours and post-filters,
  *   quadrupling the request while fewer than k pass, and falls back to the exact scan once the graph
  *   would have to return a quarter of the feed.
@@ -185,10 +196,12 @@ export class UsearchVectorIndex implements VectorIndex {
   readonly #expansionAdd: number;
   readonly #expansionSearch: number;
   readonly #exactThreshold: number;
+  readonly #scanRatio: number;
   readonly #feeds = new Map<string, FeedShard>();
   /** Document id → feed, so that `getVectors` and cross-feed id reuse need no feed id. */
   readonly #feedOfId = new Map<string, string>();
   #loaded: Promise<void> | undefined;
+  #scratch = new Float32Array(0);
   #queue: Promise<unknown> = Promise.resolve();
 
   constructor(options: UsearchVectorIndexOptions) {
@@ -200,7 +213,8 @@ export class UsearchVectorIndex implements VectorIndex {
     this.#connectivity = options.connectivity ?? 16;
     this.#expansionAdd = options.expansionAdd ?? 128;
     this.#expansionSearch = options.expansionSearch ?? 64;
-    this.#exactThreshold = options.exactThreshold ?? 20_000;
+    this.#exactThreshold = options.exactThreshold ?? 4096;
+    this.#scanRatio = options.scanRatio ?? DEFAULT_SCAN_RATIO;
   }
 
   /** Opens an index and loads what `dir` holds before returning. */
@@ -313,18 +327,30 @@ export class UsearchVectorIndex implements VectorIndex {
     }
 
     const candidates = (): number[] => {
-      if (!narrowest) return [...shard.byId.values()].filter(accepts);
-      const rows = new Set<number>();
-      for (const value of narrowest.values) {
-        for (const row of shard.postings.get(postingKey(narrowest.field, value)) ?? []) rows.add(row);
+      const rows: number[] = [];
+      if (!narrowest) {
+        for (const row of shard.byId.values()) if (accepts(row)) rows.push(row);
+        return rows;
       }
-      return [...rows].filter(accepts);
+      // A document holding two values of the narrowest key sits in two postings: dedupe only then.
+      const seen = narrowest.values.size > 1 ? new Set<number>() : undefined;
+      for (const value of narrowest.values) {
+        for (const row of shard.postings.get(postingKey(narrowest.field, value)) ?? []) {
+          if (seen) {
+            if (seen.has(row)) continue;
+            seen.add(row);
+          }
+          if (accepts(row)) rows.push(row);
+        }
+      }
+      return rows;
     };
 
     const upperBound = narrowest?.size ?? shard.live;
-    if (upperBound <= this.#exactThreshold) return this.#exactSearch(shard, query.vector, k, candidates());
-
     let wanted = Math.ceil((k / Math.max(selectivity, 1e-6)) * OVERSAMPLE_FACTOR) + OVERSAMPLE_MARGIN;
+    if (upperBound <= this.#exactThreshold || upperBound <= wanted * this.#scanRatio) {
+      return this.#exactSearch(shard, query.vector, k, candidates());
+    }
     for (;;) {
       if (wanted >= shard.live * GRAPH_SHARE_LIMIT)
         return this.#exactSearch(shard, query.vector, k, candidates());
@@ -387,7 +413,11 @@ export class UsearchVectorIndex implements VectorIndex {
 
   #exactSearch(shard: FeedShard, vector: Float32Array, k: number, rows: number[]): VectorHit[] {
     if (rows.length === 0) return [];
-    const dataset = new Float32Array(rows.length * this.dimension);
+    // Gathered into a reused buffer: a fresh one per query costs more in page faults than the search itself.
+    // Safe without locking because nothing awaits between this copy and the search.
+    const length = rows.length * this.dimension;
+    if (this.#scratch.length < length) this.#scratch = new Float32Array(length);
+    const dataset = this.#scratch.subarray(0, length);
     rows.forEach((row, i) => dataset.set(shard.vectorOf(row), i * this.dimension));
     const count = Math.min(k, rows.length);
     // usearch 2.26's exactSearch reads a typed array from the start of its ArrayBuffer, ignoring byteOffset:

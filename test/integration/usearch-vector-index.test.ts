@@ -25,10 +25,10 @@ describeVectorIndexContract(
 
 describe('UsearchVectorIndex', () => {
   it('finds the filtered nearest neighbours through the graph when the filter is too broad to scan', async () => {
-    // Prepare: a threshold of 50 forces the oversampled graph path for a filter matching 200 of 2000.
+    // Prepare: no scan thresholds, so a filter matching 200 of 2000 takes the oversampled graph path.
     const dir = await tempDir();
     const dimension = 32;
-    const index = new UsearchVectorIndex({ dir, dimension, exactThreshold: 50 });
+    const index = new UsearchVectorIndex({ dir, dimension, exactThreshold: 0, scanRatio: 0 });
     const documents = Array.from({ length: 2000 }, (_, i) =>
       doc('f1', `p${i}`, randomUnit(i + 1, dimension), {
         fields: { color: [i % 10 === 0 ? 'red' : 'blue'] },
