@@ -8,17 +8,39 @@
  * Works offline: it copies what `npm ci` installed; it fails with a clear message when the prebuilt
  * binaries for the target are not installed.
  */
-import { cpSync, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export type LambdaArchitecture = 'x86_64' | 'arm64';
 
-/** Modules the bundles leave external (esbuild `externalModules`) and this layer provides. */
-export const NATIVE_MODULES = ['onnxruntime-node', 'sharp'] as const;
+/**
+ * Modules with native binaries that the bundles leave external (esbuild `externalModules`) and this layer
+ * provides. usearch is the local-mode vector index: unused in AWS, but lib/container.ts imports it
+ * statically and an ESM import of a missing package fails the whole module at cold start.
+ */
+export const NATIVE_MODULES = ['onnxruntime-node', 'sharp', 'usearch'] as const;
 
-/** Install-time-only dependencies (onnxruntime-node's postinstall downloader): not needed at run time. */
-const INSTALL_ONLY = new Set(['adm-zip', 'global-agent']);
+/** Install- or build-time-only dependencies (downloaders, C++ headers): not needed at run time. */
+const INSTALL_ONLY = new Set(['adm-zip', 'global-agent', 'node-addon-api']);
+
+/**
+ * What to drop from a package, by its path segments relative to the package directory: other platforms'
+ * binaries and native sources.
+ */
+function dropped(pkg: string, parts: string[], arch: 'x64' | 'arm64'): boolean {
+  const [top, second, third, fourth] = parts;
+  if (pkg === 'onnxruntime-node' && top === 'bin' && second !== undefined && third !== undefined) {
+    // bin/napi-v*/<platform>/<arch>/…
+    return third !== 'linux' || (fourth !== undefined && fourth !== arch);
+  }
+  if (pkg === 'usearch') {
+    if (['c', 'cpp', 'include', 'numkong', 'cmake', 'binding.gyp'].includes(top ?? '')) return true;
+    return top === 'prebuilds' && second !== undefined && second !== `linux-${arch}`;
+  }
+  if (pkg === 'sharp') return top === 'src';
+  return false;
+}
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -88,24 +110,18 @@ export function nativeModulesFingerprint(arch: LambdaArchitecture, nodeModules =
 /** Copies the closure into `<outDir>/nodejs/node_modules`, pruning other platforms' binaries. */
 export function stageNativeModules(outDir: string, arch: LambdaArchitecture, nodeModules = join(root, 'node_modules')): void {
   const target = join(outDir, 'nodejs', 'node_modules');
-  const keepBinaries = `linux${sep}${nodeArch(arch)}`;
-  const onnxBin = join(nodeModules, 'onnxruntime-node', 'bin');
   for (const dir of nativeModuleClosure(arch, nodeModules).keys()) {
+    const pkg = relative(nodeModules, dir).split(sep).join('/');
     const destination = join(target, relative(nodeModules, dir));
     mkdirSync(dirname(destination), { recursive: true });
     cpSync(dir, destination, {
       recursive: true,
       dereference: true,
       filter: (source) => {
+        const parts = relative(dir, source).split(sep).filter(Boolean);
         // Nested node_modules are staged as their own closure entries.
-        if (source !== dir && relative(dir, source).split(sep)[0] === 'node_modules') return false;
-        if (source.startsWith(onnxBin) && statSync(source).isDirectory()) {
-          // Keep bin/, bin/napi-v*/, bin/napi-v*/linux/ and bin/napi-v*/linux/<arch>/…; drop other platforms.
-          const parts = relative(onnxBin, source).split(sep).filter(Boolean);
-          if (parts.length <= 1) return true;
-          const platform = parts.slice(1, 3).join(sep);
-          return parts.length === 2 ? parts[1] === 'linux' : platform === keepBinaries;
-        }
+        if (parts[0] === 'node_modules') return false;
+        if (dropped(pkg, parts, nodeArch(arch))) return false;
         // Docs, type declarations and source maps are not needed at run time.
         return !/\.(md|markdown|ts|map)$/i.test(source);
       },

@@ -1,0 +1,336 @@
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Annotations, Match } from 'aws-cdk-lib/assertions';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { TABLES } from '#lib/adapters/dynamodb-tables.ts';
+import { CONFIG_ENV_KEYS, loadConfig } from '#lib/config.ts';
+import { ROUTES } from '#lib/http/routes.ts';
+import { REPO_ROOT } from '../../infra/constructs/endpoint-function.ts';
+import { ENV_SCOPE, keysOfScope } from '../../infra/function-environment.ts';
+import { ROUTE_ACCESS } from '../../infra/route-access.ts';
+import { IMPORT_WORKER_ENTRY } from '../../infra/stacks/api-stack.ts';
+import { STAGE_CONFIG } from '../../infra/stages.ts';
+import { actionsOn, functionId, placeholder, resources, type Synthesised, statementsOf, synthStage } from './synth.ts';
+
+const WORKER_EXISTS = existsSync(join(REPO_ROOT, IMPORT_WORKER_ENTRY));
+const PUBLIC = ROUTES.filter((route) => route.access === 'public');
+const ADMIN = ROUTES.filter((route) => route.access === 'admin');
+
+let dev: Synthesised;
+let prod: Synthesised;
+
+beforeAll(() => {
+  // Synth runs cdk-nag: an unacknowledged AwsSolutions finding throws here.
+  dev = synthStage('dev');
+  prod = synthStage('prod');
+}, 120_000);
+
+/** Full resource path of an API Gateway method's resource id. */
+function pathOf(api: Synthesised['api'], resourceId: unknown): string {
+  const all = resources(api);
+  const segments: string[] = [];
+  let current = resourceId as { Ref?: string };
+  while (current.Ref) {
+    const resource = all[current.Ref]!;
+    segments.unshift(String(resource.Properties!.PathPart));
+    current = resource.Properties!.ParentId as { Ref?: string };
+  }
+  return `/${segments.join('/')}`;
+}
+
+function methods(api: Synthesised['api']) {
+  return Object.values(resources(api, 'AWS::ApiGateway::Method')).map((method) => {
+    const p = method.Properties!;
+    return {
+      path: pathOf(api, p.ResourceId),
+      httpMethod: p.HttpMethod,
+      restApi: (p.RestApiId as { Ref: string }).Ref,
+      authorizationType: p.AuthorizationType,
+      apiKeyRequired: p.ApiKeyRequired,
+      authorizer: (p.AuthorizerId as { Ref?: string } | undefined)?.Ref,
+      target: JSON.stringify((p.Integration as { Uri?: unknown }).Uri ?? ''),
+      integrationType: (p.Integration as { Type: string }).Type,
+    };
+  });
+}
+
+function restApiId(api: Synthesised['api'], name: string): string {
+  const found = Object.entries(resources(api, 'AWS::ApiGateway::RestApi')).find(([, r]) => r.Properties?.Name === name);
+  return found![0];
+}
+
+describe('cdk-nag', () => {
+  it('passes AwsSolutions checks in every stage with no unacknowledged findings', () => {
+    expect(dev.assemblyDir).toBeTruthy();
+    expect(prod.assemblyDir).toBeTruthy();
+  });
+
+  it('gives every acknowledgement a written reason', () => {
+    for (const synthesised of [dev, prod]) {
+      for (const construct of synthesised.app.node.findAll()) {
+        for (const entry of construct.node.metadata.filter((m) => m.type === 'aws:cdk:acknowledged-rules')) {
+          for (const reason of Object.values(entry.data as Record<string, string>)) expect(reason.length).toBeGreaterThan(30);
+        }
+      }
+    }
+  });
+
+  it('reviews the access of every route (no default-profile warnings)', () => {
+    Annotations.fromStack(dev.service.api).hasNoWarning('*', Match.stringLikeRegexp('has no entry in infra/route-access.ts'));
+    for (const route of ROUTES) expect(ROUTE_ACCESS, route.name).toHaveProperty(route.name);
+  });
+});
+
+describe('functions and routes', () => {
+  it('creates one function per route, plus the authorizer and the import worker', () => {
+    const count = Object.keys(resources(dev.api, 'AWS::Lambda::Function')).length;
+    expect(count).toBe(ROUTES.length + 1 + (WORKER_EXISTS ? 1 : 0));
+  });
+
+  it('wires every route of ROUTES to its own function, method and path', () => {
+    const all = methods(dev.api);
+    const publicApi = restApiId(dev.api, 'vps-dev-public');
+    const adminApi = restApiId(dev.api, 'vps-dev-admin');
+    for (const route of ROUTES) {
+      const fnId = functionId(dev.api, `vps-dev-${route.name}`);
+      expect(resources(dev.api)[fnId]!.Properties!.Handler, route.name).toBe(`index.${route.handler}`);
+      const wired = all.filter((m) => m.target.includes(`"${fnId}"`));
+      expect(wired, route.name).toHaveLength(1);
+      expect(wired[0], route.name).toMatchObject({
+        path: route.path,
+        httpMethod: route.method,
+        integrationType: 'AWS_PROXY',
+        restApi: route.access === 'public' ? publicApi : adminApi,
+      });
+    }
+  });
+
+  it('puts public routes behind the search-id authorizer with an API key required', () => {
+    const authorizer = Object.keys(resources(dev.api, 'AWS::ApiGateway::Authorizer'))[0];
+    for (const route of PUBLIC) {
+      const method = methods(dev.api).find((m) => m.path === route.path && m.httpMethod === route.method)!;
+      expect(method, route.name).toMatchObject({ authorizationType: 'CUSTOM', apiKeyRequired: true, authorizer });
+    }
+  });
+
+  it('protects admin routes with IAM', () => {
+    for (const route of ADMIN) {
+      const method = methods(dev.api).find((m) => m.path === route.path && m.httpMethod === route.method)!;
+      expect(method.authorizationType, route.name).toBe('AWS_IAM');
+    }
+  });
+
+  it('uses Node.js 20 on one architecture for every function and layer', () => {
+    for (const fn of Object.values(resources(dev.api, 'AWS::Lambda::Function'))) {
+      expect(fn.Properties).toMatchObject({ Runtime: 'nodejs20.x', Architectures: ['x86_64'] });
+    }
+    for (const layer of Object.values(resources(dev.api, 'AWS::Lambda::LayerVersion'))) {
+      expect(layer.Properties).toMatchObject({ CompatibleArchitectures: ['x86_64'], CompatibleRuntimes: ['nodejs20.x'] });
+    }
+  });
+});
+
+describe('search-id authorizer and usage plans', () => {
+  it('lets the authorizer supply the API key (apiKeySource AUTHORIZER)', () => {
+    dev.api.hasResourceProperties('AWS::ApiGateway::RestApi', { Name: 'vps-dev-public', ApiKeySourceType: 'AUTHORIZER' });
+  });
+
+  it('calls the authorizer for every request, including those without Authorization (no identity source, no cache)', () => {
+    const [authorizer] = Object.values(resources(dev.api, 'AWS::ApiGateway::Authorizer'));
+    expect(authorizer!.Properties).toMatchObject({ Type: 'REQUEST', AuthorizerResultTtlInSeconds: 0 });
+    expect(authorizer!.Properties).not.toHaveProperty('IdentitySource');
+    expect(JSON.stringify(authorizer!.Properties!.AuthorizerUri)).toContain(functionId(dev.api, 'vps-dev-Authorizer'));
+  });
+
+  it('meters body-authenticated requests under the shared key the authorizer reports', () => {
+    const authorizerFn = resources(dev.api)[functionId(dev.api, 'vps-dev-Authorizer')]!;
+    const sharedKey = (authorizerFn.Properties!.Environment as { Variables: Record<string, string> }).Variables.GATEWAY_SHARED_KEY;
+    dev.api.hasResourceProperties('AWS::ApiGateway::ApiKey', { Value: sharedKey, Enabled: true });
+    const [sharedPlan] = Object.entries(resources(dev.api, 'AWS::ApiGateway::UsagePlan')).find(([, p]) => p.Properties?.UsagePlanName === 'Shared')!;
+    dev.api.hasResourceProperties('AWS::ApiGateway::UsagePlanKey', { UsagePlanId: { Ref: sharedPlan }, KeyType: 'API_KEY' });
+  });
+
+  it.each(['dev', 'prod'] as const)('declares the Free and Pro usage plans with the %s throttle and daily quota', (stage) => {
+    const synthesised = stage === 'dev' ? dev : prod;
+    const plans = STAGE_CONFIG[stage].plans;
+    for (const [name, limits] of [['Free', plans.free], ['Pro', plans.pro]] as const) {
+      synthesised.api.hasResourceProperties('AWS::ApiGateway::UsagePlan', {
+        UsagePlanName: name,
+        Throttle: { RateLimit: limits.rateLimit, BurstLimit: limits.burstLimit },
+        Quota: { Limit: limits.dailyQuota, Period: 'DAY' },
+        ApiStages: [Match.objectLike({ Stage: Match.anyValue() })],
+      });
+    }
+  });
+
+  it('answers gateway refusals in the service error shape', () => {
+    dev.api.hasResourceProperties('AWS::ApiGateway::GatewayResponse', {
+      ResponseType: 'INVALID_API_KEY',
+      StatusCode: '401',
+      ResponseTemplates: { 'application/json': Match.stringLikeRegexp('"code":"invalid_search_id"') },
+    });
+    dev.api.hasResourceProperties('AWS::ApiGateway::GatewayResponse', { ResponseType: 'THROTTLED', StatusCode: '429' });
+  });
+});
+
+describe('stateful resources', () => {
+  it('declares every table of TABLES with its keys, indexes, PITR, encryption and TTL', () => {
+    for (const definition of TABLES) {
+      dev.stateful.hasResourceProperties('AWS::DynamoDB::Table', {
+        TableName: `vps-dev-${definition.configKey}`,
+        KeySchema: [
+          { AttributeName: definition.partitionKey, KeyType: 'HASH' },
+          ...(definition.sortKey ? [{ AttributeName: definition.sortKey, KeyType: 'RANGE' }] : []),
+        ],
+        PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+        SSESpecification: { SSEEnabled: true },
+        ...(definition.ttlAttribute ? { TimeToLiveSpecification: { AttributeName: definition.ttlAttribute, Enabled: true } } : {}),
+        ...(definition.indexes.length
+          ? { GlobalSecondaryIndexes: definition.indexes.map((index) => Match.objectLike({ IndexName: index.name })) }
+          : {}),
+      });
+    }
+  });
+
+  it('encrypts, versions and closes the assets bucket and enforces TLS', () => {
+    dev.stateful.hasResourceProperties('AWS::S3::Bucket', {
+      BucketName: 'vps-dev-assets-111111111111-eu-west-1',
+      BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
+      VersioningConfiguration: { Status: 'Enabled' },
+      PublicAccessBlockConfiguration: { BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true },
+    });
+    dev.stateful.hasResourceProperties('AWS::S3::BucketPolicy', {
+      PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]) },
+    });
+  });
+
+  it('runs an encrypted OpenSearch 2.x domain (k-NN) reachable only by signed requests of the account', () => {
+    dev.stateful.hasResourceProperties('AWS::OpenSearchService::Domain', {
+      EngineVersion: Match.stringLikeRegexp('^OpenSearch_2\\.'),
+      EncryptionAtRestOptions: { Enabled: true },
+      NodeToNodeEncryptionOptions: { Enabled: true },
+      DomainEndpointOptions: Match.objectLike({ EnforceHTTPS: true }),
+    });
+    const [domain] = Object.values(resources(dev.stateful, 'AWS::OpenSearchService::Domain'));
+    const statements = (domain!.Properties!.AccessPolicies as { Statement: { Effect: string; Principal: { AWS: unknown } }[] }).Statement;
+    expect(statements).toHaveLength(1);
+    expect(statements[0]!.Effect).toBe('Allow');
+    expect(placeholder(statements[0]!.Principal.AWS)).toMatch(/^arn:token:iam::111111111111:root$/);
+  });
+
+  it('retains data in prod and destroys it in dev', () => {
+    for (const type of ['AWS::DynamoDB::Table', 'AWS::S3::Bucket', 'AWS::OpenSearchService::Domain']) {
+      for (const resource of Object.values(resources(prod.stateful, type))) expect(resource.DeletionPolicy, type).toBe('Retain');
+      for (const resource of Object.values(resources(dev.stateful, type))) expect(resource.DeletionPolicy, type).toBe('Delete');
+    }
+    prod.stateful.hasResourceProperties('AWS::DynamoDB::Table', { DeletionProtectionEnabled: true });
+  });
+
+  it('sends import request markers from the bucket to the import queue', () => {
+    dev.stateful.hasResourceProperties('AWS::S3::Bucket', {
+      NotificationConfiguration: {
+        QueueConfigurations: [
+          Match.objectLike({
+            Event: 's3:ObjectCreated:*',
+            Filter: { S3Key: { Rules: Match.arrayWith([{ Name: 'prefix', Value: 'imports/' }, { Name: 'suffix', Value: '/request.json' }]) } },
+          }),
+        ],
+      },
+    });
+  });
+
+  it.runIf(WORKER_EXISTS)('triggers the import worker from the import queue', () => {
+    dev.api.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      FunctionName: { Ref: functionId(dev.api, 'vps-dev-ImportWorker') },
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+    });
+  });
+});
+
+describe('least privilege', () => {
+  const WRITES = ['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:BatchWriteItem'];
+
+  it('lets public functions read keys, feeds and products and count usage, but write nothing else', () => {
+    for (const route of PUBLIC) {
+      const statements = statementsOf(dev.api, functionId(dev.api, `vps-dev-${route.name}`));
+      const feeds = actionsOn(statements, 'FeedsTable');
+      expect(feeds.has('dynamodb:GetItem'), route.name).toBe(true);
+      for (const write of WRITES) expect(feeds.has(write), `${route.name} ${write} feeds`).toBe(false);
+      for (const table of ['ProductsTable', 'ImportsTable']) {
+        for (const write of WRITES) expect(actionsOn(statements, table).has(write), `${route.name} ${write} ${table}`).toBe(false);
+      }
+      expect(actionsOn(statements, 'UsageTable').has('dynamodb:UpdateItem')).toBe(true);
+      expect(actionsOn(statements, 'KeysTable').has('dynamodb:PutItem')).toBe(false);
+      const all = statements.flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action]));
+      expect(all.filter((a) => a.startsWith('apigateway:') || a.startsWith('s3:') || a === 'es:ESHttpPut' || a === 'es:ESHttpDelete')).toEqual([]);
+    }
+  });
+
+  it('lets only the key-managing admin functions call the API Gateway key APIs', () => {
+    for (const route of ROUTES) {
+      const statements = statementsOf(dev.api, functionId(dev.api, `vps-dev-${route.name}`));
+      const gateway = actionsOn(statements, ':apigateway:');
+      expect(gateway.size > 0, route.name).toBe(Boolean(ROUTE_ACCESS[route.name]?.apiKeyRegistry));
+      if (gateway.size > 0) expect([...gateway].sort()).toEqual(['apigateway:DELETE', 'apigateway:GET', 'apigateway:POST']);
+    }
+  });
+
+  it('names table indexes exactly instead of index/*', () => {
+    expect(JSON.stringify(dev.api.toJSON())).not.toContain('/index/*');
+  });
+});
+
+describe('environment', () => {
+  const envOf = (name: string) =>
+    (resources(dev.api)[functionId(dev.api, name)]!.Properties!.Environment as { Variables: Record<string, unknown> }).Variables;
+
+  it('classifies every configuration key', () => {
+    for (const key of CONFIG_ENV_KEYS) expect(ENV_SCOPE, key).toHaveProperty(key);
+  });
+
+  it('sets every key the configuration needs on every function, and no local-only key', () => {
+    const names = [...ROUTES.map((route) => `vps-dev-${route.name}`), ...(WORKER_EXISTS ? ['vps-dev-ImportWorker'] : [])];
+    for (const name of names) {
+      const env = envOf(name);
+      for (const key of keysOfScope('every')) expect(env, `${name} ${key}`).toHaveProperty(key);
+      for (const key of keysOfScope('local', 'runtime')) expect(env, `${name} ${key}`).not.toHaveProperty(key);
+      expect(env).toMatchObject({ VECTOR_INDEX: 'opensearch', OPENSEARCH_SIGV4: 'true', MODEL_DIR: '/opt/models', STAGE: 'dev' });
+    }
+  });
+
+  it('configures each function so that lib/config.ts parses it for AWS', () => {
+    for (const route of ROUTES) {
+      const env = Object.fromEntries(Object.entries(envOf(`vps-dev-${route.name}`)).map(([k, v]) => [k, placeholder(v)]));
+      const config = loadConfig({ ...env, AWS_REGION: 'eu-west-1' });
+      expect(config.vectorIndex.kind, route.name).toBe('opensearch');
+      expect(config.modelDir).toBe('/opt/models');
+      expect(config.apiKeyRegistry.kind, route.name).toBe(ROUTE_ACCESS[route.name]?.apiKeyRegistry ? 'apigateway' : 'none');
+      expect(config.tables.feeds).not.toBe('vps-feeds');
+    }
+  });
+});
+
+describe('layers', () => {
+  const layerIds = (name: string) =>
+    JSON.stringify(resources(dev.api)[functionId(dev.api, name)]!.Properties!.Layers ?? []);
+  const modelLayer = () =>
+    Object.entries(resources(dev.api, 'AWS::Lambda::LayerVersion')).find(([, l]) => l.Properties?.LayerName === 'vps-dev-models')!;
+
+  it('attaches the model layer to the functions that run the models, and the native layer to all', () => {
+    const [modelId] = modelLayer();
+    const [nativeId] = Object.entries(resources(dev.api, 'AWS::Lambda::LayerVersion')).find(([, l]) => l.Properties?.LayerName === 'vps-dev-native-modules')!;
+    for (const route of ROUTES) {
+      const layers = layerIds(`vps-dev-${route.name}`);
+      expect(layers.includes(modelId), route.name).toBe(Boolean(ROUTE_ACCESS[route.name]?.models));
+      expect(layers.includes(nativeId), route.name).toBe(true);
+    }
+  });
+
+  it('ships the built models under models/ so the layer mounts them at /opt/models', () => {
+    const [, layer] = modelLayer();
+    const assetPath = (layer.Metadata as Record<string, string>)['aws:asset:path'];
+    const files = readdirSync(join(dev.assemblyDir, assetPath!, 'models'));
+    expect(files.some((file) => file.endsWith('.onnx'))).toBe(true);
+    expect(files.some((file) => file.endsWith('.manifest.json'))).toBe(true);
+  });
+});
