@@ -304,15 +304,26 @@ export class UsearchVectorIndex implements VectorIndex {
     if (filter.length === 0 && excluded.size === 0)
       return this.#graphSearch(shard, query.vector, k, () => true, k);
 
-    const accepts = (row: number): boolean => {
+    /** Whether a row passes exclusions and the filter, skipping one key already known to match. */
+    const passes = (row: number, knownField?: string): boolean => {
       const meta = shard.rows[row];
-      if (!meta || excluded.has(meta.itemGroupId)) return false;
+      if (!meta || (excluded.size > 0 && excluded.has(meta.itemGroupId))) return false;
       for (const [field, values] of filter) {
+        if (field === knownField) continue;
         const have = meta.fields[field];
-        if (!have?.some((value) => values.has(value))) return false;
+        if (!have) return false;
+        let hit = false;
+        for (const value of have) {
+          if (values.has(value)) {
+            hit = true;
+            break;
+          }
+        }
+        if (!hit) return false;
       }
       return true;
     };
+    const accepts = (row: number): boolean => passes(row);
 
     // Count the rows of each filter key exactly (sum of its values' postings; a document rarely holds two
     // values of one key) and estimate the conjunction assuming independent keys.
@@ -340,7 +351,7 @@ export class UsearchVectorIndex implements VectorIndex {
             if (seen.has(row)) continue;
             seen.add(row);
           }
-          if (accepts(row)) rows.push(row);
+          if (passes(row, narrowest.field)) rows.push(row);
         }
       }
       return rows;
