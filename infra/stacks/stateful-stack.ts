@@ -211,7 +211,7 @@ export class StatefulStack extends Stack {
       removalPolicy,
     });
 
-    new logs.CfnResourcePolicy(this, 'SearchLogsPolicy', {
+    const logsPolicy = new logs.CfnResourcePolicy(this, 'SearchLogsPolicy', {
       policyName: `${domainName}-logs`,
       policyDocument: JSON.stringify({
         Version: '2012-10-17',
@@ -225,6 +225,9 @@ export class StatefulStack extends Stack {
         ],
       }),
     });
+
+    // The domain validates at creation that it may write to its log groups.
+    domain.node.addDependency(logsPolicy);
 
     // Least-privilege resource policy: only IAM principals of this account, and only through their own
     // identity policies (the API stack grants each function the paths and verbs it needs). No anonymous
