@@ -1,4 +1,4 @@
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Index, MetricKind, ScalarKind, exactSearch } from 'usearch';
 import type { VectorDocument, VectorFilter, VectorHit, VectorIndex, VectorQuery } from '#lib/ports.ts';
@@ -81,6 +81,25 @@ function compareHits(a: VectorHit, b: VectorHit): number {
   if (a.similarity !== b.similarity) return b.similarity - a.similarity;
   if (a.productId !== b.productId) return a.productId < b.productId ? -1 : 1;
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+/**
+ * Reads a file of little-endian floats straight into `target`: reading into a Buffer first would hold a
+ * second copy of every vector (180 MB per 100k 448-d vectors) at start.
+ */
+async function readInto(path: string, target: Float32Array, floats: number): Promise<void> {
+  const bytes = new Uint8Array(target.buffer, target.byteOffset, floats * 4);
+  const file = await open(path, 'r');
+  try {
+    let offset = 0;
+    while (offset < bytes.length) {
+      const { bytesRead } = await file.read(bytes, offset, bytes.length - offset, offset);
+      if (bytesRead === 0) throw new Error(`${path} is truncated: ${offset} of ${bytes.length} bytes`);
+      offset += bytesRead;
+    }
+  } finally {
+    await file.close();
+  }
 }
 
 /** Similarity from usearch's inner-product distance (1 - dot), clamped against float rounding. */
@@ -528,12 +547,9 @@ export class UsearchVectorIndex implements VectorIndex {
         `Vector index at ${genDir} holds dimension ${meta.dimension}, expected ${this.dimension}: rebuild it`,
       );
     }
-    const bytes = await readFile(join(genDir, 'vectors.f32'));
     const graph = this.#newGraph();
     const shard = new FeedShard(meta.feedId, this.dimension, graph, Math.max(1, meta.rows.length));
-    // A Float32Array view needs 4-byte alignment, which a Buffer's offset does not promise.
-    const aligned = bytes.byteOffset % 4 === 0 ? bytes : Buffer.from(bytes);
-    shard.vectors.set(new Float32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 4));
+    await readInto(join(genDir, 'vectors.f32'), shard.vectors, meta.rows.length * this.dimension);
     meta.rows.forEach((persisted, row) => {
       shard.rows.push(undefined);
       if (!persisted) {
