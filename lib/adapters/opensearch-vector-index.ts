@@ -34,6 +34,7 @@ export interface OpenSearchVectorIndexOptions {
 const VECTOR_FIELD = 'vector';
 const BULK_CHUNK = 200;
 const IDS_CHUNK = 1000;
+const MAX_K = 10_000;
 
 /**
  * Index settings and mapping of one embedding model version. Exported so a test can check that the mapped
@@ -211,7 +212,8 @@ export class OpenSearchVectorIndex implements VectorIndex {
 
   async search(query: VectorQuery): Promise<VectorHit[]> {
     this.#assertVector(query.vector, 'query');
-    const k = Math.floor(query.k);
+    // OpenSearch caps k and size at 10,000 (index.max_result_window).
+    const k = Math.min(Math.floor(query.k), MAX_K);
     if (k <= 0) return [];
     const excluded = [...new Set(query.excludeItemGroupIds ?? [])];
     const filter = {
