@@ -12,7 +12,10 @@ import { loadConfig } from '#lib/config.ts';
  *   see: the shared key (GATEWAY_SHARED_KEY, Shared usage plan), or no key when none is configured.
  * It never denies and never logs the id; principalId is a hash of it.
  */
-export function authorize(event: APIGatewayRequestAuthorizerEvent, sharedKey: string | undefined): APIGatewayAuthorizerResult {
+export function authorize(
+  event: APIGatewayRequestAuthorizerEvent,
+  sharedKey: string | undefined,
+): APIGatewayAuthorizerResult {
   const token = bearerToken(headerValue(event.headers, 'authorization'));
   const usageIdentifierKey = token ?? sharedKey;
   return {

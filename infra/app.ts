@@ -22,14 +22,16 @@ function ensureModelLayer(): void {
       cwd: REPO_ROOT,
       stdio: ['ignore', 'inherit', 'inherit'],
     });
-    if (result.status !== 0) throw new Error('The model layer build (layers/build.ts --if-stale) failed; see above.');
+    if (result.status !== 0)
+      throw new Error('The model layer build (layers/build.ts --if-stale) failed; see above.');
   }
   modelFiles();
 }
 
 const app = new App();
 const stage: unknown = app.node.tryGetContext('stage') ?? 'dev';
-if (!isStage(stage)) throw new Error(`Unknown stage ${String(stage)}: use --context stage=${STAGES.join('|')}`);
+if (!isStage(stage))
+  throw new Error(`Unknown stage ${String(stage)}: use --context stage=${STAGES.join('|')}`);
 
 ensureModelLayer();
 addService(app, stage, { codeMode: 'esbuild', nativeLayer: 'staged' });

@@ -67,7 +67,10 @@ export const ROUTE_ACCESS: Record<string, AccessProfile> = {
   AdminGetUsage: { tables: { feeds: 'read', usage: 'read' } },
   // Starting an import records it and writes the feed file and the request marker under imports/ (the
   // marker's S3 event starts the worker).
-  AdminStartImport: { tables: { feeds: 'read', imports: 'readWrite' }, bucket: { access: 'readWrite', prefix: IMPORTS_PREFIX } },
+  AdminStartImport: {
+    tables: { feeds: 'read', imports: 'readWrite' },
+    bucket: { access: 'readWrite', prefix: IMPORTS_PREFIX },
+  },
   AdminListImports: { tables: { feeds: 'read', imports: 'read' } },
   AdminGetImport: { tables: { feeds: 'read', imports: 'read' } },
   AdminListProducts: { tables: { feeds: 'read', products: 'read' } },

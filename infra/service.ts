@@ -14,13 +14,18 @@ export interface ServiceOptions {
   nativeLayer: 'staged' | 'stub';
   routes?: readonly Route[];
   modelDir?: string;
+  importWorkerEntry?: string;
 }
 
 export function stackName(stage: Stage, part: 'Stateful' | 'Api'): string {
   return `Vps-${stage}-${part}`;
 }
 
-export function addService(app: App, stage: Stage, options: ServiceOptions): { stateful: StatefulStack; api: ApiStack } {
+export function addService(
+  app: App,
+  stage: Stage,
+  options: ServiceOptions,
+): { stateful: StatefulStack; api: ApiStack } {
   const config = STAGE_CONFIG[stage];
   const tags = { service: 'visual-product-search', stage };
   const stateful = new StatefulStack(app, stackName(stage, 'Stateful'), {

@@ -26,11 +26,24 @@ export const TABLE_ENV: Record<TableName, ConfigEnvKey> = {
   imports: 'IMPORTS_TABLE',
 };
 
-const READ = ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:Scan', 'dynamodb:ConditionCheckItem', 'dynamodb:DescribeTable'];
+const READ = [
+  'dynamodb:GetItem',
+  'dynamodb:BatchGetItem',
+  'dynamodb:Query',
+  'dynamodb:Scan',
+  'dynamodb:ConditionCheckItem',
+  'dynamodb:DescribeTable',
+];
 export const TABLE_ACTIONS: Record<TableAccess, string[]> = {
   read: READ,
   readUpdate: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem', 'dynamodb:UpdateItem'],
-  readWrite: [...READ, 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:BatchWriteItem'],
+  readWrite: [
+    ...READ,
+    'dynamodb:PutItem',
+    'dynamodb:UpdateItem',
+    'dynamodb:DeleteItem',
+    'dynamodb:BatchWriteItem',
+  ],
 };
 
 /** A table with its definition (for the index names: grants name each index, no `index/*`). */
@@ -44,7 +57,10 @@ export function bindTable(fn: lambda.Function, { table, definition }: BoundTable
   fn.addToRolePolicy(
     new iam.PolicyStatement({
       actions: TABLE_ACTIONS[access],
-      resources: [table.tableArn, ...definition.indexes.map((index) => `${table.tableArn}/index/${index.name}`)],
+      resources: [
+        table.tableArn,
+        ...definition.indexes.map((index) => `${table.tableArn}/index/${index.name}`),
+      ],
     }),
   );
 }
@@ -57,7 +73,12 @@ export interface BoundBucket {
 }
 
 /** read: GetObject under `prefix`; readWrite: also Put/Delete there. */
-export function bindBucket(fn: lambda.Function, { bucket, name }: BoundBucket, access: 'read' | 'readWrite', prefix: string): void {
+export function bindBucket(
+  fn: lambda.Function,
+  { bucket, name }: BoundBucket,
+  access: 'read' | 'readWrite',
+  prefix: string,
+): void {
   fn.addEnvironment('ASSETS_BUCKET', bucket.bucketName);
   const objects = `arn:${Stack.of(fn).partition}:s3:::${name}/${prefix}*`;
   const actions = access === 'read' ? ['s3:GetObject'] : ['s3:GetObject', 's3:PutObject', 's3:DeleteObject'];
@@ -69,7 +90,11 @@ export function bindBucket(fn: lambda.Function, { bucket, name }: BoundBucket, a
       conditions: { StringLike: { 's3:prefix': [`${prefix}*`] } },
     }),
   );
-  acknowledgeWildcard(fn, objects, `Object keys under ${prefix} of the assets bucket are not known in advance.`);
+  acknowledgeWildcard(
+    fn,
+    objects,
+    `Object keys under ${prefix} of the assets bucket are not known in advance.`,
+  );
 }
 
 /** The OpenSearch domain by name and endpoint. */
@@ -92,15 +117,23 @@ export function searchDomainEnvironment(domain: BoundSearchDomain): Record<strin
  * read: GET/HEAD on the product indices and POST only on their query endpoints (_search, _msearch,
  * _mget, _count: k-NN queries are POSTs). readWrite: every HTTP verb on the product indices and _bulk.
  */
-export function bindSearchDomain(fn: lambda.Function, domain: BoundSearchDomain, access: 'read' | 'readWrite'): void {
+export function bindSearchDomain(
+  fn: lambda.Function,
+  domain: BoundSearchDomain,
+  access: 'read' | 'readWrite',
+): void {
   for (const [key, value] of Object.entries(searchDomainEnvironment(domain))) fn.addEnvironment(key, value);
   const stack = Stack.of(fn);
   const arn = `arn:${stack.partition}:es:${stack.region}:${stack.account}:domain/${domain.domainName}`;
   const indices = [`${arn}/${OPENSEARCH_INDEX_PREFIX}*`, `${arn}/${OPENSEARCH_INDEX_PREFIX}*/*`];
   const reason = `One index per embedding model version, all named ${OPENSEARCH_INDEX_PREFIX}-<model version>: the version is not known at deploy time.`;
   if (access === 'read') {
-    const queries = ['_search', '_msearch', '_mget', '_count'].map((op) => `${arn}/${OPENSEARCH_INDEX_PREFIX}*/${op}`);
-    fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['es:ESHttpGet', 'es:ESHttpHead'], resources: indices }));
+    const queries = ['_search', '_msearch', '_mget', '_count'].map(
+      (op) => `${arn}/${OPENSEARCH_INDEX_PREFIX}*/${op}`,
+    );
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['es:ESHttpGet', 'es:ESHttpHead'], resources: indices }),
+    );
     fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['es:ESHttpPost'], resources: queries }));
     for (const resource of [...indices, ...queries]) acknowledgeWildcard(fn, resource, reason);
   } else {
@@ -145,7 +178,11 @@ export function bindApiKeyRegistry(fn: lambda.Function, target: ApiKeyRegistryTa
   );
   fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['apigateway:DELETE'], resources: deletable }));
   for (const resource of deletable) {
-    acknowledgeWildcard(fn, resource, 'API key ids are generated when a search id is created; only DELETE is allowed, and only on API keys and the Free/Pro plans\' keys.');
+    acknowledgeWildcard(
+      fn,
+      resource,
+      "API key ids are generated when a search id is created; only DELETE is allowed, and only on API keys and the Free/Pro plans' keys.",
+    );
   }
 }
 

@@ -88,7 +88,8 @@ export class EndpointFunction extends Construct {
           platform: 'node',
           mainFields: ['module', 'main'],
           // CommonJS dependencies inside an ESM bundle still call require() for Node built-ins.
-          banner: "import { createRequire as __vpsCreateRequire } from 'node:module'; const require = __vpsCreateRequire(import.meta.url);",
+          banner:
+            "import { createRequire as __vpsCreateRequire } from 'node:module'; const require = __vpsCreateRequire(import.meta.url);",
           minify: true,
           sourceMap: true,
           sourceMapMode: SourceMapMode.EXTERNAL,
@@ -108,7 +109,8 @@ export class EndpointFunction extends Construct {
     Validations.of(this).acknowledge({ id: 'CloudFormation-Validate::W2531', reason: RUNTIME_REASON });
     Validations.of(this).acknowledge({
       id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
-      reason: 'AWSLambdaBasicExecutionRole only allows writing CloudWatch Logs; it is the standard execution policy for Lambda.',
+      reason:
+        'AWSLambdaBasicExecutionRole only allows writing CloudWatch Logs; it is the standard execution policy for Lambda.',
     });
   }
 }

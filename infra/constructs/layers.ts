@@ -14,9 +14,16 @@ const NO_DOCKER = DockerImage.fromRegistry('local-bundling-only');
 
 /** The model files of a build directory (models and manifests), or a clear error when it is not built. */
 export function modelFiles(dir: string = MODEL_BUILD_DIR): string[] {
-  const files = existsSync(dir) ? readdirSync(dir).filter((name) => /\.(onnx|manifest\.json)$/.test(name)) : [];
-  if (!files.some((name) => name.endsWith('.onnx')) || !files.some((name) => name.endsWith('.manifest.json'))) {
-    throw new Error(`The model layer is not built: ${dir} has no .onnx model and manifest. Run \`npm run build:layer\` first.`);
+  const files = existsSync(dir)
+    ? readdirSync(dir).filter((name) => /\.(onnx|manifest\.json)$/.test(name))
+    : [];
+  if (
+    !files.some((name) => name.endsWith('.onnx')) ||
+    !files.some((name) => name.endsWith('.manifest.json'))
+  ) {
+    throw new Error(
+      `The model layer is not built: ${dir} has no .onnx model and manifest. Run \`npm run build:layer\` first.`,
+    );
   }
   return files;
 }

@@ -8,7 +8,15 @@ import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
 import { ROUTES, type Route } from '#lib/http/routes.ts';
-import { bindApiKeyRegistry, bindBucket, bindSearchDomain, bindTable, searchDomainEnvironment, TABLE_ENV, type TableName } from '../constructs/bindings.ts';
+import {
+  bindApiKeyRegistry,
+  bindBucket,
+  bindSearchDomain,
+  bindTable,
+  searchDomainEnvironment,
+  TABLE_ENV,
+  type TableName,
+} from '../constructs/bindings.ts';
 import { type CodeMode, EndpointFunction, REPO_ROOT } from '../constructs/endpoint-function.ts';
 import { ModelLayer, NativeModulesLayer } from '../constructs/layers.ts';
 import { MODEL_DIR } from '../function-environment.ts';
@@ -31,6 +39,8 @@ export interface ApiStackProps extends StackProps {
   routes?: readonly Route[];
   /** Directory of the built models (default: layers/models/build). */
   modelDir?: string;
+  /** Handler module of the import worker (default: functions/import-worker.ts); skipped while it does not exist. */
+  importWorkerEntry?: string;
 }
 
 /**
@@ -78,7 +88,10 @@ export class ApiStack extends Stack {
       STAGE: stage,
       LOG_LEVEL: config.logLevel,
       ...Object.fromEntries(
-        (Object.keys(TABLE_ENV) as TableName[]).map((name) => [TABLE_ENV[name], stateful.tables[name].table.tableName]),
+        (Object.keys(TABLE_ENV) as TableName[]).map((name) => [
+          TABLE_ENV[name],
+          stateful.tables[name].table.tableName,
+        ]),
       ),
       ASSETS_BUCKET: stateful.bucket.bucketName,
       ...searchDomainEnvironment(this.searchDomain(stateful)),
@@ -91,9 +104,17 @@ export class ApiStack extends Stack {
       PLAN_LIMIT_ENTERPRISE: String(config.hourlyLimits.enterprise),
     };
 
-    const endpoint = (name: string, entry: string, handler: string, description: string, kind: 'public' | 'admin' | 'worker') => {
+    const endpoint = (
+      name: string,
+      entry: string,
+      handler: string,
+      description: string,
+      kind: 'public' | 'admin' | 'worker',
+    ) => {
       if (!existsSync(join(REPO_ROOT, entry))) {
-        throw new Error(`Route ${name}: handler module ${entry} does not exist (lib/http/routes.ts names it).`);
+        throw new Error(
+          `Route ${name}: handler module ${entry} does not exist (lib/http/routes.ts names it).`,
+        );
       }
       return new EndpointFunction(this, name, {
         functionName: `${prefix}-${name}`,
@@ -113,18 +134,24 @@ export class ApiStack extends Stack {
     // One CloudWatch role for API Gateway execution logs (an account-wide setting, declared once).
     const apiLogsRole = new iam.Role(this, 'ApiGatewayLogsRole', {
       assumedBy: new iam.ServicePrincipal('apigateway.amazonaws.com'),
-      managedPolicies: [iam.ManagedPolicy.fromAwsManagedPolicyName('service-role/AmazonAPIGatewayPushToCloudWatchLogs')],
+      managedPolicies: [
+        iam.ManagedPolicy.fromAwsManagedPolicyName('service-role/AmazonAPIGatewayPushToCloudWatchLogs'),
+      ],
     });
     Validations.of(apiLogsRole).acknowledge({
       id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]',
-      reason: 'AmazonAPIGatewayPushToCloudWatchLogs is the AWS-maintained policy API Gateway needs to write execution logs.',
+      reason:
+        'AmazonAPIGatewayPushToCloudWatchLogs is the AWS-maintained policy API Gateway needs to write execution logs.',
     });
-    const apiAccount = new apigateway.CfnAccount(this, 'ApiGatewayAccount', { cloudWatchRoleArn: apiLogsRole.roleArn });
+    const apiAccount = new apigateway.CfnAccount(this, 'ApiGatewayAccount', {
+      cloudWatchRoleArn: apiLogsRole.roleArn,
+    });
 
     // ---- Public API -------------------------------------------------------------------------------
     this.publicApi = this.restApi('PublicApi', `${prefix}-public`, stage, config, apiAccount, {
       apiKeySourceType: apigateway.ApiKeySourceType.AUTHORIZER,
-      description: 'Visual product search: public endpoints (search id in Authorization: Bearer or the body).',
+      description:
+        'Visual product search: public endpoints (search id in Authorization: Bearer or the body).',
     });
     addErrorResponses(this.publicApi, 'public');
 
@@ -162,11 +189,16 @@ export class ApiStack extends Stack {
     this.plans = {
       free: plan('Free', config.plans.free, 'Search ids of free feeds (Authorization: Bearer).'),
       pro: plan('Pro', config.plans.pro, 'Search ids of pro and enterprise feeds (Authorization: Bearer).'),
-      shared: plan('Shared', config.plans.shared, 'Requests with the search id in the body (one shared key).'),
+      shared: plan(
+        'Shared',
+        config.plans.shared,
+        'Requests with the search id in the body (one shared key).',
+      ),
     };
     const sharedKey = new apigateway.ApiKey(this, 'SharedBodyAuthKey', {
       apiKeyName: `${prefix}-shared-body-auth`,
-      description: 'Reported by the authorizer for requests without Authorization: Bearer (search id in the body).',
+      description:
+        'Reported by the authorizer for requests without Authorization: Bearer (search id in the body).',
       value: sharedKeyValue,
       enabled: true,
     });
@@ -181,7 +213,13 @@ export class ApiStack extends Stack {
 
     // ---- One function per route -------------------------------------------------------------------
     for (const route of routes) {
-      const fn = endpoint(route.name, route.entry, route.handler, `${route.method} ${route.path}`, route.access);
+      const fn = endpoint(
+        route.name,
+        route.entry,
+        route.handler,
+        `${route.method} ${route.path}`,
+        route.access,
+      );
       const { profile, reviewed } = accessOf(route);
       if (!reviewed) {
         Annotations.of(fn).addWarningV2(
@@ -204,16 +242,25 @@ export class ApiStack extends Stack {
     }
 
     // ---- Import worker (S3 imports/ → SQS → Lambda) -------------------------------------------------
-    if (existsSync(join(REPO_ROOT, IMPORT_WORKER_ENTRY))) {
-      const worker = endpoint('ImportWorker', IMPORT_WORKER_ENTRY, 'handler', 'Feed import worker (SQS ← S3 imports/)', 'worker');
+    const workerEntry = props.importWorkerEntry ?? IMPORT_WORKER_ENTRY;
+    if (existsSync(join(REPO_ROOT, workerEntry))) {
+      const worker = endpoint(
+        'ImportWorker',
+        workerEntry,
+        'handler',
+        'Feed import worker (SQS ← S3 imports/)',
+        'worker',
+      );
       this.applyProfile(worker, IMPORT_WORKER_PROFILE, stateful);
-      worker.addEventSource(new SqsEventSource(stateful.importQueue, { batchSize: 1, reportBatchItemFailures: true }));
+      worker.addEventSource(
+        new SqsEventSource(stateful.importQueue, { batchSize: 1, reportBatchItemFailures: true }),
+      );
       this.importWorker = worker;
     } else {
       // The worker is written separately; until its module exists the queue collects import events.
       Annotations.of(this).addWarningV2(
         'vps:import-worker-missing',
-        `${IMPORT_WORKER_ENTRY} does not exist yet: the import worker function is not created (the queue still receives S3 events).`,
+        `${workerEntry} does not exist yet: the import worker function is not created (the queue still receives S3 events).`,
       );
       this.importWorker = undefined;
     }
@@ -258,25 +305,36 @@ export class ApiStack extends Stack {
     api.deploymentStage.node.addDependency(account);
     Validations.of(api).acknowledge({
       id: 'AwsSolutions-APIG3',
-      reason: 'No WAF yet: abuse is bounded by usage-plan throttles, the stage throttle and the application\'s per-search-id hourly limit; a WebACL is an operator add-on.',
+      reason:
+        "No WAF yet: abuse is bounded by usage-plan throttles, the stage throttle and the application's per-search-id hourly limit; a WebACL is an operator add-on.",
     });
     Validations.of(api).acknowledge({
       id: 'AwsSolutions-APIG2',
-      reason: 'Requests are validated in the handlers (zod), which answer with the service\'s one error shape (DESIGN §3); a gateway validator would answer in another shape.',
+      reason:
+        "Requests are validated in the handlers (zod), which answer with the service's one error shape (DESIGN §3); a gateway validator would answer in another shape.",
     });
     Validations.of(api).acknowledge({
       id: 'AwsSolutions-COG4',
-      reason: 'No Cognito users: public methods authenticate search ids (Lambda authorizer + API keys), admin methods use IAM (SigV4).',
+      reason:
+        'No Cognito users: public methods authenticate search ids (Lambda authorizer + API keys), admin methods use IAM (SigV4).',
     });
     return api;
   }
 
   private applyProfile(fn: lambda.Function, profile: AccessProfile, stateful: StatefulStack): void {
-    for (const [name, access] of Object.entries(profile.tables) as [TableName, NonNullable<AccessProfile['tables'][TableName]>][]) {
+    for (const [name, access] of Object.entries(profile.tables) as [
+      TableName,
+      NonNullable<AccessProfile['tables'][TableName]>,
+    ][]) {
       bindTable(fn, stateful.tables[name], access);
     }
     if (profile.bucket) {
-      bindBucket(fn, { bucket: stateful.bucket, name: stateful.bucketName }, profile.bucket.access, profile.bucket.prefix);
+      bindBucket(
+        fn,
+        { bucket: stateful.bucket, name: stateful.bucketName },
+        profile.bucket.access,
+        profile.bucket.prefix,
+      );
     }
     if (profile.search) bindSearchDomain(fn, this.searchDomain(stateful), profile.search);
     if (profile.apiKeyRegistry) {
@@ -291,16 +349,59 @@ function addErrorResponses(api: apigateway.RestApi, kind: 'public' | 'admin'): v
   const body = (status: number, code: string, message: string) =>
     JSON.stringify({ error: { status, code, message }, requestId: '$context.requestId' });
   const responses: [string, apigateway.ResponseType, number, string, string, Record<string, string>?][] = [
-    ['InvalidApiKey', apigateway.ResponseType.INVALID_API_KEY, 401, 'invalid_search_id', 'Unknown search id.'],
-    ['Throttled', apigateway.ResponseType.THROTTLED, 429, 'rate_limited', 'Too many requests; slow down.', { 'Retry-After': "'1'" }],
-    ['QuotaExceeded', apigateway.ResponseType.QUOTA_EXCEEDED, 429, 'rate_limited', 'The daily quota of this search id is spent.'],
+    [
+      'InvalidApiKey',
+      apigateway.ResponseType.INVALID_API_KEY,
+      401,
+      'invalid_search_id',
+      'Unknown search id.',
+    ],
+    [
+      'Throttled',
+      apigateway.ResponseType.THROTTLED,
+      429,
+      'rate_limited',
+      'Too many requests; slow down.',
+      { 'Retry-After': "'1'" },
+    ],
+    [
+      'QuotaExceeded',
+      apigateway.ResponseType.QUOTA_EXCEEDED,
+      429,
+      'rate_limited',
+      'The daily quota of this search id is spent.',
+    ],
     ['AccessDenied', apigateway.ResponseType.ACCESS_DENIED, 403, 'unauthorized', 'Access denied.'],
     // Unknown paths; on the IAM-protected admin API also unsigned requests (the gateway cannot tell them apart).
     kind === 'public'
-      ? ['MissingAuth', apigateway.ResponseType.MISSING_AUTHENTICATION_TOKEN, 404, 'not_found', 'No such endpoint.']
-      : ['MissingAuth', apigateway.ResponseType.MISSING_AUTHENTICATION_TOKEN, 403, 'unauthorized', 'Sign admin requests with SigV4 (or the path does not exist).'],
-    ['TooLarge', apigateway.ResponseType.REQUEST_TOO_LARGE, 413, 'payload_too_large', 'Request body too large.'],
-    ['Default5xx', apigateway.ResponseType.DEFAULT_5XX, 503, 'unavailable', 'The service is unavailable. Retry later.'],
+      ? [
+          'MissingAuth',
+          apigateway.ResponseType.MISSING_AUTHENTICATION_TOKEN,
+          404,
+          'not_found',
+          'No such endpoint.',
+        ]
+      : [
+          'MissingAuth',
+          apigateway.ResponseType.MISSING_AUTHENTICATION_TOKEN,
+          403,
+          'unauthorized',
+          'Sign admin requests with SigV4 (or the path does not exist).',
+        ],
+    [
+      'TooLarge',
+      apigateway.ResponseType.REQUEST_TOO_LARGE,
+      413,
+      'payload_too_large',
+      'Request body too large.',
+    ],
+    [
+      'Default5xx',
+      apigateway.ResponseType.DEFAULT_5XX,
+      503,
+      'unavailable',
+      'The service is unavailable. Retry later.',
+    ],
   ];
   for (const [id, type, status, code, message, headers] of responses) {
     api.addGatewayResponse(id, {

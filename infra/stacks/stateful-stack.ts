@@ -46,7 +46,9 @@ export class StatefulStack extends Stack {
       const table = new dynamodb.Table(this, `${capitalise(definition.configKey)}Table`, {
         tableName: `${prefix}-${definition.configKey}`,
         partitionKey: { name: definition.partitionKey, type: dynamodb.AttributeType.STRING },
-        ...(definition.sortKey ? { sortKey: { name: definition.sortKey, type: dynamodb.AttributeType.STRING } } : {}),
+        ...(definition.sortKey
+          ? { sortKey: { name: definition.sortKey, type: dynamodb.AttributeType.STRING } }
+          : {}),
         billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
         encryption: dynamodb.TableEncryption.AWS_MANAGED,
         pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
@@ -193,7 +195,9 @@ export class StatefulStack extends Stack {
       },
       ebs: { volumeSize: os.volumeGiB, volumeType: ec2.EbsDeviceVolumeType.GP3 },
       zoneAwareness:
-        os.availabilityZones > 1 ? { enabled: true, availabilityZoneCount: os.availabilityZones } : { enabled: false },
+        os.availabilityZones > 1
+          ? { enabled: true, availabilityZoneCount: os.availabilityZones }
+          : { enabled: false },
       encryptionAtRest: { enabled: true },
       nodeToNodeEncryption: true,
       enforceHttps: true,
@@ -252,11 +256,13 @@ export class StatefulStack extends Stack {
     });
     Validations.of(domain).acknowledge({
       id: 'AwsSolutions-OS3',
-      reason: 'Callers are Lambda functions without fixed IP addresses; access is restricted by IAM (SigV4) instead of an IP allow list.',
+      reason:
+        'Callers are Lambda functions without fixed IP addresses; access is restricted by IAM (SigV4) instead of an IP allow list.',
     });
     Validations.of(domain).acknowledge({
       id: 'AwsSolutions-OS5',
-      reason: 'The access policy allows only IAM principals of this account (no anonymous access); requests must be SigV4-signed.',
+      reason:
+        'The access policy allows only IAM principals of this account (no anonymous access); requests must be SigV4-signed.',
     });
     if (!os.masterInstanceType) {
       Validations.of(domain).acknowledge({

@@ -71,7 +71,10 @@ function nodeArch(arch: LambdaArchitecture): 'x64' | 'arm64' {
 }
 
 /** The runtime dependency closure of NATIVE_MODULES: package dir → version. */
-export function nativeModuleClosure(arch: LambdaArchitecture, nodeModules = join(root, 'node_modules')): Map<string, string> {
+export function nativeModuleClosure(
+  arch: LambdaArchitecture,
+  nodeModules = join(root, 'node_modules'),
+): Map<string, string> {
   const found = new Map<string, string>();
   const visit = (name: string, fromDir: string, optional: boolean) => {
     if (INSTALL_ONLY.has(name) || name.startsWith('@aws-sdk/')) return;
@@ -102,13 +105,22 @@ export function nativeModuleClosure(arch: LambdaArchitecture, nodeModules = join
 }
 
 /** Identifies the staged content: changes when a version or the architecture changes. */
-export function nativeModulesFingerprint(arch: LambdaArchitecture, nodeModules = join(root, 'node_modules')): string {
-  const entries = [...nativeModuleClosure(arch, nodeModules)].map(([dir, version]) => `${relative(nodeModules, dir)}@${version}`);
+export function nativeModulesFingerprint(
+  arch: LambdaArchitecture,
+  nodeModules = join(root, 'node_modules'),
+): string {
+  const entries = [...nativeModuleClosure(arch, nodeModules)].map(
+    ([dir, version]) => `${relative(nodeModules, dir)}@${version}`,
+  );
   return `${arch}:${entries.sort().join(',')}`;
 }
 
 /** Copies the closure into `<outDir>/nodejs/node_modules`, pruning other platforms' binaries. */
-export function stageNativeModules(outDir: string, arch: LambdaArchitecture, nodeModules = join(root, 'node_modules')): void {
+export function stageNativeModules(
+  outDir: string,
+  arch: LambdaArchitecture,
+  nodeModules = join(root, 'node_modules'),
+): void {
   const target = join(outDir, 'nodejs', 'node_modules');
   for (const dir of nativeModuleClosure(arch, nodeModules).keys()) {
     const pkg = relative(nodeModules, dir).split(sep).join('/');

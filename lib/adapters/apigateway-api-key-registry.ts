@@ -106,7 +106,10 @@ export function apiKeyName(searchId: string): string {
   return `sid-${createHash('sha256').update(searchId).digest('hex').slice(0, 24)}`;
 }
 
-async function ignoring<E extends Error>(kind: abstract new (...args: never[]) => E, call: () => Promise<unknown>): Promise<void> {
+async function ignoring<E extends Error>(
+  kind: abstract new (...args: never[]) => E,
+  call: () => Promise<unknown>,
+): Promise<void> {
   try {
     await call();
   } catch (error) {

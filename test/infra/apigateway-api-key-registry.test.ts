@@ -37,11 +37,16 @@ class FakeApiGateway {
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
-    const body = chunks.length ? (JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>) : {};
+    const body = chunks.length
+      ? (JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>)
+      : {};
     const url = new URL(req.url ?? '/', 'http://localhost');
     this.calls.push(`${req.method} ${url.pathname}`);
     const send = (status: number, payload: unknown, errorType?: string) => {
-      res.writeHead(status, { 'content-type': 'application/json', ...(errorType ? { 'x-amzn-errortype': errorType } : {}) });
+      res.writeHead(status, {
+        'content-type': 'application/json',
+        ...(errorType ? { 'x-amzn-errortype': errorType } : {}),
+      });
       res.end(JSON.stringify(payload));
     };
     const parts = url.pathname.split('/').filter(Boolean);
@@ -58,12 +63,18 @@ class FakeApiGateway {
       if ([...this.keys.values()].some((key) => key.value === body.value)) {
         return send(409, { message: 'API Key already exists' }, 'ConflictException');
       }
-      const key = { id: randomUUID().slice(0, 10), name: String(body.name), value: String(body.value), enabled: body.enabled === true };
+      const key = {
+        id: randomUUID().slice(0, 10),
+        name: String(body.name),
+        value: String(body.value),
+        enabled: body.enabled === true,
+      };
       this.keys.set(key.id, key);
       return send(201, key);
     }
     if (req.method === 'DELETE' && parts[0] === 'apikeys' && parts[1]) {
-      if (!this.keys.delete(parts[1])) return send(404, { message: 'Invalid API Key identifier specified' }, 'NotFoundException');
+      if (!this.keys.delete(parts[1]))
+        return send(404, { message: 'Invalid API Key identifier specified' }, 'NotFoundException');
       for (const members of this.planKeys.values()) members.delete(parts[1]);
       return send(202, {});
     }
@@ -72,15 +83,21 @@ class FakeApiGateway {
       if (!members) return send(404, { message: 'Invalid Usage Plan ID specified' }, 'NotFoundException');
       if (req.method === 'POST') {
         const keyId = String(body.keyId);
-        if (!this.keys.has(keyId)) return send(404, { message: 'Invalid API Key identifier specified' }, 'NotFoundException');
+        if (!this.keys.has(keyId))
+          return send(404, { message: 'Invalid API Key identifier specified' }, 'NotFoundException');
         if (this.planOf(keyId)) {
-          return send(409, { message: 'Usage Plan already contains specified API key / same stage' }, 'ConflictException');
+          return send(
+            409,
+            { message: 'Usage Plan already contains specified API key / same stage' },
+            'ConflictException',
+          );
         }
         members.add(keyId);
         return send(201, { id: keyId, type: 'API_KEY' });
       }
       if (req.method === 'DELETE' && parts[3]) {
-        if (!members.delete(parts[3])) return send(404, { message: 'Invalid API Key identifier specified' }, 'NotFoundException');
+        if (!members.delete(parts[3]))
+          return send(404, { message: 'Invalid API Key identifier specified' }, 'NotFoundException');
         return send(202, {});
       }
     }
@@ -93,7 +110,12 @@ let registry: ApiGatewayApiKeyRegistry;
 let endpoint: string;
 
 const clientFor = (url: string) =>
-  new APIGatewayClient({ endpoint: url, region: 'eu-west-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, maxAttempts: 1 });
+  new APIGatewayClient({
+    endpoint: url,
+    region: 'eu-west-1',
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    maxAttempts: 1,
+  });
 
 const searchKey = (searchId: string): SearchKey => ({
   searchId,
@@ -148,7 +170,9 @@ describe('ApiGatewayApiKeyRegistry', () => {
     await registry.register(searchKey('sid_twicetwicetwicetwice000'), 'free');
 
     // Assess
-    expect([...gateway.keys.values()].filter((key) => key.value === 'sid_twicetwicetwicetwice000')).toHaveLength(1);
+    expect(
+      [...gateway.keys.values()].filter((key) => key.value === 'sid_twicetwicetwicetwice000'),
+    ).toHaveLength(1);
     expect(gateway.planOf(keyOf('sid_twicetwicetwicetwice000')!.id)).toBe('plan-free');
   });
 
@@ -168,7 +192,12 @@ describe('ApiGatewayApiKeyRegistry', () => {
 
   it('tells keys apart whose hashed names share a prefix by their value', async () => {
     // Prepare: a foreign key with the same name but another value.
-    gateway.keys.set('other', { id: 'other', name: apiKeyName('sid_lookuplookuplookup0000'), value: 'sid_someoneelse', enabled: true });
+    gateway.keys.set('other', {
+      id: 'other',
+      name: apiKeyName('sid_lookuplookuplookup0000'),
+      value: 'sid_someoneelse',
+      enabled: true,
+    });
 
     // Act
     await registry.register(searchKey('sid_lookuplookuplookup0000'), 'free');
@@ -197,9 +226,14 @@ describe('ApiGatewayApiKeyRegistry', () => {
 
   it('surfaces gateway errors other than conflicts and missing keys', async () => {
     // Prepare: a registry pointed at a usage plan that does not exist.
-    const broken = new ApiGatewayApiKeyRegistry(clientFor(endpoint), { free: 'plan-missing', pro: 'plan-pro' });
+    const broken = new ApiGatewayApiKeyRegistry(clientFor(endpoint), {
+      free: 'plan-missing',
+      pro: 'plan-pro',
+    });
 
     // Act + Assess
-    await expect(broken.register(searchKey('sid_brokenbrokenbroken00000'), 'free')).rejects.toThrow(/Usage Plan/);
+    await expect(broken.register(searchKey('sid_brokenbrokenbroken00000'), 'free')).rejects.toThrow(
+      /Usage Plan/,
+    );
   });
 });

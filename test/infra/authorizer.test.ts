@@ -13,12 +13,16 @@ describe('search-id authorizer', () => {
   it('reports the Bearer search id as the usage identifier key and allows the method', () => {
     const result = authorize(event({ Authorization: 'Bearer sid_abcdefabcdefabcdef' }), SHARED);
     expect(result.usageIdentifierKey).toBe('sid_abcdefabcdefabcdef');
-    expect(result.policyDocument.Statement).toEqual([{ Action: 'execute-api:Invoke', Effect: 'Allow', Resource: METHOD_ARN }]);
+    expect(result.policyDocument.Statement).toEqual([
+      { Action: 'execute-api:Invoke', Effect: 'Allow', Resource: METHOD_ARN },
+    ]);
     expect(result.context).toEqual({ searchIdSource: 'header' });
   });
 
   it('reads the header case-insensitively and accepts a lower-case scheme', () => {
-    expect(authorize(event({ authorization: 'bearer sid_lower' }), SHARED).usageIdentifierKey).toBe('sid_lower');
+    expect(authorize(event({ authorization: 'bearer sid_lower' }), SHARED).usageIdentifierKey).toBe(
+      'sid_lower',
+    );
   });
 
   it('derives the principal id from a hash, never the search id itself', () => {

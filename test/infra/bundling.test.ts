@@ -40,9 +40,14 @@ beforeAll(() => {
     search: bundle(stack, 'SearchImage', 'functions/search-image.ts', 'handler'),
   };
   const assembly = app.synth();
-  const template = assembly.getStackByName('Bundling').template as { Resources: Record<string, { Metadata?: Record<string, string> }> };
+  const template = assembly.getStackByName('Bundling').template as {
+    Resources: Record<string, { Metadata?: Record<string, string> }>;
+  };
   const pathOf = (fn: EndpointFunction) =>
-    join(assembly.directory, template.Resources[stack.getLogicalId(fn.fn.node.defaultChild as never)]!.Metadata!['aws:asset:path']!);
+    join(
+      assembly.directory,
+      template.Resources[stack.getLogicalId(fn.fn.node.defaultChild as never)]!.Metadata!['aws:asset:path']!,
+    );
   assetDirs = { authorizer: pathOf(functions.authorizer), search: pathOf(functions.search) };
 }, 120_000);
 
@@ -68,7 +73,8 @@ describe('function bundles', () => {
 
   it('leaves the native modules to the layer and resolves every #lib import', () => {
     const code = readFileSync(join(assetDirs.search!, 'index.mjs'), 'utf8');
-    for (const name of NATIVE_MODULES) expect(code, name).toMatch(new RegExp(`from\\s*"${name}"|import\\("${name}"\\)`));
+    for (const name of NATIVE_MODULES)
+      expect(code, name).toMatch(new RegExp(`from\\s*"${name}"|import\\("${name}"\\)`));
     expect(code).not.toMatch(/["']#lib\//);
     expect(code).not.toContain('onnxruntime_binding.node');
   });
@@ -96,7 +102,10 @@ describe('function bundles', () => {
 
     // Assess
     expect(response.statusCode).toBe(401);
-    expect(JSON.parse(response.body)).toMatchObject({ error: { code: 'missing_search_id' }, requestId: 'req-1' });
+    expect(JSON.parse(response.body)).toMatchObject({
+      error: { code: 'missing_search_id' },
+      requestId: 'req-1',
+    });
   });
 });
 

@@ -10,7 +10,15 @@ import { ENV_SCOPE, keysOfScope } from '../../infra/function-environment.ts';
 import { ROUTE_ACCESS } from '../../infra/route-access.ts';
 import { IMPORT_WORKER_ENTRY } from '../../infra/stacks/api-stack.ts';
 import { STAGE_CONFIG } from '../../infra/stages.ts';
-import { actionsOn, functionId, placeholder, resources, type Synthesised, statementsOf, synthStage } from './synth.ts';
+import {
+  actionsOn,
+  functionId,
+  placeholder,
+  resources,
+  type Synthesised,
+  statementsOf,
+  synthStage,
+} from './synth.ts';
 
 const WORKER_EXISTS = existsSync(join(REPO_ROOT, IMPORT_WORKER_ENTRY));
 const PUBLIC = ROUTES.filter((route) => route.access === 'public');
@@ -55,7 +63,9 @@ function methods(api: Synthesised['api']) {
 }
 
 function restApiId(api: Synthesised['api'], name: string): string {
-  const found = Object.entries(resources(api, 'AWS::ApiGateway::RestApi')).find(([, r]) => r.Properties?.Name === name);
+  const found = Object.entries(resources(api, 'AWS::ApiGateway::RestApi')).find(
+    ([, r]) => r.Properties?.Name === name,
+  );
   return found![0];
 }
 
@@ -69,14 +79,18 @@ describe('cdk-nag', () => {
     for (const synthesised of [dev, prod]) {
       for (const construct of synthesised.app.node.findAll()) {
         for (const entry of construct.node.metadata.filter((m) => m.type === 'aws:cdk:acknowledged-rules')) {
-          for (const reason of Object.values(entry.data as Record<string, string>)) expect(reason.length).toBeGreaterThan(30);
+          for (const reason of Object.values(entry.data as Record<string, string>))
+            expect(reason.length).toBeGreaterThan(30);
         }
       }
     }
   });
 
   it('reviews the access of every route (no default-profile warnings)', () => {
-    Annotations.fromStack(dev.service.api).hasNoWarning('*', Match.stringLikeRegexp('has no entry in infra/route-access.ts'));
+    Annotations.fromStack(dev.service.api).hasNoWarning(
+      '*',
+      Match.stringLikeRegexp('has no entry in infra/route-access.ts'),
+    );
     for (const route of ROUTES) expect(ROUTE_ACCESS, route.name).toHaveProperty(route.name);
   });
 });
@@ -109,7 +123,11 @@ describe('functions and routes', () => {
     const authorizer = Object.keys(resources(dev.api, 'AWS::ApiGateway::Authorizer'))[0];
     for (const route of PUBLIC) {
       const method = methods(dev.api).find((m) => m.path === route.path && m.httpMethod === route.method)!;
-      expect(method, route.name).toMatchObject({ authorizationType: 'CUSTOM', apiKeyRequired: true, authorizer });
+      expect(method, route.name).toMatchObject({
+        authorizationType: 'CUSTOM',
+        apiKeyRequired: true,
+        authorizer,
+      });
     }
   });
 
@@ -125,43 +143,63 @@ describe('functions and routes', () => {
       expect(fn.Properties).toMatchObject({ Runtime: 'nodejs20.x', Architectures: ['x86_64'] });
     }
     for (const layer of Object.values(resources(dev.api, 'AWS::Lambda::LayerVersion'))) {
-      expect(layer.Properties).toMatchObject({ CompatibleArchitectures: ['x86_64'], CompatibleRuntimes: ['nodejs20.x'] });
+      expect(layer.Properties).toMatchObject({
+        CompatibleArchitectures: ['x86_64'],
+        CompatibleRuntimes: ['nodejs20.x'],
+      });
     }
   });
 });
 
 describe('search-id authorizer and usage plans', () => {
   it('lets the authorizer supply the API key (apiKeySource AUTHORIZER)', () => {
-    dev.api.hasResourceProperties('AWS::ApiGateway::RestApi', { Name: 'vps-dev-public', ApiKeySourceType: 'AUTHORIZER' });
+    dev.api.hasResourceProperties('AWS::ApiGateway::RestApi', {
+      Name: 'vps-dev-public',
+      ApiKeySourceType: 'AUTHORIZER',
+    });
   });
 
   it('calls the authorizer for every request, including those without Authorization (no identity source, no cache)', () => {
     const [authorizer] = Object.values(resources(dev.api, 'AWS::ApiGateway::Authorizer'));
     expect(authorizer!.Properties).toMatchObject({ Type: 'REQUEST', AuthorizerResultTtlInSeconds: 0 });
     expect(authorizer!.Properties).not.toHaveProperty('IdentitySource');
-    expect(JSON.stringify(authorizer!.Properties!.AuthorizerUri)).toContain(functionId(dev.api, 'vps-dev-Authorizer'));
+    expect(JSON.stringify(authorizer!.Properties!.AuthorizerUri)).toContain(
+      functionId(dev.api, 'vps-dev-Authorizer'),
+    );
   });
 
   it('meters body-authenticated requests under the shared key the authorizer reports', () => {
     const authorizerFn = resources(dev.api)[functionId(dev.api, 'vps-dev-Authorizer')]!;
-    const sharedKey = (authorizerFn.Properties!.Environment as { Variables: Record<string, string> }).Variables.GATEWAY_SHARED_KEY;
+    const sharedKey = (authorizerFn.Properties!.Environment as { Variables: Record<string, string> })
+      .Variables.GATEWAY_SHARED_KEY;
     dev.api.hasResourceProperties('AWS::ApiGateway::ApiKey', { Value: sharedKey, Enabled: true });
-    const [sharedPlan] = Object.entries(resources(dev.api, 'AWS::ApiGateway::UsagePlan')).find(([, p]) => p.Properties?.UsagePlanName === 'Shared')!;
-    dev.api.hasResourceProperties('AWS::ApiGateway::UsagePlanKey', { UsagePlanId: { Ref: sharedPlan }, KeyType: 'API_KEY' });
+    const [sharedPlan] = Object.entries(resources(dev.api, 'AWS::ApiGateway::UsagePlan')).find(
+      ([, p]) => p.Properties?.UsagePlanName === 'Shared',
+    )!;
+    dev.api.hasResourceProperties('AWS::ApiGateway::UsagePlanKey', {
+      UsagePlanId: { Ref: sharedPlan },
+      KeyType: 'API_KEY',
+    });
   });
 
-  it.each(['dev', 'prod'] as const)('declares the Free and Pro usage plans with the %s throttle and daily quota', (stage) => {
-    const synthesised = stage === 'dev' ? dev : prod;
-    const plans = STAGE_CONFIG[stage].plans;
-    for (const [name, limits] of [['Free', plans.free], ['Pro', plans.pro]] as const) {
-      synthesised.api.hasResourceProperties('AWS::ApiGateway::UsagePlan', {
-        UsagePlanName: name,
-        Throttle: { RateLimit: limits.rateLimit, BurstLimit: limits.burstLimit },
-        Quota: { Limit: limits.dailyQuota, Period: 'DAY' },
-        ApiStages: [Match.objectLike({ Stage: Match.anyValue() })],
-      });
-    }
-  });
+  it.each(['dev', 'prod'] as const)(
+    'declares the Free and Pro usage plans with the %s throttle and daily quota',
+    (stage) => {
+      const synthesised = stage === 'dev' ? dev : prod;
+      const plans = STAGE_CONFIG[stage].plans;
+      for (const [name, limits] of [
+        ['Free', plans.free],
+        ['Pro', plans.pro],
+      ] as const) {
+        synthesised.api.hasResourceProperties('AWS::ApiGateway::UsagePlan', {
+          UsagePlanName: name,
+          Throttle: { RateLimit: limits.rateLimit, BurstLimit: limits.burstLimit },
+          Quota: { Limit: limits.dailyQuota, Period: 'DAY' },
+          ApiStages: [Match.objectLike({ Stage: Match.anyValue() })],
+        });
+      }
+    },
+  );
 
   it('answers gateway refusals in the service error shape', () => {
     dev.api.hasResourceProperties('AWS::ApiGateway::GatewayResponse', {
@@ -169,7 +207,10 @@ describe('search-id authorizer and usage plans', () => {
       StatusCode: '401',
       ResponseTemplates: { 'application/json': Match.stringLikeRegexp('"code":"invalid_search_id"') },
     });
-    dev.api.hasResourceProperties('AWS::ApiGateway::GatewayResponse', { ResponseType: 'THROTTLED', StatusCode: '429' });
+    dev.api.hasResourceProperties('AWS::ApiGateway::GatewayResponse', {
+      ResponseType: 'THROTTLED',
+      StatusCode: '429',
+    });
   });
 });
 
@@ -184,9 +225,15 @@ describe('stateful resources', () => {
         ],
         PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
         SSESpecification: { SSEEnabled: true },
-        ...(definition.ttlAttribute ? { TimeToLiveSpecification: { AttributeName: definition.ttlAttribute, Enabled: true } } : {}),
+        ...(definition.ttlAttribute
+          ? { TimeToLiveSpecification: { AttributeName: definition.ttlAttribute, Enabled: true } }
+          : {}),
         ...(definition.indexes.length
-          ? { GlobalSecondaryIndexes: definition.indexes.map((index) => Match.objectLike({ IndexName: index.name })) }
+          ? {
+              GlobalSecondaryIndexes: definition.indexes.map((index) =>
+                Match.objectLike({ IndexName: index.name }),
+              ),
+            }
           : {}),
       });
     }
@@ -195,12 +242,23 @@ describe('stateful resources', () => {
   it('encrypts, versions and closes the assets bucket and enforces TLS', () => {
     dev.stateful.hasResourceProperties('AWS::S3::Bucket', {
       BucketName: 'vps-dev-assets-111111111111-eu-west-1',
-      BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
+      BucketEncryption: {
+        ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }],
+      },
       VersioningConfiguration: { Status: 'Enabled' },
-      PublicAccessBlockConfiguration: { BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true },
+      PublicAccessBlockConfiguration: {
+        BlockPublicAcls: true,
+        BlockPublicPolicy: true,
+        IgnorePublicAcls: true,
+        RestrictPublicBuckets: true,
+      },
     });
     dev.stateful.hasResourceProperties('AWS::S3::BucketPolicy', {
-      PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]) },
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),
+        ]),
+      },
     });
   });
 
@@ -212,7 +270,9 @@ describe('stateful resources', () => {
       DomainEndpointOptions: Match.objectLike({ EnforceHTTPS: true }),
     });
     const [domain] = Object.values(resources(dev.stateful, 'AWS::OpenSearchService::Domain'));
-    const statements = (domain!.Properties!.AccessPolicies as { Statement: { Effect: string; Principal: { AWS: unknown } }[] }).Statement;
+    const statements = (
+      domain!.Properties!.AccessPolicies as { Statement: { Effect: string; Principal: { AWS: unknown } }[] }
+    ).Statement;
     expect(statements).toHaveLength(1);
     expect(statements[0]!.Effect).toBe('Allow');
     expect(placeholder(statements[0]!.Principal.AWS)).toMatch(/^arn:token:iam::111111111111:root$/);
@@ -220,8 +280,10 @@ describe('stateful resources', () => {
 
   it('retains data in prod and destroys it in dev', () => {
     for (const type of ['AWS::DynamoDB::Table', 'AWS::S3::Bucket', 'AWS::OpenSearchService::Domain']) {
-      for (const resource of Object.values(resources(prod.stateful, type))) expect(resource.DeletionPolicy, type).toBe('Retain');
-      for (const resource of Object.values(resources(dev.stateful, type))) expect(resource.DeletionPolicy, type).toBe('Delete');
+      for (const resource of Object.values(resources(prod.stateful, type)))
+        expect(resource.DeletionPolicy, type).toBe('Retain');
+      for (const resource of Object.values(resources(dev.stateful, type)))
+        expect(resource.DeletionPolicy, type).toBe('Delete');
     }
     prod.stateful.hasResourceProperties('AWS::DynamoDB::Table', { DeletionProtectionEnabled: true });
   });
@@ -232,7 +294,14 @@ describe('stateful resources', () => {
         QueueConfigurations: [
           Match.objectLike({
             Event: 's3:ObjectCreated:*',
-            Filter: { S3Key: { Rules: Match.arrayWith([{ Name: 'prefix', Value: 'imports/' }, { Name: 'suffix', Value: '/request.json' }]) } },
+            Filter: {
+              S3Key: {
+                Rules: Match.arrayWith([
+                  { Name: 'prefix', Value: 'imports/' },
+                  { Name: 'suffix', Value: '/request.json' },
+                ]),
+              },
+            },
           }),
         ],
       },
@@ -248,7 +317,12 @@ describe('stateful resources', () => {
 });
 
 describe('least privilege', () => {
-  const WRITES = ['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:BatchWriteItem'];
+  const WRITES = [
+    'dynamodb:PutItem',
+    'dynamodb:UpdateItem',
+    'dynamodb:DeleteItem',
+    'dynamodb:BatchWriteItem',
+  ];
 
   it('lets public functions read keys, feeds and products and count usage, but write nothing else', () => {
     for (const route of PUBLIC) {
@@ -257,12 +331,21 @@ describe('least privilege', () => {
       expect(feeds.has('dynamodb:GetItem'), route.name).toBe(true);
       for (const write of WRITES) expect(feeds.has(write), `${route.name} ${write} feeds`).toBe(false);
       for (const table of ['ProductsTable', 'ImportsTable']) {
-        for (const write of WRITES) expect(actionsOn(statements, table).has(write), `${route.name} ${write} ${table}`).toBe(false);
+        for (const write of WRITES)
+          expect(actionsOn(statements, table).has(write), `${route.name} ${write} ${table}`).toBe(false);
       }
       expect(actionsOn(statements, 'UsageTable').has('dynamodb:UpdateItem')).toBe(true);
       expect(actionsOn(statements, 'KeysTable').has('dynamodb:PutItem')).toBe(false);
       const all = statements.flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action]));
-      expect(all.filter((a) => a.startsWith('apigateway:') || a.startsWith('s3:') || a === 'es:ESHttpPut' || a === 'es:ESHttpDelete')).toEqual([]);
+      expect(
+        all.filter(
+          (a) =>
+            a.startsWith('apigateway:') ||
+            a.startsWith('s3:') ||
+            a === 'es:ESHttpPut' ||
+            a === 'es:ESHttpDelete',
+        ),
+      ).toEqual([]);
     }
   });
 
@@ -271,7 +354,8 @@ describe('least privilege', () => {
       const statements = statementsOf(dev.api, functionId(dev.api, `vps-dev-${route.name}`));
       const gateway = actionsOn(statements, ':apigateway:');
       expect(gateway.size > 0, route.name).toBe(Boolean(ROUTE_ACCESS[route.name]?.apiKeyRegistry));
-      if (gateway.size > 0) expect([...gateway].sort()).toEqual(['apigateway:DELETE', 'apigateway:GET', 'apigateway:POST']);
+      if (gateway.size > 0)
+        expect([...gateway].sort()).toEqual(['apigateway:DELETE', 'apigateway:GET', 'apigateway:POST']);
     }
   });
 
@@ -282,29 +366,46 @@ describe('least privilege', () => {
 
 describe('environment', () => {
   const envOf = (name: string) =>
-    (resources(dev.api)[functionId(dev.api, name)]!.Properties!.Environment as { Variables: Record<string, unknown> }).Variables;
+    (
+      resources(dev.api)[functionId(dev.api, name)]!.Properties!.Environment as {
+        Variables: Record<string, unknown>;
+      }
+    ).Variables;
 
   it('classifies every configuration key', () => {
     for (const key of CONFIG_ENV_KEYS) expect(ENV_SCOPE, key).toHaveProperty(key);
   });
 
   it('sets every key the configuration needs on every function, and no local-only key', () => {
-    const names = [...ROUTES.map((route) => `vps-dev-${route.name}`), ...(WORKER_EXISTS ? ['vps-dev-ImportWorker'] : [])];
+    const names = [
+      ...ROUTES.map((route) => `vps-dev-${route.name}`),
+      ...(WORKER_EXISTS ? ['vps-dev-ImportWorker'] : []),
+    ];
     for (const name of names) {
       const env = envOf(name);
       for (const key of keysOfScope('every')) expect(env, `${name} ${key}`).toHaveProperty(key);
-      for (const key of keysOfScope('local', 'runtime')) expect(env, `${name} ${key}`).not.toHaveProperty(key);
-      expect(env).toMatchObject({ VECTOR_INDEX: 'opensearch', OPENSEARCH_SIGV4: 'true', MODEL_DIR: '/opt/models', STAGE: 'dev' });
+      for (const key of keysOfScope('local', 'runtime'))
+        expect(env, `${name} ${key}`).not.toHaveProperty(key);
+      expect(env).toMatchObject({
+        VECTOR_INDEX: 'opensearch',
+        OPENSEARCH_SIGV4: 'true',
+        MODEL_DIR: '/opt/models',
+        STAGE: 'dev',
+      });
     }
   });
 
   it('configures each function so that lib/config.ts parses it for AWS', () => {
     for (const route of ROUTES) {
-      const env = Object.fromEntries(Object.entries(envOf(`vps-dev-${route.name}`)).map(([k, v]) => [k, placeholder(v)]));
+      const env = Object.fromEntries(
+        Object.entries(envOf(`vps-dev-${route.name}`)).map(([k, v]) => [k, placeholder(v)]),
+      );
       const config = loadConfig({ ...env, AWS_REGION: 'eu-west-1' });
       expect(config.vectorIndex.kind, route.name).toBe('opensearch');
       expect(config.modelDir).toBe('/opt/models');
-      expect(config.apiKeyRegistry.kind, route.name).toBe(ROUTE_ACCESS[route.name]?.apiKeyRegistry ? 'apigateway' : 'none');
+      expect(config.apiKeyRegistry.kind, route.name).toBe(
+        ROUTE_ACCESS[route.name]?.apiKeyRegistry ? 'apigateway' : 'none',
+      );
       expect(config.tables.feeds).not.toBe('vps-feeds');
     }
   });
@@ -314,11 +415,15 @@ describe('layers', () => {
   const layerIds = (name: string) =>
     JSON.stringify(resources(dev.api)[functionId(dev.api, name)]!.Properties!.Layers ?? []);
   const modelLayer = () =>
-    Object.entries(resources(dev.api, 'AWS::Lambda::LayerVersion')).find(([, l]) => l.Properties?.LayerName === 'vps-dev-models')!;
+    Object.entries(resources(dev.api, 'AWS::Lambda::LayerVersion')).find(
+      ([, l]) => l.Properties?.LayerName === 'vps-dev-models',
+    )!;
 
   it('attaches the model layer to the functions that run the models, and the native layer to all', () => {
     const [modelId] = modelLayer();
-    const [nativeId] = Object.entries(resources(dev.api, 'AWS::Lambda::LayerVersion')).find(([, l]) => l.Properties?.LayerName === 'vps-dev-native-modules')!;
+    const [nativeId] = Object.entries(resources(dev.api, 'AWS::Lambda::LayerVersion')).find(
+      ([, l]) => l.Properties?.LayerName === 'vps-dev-native-modules',
+    )!;
     for (const route of ROUTES) {
       const layers = layerIds(`vps-dev-${route.name}`);
       expect(layers.includes(modelId), route.name).toBe(Boolean(ROUTE_ACCESS[route.name]?.models));

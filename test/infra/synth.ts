@@ -21,7 +21,9 @@ export interface Synthesised {
 }
 
 export function synthStage(stage: Stage): Synthesised {
-  const context = (JSON.parse(readFileSync(join(REPO_ROOT, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> }).context;
+  const context = (
+    JSON.parse(readFileSync(join(REPO_ROOT, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> }
+  ).context;
   // Asset metadata (as the CLI records it) lets tests find an asset's staged directory.
   const app = new App({ context: { ...context, 'aws:cdk:enable-asset-metadata': true } });
   const service = addService(app, stage, { codeMode: 'inline', nativeLayer: 'stub' });
@@ -36,7 +38,15 @@ export function synthStage(stage: Stage): Synthesised {
   };
 }
 
-type Resources = Record<string, { Type: string; Properties?: Record<string, unknown>; DeletionPolicy?: string; Metadata?: Record<string, unknown> }>;
+type Resources = Record<
+  string,
+  {
+    Type: string;
+    Properties?: Record<string, unknown>;
+    DeletionPolicy?: string;
+    Metadata?: Record<string, unknown>;
+  }
+>;
 
 export function resources(template: Template, type?: string): Resources {
   const all = template.toJSON().Resources as Resources;
@@ -63,7 +73,7 @@ export interface Statement {
 /** Every statement of the policies attached to a function's role. */
 export function statementsOf(template: Template, fnId: string): Statement[] {
   const fn = resources(template)[fnId]!;
-  const role = ((fn.Properties?.Role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'])[0];
+  const role = (fn.Properties?.Role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
   return Object.values(resources(template, 'AWS::IAM::Policy'))
     .filter((policy) => JSON.stringify(policy.Properties?.Roles).includes(`"${role}"`))
     .flatMap((policy) => (policy.Properties?.PolicyDocument as { Statement: Statement[] }).Statement);
@@ -79,7 +89,8 @@ export function actionsOn(statements: Statement[], fragment: string): Set<string
   for (const statement of statements) {
     if (statement.Effect !== 'Allow') continue;
     const list = Array.isArray(statement.Resource) ? statement.Resource : [statement.Resource];
-    if (list.some((resource) => JSON.stringify(resource).includes(fragment))) for (const a of actionsOf(statement)) out.add(a);
+    if (list.some((resource) => JSON.stringify(resource).includes(fragment)))
+      for (const a of actionsOf(statement)) out.add(a);
   }
   return out;
 }
