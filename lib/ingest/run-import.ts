@@ -332,16 +332,29 @@ async function embedProducts(
   return { documents, errors };
 }
 
-/** Embeds in one batch; when the batch fails, image by image so one bad image cannot sink the others. */
+/**
+ * Embeds in EMBED_LANES concurrent batches (the model runs one thread per call, so two calls use two cores);
+ * when a batch fails, image by image so one bad image cannot sink the others.
+ */
 async function embedEach(embedder: Embedder, images: Buffer[]): Promise<(Float32Array | undefined)[]> {
   if (images.length === 0) return [];
-  try {
-    return await embedder.embed(images);
-  } catch (error) {
-    if (!(error instanceof DomainError)) throw error;
-    return Promise.all(images.map((image) => embedder.embed([image]).then((v) => v[0], () => undefined)));
-  }
+  const size = Math.ceil(images.length / EMBED_LANES);
+  const batches: Buffer[][] = [];
+  for (let i = 0; i < images.length; i += size) batches.push(images.slice(i, i + size));
+  const results = await Promise.all(
+    batches.map(async (batch) => {
+      try {
+        return await embedder.embed(batch);
+      } catch (error) {
+        if (!(error instanceof DomainError)) throw error;
+        return Promise.all(batch.map((image) => embedder.embed([image]).then((v) => v[0], () => undefined)));
+      }
+    }),
+  );
+  return results.flat();
 }
+
+const EMBED_LANES = 2;
 
 /** Removes the products a full import did not list, from the vector index first, then the store. */
 async function removeUnseen(deps: IngestDeps, record: ImportRecord): Promise<number> {

@@ -1,0 +1,186 @@
+/**
+ * `npm run bench:search`: the catalogue end to end on the local stack (DESIGN §6).
+ * 1. Ingestion: a CSV feed of INGESTED generated product photos (320 px JPEG, served over HTTP by this
+ *    process) imported through the admin API: fetch, inspect, embed, index, store; products/s from the
+ *    import's own start and finish times, then the same feed again (everything unchanged).
+ * 2. Scale: the feed is grown to CATALOGUE products by inserting synthetic products directly into the
+ *    stores, with vectors drawn around the real embeddings (clustered, like a real catalogue; uniform
+ *    random vectors are HNSW's worst case and no catalogue looks like them).
+ * 3. Warm image search over HTTP: 1000 × 750 JPEG queries (real demo photos, upscaled), sequential,
+ *    everything included (auth, rate limit, decode, embedding, k-NN, grouping, hydration, metering).
+ * Prints the figures and the process RSS (server and client in one process).
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import sharp from 'sharp';
+import { contentHash, filterFieldsOf, type Product, vectorDocumentId } from '#lib/domain/products.ts';
+import { startLocalStack } from '#lib/local/stack.ts';
+import type { VectorDocument } from '#lib/ports.ts';
+
+const INGESTED = Number(process.env.BENCH_INGESTED ?? 300);
+const CATALOGUE = Number(process.env.BENCH_CATALOGUE ?? 10_000);
+const QUERIES = Number(process.env.BENCH_QUERIES ?? 200);
+
+/** Deterministic pseudo-random numbers (mulberry32), so every run builds the same catalogue. */
+function random(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+const rand = random(42);
+const colour = () => `rgb(${Math.floor(rand() * 256)},${Math.floor(rand() * 256)},${Math.floor(rand() * 256)})`;
+
+/** A "product photo": shapes of random colours on a light background, as a 320-px JPEG. */
+async function productPhoto(): Promise<Buffer> {
+  const shapes = Array.from({ length: 4 }, () => {
+    const x = Math.floor(rand() * 240);
+    const y = Math.floor(rand() * 240);
+    const s = 40 + Math.floor(rand() * 120);
+    return rand() < 0.5
+      ? `<circle cx="${x + s / 2}" cy="${y + s / 2}" r="${s / 2}" fill="${colour()}"/>`
+      : `<rect x="${x}" y="${y}" width="${s}" height="${s * (0.5 + rand())}" fill="${colour()}" transform="rotate(${Math.floor(rand() * 90)} 160 160)"/>`;
+  }).join('');
+  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="320" height="320"><rect width="320" height="320" fill="#f4f4f0"/>${shapes}</svg>`;
+  return sharp(Buffer.from(svg)).jpeg({ quality: 88 }).toBuffer();
+}
+
+const pct = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+};
+const fmt = (n: number) => n.toFixed(1);
+const mb = () => (process.memoryUsage().rss / 1024 / 1024).toFixed(0);
+
+// --- images served like a shop's CDN ---
+const photos = await Promise.all(Array.from({ length: INGESTED }, () => productPhoto()));
+const cdn = createServer((request, response) => {
+  const index = Number(/^\/p\/(\d+)\.jpg$/.exec(request.url ?? '')?.[1] ?? -1);
+  const photo = photos[index];
+  if (!photo) return response.writeHead(404).end();
+  response.writeHead(200, { 'content-type': 'image/jpeg', 'content-length': photo.length }).end(photo);
+});
+await new Promise<void>((resolve) => cdn.listen(0, '127.0.0.1', resolve));
+const cdnUrl = `http://127.0.0.1:${(cdn.address() as AddressInfo).port}`;
+
+const dataDir = await mkdtemp(join(tmpdir(), 'vps-bench-search-'));
+const stack = await startLocalStack({
+  ...process.env,
+  LOG_LEVEL: 'silent',
+  PORT: '0',
+  DATA_DIR: dataDir,
+  DEMO_SEED: 'false',
+  PLAN_LIMIT_PRO: '1000000',
+});
+const admin = async (method: string, path: string, body?: unknown) => {
+  const response = await fetch(`${stack.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${stack.adminToken}`, 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return (await response.json()) as Record<string, never>;
+};
+await stack.container.vision();
+
+// --- 1. ingestion through the admin API ---
+const feedId = 'bench';
+await admin('POST', '/admin/v1/feeds', { feedId, name: 'Bench', plan: 'pro' });
+const { searchId } = (await admin('POST', `/admin/v1/feeds/${feedId}/keys`, { name: 'bench' })) as unknown as { searchId: string };
+const categories = ['Home > Kitchen', 'Home > Garden', 'Tools > Hand tools', 'Toys', 'Sports > Balls'];
+const csv = [
+  'id,item_group_id,title,image_link,price,availability,color,google_product_category',
+  ...photos.map(
+    (_, i) =>
+      `p${i},${i % 3 === 0 ? `g${Math.floor(i / 3)}` : ''},Product ${i},${cdnUrl}/p/${i}.jpg,${(5 + (i % 50)).toFixed(2)} USD,in stock,${['red', 'blue', 'green'][i % 3]},${categories[i % categories.length]}`,
+  ),
+].join('\n');
+const importOnce = async () => {
+  const { importId } = (await admin('POST', `/admin/v1/feeds/${feedId}/imports`, { format: 'csv', content: csv })) as unknown as { importId: string };
+  await stack.importsIdle();
+  const record = (await admin('GET', `/admin/v1/feeds/${feedId}/imports/${importId}`)) as unknown as {
+    status: string; embedded: number; skipped: number; failed: number; startedAt: string; finishedAt: string;
+  };
+  const seconds = (Date.parse(record.finishedAt) - Date.parse(record.startedAt)) / 1000;
+  return { record, seconds };
+};
+const first = await importOnce();
+const second = await importOnce();
+
+// --- 2. grow the feed to CATALOGUE products around the real embeddings ---
+const c = stack.container;
+const vectors = await c.vectors();
+const seeds = [...(await vectors.getVectors(photos.map((_, i) => vectorDocumentId(feedId, `p${i}`, 0)))).values()];
+const template = (await c.products.get(feedId, 'p1'))!;
+const now = new Date().toISOString();
+const growStart = performance.now();
+for (let start = INGESTED; start < CATALOGUE; start += 500) {
+  const products: Product[] = [];
+  const documents: VectorDocument[] = [];
+  for (let i = start; i < Math.min(CATALOGUE, start + 500); i += 1) {
+    const content = { ...template, product_id: `s${i}`, item_group_id: '', title: `Synthetic ${i}`, color: ['red', 'blue', 'green'][i % 3]!, category: categories[i % categories.length]! };
+    const product: Product = { ...content, id: crypto.randomUUID(), group: `s${i}`, update_hash: '', version: 1, created_at: now, updated_at: now, vector_count: 1 };
+    product.update_hash = contentHash(product);
+    const base = seeds[i % seeds.length]!;
+    const vector = new Float32Array(base.length);
+    let norm = 0;
+    for (let d = 0; d < base.length; d += 1) {
+      vector[d] = base[d]! + (rand() - 0.5) * 0.08;
+      norm += vector[d]! ** 2;
+    }
+    for (let d = 0; d < base.length; d += 1) vector[d] = vector[d]! / Math.sqrt(norm);
+    products.push(product);
+    documents.push({ id: vectorDocumentId(feedId, product.product_id, 0), feedId, productId: product.product_id, itemGroupId: product.group, vector, fields: filterFieldsOf(product) });
+  }
+  await vectors.upsert(documents);
+  await c.products.putMany(products);
+}
+await vectors.flush();
+const growSeconds = (performance.now() - growStart) / 1000;
+
+// --- 3. warm image search over HTTP ---
+const demoDir = new URL('../demo/images/', import.meta.url);
+const names = (await readdir(demoDir)).filter((name) => name.endsWith('.webp'));
+const queries = await Promise.all(
+  names.map(async (name) =>
+    JSON.stringify({
+      imageData: (await sharp(await readFile(new URL(name, demoDir))).resize(1000, 750, { fit: 'fill' }).jpeg({ quality: 90 }).toBuffer()).toString('base64'),
+      limit: 10,
+    }),
+  ),
+);
+const search = async (body: string) => {
+  const t = performance.now();
+  const response = await fetch(`${stack.url}/api/v1/search/image`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${searchId}` },
+    body,
+  });
+  const results = (await response.json()) as unknown[];
+  if (response.status !== 200 || results.length !== 10) throw new Error(`unexpected answer ${response.status}`);
+  return performance.now() - t;
+};
+const firstSearch = await search(queries[0]!);
+for (let i = 0; i < 10; i += 1) await search(queries[i % queries.length]!);
+const latencies: number[] = [];
+for (let i = 0; i < QUERIES; i += 1) latencies.push(await search(queries[i % queries.length]!));
+
+console.log(`catalogue: ${await vectors.count(feedId)} vectors / ${CATALOGUE} products in feed ${feedId}`);
+console.log(
+  `ingestion (${INGESTED} products, fetch + inspect + embed + index + store): ${fmt(INGESTED / first.seconds)} products/s ` +
+    `(${first.seconds.toFixed(1)} s; embedded ${first.record.embedded}, failed ${first.record.failed})`,
+);
+console.log(`re-import unchanged (${INGESTED}): ${fmt(INGESTED / second.seconds)} products/s (skipped ${second.record.skipped}, embedded ${second.record.embedded})`);
+console.log(`synthetic growth to ${CATALOGUE}: ${growSeconds.toFixed(1)} s (direct store + index writes)`);
+console.log(`first search after growth: ${fmt(firstSearch)} ms`);
+console.log(`warm image search, 1000x750 JPEG, sequential (${QUERIES}): p50 ${fmt(pct(latencies, 50))} ms, p99 ${fmt(pct(latencies, 99))} ms`);
+console.log(`RSS: ${mb()} MB (server, stores, models and client in one process)`);
+
+await stack.close();
+cdn.close();
+await rm(dataDir, { recursive: true, force: true });
