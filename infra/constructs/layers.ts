@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { existsSync, linkSync, copyFileSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AssetHashType, DockerImage, type RemovalPolicy } from 'aws-cdk-lib';
@@ -26,6 +27,23 @@ export function modelFiles(dir: string = MODEL_BUILD_DIR): string[] {
     );
   }
   return files;
+}
+
+/**
+ * Builds the model layer when stale (layers/build.ts --if-stale, a few file reads when current), then
+ * checks it; fails with the command to run when the models cannot be built.
+ */
+export function ensureModelLayer(): void {
+  const build = join(REPO_ROOT, 'layers', 'build.ts');
+  if (existsSync(build)) {
+    const result = spawnSync(join(REPO_ROOT, 'node_modules', '.bin', 'tsx'), [build, '--if-stale'], {
+      cwd: REPO_ROOT,
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    if (result.status !== 0)
+      throw new Error('The model layer build (layers/build.ts --if-stale) failed; see above.');
+  }
+  modelFiles();
 }
 
 /** Hard-links (same file system) or copies a file into the bundle: the models are tens of MB. */

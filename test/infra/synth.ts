@@ -9,6 +9,7 @@ import { App, Validations } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { REPO_ROOT } from '../../infra/constructs/endpoint-function.ts';
+import { ensureModelLayer } from '../../infra/constructs/layers.ts';
 import { addService } from '../../infra/service.ts';
 import type { Stage } from '../../infra/stages.ts';
 
@@ -21,6 +22,7 @@ export interface Synthesised {
 }
 
 export function synthStage(stage: Stage): Synthesised {
+  ensureModelLayer();
   const context = (
     JSON.parse(readFileSync(join(REPO_ROOT, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> }
   ).context;
