@@ -7,6 +7,8 @@ import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
+import type { ErrorCode } from '#lib/domain/errors.ts';
+import { STATUS_OF } from '#lib/http/errors.ts';
 import { ROUTES, type Route } from '#lib/http/routes.ts';
 import {
   bindApiKeyRegistry,
@@ -344,22 +346,16 @@ export class ApiStack extends Stack {
   }
 }
 
-/** Gateway-generated errors in the service's error shape (DESIGN §3). */
+/**
+ * Gateway-generated errors in the service's error shape (DESIGN §3), with the status of the code from the
+ * one mapping (lib/http/errors.ts).
+ */
 function addErrorResponses(api: apigateway.RestApi, kind: 'public' | 'admin'): void {
-  const body = (status: number, code: string, message: string) =>
-    JSON.stringify({ error: { status, code, message }, requestId: '$context.requestId' });
-  const responses: [string, apigateway.ResponseType, number, string, string, Record<string, string>?][] = [
-    [
-      'InvalidApiKey',
-      apigateway.ResponseType.INVALID_API_KEY,
-      401,
-      'invalid_search_id',
-      'Unknown search id.',
-    ],
+  const responses: [string, apigateway.ResponseType, ErrorCode, string, Record<string, string>?][] = [
+    ['InvalidApiKey', apigateway.ResponseType.INVALID_API_KEY, 'invalid_search_id', 'Unknown search id.'],
     [
       'Throttled',
       apigateway.ResponseType.THROTTLED,
-      429,
       'rate_limited',
       'Too many requests; slow down.',
       { 'Retry-After': "'1'" },
@@ -367,47 +363,48 @@ function addErrorResponses(api: apigateway.RestApi, kind: 'public' | 'admin'): v
     [
       'QuotaExceeded',
       apigateway.ResponseType.QUOTA_EXCEEDED,
-      429,
       'rate_limited',
       'The daily quota of this search id is spent.',
     ],
-    ['AccessDenied', apigateway.ResponseType.ACCESS_DENIED, 403, 'unauthorized', 'Access denied.'],
-    // Unknown paths; on the IAM-protected admin API also unsigned requests (the gateway cannot tell them apart).
+    [
+      'AccessDenied',
+      apigateway.ResponseType.ACCESS_DENIED,
+      'unauthorized',
+      'The caller is not allowed to call this endpoint.',
+    ],
+    // Unknown paths (and, on the IAM-protected admin API, unsigned requests: the gateway cannot tell them apart).
     kind === 'public'
       ? [
           'MissingAuth',
           apigateway.ResponseType.MISSING_AUTHENTICATION_TOKEN,
-          404,
           'not_found',
           'No such endpoint.',
         ]
       : [
           'MissingAuth',
           apigateway.ResponseType.MISSING_AUTHENTICATION_TOKEN,
-          403,
           'unauthorized',
           'Sign admin requests with SigV4 (or the path does not exist).',
         ],
-    [
-      'TooLarge',
-      apigateway.ResponseType.REQUEST_TOO_LARGE,
-      413,
-      'payload_too_large',
-      'Request body too large.',
-    ],
+    ['TooLarge', apigateway.ResponseType.REQUEST_TOO_LARGE, 'payload_too_large', 'Request body too large.'],
     [
       'Default5xx',
       apigateway.ResponseType.DEFAULT_5XX,
-      503,
       'unavailable',
       'The service is unavailable. Retry later.',
     ],
   ];
-  for (const [id, type, status, code, message, headers] of responses) {
+  for (const [id, type, code, message, headers] of responses) {
+    const status = STATUS_OF[code];
     api.addGatewayResponse(id, {
       type,
       statusCode: String(status),
-      templates: { 'application/json': body(status, code, message) },
+      templates: {
+        'application/json': JSON.stringify({
+          error: { status, code, message, details: [] },
+          requestId: '$context.requestId',
+        }),
+      },
       ...(headers ? { responseHeaders: headers } : {}),
     });
   }
