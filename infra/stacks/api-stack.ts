@@ -154,6 +154,14 @@ export class ApiStack extends Stack {
       apiKeySourceType: apigateway.ApiKeySourceType.AUTHORIZER,
       description:
         'Visual product search: public endpoints (search id in Authorization: Bearer or the body).',
+      // Browser clients send Authorization and JSON: the preflight is answered by the gateway (as the
+      // local server answers it); each feed's domain allow-list is enforced by the handlers.
+      defaultCorsPreflightOptions: {
+        allowOrigins: apigateway.Cors.ALL_ORIGINS,
+        allowMethods: ['POST', 'OPTIONS'],
+        allowHeaders: ['Authorization', 'Content-Type'],
+        maxAge: Duration.minutes(10),
+      },
     });
     addErrorResponses(this.publicApi, 'public');
 
@@ -241,6 +249,17 @@ export class ApiStack extends Stack {
           ? { authorizer, authorizationType: apigateway.AuthorizationType.CUSTOM, apiKeyRequired: true }
           : { authorizationType: apigateway.AuthorizationType.IAM },
       );
+    }
+
+    // CORS preflights are mock integrations: no backend, nothing to authorise.
+    for (const construct of this.publicApi.root.node.findAll()) {
+      if (construct instanceof apigateway.Method && construct.httpMethod === 'OPTIONS') {
+        Validations.of(construct).acknowledge({
+          id: 'AwsSolutions-APIG4',
+          reason:
+            'CORS preflight (OPTIONS) answered by a mock integration: it reaches no function and returns no data.',
+        });
+      }
     }
 
     // ---- Import worker (S3 imports/ → SQS → Lambda) -------------------------------------------------
@@ -394,6 +413,8 @@ function addErrorResponses(api: apigateway.RestApi, kind: 'public' | 'admin'): v
       'The service is unavailable. Retry later.',
     ],
   ];
+  // Browsers read gateway errors of the public API only with an allow-origin header.
+  const cors: Record<string, string> = kind === 'public' ? { 'Access-Control-Allow-Origin': "'*'" } : {};
   for (const [id, type, code, message, headers] of responses) {
     const status = STATUS_OF[code];
     api.addGatewayResponse(id, {
@@ -405,7 +426,7 @@ function addErrorResponses(api: apigateway.RestApi, kind: 'public' | 'admin'): v
           requestId: '$context.requestId',
         }),
       },
-      ...(headers ? { responseHeaders: headers } : {}),
+      responseHeaders: { ...cors, ...headers },
     });
   }
 }

@@ -131,6 +131,16 @@ describe('functions and routes', () => {
     }
   });
 
+  it('answers CORS preflights of public routes at the gateway, without a backend', () => {
+    for (const route of PUBLIC) {
+      const preflight = methods(dev.api).find((m) => m.path === route.path && m.httpMethod === 'OPTIONS');
+      expect(preflight, route.name).toMatchObject({ authorizationType: 'NONE', integrationType: 'MOCK' });
+    }
+    expect(methods(dev.api).filter((m) => m.httpMethod === 'OPTIONS' && m.path.startsWith('/admin'))).toEqual(
+      [],
+    );
+  });
+
   it('protects admin routes with IAM', () => {
     for (const route of ADMIN) {
       const method = methods(dev.api).find((m) => m.path === route.path && m.httpMethod === route.method)!;
