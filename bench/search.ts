@@ -35,7 +35,8 @@ function random(seed: number): () => number {
   };
 }
 const rand = random(42);
-const colour = () => `rgb(${Math.floor(rand() * 256)},${Math.floor(rand() * 256)},${Math.floor(rand() * 256)})`;
+const colour = () =>
+  `rgb(${Math.floor(rand() * 256)},${Math.floor(rand() * 256)},${Math.floor(rand() * 256)})`;
 
 /** A "product photo": shapes of random colours on a light background, as a 320-px JPEG. */
 async function productPhoto(): Promise<Buffer> {
@@ -91,7 +92,9 @@ await stack.container.vision();
 // --- 1. ingestion through the admin API ---
 const feedId = 'bench';
 await admin('POST', '/admin/v1/feeds', { feedId, name: 'Bench', plan: 'pro' });
-const { searchId } = (await admin('POST', `/admin/v1/feeds/${feedId}/keys`, { name: 'bench' })) as unknown as { searchId: string };
+const { searchId } = (await admin('POST', `/admin/v1/feeds/${feedId}/keys`, {
+  name: 'bench',
+})) as unknown as { searchId: string };
 const categories = ['Home > Kitchen', 'Home > Garden', 'Tools > Hand tools', 'Toys', 'Sports > Balls'];
 const csv = [
   'id,item_group_id,title,image_link,price,availability,color,google_product_category',
@@ -101,10 +104,18 @@ const csv = [
   ),
 ].join('\n');
 const importOnce = async () => {
-  const { importId } = (await admin('POST', `/admin/v1/feeds/${feedId}/imports`, { format: 'csv', content: csv })) as unknown as { importId: string };
+  const { importId } = (await admin('POST', `/admin/v1/feeds/${feedId}/imports`, {
+    format: 'csv',
+    content: csv,
+  })) as unknown as { importId: string };
   await stack.importsIdle();
   const record = (await admin('GET', `/admin/v1/feeds/${feedId}/imports/${importId}`)) as unknown as {
-    status: string; embedded: number; skipped: number; failed: number; startedAt: string; finishedAt: string;
+    status: string;
+    embedded: number;
+    skipped: number;
+    failed: number;
+    startedAt: string;
+    finishedAt: string;
   };
   const seconds = (Date.parse(record.finishedAt) - Date.parse(record.startedAt)) / 1000;
   return { record, seconds };
@@ -115,7 +126,9 @@ const second = await importOnce();
 // --- 2. grow the feed to CATALOGUE products around the real embeddings ---
 const c = stack.container;
 const vectors = await c.vectors();
-const seeds = [...(await vectors.getVectors(photos.map((_, i) => vectorDocumentId(feedId, `p${i}`, 0)))).values()];
+const seeds = [
+  ...(await vectors.getVectors(photos.map((_, i) => vectorDocumentId(feedId, `p${i}`, 0)))).values(),
+];
 const template = (await c.products.get(feedId, 'p1'))!;
 const now = new Date().toISOString();
 const growStart = performance.now();
@@ -123,8 +136,24 @@ for (let start = INGESTED; start < CATALOGUE; start += 500) {
   const products: Product[] = [];
   const documents: VectorDocument[] = [];
   for (let i = start; i < Math.min(CATALOGUE, start + 500); i += 1) {
-    const content = { ...template, product_id: `s${i}`, item_group_id: '', title: `Synthetic ${i}`, color: ['red', 'blue', 'green'][i % 3]!, category: categories[i % categories.length]! };
-    const product: Product = { ...content, id: crypto.randomUUID(), group: `s${i}`, update_hash: '', version: 1, created_at: now, updated_at: now, vector_count: 1 };
+    const content = {
+      ...template,
+      product_id: `s${i}`,
+      item_group_id: '',
+      title: `Synthetic ${i}`,
+      color: ['red', 'blue', 'green'][i % 3]!,
+      category: categories[i % categories.length]!,
+    };
+    const product: Product = {
+      ...content,
+      id: crypto.randomUUID(),
+      group: `s${i}`,
+      update_hash: '',
+      version: 1,
+      created_at: now,
+      updated_at: now,
+      vector_count: 1,
+    };
     product.update_hash = contentHash(product);
     const base = seeds[i % seeds.length]!;
     const vector = new Float32Array(base.length);
@@ -135,7 +164,14 @@ for (let start = INGESTED; start < CATALOGUE; start += 500) {
     }
     for (let d = 0; d < base.length; d += 1) vector[d] = vector[d]! / Math.sqrt(norm);
     products.push(product);
-    documents.push({ id: vectorDocumentId(feedId, product.product_id, 0), feedId, productId: product.product_id, itemGroupId: product.group, vector, fields: filterFieldsOf(product) });
+    documents.push({
+      id: vectorDocumentId(feedId, product.product_id, 0),
+      feedId,
+      productId: product.product_id,
+      itemGroupId: product.group,
+      vector,
+      fields: filterFieldsOf(product),
+    });
   }
   await vectors.upsert(documents);
   await c.products.putMany(products);
@@ -149,7 +185,12 @@ const names = (await readdir(demoDir)).filter((name) => name.endsWith('.webp'));
 const queries = await Promise.all(
   names.map(async (name) =>
     JSON.stringify({
-      imageData: (await sharp(await readFile(new URL(name, demoDir))).resize(1000, 750, { fit: 'fill' }).jpeg({ quality: 90 }).toBuffer()).toString('base64'),
+      imageData: (
+        await sharp(await readFile(new URL(name, demoDir)))
+          .resize(1000, 750, { fit: 'fill' })
+          .jpeg({ quality: 90 })
+          .toBuffer()
+      ).toString('base64'),
       limit: 10,
     }),
   ),
@@ -162,7 +203,8 @@ const search = async (body: string) => {
     body,
   });
   const results = (await response.json()) as unknown[];
-  if (response.status !== 200 || results.length !== 10) throw new Error(`unexpected answer ${response.status}`);
+  if (response.status !== 200 || results.length !== 10)
+    throw new Error(`unexpected answer ${response.status}`);
   return performance.now() - t;
 };
 const firstSearch = await search(queries[0]!);
@@ -175,10 +217,14 @@ console.log(
   `ingestion (${INGESTED} products, fetch + inspect + embed + index + store): ${fmt(INGESTED / first.seconds)} products/s ` +
     `(${first.seconds.toFixed(1)} s; embedded ${first.record.embedded}, failed ${first.record.failed})`,
 );
-console.log(`re-import unchanged (${INGESTED}): ${fmt(INGESTED / second.seconds)} products/s (skipped ${second.record.skipped}, embedded ${second.record.embedded})`);
+console.log(
+  `re-import unchanged (${INGESTED}): ${fmt(INGESTED / second.seconds)} products/s (skipped ${second.record.skipped}, embedded ${second.record.embedded})`,
+);
 console.log(`synthetic growth to ${CATALOGUE}: ${growSeconds.toFixed(1)} s (direct store + index writes)`);
 console.log(`first search after growth: ${fmt(firstSearch)} ms`);
-console.log(`warm image search, 1000x750 JPEG, sequential (${QUERIES}): p50 ${fmt(pct(latencies, 50))} ms, p99 ${fmt(pct(latencies, 99))} ms`);
+console.log(
+  `warm image search, 1000x750 JPEG, sequential (${QUERIES}): p50 ${fmt(pct(latencies, 50))} ms, p99 ${fmt(pct(latencies, 99))} ms`,
+);
 console.log(`RSS: ${mb()} MB (server, stores, models and client in one process)`);
 
 await stack.close();

@@ -81,7 +81,9 @@ const FREE = new Set(['public-domain', 'CC0-1.0']);
 
 async function main(root: string) {
   const archive = await readFile(join(root, 'usr/share/gcompris-qt/rcc/categorization.rcc'));
-  const licences = categorizationLicences(await readFile(join(root, 'usr/share/doc/gcompris-qt-data/copyright'), 'utf8'));
+  const licences = categorizationLicences(
+    await readFile(join(root, 'usr/share/doc/gcompris-qt-data/copyright'), 'utf8'),
+  );
   const outDir = new URL('./images/', import.meta.url).pathname;
   await mkdir(outDir, { recursive: true });
   const rows: string[] = [];

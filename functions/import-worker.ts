@@ -29,6 +29,11 @@ export async function handler(event: WorkerEvent): Promise<void> {
   const c = getContainer();
   for (const { feedId, importId } of importsOf(event)) {
     const record = await runImport(c.ingest, feedId, importId);
-    c.logger.info('import finished', { feedId, importId, status: record.status, processed: record.processed });
+    c.logger.info('import finished', {
+      feedId,
+      importId,
+      status: record.status,
+      processed: record.processed,
+    });
   }
 }

@@ -7,17 +7,20 @@ import { publicEndpoint } from '#lib/http/middleware.ts';
 import { ok } from '#lib/http/responses.ts';
 
 /** POST /api/v1/related: products related to a customer product id or an image. */
-export const handler = publicEndpoint({ endpoint: 'related', idField: 'searchId' }, async (event, context, c) => {
-  const input = parseInput(RelatedRequest, event.body);
-  const hits = await relatedProducts(c, {
-    feedId: context.state.auth!.feed.feedId,
-    productId: input.productId,
-    image: input.imageData === undefined ? undefined : decodeImageData(input.imageData),
-    fallback: input.fallback === undefined ? undefined : decodeImageData(input.fallback, 'fallback'),
-    limit: input.limit,
-    offset: input.offset,
-    filters: input.filters,
-    context: input.context,
-  });
-  return ok(hits.map(relatedItem));
-});
+export const handler = publicEndpoint(
+  { endpoint: 'related', idField: 'searchId' },
+  async (event, context, c) => {
+    const input = parseInput(RelatedRequest, event.body);
+    const hits = await relatedProducts(c, {
+      feedId: context.state.auth!.feed.feedId,
+      productId: input.productId,
+      image: input.imageData === undefined ? undefined : decodeImageData(input.imageData),
+      fallback: input.fallback === undefined ? undefined : decodeImageData(input.fallback, 'fallback'),
+      limit: input.limit,
+      offset: input.offset,
+      filters: input.filters,
+      context: input.context,
+    });
+    return ok(hits.map(relatedItem));
+  },
+);

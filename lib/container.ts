@@ -8,6 +8,7 @@ import { DynamoDbUsageStore } from '#lib/adapters/dynamodb-usage-store.ts';
 import { APIGatewayClient } from '@aws-sdk/client-api-gateway';
 import { ApiGatewayApiKeyRegistry } from '#lib/adapters/apigateway-api-key-registry.ts';
 import { NoopApiKeyRegistry } from '#lib/adapters/noop-api-key-registry.ts';
+import { S3FeedFileStore } from '#lib/adapters/s3-feed-file-store.ts';
 import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
 import { SharpImageInspector } from '#lib/adapters/sharp-image-inspector.ts';
 import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
@@ -23,6 +24,7 @@ import { createLogger, type Logger } from '#lib/log.ts';
 import type {
   ApiKeyRegistry,
   Clock,
+  FeedFileStore,
   FeedStore,
   ImageFetcher,
   ImageInspector,
@@ -50,6 +52,7 @@ export interface Container {
   /** The ONNX model layer, loaded on first use; rejects with UnavailableError when it cannot load. */
   vision(): Promise<Vision>;
   imports: ImportStore;
+  feedFiles: FeedFileStore;
   fetcher: ImageFetcher;
   /** Runs queued imports: in this process (local) or nothing here, the S3 event starts the worker (AWS). */
   dispatcher: ImportDispatcher;
@@ -78,6 +81,7 @@ function buildContainer(config: Config): Container {
   const logger = createLogger(config.logLevel, { stage: config.stage });
   let vision: Promise<Vision> | undefined;
   let vectors: Promise<VectorIndex> | undefined;
+  const s3 = createS3Client(config);
   const container: Container = {
     config,
     logger,
@@ -86,7 +90,7 @@ function buildContainer(config: Config): Container {
     keys: new CachingKeyStore(new DynamoDbKeyStore(db, config.tables.keys), config.authCacheTtlMs),
     usage: new DynamoDbUsageStore(db, config.tables.usage),
     products: new DynamoDbProductStore(db, config.tables.products),
-    objects: new S3ObjectStore(createS3Client(config), config.assetsBucket),
+    objects: new S3ObjectStore(s3, config.assetsBucket),
     images: new SharpImageInspector(config.maxImagePixels),
     apiKeys: buildApiKeyRegistry(config),
     vision() {
@@ -98,6 +102,7 @@ function buildContainer(config: Config): Container {
       return vision;
     },
     imports: new DynamoDbImportStore(db, config.tables.imports),
+    feedFiles: new S3FeedFileStore(s3, config.assetsBucket),
     fetcher: new HttpImageFetcher({ allowPrivate: config.fetchAllowPrivate }),
     dispatcher:
       config.imports.runner === 'in-process'
@@ -107,7 +112,7 @@ function buildContainer(config: Config): Container {
       return {
         products: container.products,
         imports: container.imports,
-        objects: container.objects,
+        feedFiles: container.feedFiles,
         fetcher: container.fetcher,
         images: container.images,
         clock: container.clock,

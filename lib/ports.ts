@@ -224,6 +224,16 @@ export interface FetchLimits {
  */
 export interface ImageFetcher {
   fetch(url: string, limits: FetchLimits): Promise<{ bytes: Buffer; contentType: string | undefined; url: string }>;
+  /** Same checks, but the body is streamed (feed files); the size cap and deadline apply while reading. */
+  open(url: string, limits: FetchLimits): Promise<{ body: AsyncIterable<Buffer>; contentType: string | undefined; url: string }>;
+}
+
+/** Feed files, streamed in and out so a large feed never sits in memory whole. */
+export interface FeedFileStore {
+  /** Stores the stream under `key`; returns its size in bytes. */
+  write(key: string, body: AsyncIterable<Uint8Array>, contentType: string): Promise<number>;
+  /** The stored file as a stream, or undefined when there is none. */
+  read(key: string): Promise<AsyncIterable<Uint8Array> | undefined>;
 }
 
 /** Hands a queued import to whatever runs imports (in-process locally; the worker Lambda in AWS). */

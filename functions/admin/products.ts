@@ -6,5 +6,11 @@ import { ok } from '#lib/http/responses.ts';
 
 /** GET /admin/v1/feeds/{feedId}/products?limit&cursor */
 export const listProducts = adminEndpoint(async (event, _ctx, c) =>
-  ok(await list(c, event.pathParameters?.feedId ?? '', parseInput(ProductsPageQuery, event.queryStringParameters ?? {}))),
+  ok(
+    await list(
+      c,
+      event.pathParameters?.feedId ?? '',
+      parseInput(ProductsPageQuery, event.queryStringParameters ?? {}),
+    ),
+  ),
 );

@@ -1,4 +1,10 @@
-import { DeleteCommand, type DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import {
+  DeleteCommand,
+  type DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+} from '@aws-sdk/lib-dynamodb';
 import { isConditionalCheckFailed } from '#lib/adapters/dynamodb-client.ts';
 import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { DomainError } from '#lib/domain/errors.ts';
@@ -14,16 +20,23 @@ export class DynamoDbImportStore implements ImportStore {
   async create(record: ImportRecord): Promise<void> {
     try {
       await this.db.send(
-        new PutCommand({ TableName: this.table, Item: record, ConditionExpression: 'attribute_not_exists(importId)' }),
+        new PutCommand({
+          TableName: this.table,
+          Item: record,
+          ConditionExpression: 'attribute_not_exists(importId)',
+        }),
       );
     } catch (error) {
-      if (isConditionalCheckFailed(error)) throw new DomainError('conflict', `Import ${record.importId} already exists.`);
+      if (isConditionalCheckFailed(error))
+        throw new DomainError('conflict', `Import ${record.importId} already exists.`);
       throw error;
     }
   }
 
   async get(feedId: string, importId: string): Promise<ImportRecord | undefined> {
-    const out = await this.db.send(new GetCommand({ TableName: this.table, Key: { feedId, importId }, ConsistentRead: true }));
+    const out = await this.db.send(
+      new GetCommand({ TableName: this.table, Key: { feedId, importId }, ConsistentRead: true }),
+    );
     return out.Item as ImportRecord | undefined;
   }
 
@@ -49,7 +62,9 @@ export class DynamoDbImportStore implements ImportStore {
     do {
       records = await this.list(feedId, 100);
       for (const record of records) {
-        await this.db.send(new DeleteCommand({ TableName: this.table, Key: { feedId, importId: record.importId } }));
+        await this.db.send(
+          new DeleteCommand({ TableName: this.table, Key: { feedId, importId: record.importId } }),
+        );
       }
     } while (records.length > 0);
   }

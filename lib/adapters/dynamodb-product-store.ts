@@ -14,7 +14,12 @@ import type { ProductStore } from '#lib/ports.ts';
 /** Stored item: the product plus its table keys (feedId, productId) and the byItemGroup index key. */
 type Item = Product & { feedId: string; productId: string; feedItemGroup: string };
 
-const toItem = (p: Product): Item => ({ ...p, feedId: p.feed_id, productId: p.product_id, feedItemGroup: `${p.feed_id}#${p.group}` });
+const toItem = (p: Product): Item => ({
+  ...p,
+  feedId: p.feed_id,
+  productId: p.product_id,
+  feedItemGroup: `${p.feed_id}#${p.group}`,
+});
 
 function toProduct(item: Record<string, unknown>): Product {
   const { feedId: _f, productId: _p, feedItemGroup: _g, ...product } = item as unknown as Item;
@@ -55,10 +60,14 @@ export class DynamoDbProductStore implements ProductStore {
     const found = new Map<string, Product>();
     const unique = [...new Set(productIds)];
     for (let i = 0; i < unique.length; i += 100) {
-      let keys: Record<string, unknown>[] | undefined = unique.slice(i, i + 100).map((productId) => ({ feedId, productId }));
+      let keys: Record<string, unknown>[] | undefined = unique
+        .slice(i, i + 100)
+        .map((productId) => ({ feedId, productId }));
       for (let attempt = 0; keys && keys.length > 0; attempt += 1) {
         if (attempt > 0) await pause(Math.min(1000, 25 * 2 ** attempt));
-        const out: BatchGetCommandOutput = await this.db.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: keys } } }));
+        const out: BatchGetCommandOutput = await this.db.send(
+          new BatchGetCommand({ RequestItems: { [this.table]: { Keys: keys } } }),
+        );
         for (const item of out.Responses?.[this.table] ?? []) {
           const product = toProduct(item);
           found.set(product.product_id, product);
@@ -93,7 +102,9 @@ export class DynamoDbProductStore implements ProductStore {
   }
 
   async deleteMany(feedId: string, productIds: string[]): Promise<void> {
-    await this.batchWrite([...new Set(productIds)].map((productId) => ({ DeleteRequest: { Key: { feedId, productId } } })));
+    await this.batchWrite(
+      [...new Set(productIds)].map((productId) => ({ DeleteRequest: { Key: { feedId, productId } } })),
+    );
   }
 
   async page(feedId: string, limit: number, cursor?: string): Promise<{ items: Product[]; cursor?: string }> {
@@ -103,7 +114,9 @@ export class DynamoDbProductStore implements ProductStore {
         const productId = Buffer.from(cursor, 'base64url').toString('utf8');
         start = { feedId, productId };
       } catch {
-        throw new ValidationError('Invalid cursor.', [{ path: 'cursor', message: 'not a cursor of this listing' }]);
+        throw new ValidationError('Invalid cursor.', [
+          { path: 'cursor', message: 'not a cursor of this listing' },
+        ]);
       }
     }
     const out = await this.db.send(
@@ -117,7 +130,10 @@ export class DynamoDbProductStore implements ProductStore {
     );
     const items = (out.Items ?? []).map(toProduct);
     const last = out.LastEvaluatedKey?.productId;
-    return { items, ...(typeof last === 'string' ? { cursor: Buffer.from(last, 'utf8').toString('base64url') } : {}) };
+    return {
+      items,
+      ...(typeof last === 'string' ? { cursor: Buffer.from(last, 'utf8').toString('base64url') } : {}),
+    };
   }
 
   async listUnseen(feedId: string, importId: string): Promise<string[]> {
@@ -164,7 +180,9 @@ export class DynamoDbProductStore implements ProductStore {
       let batch: Record<string, unknown>[] | undefined = requests.slice(i, i + 25);
       for (let attempt = 0; batch && batch.length > 0; attempt += 1) {
         if (attempt > 0) await pause(Math.min(1000, 25 * 2 ** attempt));
-        const out: BatchWriteCommandOutput = await this.db.send(new BatchWriteCommand({ RequestItems: { [this.table]: batch as never } }));
+        const out: BatchWriteCommandOutput = await this.db.send(
+          new BatchWriteCommand({ RequestItems: { [this.table]: batch as never } }),
+        );
         batch = out.UnprocessedItems?.[this.table] as Record<string, unknown>[] | undefined;
       }
     }

@@ -68,7 +68,11 @@ export class HttpImageFetcher implements ImageFetcher {
   constructor(private readonly options: HttpImageFetcherOptions) {
     const allowed = new Set(options.allowAddresses ?? []);
     this.refused = (address) => !options.allowPrivate && !allowed.has(address) && isBlockedAddress(address);
-    this.lookup = ((hostname: string, lookupOptions: { all?: boolean }, callback: (...args: unknown[]) => void) => {
+    this.lookup = ((
+      hostname: string,
+      lookupOptions: { all?: boolean },
+      callback: (...args: unknown[]) => void,
+    ) => {
       dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses: LookupAddress[]) => {
         if (error) return callback(error);
         if (addresses.some((a) => this.refused(a.address))) {
@@ -82,7 +86,33 @@ export class HttpImageFetcher implements ImageFetcher {
     }) as unknown as LookupFunction;
   }
 
-  async fetch(url: string, limits: FetchLimits): Promise<{ bytes: Buffer; contentType: string | undefined; url: string }> {
+  async fetch(
+    url: string,
+    limits: FetchLimits,
+  ): Promise<{ bytes: Buffer; contentType: string | undefined; url: string }> {
+    const { response, deadline, url: finalUrl } = await this.respond(url, limits);
+    const bytes = await readCapped(response, limits.maxBytes, deadline);
+    return { bytes, contentType: response.headers['content-type'], url: finalUrl };
+  }
+
+  async open(
+    url: string,
+    limits: FetchLimits,
+  ): Promise<{ body: AsyncIterable<Buffer>; contentType: string | undefined; url: string }> {
+    const { response, deadline, url: finalUrl } = await this.respond(url, limits);
+    checkDeclaredSize(response, limits.maxBytes);
+    return {
+      body: streamCapped(response, limits.maxBytes, deadline),
+      contentType: response.headers['content-type'],
+      url: finalUrl,
+    };
+  }
+
+  /** Connects, following redirects with the address checks on every hop; resolves on a 2xx response. */
+  private async respond(
+    url: string,
+    limits: FetchLimits,
+  ): Promise<{ response: IncomingMessage; deadline: number; url: string }> {
     const deadline = Date.now() + limits.timeoutMs;
     let current: URL;
     try {
@@ -91,7 +121,8 @@ export class HttpImageFetcher implements ImageFetcher {
       throw new FetchError('not a URL.');
     }
     for (let hop = 0; hop <= (this.options.maxRedirects ?? 5); hop += 1) {
-      if (current.protocol !== 'http:' && current.protocol !== 'https:') throw new FetchError('only http and https URLs are fetched.');
+      if (current.protocol !== 'http:' && current.protocol !== 'https:')
+        throw new FetchError('only http and https URLs are fetched.');
       const host = current.hostname.replace(/^\[|\]$/g, '');
       if (isIP(host) && this.refused(host)) {
         throw new FetchError(`${host} is a private or reserved address; refused.`);
@@ -107,8 +138,7 @@ export class HttpImageFetcher implements ImageFetcher {
         response.resume();
         throw new FetchError(`HTTP ${status}.`);
       }
-      const bytes = await readCapped(response, limits.maxBytes, deadline);
-      return { bytes, contentType: response.headers['content-type'], url: current.href };
+      return { response, deadline, url: current.href };
     }
     throw new FetchError('too many redirects.');
   }
@@ -132,39 +162,56 @@ export class HttpImageFetcher implements ImageFetcher {
       request.once('timeout', () => request.destroy(new FetchError('timed out.')));
       request.once('error', (error) => {
         clearTimeout(timer);
-        reject(error instanceof FetchError ? error : new FetchError(`unreachable (${(error as NodeJS.ErrnoException).code ?? error.message}).`));
+        reject(
+          error instanceof FetchError
+            ? error
+            : new FetchError(`unreachable (${(error as NodeJS.ErrnoException).code ?? error.message}).`),
+        );
       });
       request.end();
     });
   }
 }
 
-function readCapped(response: IncomingMessage, maxBytes: number, deadline: number): Promise<Buffer> {
+function checkDeclaredSize(response: IncomingMessage, maxBytes: number): void {
   const declared = Number(response.headers['content-length']);
   if (Number.isFinite(declared) && declared > maxBytes) {
     response.destroy();
-    return Promise.reject(new FetchError(`larger than ${maxBytes} bytes.`));
+    throw new FetchError(`larger than ${maxBytes} bytes.`);
   }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const timer = setTimeout(() => response.destroy(new FetchError('timed out.')), Math.max(0, deadline - Date.now()));
-    response.on('data', (chunk: Buffer) => {
+}
+
+/** The body as a stream that fails once it passes the size cap or the deadline. */
+async function* streamCapped(
+  response: IncomingMessage,
+  maxBytes: number,
+  deadline: number,
+): AsyncGenerator<Buffer> {
+  let size = 0;
+  const timer = setTimeout(
+    () => response.destroy(new FetchError('timed out.')),
+    Math.max(0, deadline - Date.now()),
+  );
+  try {
+    for await (const chunk of response as AsyncIterable<Buffer>) {
       size += chunk.length;
-      if (size > maxBytes) response.destroy(new FetchError(`larger than ${maxBytes} bytes.`));
-      else chunks.push(chunk);
-    });
-    response.once('end', () => {
-      clearTimeout(timer);
-      resolve(Buffer.concat(chunks));
-    });
-    response.once('error', (error) => {
-      clearTimeout(timer);
-      reject(error instanceof FetchError ? error : new FetchError(`connection failed (${error.message}).`));
-    });
-    response.once('close', () => {
-      clearTimeout(timer);
-      if (!response.complete) reject(new FetchError(size > maxBytes ? `larger than ${maxBytes} bytes.` : 'connection closed early.'));
-    });
-  });
+      if (size > maxBytes) throw new FetchError(`larger than ${maxBytes} bytes.`);
+      yield chunk;
+    }
+    if (!response.complete) throw new FetchError('connection closed early.');
+  } catch (error) {
+    throw error instanceof FetchError
+      ? error
+      : new FetchError(`connection failed (${(error as Error).message}).`);
+  } finally {
+    clearTimeout(timer);
+    response.destroy();
+  }
+}
+
+async function readCapped(response: IncomingMessage, maxBytes: number, deadline: number): Promise<Buffer> {
+  checkDeclaredSize(response, maxBytes);
+  const chunks: Buffer[] = [];
+  for await (const chunk of streamCapped(response, maxBytes, deadline)) chunks.push(chunk);
+  return Buffer.concat(chunks);
 }

@@ -128,7 +128,10 @@ export function filterFieldsOf(product: Product): Record<string, string[]> {
     const raw = String(product[key] ?? '');
     if (!raw) continue;
     if (PATH_FIELDS.has(key)) {
-      const parts = raw.split('>').map((part) => part.trim()).filter(Boolean);
+      const parts = raw
+        .split('>')
+        .map((part) => part.trim())
+        .filter(Boolean);
       fields[key] = parts.map((_, i) => filterValue(key, parts.slice(0, i + 1).join(' > ')));
     } else {
       fields[key] = [filterValue(key, raw)];

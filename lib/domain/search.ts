@@ -1,12 +1,14 @@
 import { NotFoundError } from '#lib/domain/errors.ts';
-import {
-  filterValue,
-  type GroupHit,
-  type Product,
-  scoreOf,
-  vectorDocumentId,
-} from '#lib/domain/products.ts';
-import type { DetectedObject, ImageInspector, ProductStore, VectorFilter, VectorHit, VectorIndex, Vision } from '#lib/ports.ts';
+import { filterValue, type GroupHit, type Product, scoreOf, vectorDocumentId } from '#lib/domain/products.ts';
+import type {
+  DetectedObject,
+  ImageInspector,
+  ProductStore,
+  VectorFilter,
+  VectorHit,
+  VectorIndex,
+  Vision,
+} from '#lib/ports.ts';
 
 /**
  * Search use cases: image search (also the root search), related products and object detection with
@@ -35,7 +37,14 @@ const MAX_K = 5000;
  */
 async function rankGroups(
   deps: SearchDeps,
-  query: { feedId: string; vector: Float32Array; limit: number; offset: number; filter?: VectorFilter; excludeItemGroupIds?: string[] },
+  query: {
+    feedId: string;
+    vector: Float32Array;
+    limit: number;
+    offset: number;
+    filter?: VectorFilter;
+    excludeItemGroupIds?: string[];
+  },
 ): Promise<GroupHit[]> {
   const vectors = await deps.vectors();
   const window = query.offset + query.limit;
@@ -52,7 +61,11 @@ async function rankGroups(
     best = new Map();
     for (const hit of hits) {
       const current = best.get(hit.itemGroupId);
-      if (!current || hit.similarity > current.similarity || (hit.similarity === current.similarity && hit.productId < current.productId)) {
+      if (
+        !current ||
+        hit.similarity > current.similarity ||
+        (hit.similarity === current.similarity && hit.productId < current.productId)
+      ) {
         best.set(hit.itemGroupId, hit);
       }
     }
@@ -61,7 +74,11 @@ async function rankGroups(
   }
   const ranked = [...best.values()]
     .map((hit) => ({ hit, score: scoreOf(hit.similarity) }))
-    .sort((a, b) => b.score - a.score || (a.hit.productId < b.hit.productId ? -1 : a.hit.productId > b.hit.productId ? 1 : 0))
+    .sort(
+      (a, b) =>
+        b.score - a.score ||
+        (a.hit.productId < b.hit.productId ? -1 : a.hit.productId > b.hit.productId ? 1 : 0),
+    )
     .slice(query.offset, window);
   const groups = await Promise.all(
     ranked.map(async ({ hit, score }) => {
@@ -103,7 +120,10 @@ export interface RelatedQuery {
 }
 
 /** filters → index filter: AND across keys, OR within a key; context.category narrows unless a category filter is given. */
-export function relatedFilter(filters: RelatedQuery['filters'], context: RelatedQuery['context']): VectorFilter {
+export function relatedFilter(
+  filters: RelatedQuery['filters'],
+  context: RelatedQuery['context'],
+): VectorFilter {
   const filter: VectorFilter = {};
   for (const { key, value } of filters ?? []) {
     const name = key.startsWith('metadata.') ? key.slice('metadata.'.length) : key;
@@ -112,7 +132,16 @@ export function relatedFilter(filters: RelatedQuery['filters'], context: Related
     if (!values.includes(v)) values.push(v);
   }
   const category = context?.category?.trim();
-  if (category && !filter.category) filter.category = [filterValue('category', category.split('>').map((s) => s.trim()).join(' > '))];
+  if (category && !filter.category)
+    filter.category = [
+      filterValue(
+        'category',
+        category
+          .split('>')
+          .map((s) => s.trim())
+          .join(' > '),
+      ),
+    ];
   return filter;
 }
 
@@ -140,7 +169,10 @@ export async function relatedProducts(deps: SearchDeps, query: RelatedQuery): Pr
     const image = query.image ?? query.fallback;
     if (!image) {
       const why = reference ? 'has no searchable image yet' : 'is not in this feed';
-      throw new NotFoundError('product_not_found', `Product ${query.productId} ${why}; send imageData or fallback.`);
+      throw new NotFoundError(
+        'product_not_found',
+        `Product ${query.productId} ${why}; send imageData or fallback.`,
+      );
     }
     await deps.images.inspect(image);
     if (!reference && !(await deps.products.hasProducts(query.feedId))) return [];
@@ -178,7 +210,9 @@ export async function detectObjects(
   const crops = await Promise.all(objects.map((object) => deps.images.crop(query.image, object.box)));
   const vectors = await embedder.embed(crops);
   const products = await Promise.all(
-    vectors.map((vector) => rankGroups(deps, { feedId: query.feedId, vector, limit: query.limit, offset: 0 })),
+    vectors.map((vector) =>
+      rankGroups(deps, { feedId: query.feedId, vector, limit: query.limit, offset: 0 }),
+    ),
   );
   return { objects: objects.map((object, i) => ({ ...object, products: products[i] ?? [] })) };
 }

@@ -20,9 +20,19 @@ export class InProcessImportDispatcher implements ImportDispatcher {
     this.tail = this.tail
       .then(() => this.run(feedId, importId))
       .then(
-        (record) => this.logger.info('import finished', { feedId, importId, status: record.status, processed: record.processed }),
+        (record) =>
+          this.logger.info('import finished', {
+            feedId,
+            importId,
+            status: record.status,
+            processed: record.processed,
+          }),
         (error: unknown) =>
-          this.logger.error('import crashed', { feedId, importId, error: error instanceof Error ? error.message : String(error) }),
+          this.logger.error('import crashed', {
+            feedId,
+            importId,
+            error: error instanceof Error ? error.message : String(error),
+          }),
       )
       .finally(() => {
         this.pending -= 1;

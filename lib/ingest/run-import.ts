@@ -1,5 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { readFeed, sniffFormat, type FeedFormat, type RawRecord } from '#lib/domain/catalogue/feed-formats.ts';
+import {
+  readFeed,
+  sniffFormat,
+  type FeedFormat,
+  type RawRecord,
+} from '#lib/domain/catalogue/feed-formats.ts';
 import {
   FetchError,
   MAX_IMPORT_ERRORS,
@@ -22,10 +27,10 @@ import type {
   Clock,
   Embedder,
   FetchLimits,
+  FeedFileStore,
   ImageFetcher,
   ImageInspector,
   ImportStore,
-  ObjectStore,
   ProductStore,
   VectorDocument,
   VectorIndex,
@@ -44,7 +49,7 @@ export interface IngestLimits {
 export interface IngestDeps {
   products: ProductStore;
   imports: ImportStore;
-  objects: ObjectStore;
+  feedFiles: FeedFileStore;
   fetcher: ImageFetcher;
   images: ImageInspector;
   clock: Clock;
@@ -63,7 +68,8 @@ interface Valid {
 /**
  * Runs (or resumes) one feed import. Steps:
  * 1. load the import; finished imports are left alone (a repeated trigger is harmless); mark it running;
- * 2. make sure the feed file is in the object store (URL imports fetch it, SSRF-checked) and know its format;
+ * 2. make sure the feed file is stored (URL imports stream it in, SSRF-checked and size-capped) and know
+ *    its format; the file is only ever streamed, never held in memory whole;
  * 3. count the rows (a streaming pass) so progress has a total;
  * 4. stream the rows after the checkpoint in chunks: normalise (bad rows → errors), skip products whose
  *    update_hash and embedding model are unchanged, fetch and embed the images of the others (bounded
@@ -87,18 +93,28 @@ export async function runImport(deps: IngestDeps, feedId: string, importId: stri
   };
   await save({});
   try {
-    const { file, format } = await feedFile(deps, record);
+    const format = await ensureFeedFile(deps, record);
     if (record.format !== format) await save({ format });
-    const total = await countRows(file, format);
+    const total = await countRows(await openFeed(deps, record.objectKey), format);
     await save({ total });
-    const outcome = await processRows(deps, () => record, file, format, save);
+    const outcome = await processRows(
+      deps,
+      () => record,
+      await openFeed(deps, record.objectKey),
+      format,
+      save,
+    );
     if (record.mode === 'full') {
       if (outcome.readToEnd && outcome.valid > 0) {
         await save({ removed: await removeUnseen(deps, record) });
       } else {
         await save({
           errors: capErrors(record.errors, [
-            { row: null, message: 'Products not in this file were kept: the file was not read to its end or listed no valid product.' },
+            {
+              row: null,
+              message:
+                'Products not in this file were kept: the file was not read to its end or listed no valid product.',
+            },
           ]),
         });
       }
@@ -118,24 +134,43 @@ function now(deps: Pick<IngestDeps, 'clock'>): string {
   return deps.clock.now().toISOString();
 }
 
-async function feedFile(deps: IngestDeps, record: ImportRecord): Promise<{ file: Buffer; format: FeedFormat }> {
-  let file = await deps.objects.get(record.objectKey);
-  if (!file) {
-    if (record.source.kind !== 'url') throw new DomainError('not_found', 'The feed file of this import is missing.');
-    const fetched = await deps.fetcher.fetch(record.source.url, deps.limits.feed);
-    file = fetched.bytes;
-    await deps.objects.put(record.objectKey, file, fetched.contentType ?? 'application/octet-stream');
+/** Makes sure the feed file is stored (URL imports stream it in) and returns its format. */
+async function ensureFeedFile(deps: IngestDeps, record: ImportRecord): Promise<FeedFormat> {
+  let head = await headOf(deps, record.objectKey);
+  if (head === undefined) {
+    if (record.source.kind !== 'url')
+      throw new DomainError('not_found', 'The feed file of this import is missing.');
+    const { body, contentType } = await deps.fetcher.open(record.source.url, deps.limits.feed);
+    await deps.feedFiles.write(record.objectKey, body, contentType ?? 'application/octet-stream');
+    head = (await headOf(deps, record.objectKey)) ?? '';
   }
-  return { file, format: record.format ?? sniffFormat(file.subarray(0, 4096).toString('utf8')) };
+  return record.format ?? sniffFormat(head);
 }
 
-async function* chunksOf(file: Buffer, size = 64 * 1024): AsyncGenerator<Buffer> {
-  for (let at = 0; at < file.length; at += size) yield file.subarray(at, at + size);
+/** The first few KB of a stored file (enough to sniff its format), or undefined when it is not stored. */
+async function headOf(deps: IngestDeps, key: string): Promise<string | undefined> {
+  const body = await deps.feedFiles.read(key);
+  if (!body) return undefined;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    chunks.push(Buffer.from(chunk));
+    size += chunk.length;
+    if (size >= 4096) break;
+  }
+  return Buffer.concat(chunks).subarray(0, 4096).toString('utf8');
 }
 
-async function countRows(file: Buffer, format: FeedFormat): Promise<number> {
+/** A fresh stream of the stored feed file (each pass over the file reads it again). */
+async function openFeed(deps: IngestDeps, key: string): Promise<AsyncIterable<Uint8Array>> {
+  const body = await deps.feedFiles.read(key);
+  if (!body) throw new DomainError('not_found', 'The feed file of this import is missing.');
+  return body;
+}
+
+async function countRows(file: AsyncIterable<Uint8Array>, format: FeedFormat): Promise<number> {
   let total = 0;
-  for await (const raw of readFeed(chunksOf(file), format)) if (!('fatal' in raw && raw.fatal)) total = raw.row;
+  for await (const raw of readFeed(file, format)) if (!('fatal' in raw && raw.fatal)) total = raw.row;
   return total;
 }
 
@@ -146,7 +181,7 @@ function capErrors(errors: ImportRowError[], more: ImportRowError[]): ImportRowE
 async function processRows(
   deps: IngestDeps,
   current: () => ImportRecord,
-  file: Buffer,
+  file: AsyncIterable<Uint8Array>,
   format: FeedFormat,
   save: (patch: Partial<ImportRecord>) => Promise<void>,
 ): Promise<{ readToEnd: boolean; valid: number }> {
@@ -162,7 +197,7 @@ async function processRows(
     valid += result.valid;
     await save(result.patch);
   };
-  for await (const raw of readFeed(chunksOf(file), format)) {
+  for await (const raw of readFeed(file, format)) {
     const fatal = 'fatal' in raw && raw.fatal === true;
     if (fatal) readToEnd = false;
     if (raw.row <= start.checkpointRow && !fatal) {
@@ -200,7 +235,11 @@ async function ingestChunk(
       const content = normaliseRecord(raw.fields, baseUrl);
       const earlier = rowOfId.get(content.product_id);
       if (earlier !== undefined) {
-        errors.push({ row: raw.row, productId: content.product_id, message: `Duplicate id; row ${earlier} was imported.` });
+        errors.push({
+          row: raw.row,
+          productId: content.product_id,
+          message: `Duplicate id; row ${earlier} was imported.`,
+        });
         failed += 1;
         continue;
       }
@@ -209,7 +248,11 @@ async function ingestChunk(
     } catch (error) {
       if (!(error instanceof RowError)) throw error;
       const id = raw.fields.id?.[0] ?? raw.fields.product_id?.[0];
-      errors.push({ row: raw.row, ...(id !== undefined ? { productId: String(id) } : {}), message: error.message });
+      errors.push({
+        row: raw.row,
+        ...(id !== undefined ? { productId: String(id) } : {}),
+        message: error.message,
+      });
       failed += 1;
     }
   }
@@ -227,7 +270,11 @@ async function ingestChunk(
   for (const { row, content } of valid) {
     const before = existing.get(content.product_id);
     if (before?.seen_import === record.importId && before.seen_row !== undefined && before.seen_row !== row) {
-      errors.push({ row, productId: content.product_id, message: `Duplicate id; row ${before.seen_row} was imported.` });
+      errors.push({
+        row,
+        productId: content.product_id,
+        message: `Duplicate id; row ${before.seen_row} was imported.`,
+      });
       failed += 1;
       continue;
     }
@@ -291,7 +338,9 @@ async function embedProducts(
   rowOf: Map<string, number>,
 ): Promise<{ documents: VectorDocument[]; errors: ImportRowError[] }> {
   const errors: ImportRowError[] = [];
-  const jobs = products.flatMap((product) => imagesOf(product).map((url, index) => ({ product, url, index })));
+  const jobs = products.flatMap((product) =>
+    imagesOf(product).map((url, index) => ({ product, url, index })),
+  );
   const fetched = await mapLimit(jobs, deps.limits.imageConcurrency, async (job) => {
     try {
       const { bytes } = await deps.fetcher.fetch(job.url, deps.limits.image);
@@ -300,20 +349,33 @@ async function embedProducts(
     } catch (error) {
       if (!(error instanceof FetchError || error instanceof DomainError)) throw error;
       const field = job.index === 0 ? 'image_link' : 'additional_image_link';
-      errors.push({ row: rowOf.get(job.product.product_id) ?? null, productId: job.product.product_id, message: `${field} ${job.url}: ${error.message}` });
+      errors.push({
+        row: rowOf.get(job.product.product_id) ?? null,
+        productId: job.product.product_id,
+        message: `${field} ${job.url}: ${error.message}`,
+      });
       return undefined;
     }
   });
   // Only products whose main image is usable get vectors; their other images follow in order.
   const usable = new Set(fetched.filter((f) => f?.index === 0).map((f) => f!.product.product_id));
-  const images = fetched.filter((f): f is NonNullable<typeof f> => f !== undefined && usable.has(f.product.product_id));
-  const vectors = await embedEach(embedder, images.map((i) => i.bytes));
+  const images = fetched.filter(
+    (f): f is NonNullable<typeof f> => f !== undefined && usable.has(f.product.product_id),
+  );
+  const vectors = await embedEach(
+    embedder,
+    images.map((i) => i.bytes),
+  );
   const documents: VectorDocument[] = [];
   images.forEach((image, i) => {
     const vector = vectors[i];
     const product = image.product;
     if (!vector) {
-      errors.push({ row: rowOf.get(product.product_id) ?? null, productId: product.product_id, message: `${image.url}: the image could not be embedded.` });
+      errors.push({
+        row: rowOf.get(product.product_id) ?? null,
+        productId: product.product_id,
+        message: `${image.url}: the image could not be embedded.`,
+      });
       return;
     }
     if (image.index > 0 && product.vector_count === 0) return;
@@ -347,7 +409,14 @@ async function embedEach(embedder: Embedder, images: Buffer[]): Promise<(Float32
         return await embedder.embed(batch);
       } catch (error) {
         if (!(error instanceof DomainError)) throw error;
-        return Promise.all(batch.map((image) => embedder.embed([image]).then((v) => v[0], () => undefined)));
+        return Promise.all(
+          batch.map((image) =>
+            embedder.embed([image]).then(
+              (v) => v[0],
+              () => undefined,
+            ),
+          ),
+        );
       }
     }),
   );

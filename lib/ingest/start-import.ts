@@ -23,12 +23,17 @@ export interface StartImportDeps {
  * 3. create the import record, status queued;
  * 4. write the request marker (its creation starts the worker in AWS) and hand the import to the dispatcher.
  */
-export async function startImport(deps: StartImportDeps, feedId: string, input: StartImportRequest): Promise<ImportRecord> {
+export async function startImport(
+  deps: StartImportDeps,
+  feedId: string,
+  input: StartImportRequest,
+): Promise<ImportRecord> {
   await requireFeed(deps.feeds, feedId);
   const at = deps.clock.now();
   const importId = newImportId(at);
   const keys = importObjectKeys(feedId, importId);
-  if (input.content !== undefined) await deps.objects.put(keys.file, input.content, 'text/plain; charset=utf-8');
+  if (input.content !== undefined)
+    await deps.objects.put(keys.file, input.content, 'text/plain; charset=utf-8');
   const record: ImportRecord = {
     feedId,
     importId,
@@ -54,7 +59,11 @@ export async function startImport(deps: StartImportDeps, feedId: string, input: 
   return record;
 }
 
-export async function getImport(deps: Pick<StartImportDeps, 'imports'>, feedId: string, importId: string): Promise<ImportRecord> {
+export async function getImport(
+  deps: Pick<StartImportDeps, 'imports'>,
+  feedId: string,
+  importId: string,
+): Promise<ImportRecord> {
   const record = await deps.imports.get(feedId, importId);
   if (!record) throw new NotFoundError('import_not_found', `Import ${importId} not found in feed ${feedId}.`);
   return record;

@@ -21,8 +21,16 @@ async function freePort(): Promise<number> {
 }
 
 async function demoImports(stack: LocalStack) {
-  const response = await fetch(`${stack.url}/admin/v1/feeds/demo/imports`, { headers: { authorization: `Bearer ${stack.adminToken}` } });
-  return ((await response.json()) as { imports: unknown }).imports as { status: string; total: number; embedded: number; skipped: number; failed: number }[];
+  const response = await fetch(`${stack.url}/admin/v1/feeds/demo/imports`, {
+    headers: { authorization: `Bearer ${stack.adminToken}` },
+  });
+  return ((await response.json()) as { imports: unknown }).imports as {
+    status: string;
+    total: number;
+    embedded: number;
+    skipped: number;
+    failed: number;
+  }[];
 }
 
 describe('demo catalogue', () => {
@@ -44,7 +52,10 @@ describe('demo catalogue', () => {
       });
       const results = (await response.json()) as { product_id: string }[];
       // Assess
-      expect(results[0]).toMatchObject({ product_id: 'multimeter', image_link: `${first.url}/demo/images/tools-multimeter2.webp` });
+      expect(results[0]).toMatchObject({
+        product_id: 'multimeter',
+        image_link: `${first.url}/demo/images/tools-multimeter2.webp`,
+      });
     } finally {
       await first.close();
     }
@@ -53,7 +64,12 @@ describe('demo catalogue', () => {
     const second = await startLocalStack(env);
     try {
       await second.importsIdle();
-      expect((await demoImports(second))[0]).toMatchObject({ status: 'succeeded', total: 29, embedded: 0, skipped: 29 });
+      expect((await demoImports(second))[0]).toMatchObject({
+        status: 'succeeded',
+        total: 29,
+        embedded: 0,
+        skipped: 29,
+      });
     } finally {
       await second.close();
     }

@@ -9,7 +9,8 @@ import { startTestStack, type TestStack } from '#test/support/local-stack.ts';
  * the committed CC0 demo images, served by the local server itself.
  */
 let stack: TestStack;
-const photo = (name: string) => readFile(new URL(`../../demo/images/${name}.webp`, import.meta.url)).then((b) => b.toString('base64'));
+const photo = (name: string) =>
+  readFile(new URL(`../../demo/images/${name}.webp`, import.meta.url)).then((b) => b.toString('base64'));
 const link = (name: string) => `${stack.url}/demo/images/${name}.webp`;
 
 interface Shop {
@@ -29,7 +30,10 @@ async function importFeed(shop: Shop, body: Record<string, unknown>) {
   expect(started.status).toBe(202);
   expect(started.body).toEqual({ importId: expect.stringMatching(/^imp_/), status: 'queued' });
   await stack.importsIdle();
-  const finished = await stack.admin('GET', `/admin/v1/feeds/${shop.feedId}/imports/${started.body.importId}`);
+  const finished = await stack.admin(
+    'GET',
+    `/admin/v1/feeds/${shop.feedId}/imports/${started.body.importId}`,
+  );
   expect(finished.status).toBe(200);
   return finished.body;
 }
@@ -37,7 +41,9 @@ async function importFeed(shop: Shop, body: Record<string, unknown>) {
 const search = (shop: Shop, path: string, body: Record<string, unknown>) =>
   stack.call('POST', path, { body, headers: { authorization: `Bearer ${shop.searchId}` } });
 
-function xmlFeed(items: { id: string; group?: string; image: string; title?: string; color?: string; brand?: string }[]): string {
+function xmlFeed(
+  items: { id: string; group?: string; image: string; title?: string; color?: string; brand?: string }[],
+): string {
   const body = items
     .map(
       (i) => `<item><g:id>${i.id}</g:id>${i.group ? `<g:item_group_id>${i.group}</g:item_group_id>` : ''}
@@ -74,7 +80,15 @@ afterAll(async () => {
 
 describe('feed imports', () => {
   it('imports a Merchant Center XML feed and embeds every product', () => {
-    expect(firstImport).toMatchObject({ status: 'succeeded', total: 6, processed: 6, embedded: 6, skipped: 0, failed: 0, errors: [] });
+    expect(firstImport).toMatchObject({
+      status: 'succeeded',
+      total: 6,
+      processed: 6,
+      embedded: 6,
+      skipped: 0,
+      failed: 0,
+      errors: [],
+    });
   });
 
   it.each([
@@ -85,23 +99,50 @@ describe('feed imports', () => {
         `c1,grp,Claw,${l('tools-hammer3')},12.99 USD,in stock\nc2,grp,Steel,${l('tools-hammer5')},"1,299.00 USD",out of stock\n` +
         `c3,,No image,,5 USD,in stock\nc4,,Gone,${stack.url}/demo/images/missing.webp,5 USD,in stock\n`,
     ],
-    ['tsv', (l: typeof link) => `id\ttitle\timage_link\tprice\nt1\tPliers\t${l('tools-plier2')}\t3 EUR\nt2\t\t${l('tools-plier1')}\t3 EUR\n`],
+    [
+      'tsv',
+      (l: typeof link) =>
+        `id\ttitle\timage_link\tprice\nt1\tPliers\t${l('tools-plier2')}\t3 EUR\nt2\t\t${l('tools-plier1')}\t3 EUR\n`,
+    ],
     [
       'json',
       (l: typeof link) =>
         JSON.stringify([
-          { product_id: 'j1', item_group_id: 'jg', title: 'Bucket', image_link: l('others-bucket'), price: 599, currency: 'USD', metadata: { campaign: 'spring' } },
-          { product_id: 'j2', item_group_id: 'jg', title: 'Bucket XL', image_link: l('others-bucket'), price: 'lots' },
+          {
+            product_id: 'j1',
+            item_group_id: 'jg',
+            title: 'Bucket',
+            image_link: l('others-bucket'),
+            price: 599,
+            currency: 'USD',
+            metadata: { campaign: 'spring' },
+          },
+          {
+            product_id: 'j2',
+            item_group_id: 'jg',
+            title: 'Bucket XL',
+            image_link: l('others-bucket'),
+            price: 'lots',
+          },
         ]),
     ],
-    ['jsonl', (l: typeof link) => `{"id":"l1","title":"Tape","image_link":"${l('tools-measuringTape4')}"}\n{not json}\n`],
+    [
+      'jsonl',
+      (l: typeof link) =>
+        `{"id":"l1","title":"Tape","image_link":"${l('tools-measuringTape4')}"}\n{not json}\n`,
+    ],
   ])('imports %s with variants and records bad rows without stopping', async (format, content) => {
     const other = await createShop(`Format ${format}`);
     const record = await importFeed(other, { format, content: content(link) });
     expect(record.status).toBe('succeeded');
     expect(record.failed).toBeGreaterThan(0);
     expect(record.embedded).toBe(record.total - record.failed);
-    for (const error of record.errors) expect(error).toEqual({ row: expect.any(Number), message: expect.any(String), ...(error.productId ? { productId: expect.any(String) } : {}) });
+    for (const error of record.errors)
+      expect(error).toEqual({
+        row: expect.any(Number),
+        message: expect.any(String),
+        ...(error.productId ? { productId: expect.any(String) } : {}),
+      });
     const products = await stack.admin('GET', `/admin/v1/feeds/${other.feedId}/products?limit=50`);
     expect(products.body.products.length).toBeGreaterThan(0);
   });
@@ -109,29 +150,59 @@ describe('feed imports', () => {
   it('lists imports newest first and refuses a request with neither url nor content', async () => {
     const list = await stack.admin('GET', `/admin/v1/feeds/${shop.feedId}/imports`);
     expect(list.body.imports[0]).toMatchObject({ importId: firstImport.importId, status: 'succeeded' });
-    expectError(await stack.admin('POST', `/admin/v1/feeds/${shop.feedId}/imports`, { format: 'csv' }), 400, 'invalid_request');
-    expectError(await stack.admin('GET', `/admin/v1/feeds/${shop.feedId}/imports/imp_nope`), 404, 'import_not_found');
+    expectError(
+      await stack.admin('POST', `/admin/v1/feeds/${shop.feedId}/imports`, { format: 'csv' }),
+      400,
+      'invalid_request',
+    );
+    expectError(
+      await stack.admin('GET', `/admin/v1/feeds/${shop.feedId}/imports/imp_nope`),
+      404,
+      'import_not_found',
+    );
   });
 
   it('pages through products in the admin browser', async () => {
     const first = await stack.admin('GET', `/admin/v1/feeds/${shop.feedId}/products?limit=4`);
-    const second = await stack.admin('GET', `/admin/v1/feeds/${shop.feedId}/products?limit=4&cursor=${first.body.cursor}`);
-    const ids = [...first.body.products, ...second.body.products].map((p: { product_id: string }) => p.product_id);
+    const second = await stack.admin(
+      'GET',
+      `/admin/v1/feeds/${shop.feedId}/products?limit=4&cursor=${first.body.cursor}`,
+    );
+    const ids = [...first.body.products, ...second.body.products].map(
+      (p: { product_id: string }) => p.product_id,
+    );
     expect(ids).toEqual(['ball', 'hammer-1', 'hammer-2', 'pan', 'pliers', 'wrench']);
-    expect(first.body.products[0]).toMatchObject({ id: expect.any(String), version: 1, embedded_model: expect.any(String) });
+    expect(first.body.products[0]).toMatchObject({
+      id: expect.any(String),
+      version: 1,
+      embedded_model: expect.any(String),
+    });
   });
 });
 
 describe('image search', () => {
   it('ranks the product of the query photo first, one result per item group with its variants', async () => {
-    const response = await search(shop, '/api/v1/search/image', { imageData: await photo('tools-hammer5'), limit: 10 });
+    const response = await search(shop, '/api/v1/search/image', {
+      imageData: await photo('tools-hammer5'),
+      limit: 10,
+    });
     expect(response.status).toBe(200);
     const [top] = response.body;
-    expect(top).toMatchObject({ product_id: 'hammer-2', item_group_id: 'hammers', availability: 'in_stock', product_highlight: ['Sturdy', 'Light'], price: 1000, currency: 'USD', variant_count: 2 });
+    expect(top).toMatchObject({
+      product_id: 'hammer-2',
+      item_group_id: 'hammers',
+      availability: 'in_stock',
+      product_highlight: ['Sturdy', 'Light'],
+      price: 1000,
+      currency: 'USD',
+      variant_count: 2,
+    });
     expect(top.score).toBeGreaterThan(0.99);
     expect(top.variants.map((v: { product_id: string }) => v.product_id)).toEqual(['hammer-1', 'hammer-2']);
     expect(top).not.toHaveProperty('id');
-    expect(response.body.filter((p: { item_group_id: string }) => p.item_group_id === 'hammers')).toHaveLength(1);
+    expect(
+      response.body.filter((p: { item_group_id: string }) => p.item_group_id === 'hammers'),
+    ).toHaveLength(1);
     expect(response.body).toHaveLength(5);
     const scores = response.body.map((p: { score: number }) => p.score);
     expect([...scores].sort((a, b) => b - a)).toEqual(scores);
@@ -141,11 +212,15 @@ describe('image search', () => {
     const imageData = await photo('others-pan');
     const all = await search(shop, '/api/v1/search/image', { imageData, limit: 5 });
     const page = await search(shop, '/api/v1/search/image', { imageData, limit: 2, offset: 1 });
-    expect(page.body.map((p: { product_id: string }) => p.product_id)).toEqual(all.body.slice(1, 3).map((p: { product_id: string }) => p.product_id));
+    expect(page.body.map((p: { product_id: string }) => p.product_id)).toEqual(
+      all.body.slice(1, 3).map((p: { product_id: string }) => p.product_id),
+    );
   });
 
   it('answers the root search with string prices, id, timestamps and the score under ""', async () => {
-    const response = await stack.call('POST', '/', { body: { imageData: await photo('tools-plier1'), feedId: shop.searchId, limit: '3', offset: '0' } });
+    const response = await stack.call('POST', '/', {
+      body: { imageData: await photo('tools-plier1'), feedId: shop.searchId, limit: '3', offset: '0' },
+    });
     expect(response.status).toBe(200);
     expect(response.body).toHaveLength(3);
     expect(response.body[0]).toMatchObject({
@@ -161,7 +236,11 @@ describe('image search', () => {
   });
 
   it('adds products to detected objects with OD+SEARCH', async () => {
-    const response = await search(shop, '/api/v1/detect', { imageData: await photo('others-volleyball'), action: 'OD+SEARCH', limit: 2 });
+    const response = await search(shop, '/api/v1/detect', {
+      imageData: await photo('others-volleyball'),
+      action: 'OD+SEARCH',
+      limit: 2,
+    });
     expect(response.status).toBe(200);
     expect(response.body.action).toBe('OD+SEARCH');
     for (const object of response.body.results.objects) expect(object.products.length).toBeGreaterThan(0);
@@ -176,21 +255,52 @@ describe('related products', () => {
     expect(ids).not.toContain('hammer-1');
     expect(ids).not.toContain('hammer-2');
     expect(ids.sort()).toEqual(['ball', 'pan', 'pliers', 'wrench']);
-    expect(response.body[0]).toMatchObject({ id: expect.any(String), availability: 'in stock', product_highlight: 'Sturdy, Light', metadata: {}, version: 1, update_hash: expect.any(String), score: expect.any(Number) });
-    expect(response.body[0].variants[0]).toMatchObject({ id: expect.any(String), item_group_id: expect.any(String) });
+    expect(response.body[0]).toMatchObject({
+      id: expect.any(String),
+      availability: 'in stock',
+      product_highlight: 'Sturdy, Light',
+      metadata: {},
+      version: 1,
+      update_hash: expect.any(String),
+      score: expect.any(Number),
+    });
+    expect(response.body[0].variants[0]).toMatchObject({
+      id: expect.any(String),
+      item_group_id: expect.any(String),
+    });
   });
 
   it('honours filters: AND across keys, OR within a key', async () => {
     const ids = async (filters: { key: string; value: string }[]) =>
-      (await search(shop, '/api/v1/related', { productId: 'pan', limit: 10, filters })).body.map((p: { product_id: string }) => p.product_id).sort();
+      (await search(shop, '/api/v1/related', { productId: 'pan', limit: 10, filters })).body
+        .map((p: { product_id: string }) => p.product_id)
+        .sort();
     expect(await ids([{ key: 'color', value: 'RED' }])).toEqual(['ball', 'hammer-1', 'wrench']);
-    expect(await ids([{ key: 'color', value: 'red' }, { key: 'brand', value: 'zed' }])).toEqual([]);
-    expect(await ids([{ key: 'brand', value: 'Zed' }, { key: 'brand', value: 'Nobody' }])).toEqual(['pliers']);
-    expectError(await search(shop, '/api/v1/related', { productId: 'pan', filters: [{ key: 'secret', value: 'x' }] }), 400, 'invalid_request');
+    expect(
+      await ids([
+        { key: 'color', value: 'red' },
+        { key: 'brand', value: 'zed' },
+      ]),
+    ).toEqual([]);
+    expect(
+      await ids([
+        { key: 'brand', value: 'Zed' },
+        { key: 'brand', value: 'Nobody' },
+      ]),
+    ).toEqual(['pliers']);
+    expectError(
+      await search(shop, '/api/v1/related', { productId: 'pan', filters: [{ key: 'secret', value: 'x' }] }),
+      400,
+      'invalid_request',
+    );
   });
 
   it('uses the fallback image for an unknown product and answers 404 without one', async () => {
-    const fallback = await search(shop, '/api/v1/related', { productId: 'unknown', fallback: await photo('tools-wrench1'), limit: 1 });
+    const fallback = await search(shop, '/api/v1/related', {
+      productId: 'unknown',
+      fallback: await photo('tools-wrench1'),
+      limit: 1,
+    });
     expect(fallback.body[0].product_id).toBe('wrench');
     expectError(await search(shop, '/api/v1/related', { productId: 'unknown' }), 404, 'product_not_found');
   });
@@ -203,18 +313,33 @@ describe('re-imports and isolation', () => {
   });
 
   it('removes a product absent from a full re-import from the results', async () => {
-    const reduced = await importFeed(shop, { format: 'xml', content: xmlFeed(TOOLS.filter((t) => t.id !== 'wrench')) });
+    const reduced = await importFeed(shop, {
+      format: 'xml',
+      content: xmlFeed(TOOLS.filter((t) => t.id !== 'wrench')),
+    });
     expect(reduced).toMatchObject({ removed: 1, skipped: 5 });
-    const response = await search(shop, '/api/v1/search/image', { imageData: await photo('tools-wrench1'), limit: 10 });
+    const response = await search(shop, '/api/v1/search/image', {
+      imageData: await photo('tools-wrench1'),
+      limit: 10,
+    });
     expect(response.body.map((p: { product_id: string }) => p.product_id)).not.toContain('wrench');
     expectError(await search(shop, '/api/v1/related', { productId: 'wrench' }), 404, 'product_not_found');
   });
 
   it('never shows a second feed’s products in the first feed’s results', async () => {
     const other = await createShop('Other');
-    await importFeed(other, { format: 'xml', content: xmlFeed([{ id: 'foreign-hammer', image: 'tools-hammer3' }]) });
-    const mine = await search(shop, '/api/v1/search/image', { imageData: await photo('tools-hammer3'), limit: 100 });
-    const theirs = await search(other, '/api/v1/search/image', { imageData: await photo('tools-hammer3'), limit: 100 });
+    await importFeed(other, {
+      format: 'xml',
+      content: xmlFeed([{ id: 'foreign-hammer', image: 'tools-hammer3' }]),
+    });
+    const mine = await search(shop, '/api/v1/search/image', {
+      imageData: await photo('tools-hammer3'),
+      limit: 100,
+    });
+    const theirs = await search(other, '/api/v1/search/image', {
+      imageData: await photo('tools-hammer3'),
+      limit: 100,
+    });
     expect(mine.body.map((p: { product_id: string }) => p.product_id)).not.toContain('foreign-hammer');
     expect(theirs.body.map((p: { product_id: string }) => p.product_id)).toEqual(['foreign-hammer']);
   });

@@ -9,6 +9,10 @@ export async function listProducts(
   query: { limit: number; cursor?: string | undefined },
 ): Promise<{ products: ReturnType<typeof adminProductView>[]; cursor?: string }> {
   await requireFeed(deps.feeds, feedId);
-  const page: { items: Product[]; cursor?: string } = await deps.products.page(feedId, query.limit, query.cursor);
+  const page: { items: Product[]; cursor?: string } = await deps.products.page(
+    feedId,
+    query.limit,
+    query.cursor,
+  );
   return { products: page.items.map(adminProductView), ...(page.cursor ? { cursor: page.cursor } : {}) };
 }

@@ -62,7 +62,12 @@ function add(fields: RawFields, name: string, value: string | number): void {
 
 const GOOGLE_NS = 'http://base.google.com/ns/1.0';
 /** Core RSS/Atom elements that carry product fields when a feed does not use g: for them. */
-const CORE_FIELDS: Record<string, string> = { title: 'title', description: 'description', summary: 'description', link: 'link' };
+const CORE_FIELDS: Record<string, string> = {
+  title: 'title',
+  description: 'description',
+  summary: 'description',
+  link: 'link',
+};
 
 /**
  * Google Merchant Center XML: RSS 2.0 `<item>`s or Atom `<entry>`s with `g:` fields. Nested groups
@@ -171,7 +176,11 @@ async function* readDelimited(source: ByteSource, delimiter: string): AsyncGener
     }
   } catch (error) {
     pump.catch(() => undefined);
-    yield { row: row + 1, error: `The file cannot be read from this row on: ${(error as Error).message}`, fatal: true };
+    yield {
+      row: row + 1,
+      error: `The file cannot be read from this row on: ${(error as Error).message}`,
+      fatal: true,
+    };
     return;
   }
   await pump;
@@ -233,7 +242,8 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
       }
     }
   }
-  if (depth > 0) yield { row: row + 1, error: 'The JSON array ends in the middle of a product.', fatal: true };
+  if (depth > 0)
+    yield { row: row + 1, error: 'The JSON array ends in the middle of a product.', fatal: true };
 }
 
 /** JSON Lines: one product object per line; blank lines are skipped. */
@@ -260,7 +270,8 @@ function parseJsonObject(row: number, text: string): RawRecord {
   } catch {
     return { row, error: 'Not valid JSON.' };
   }
-  if (!value || typeof value !== 'object' || Array.isArray(value)) return { row, error: 'Expected a product object.' };
+  if (!value || typeof value !== 'object' || Array.isArray(value))
+    return { row, error: 'Expected a product object.' };
   const fields: RawFields = {};
   const put = (name: string, item: unknown) => {
     if (item === null || item === undefined || item === '') return;
@@ -268,9 +279,11 @@ function parseJsonObject(row: number, text: string): RawRecord {
     else if (typeof item === 'boolean') add(fields, name, String(item));
     else if (Array.isArray(item)) for (const each of item) put(name, each);
     else if (typeof item === 'object') {
-      for (const [key, nested] of Object.entries(item as Record<string, unknown>)) put(`${name}.${key}`, nested);
+      for (const [key, nested] of Object.entries(item as Record<string, unknown>))
+        put(`${name}.${key}`, nested);
     }
   };
-  for (const [name, item] of Object.entries(value as Record<string, unknown>)) put(name.replace(/^g:/, ''), item);
+  for (const [name, item] of Object.entries(value as Record<string, unknown>))
+    put(name.replace(/^g:/, ''), item);
   return { row, fields };
 }

@@ -65,7 +65,9 @@ export function importObjectKeys(feedId: string, importId: string): { file: stri
 
 /** Parses the worker's trigger object key back to its import. */
 export function importOfRequestKey(key: string): { feedId: string; importId: string } | undefined {
-  const match = /^imports\/([^/]+)\/([^/]+)\/request\.json$/.exec(decodeURIComponent(key.replace(/\+/g, ' ')));
+  const match = /^imports\/([^/]+)\/([^/]+)\/request\.json$/.exec(
+    decodeURIComponent(key.replace(/\+/g, ' ')),
+  );
   return match ? { feedId: match[1]!, importId: match[2]! } : undefined;
 }
 
@@ -77,10 +79,20 @@ export function importView(record: ImportRecord) {
 
 export const StartImportRequest = z
   .strictObject({
-    url: z.url({ protocol: /^https?$/ }).max(2048).optional().describe('A feed file to fetch (http or https).'),
-    format: z.enum(FEED_FORMATS).optional().describe('xml (Merchant Center RSS/Atom), csv, tsv, json (array) or jsonl.'),
+    url: z
+      .url({ protocol: /^https?$/ })
+      .max(2048)
+      .optional()
+      .describe('A feed file to fetch (http or https).'),
+    format: z
+      .enum(FEED_FORMATS)
+      .optional()
+      .describe('xml (Merchant Center RSS/Atom), csv, tsv, json (array) or jsonl.'),
     content: z.string().min(1).optional().describe('The feed file itself (inline import); requires format.'),
-    mode: z.enum(['full', 'incremental']).default('full').describe('full removes products the file no longer lists.'),
+    mode: z
+      .enum(['full', 'incremental'])
+      .default('full')
+      .describe('full removes products the file no longer lists.'),
   })
   .refine((value) => (value.url === undefined) !== (value.content === undefined), {
     message: 'send either url or content',

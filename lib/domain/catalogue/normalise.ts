@@ -7,7 +7,24 @@ export class RowError extends Error {
 }
 
 /** Currencies without minor units: "1500 JPY" is 1500, not 150000. */
-const ZERO_DECIMAL = new Set(['BIF', 'CLP', 'DJF', 'GNF', 'ISK', 'JPY', 'KMF', 'KRW', 'PYG', 'RWF', 'UGX', 'VND', 'VUV', 'XAF', 'XOF', 'XPF']);
+const ZERO_DECIMAL = new Set([
+  'BIF',
+  'CLP',
+  'DJF',
+  'GNF',
+  'ISK',
+  'JPY',
+  'KMF',
+  'KRW',
+  'PYG',
+  'RWF',
+  'UGX',
+  'VND',
+  'VUV',
+  'XAF',
+  'XOF',
+  'XPF',
+]);
 const THREE_DECIMAL = new Set(['BHD', 'IQD', 'JOD', 'KWD', 'LYD', 'OMR', 'TND']);
 
 function minorDigits(currency: string): number {
@@ -21,7 +38,11 @@ function minorDigits(currency: string): number {
  * ISO currency before or after ("12.99 USD", "USD 12.99", "1,299.00 EUR", "12,99 EUR"); JSON numbers are
  * already minor units (the interface's integer cents) and must be whole.
  */
-export function parsePrice(value: string | number, fallbackCurrency: string, field: string): { cents: number; currency: string } {
+export function parsePrice(
+  value: string | number,
+  fallbackCurrency: string,
+  field: string,
+): { cents: number; currency: string } {
   if (typeof value === 'number') {
     if (!Number.isInteger(value) || value < 0) {
       throw new RowError(`${field} as a JSON number must be whole minor units (cents), got ${value}.`);
@@ -29,13 +50,16 @@ export function parsePrice(value: string | number, fallbackCurrency: string, fie
     return { cents: value, currency: fallbackCurrency };
   }
   const match = /^\s*(?:([A-Za-z]{3})\s*)?([0-9][0-9.,\s]*?)\s*(?:([A-Za-z]{3}))?\s*$/.exec(value);
-  if (!match || (match[1] && match[3])) throw new RowError(`${field} "${value}" is not a price like "12.99 USD".`);
+  if (!match || (match[1] && match[3]))
+    throw new RowError(`${field} "${value}" is not a price like "12.99 USD".`);
   const currency = (match[1] ?? match[3] ?? fallbackCurrency).toUpperCase();
   let amount = match[2]!.replace(/\s/g, '');
   if (/^\d{1,3}(,\d{3})+(\.\d+)?$/.test(amount)) amount = amount.replace(/,/g, '');
-  else if (/^\d{1,3}(\.\d{3})+,\d+$|^\d{1,3}(\.\d{3}){2,}$/.test(amount)) amount = amount.replace(/\./g, '').replace(',', '.');
+  else if (/^\d{1,3}(\.\d{3})+,\d+$|^\d{1,3}(\.\d{3}){2,}$/.test(amount))
+    amount = amount.replace(/\./g, '').replace(',', '.');
   else if (/^\d+,\d{1,3}$/.test(amount)) amount = amount.replace(',', '.');
-  if (!/^\d+(\.\d+)?$/.test(amount)) throw new RowError(`${field} "${value}" is not a price like "12.99 USD".`);
+  if (!/^\d+(\.\d+)?$/.test(amount))
+    throw new RowError(`${field} "${value}" is not a price like "12.99 USD".`);
   const digits = minorDigits(currency);
   const [whole, fraction = ''] = amount.split('.');
   const padded = `${fraction}${'0'.repeat(digits + 1)}`;
@@ -78,7 +102,8 @@ function absoluteUrl(value: string, base: string | undefined, field: string): st
   } catch {
     throw new RowError(`${field} "${value}" is not a URL.`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new RowError(`${field} must be an http(s) URL.`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new RowError(`${field} must be an http(s) URL.`);
   return url.href;
 }
 
@@ -91,9 +116,14 @@ const MAX_TEXT = 5000;
  * against `baseUrl` (the feed's URL). Throws RowError naming the first problem.
  */
 export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductContent {
-  const all = (...names: string[]) => names.flatMap((name) => fields[name] ?? []).map((v) => String(v).trim()).filter(Boolean);
+  const all = (...names: string[]) =>
+    names
+      .flatMap((name) => fields[name] ?? [])
+      .map((v) => String(v).trim())
+      .filter(Boolean);
   const one = (...names: string[]) => (all(...names)[0] ?? '').slice(0, MAX_TEXT);
-  const raw = (...names: string[]) => names.map((name) => fields[name]?.[0]).find((v) => v !== undefined && v !== '');
+  const raw = (...names: string[]) =>
+    names.map((name) => fields[name]?.[0]).find((v) => v !== undefined && v !== '');
 
   const productId = one('id', 'product_id', 'offer_id');
   if (!productId) throw new RowError('id (product_id) is missing.');
@@ -116,7 +146,8 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
   if (price) currency = price.currency;
   const saleRaw = raw('sale_price');
   const sale = saleRaw === undefined ? undefined : parsePrice(saleRaw, currency, 'sale_price');
-  if (price && sale && sale.currency !== price.currency) throw new RowError('sale_price is in another currency than price.');
+  if (price && sale && sale.currency !== price.currency)
+    throw new RowError('sale_price is in another currency than price.');
   currency ||= sale?.currency ?? '';
 
   // Shipping: g:shipping children, the TSV form "country:region:service:price", or the interface's flat fields.
@@ -129,11 +160,18 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
     shippingPriceRaw ??= parts[parts.length - 1]?.trim() || undefined;
   }
   const shippingFallbackCurrency = one('shipping_currency').toUpperCase() || currency;
-  const shipping = shippingPriceRaw === undefined ? undefined : parsePrice(shippingPriceRaw, shippingFallbackCurrency, 'shipping price');
+  const shipping =
+    shippingPriceRaw === undefined
+      ? undefined
+      : parsePrice(shippingPriceRaw, shippingFallbackCurrency, 'shipping price');
 
   const metadata: Record<string, string> = {};
   for (const [name, values] of Object.entries(fields)) {
-    const key = name.startsWith('metadata.') ? name.slice('metadata.'.length) : /^custom_label_\d$/.test(name) ? name : undefined;
+    const key = name.startsWith('metadata.')
+      ? name.slice('metadata.'.length)
+      : /^custom_label_\d$/.test(name)
+        ? name
+        : undefined;
     const value = values[0] === undefined ? '' : String(values[0]).trim();
     if (key && /^[A-Za-z0-9_-]{1,64}$/.test(key) && value) metadata[key] = value.slice(0, 500);
   }

@@ -22,7 +22,12 @@ afterAll(async () => {
   await stop?.();
 });
 
-function product(feedId: string, productId: string, group = productId, extra: Partial<Product> = {}): Product {
+function product(
+  feedId: string,
+  productId: string,
+  group = productId,
+  extra: Partial<Product> = {},
+): Product {
   return {
     feed_id: feedId,
     id: crypto.randomUUID(),
@@ -73,7 +78,10 @@ describe('DynamoDbProductStore on the DynamoDB-protocol server', () => {
     const many = Array.from({ length: 130 }, (_, i) => product('f1', `p${String(i).padStart(3, '0')}`));
     // Act
     await products.putMany(many);
-    const found = await products.getMany('f1', many.map((p) => p.product_id));
+    const found = await products.getMany(
+      'f1',
+      many.map((p) => p.product_id),
+    );
     // Assess
     expect(found.size).toBe(130);
     expect(found.get('p007')).toEqual(many[7]);
@@ -83,7 +91,12 @@ describe('DynamoDbProductStore on the DynamoDB-protocol server', () => {
   });
 
   it('lists the variants of an item group in product_id order, never another feed’s', async () => {
-    await products.putMany([product('f2', 'b', 'g'), product('f2', 'a', 'g'), product('f2', 'c'), product('f3', 'a', 'g')]);
+    await products.putMany([
+      product('f2', 'b', 'g'),
+      product('f2', 'a', 'g'),
+      product('f2', 'c'),
+      product('f3', 'a', 'g'),
+    ]);
     expect((await products.listGroup('f2', 'g')).map((p) => p.product_id)).toEqual(['a', 'b']);
   });
 
@@ -92,11 +105,21 @@ describe('DynamoDbProductStore on the DynamoDB-protocol server', () => {
     const first = await products.page('f4', 2);
     const second = await products.page('f4', 2, first.cursor);
     const third = await products.page('f4', 2, second.cursor);
-    expect([...first.items, ...second.items, ...third.items].map((p) => p.product_id)).toEqual(['a', 'b', 'c', 'd', 'e']);
+    expect([...first.items, ...second.items, ...third.items].map((p) => p.product_id)).toEqual([
+      'a',
+      'b',
+      'c',
+      'd',
+      'e',
+    ]);
   });
 
   it('lists products not seen by an import and deletes them', async () => {
-    await products.putMany([product('f5', 'a', 'a', { seen_import: 'imp2' }), product('f5', 'b', 'b', { seen_import: 'imp1' }), product('f5', 'c')]);
+    await products.putMany([
+      product('f5', 'a', 'a', { seen_import: 'imp2' }),
+      product('f5', 'b', 'b', { seen_import: 'imp1' }),
+      product('f5', 'c'),
+    ]);
     const unseen = await products.listUnseen('f5', 'imp2');
     expect(unseen.sort()).toEqual(['b', 'c']);
     await products.deleteMany('f5', unseen);
@@ -133,8 +156,17 @@ describe('DynamoDbImportStore on the DynamoDB-protocol server', () => {
     await imports.create(record(older));
     await imports.create(record(newer));
     await expect(imports.create(record(newer))).rejects.toMatchObject({ code: 'conflict' });
-    await imports.put({ ...record(older), status: 'running', processed: 5, errors: [{ row: 2, productId: 'x', message: 'bad' }] });
-    expect(await imports.get('f1', older)).toMatchObject({ status: 'running', processed: 5, errors: [{ row: 2, productId: 'x', message: 'bad' }] });
+    await imports.put({
+      ...record(older),
+      status: 'running',
+      processed: 5,
+      errors: [{ row: 2, productId: 'x', message: 'bad' }],
+    });
+    expect(await imports.get('f1', older)).toMatchObject({
+      status: 'running',
+      processed: 5,
+      errors: [{ row: 2, productId: 'x', message: 'bad' }],
+    });
     expect((await imports.list('f1', 10)).map((r) => r.importId)).toEqual([newer, older]);
     await imports.deleteFeed('f1');
     expect(await imports.list('f1', 10)).toEqual([]);

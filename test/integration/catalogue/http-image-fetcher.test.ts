@@ -20,6 +20,12 @@ beforeAll(async () => {
       return response.end();
     }
     if (request.url === '/big') return response.end(Buffer.alloc(5000));
+    if (request.url === '/chunked') {
+      // No Content-Length: the cap must hold while streaming.
+      response.write(Buffer.alloc(600));
+      response.write(Buffer.alloc(600));
+      return response.end();
+    }
     if (request.url === '/slow') return void setTimeout(() => response.end('late'), 3000);
     response.writeHead(404);
     response.end();
@@ -47,14 +53,18 @@ describe('HttpImageFetcher', () => {
     await expect(guarded.fetch(`${base}/img`, limits)).rejects.toThrow(/private or reserved/);
     await expect(guarded.fetch('http://localhost:9/x', limits)).rejects.toThrow(/private or reserved/);
     await expect(guarded.fetch('http://[::1]:9/x', limits)).rejects.toThrow(/private or reserved/);
-    await expect(guarded.fetch('http://169.254.169.254/latest/meta-data/', limits)).rejects.toBeInstanceOf(FetchError);
+    await expect(guarded.fetch('http://169.254.169.254/latest/meta-data/', limits)).rejects.toBeInstanceOf(
+      FetchError,
+    );
   });
 
   it('checks every redirect hop again', async () => {
     // Only the test server's address is let through; its redirect points at the metadata service.
     const testServerOnly = new HttpImageFetcher({ allowPrivate: false, allowAddresses: ['127.0.0.1'] });
     await expect(testServerOnly.fetch(`${base}/img`, limits)).resolves.toMatchObject({ url: `${base}/img` });
-    await expect(testServerOnly.fetch(`${base}/to-metadata`, limits)).rejects.toThrow('169.254.169.254 is a private or reserved address; refused.');
+    await expect(testServerOnly.fetch(`${base}/to-metadata`, limits)).rejects.toThrow(
+      '169.254.169.254 is a private or reserved address; refused.',
+    );
   });
 
   it('caps the size, the time and reports HTTP errors', async () => {
@@ -62,6 +72,19 @@ describe('HttpImageFetcher', () => {
     await expect(open.fetch(`${base}/slow`, { maxBytes: 1000, timeoutMs: 200 })).rejects.toThrow(/timed out/);
     await expect(open.fetch(`${base}/missing`, limits)).rejects.toThrow('HTTP 404.');
     await expect(open.fetch('ftp://example.com/x', limits)).rejects.toThrow(/http and https/);
+  });
+
+  it('streams a body with open() and stops it at the size cap', async () => {
+    const { body } = await open.open(`${base}/img`, limits);
+    const parts: Buffer[] = [];
+    for await (const chunk of body) parts.push(chunk);
+    expect(Buffer.concat(parts).toString()).toBe('image bytes');
+    const big = await open.open(`${base}/chunked`, limits);
+    await expect(
+      (async () => {
+        for await (const _chunk of big.body) void _chunk;
+      })(),
+    ).rejects.toThrow(/larger than 1000 bytes/);
   });
 
   it.each([

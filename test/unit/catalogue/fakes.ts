@@ -6,6 +6,7 @@ import type { IngestDeps } from '#lib/ingest/run-import.ts';
 import type {
   DetectedObject,
   Embedder,
+  FeedFileStore,
   FetchLimits,
   ImageFetcher,
   ImageInspector,
@@ -52,13 +53,17 @@ export class MemoryProductStore implements ProductStore {
     return { items, ...(all.length > limit ? { cursor: items[items.length - 1]!.product_id } : {}) };
   }
   async listUnseen(feedId: string, importId: string) {
-    return this.all(feedId).filter((p) => p.seen_import !== importId).map((p) => p.product_id);
+    return this.all(feedId)
+      .filter((p) => p.seen_import !== importId)
+      .map((p) => p.product_id);
   }
   async deleteFeed(feedId: string) {
     for (const p of this.all(feedId)) this.rows.delete(this.key(feedId, p.product_id));
   }
   all(feedId: string): Product[] {
-    return [...this.rows.values()].filter((p) => p.feed_id === feedId).sort((a, b) => (a.product_id < b.product_id ? -1 : 1));
+    return [...this.rows.values()]
+      .filter((p) => p.feed_id === feedId)
+      .sort((a, b) => (a.product_id < b.product_id ? -1 : 1));
   }
 }
 
@@ -75,7 +80,10 @@ export class MemoryImportStore implements ImportStore {
     return r && structuredClone(r);
   }
   async list(feedId: string, limit: number) {
-    return [...this.rows.values()].filter((r) => r.feedId === feedId).reverse().slice(0, limit);
+    return [...this.rows.values()]
+      .filter((r) => r.feedId === feedId)
+      .reverse()
+      .slice(0, limit);
   }
   async put(record: ImportRecord) {
     this.puts += 1;
@@ -85,7 +93,7 @@ export class MemoryImportStore implements ImportStore {
   async deleteFeed() {}
 }
 
-export class MemoryObjectStore implements ObjectStore {
+export class MemoryObjectStore implements ObjectStore, FeedFileStore {
   readonly objects = new Map<string, Buffer>();
   async put(key: string, body: Buffer | string) {
     this.objects.set(key, Buffer.from(body));
@@ -99,6 +107,20 @@ export class MemoryObjectStore implements ObjectStore {
   async list(prefix: string) {
     return [...this.objects.keys()].filter((k) => k.startsWith(prefix));
   }
+  async write(key: string, body: AsyncIterable<Uint8Array>) {
+    const chunks: Buffer[] = [];
+    for await (const chunk of body) chunks.push(Buffer.from(chunk));
+    this.objects.set(key, Buffer.concat(chunks));
+    return this.objects.get(key)!.length;
+  }
+  async read(key: string) {
+    const bytes = this.objects.get(key);
+    if (!bytes) return undefined;
+    // Small chunks, so readers see records split across chunk boundaries.
+    return (async function* () {
+      for (let i = 0; i < bytes.length; i += 64) yield bytes.subarray(i, i + 64);
+    })();
+  }
 }
 
 /** Serves URLs from a map; anything else is unreachable. Counts fetches. */
@@ -111,12 +133,23 @@ export class MapFetcher implements ImageFetcher {
     if (!bytes) throw new FetchError('HTTP 404.');
     return { bytes, contentType: undefined, url };
   }
+  async open(url: string, limits: FetchLimits) {
+    const { bytes } = await this.fetch(url, limits);
+    return {
+      body: (async function* () {
+        yield bytes;
+      })(),
+      contentType: undefined,
+      url,
+    };
+  }
 }
 
 /** Accepts any bytes except those starting with "BAD". */
 export const fakeInspector: ImageInspector = {
   async inspect(bytes) {
-    if (bytes.subarray(0, 3).toString() === 'BAD') throw new InvalidImageError('imageData is not a decodable image.');
+    if (bytes.subarray(0, 3).toString() === 'BAD')
+      throw new InvalidImageError('imageData is not a decodable image.');
     return { format: 'png', width: 10, height: 10 };
   },
   async crop(bytes) {
@@ -150,7 +183,8 @@ export class MemoryVectorIndex implements VectorIndex {
     for (const d of documents) this.docs.set(d.id, d);
   }
   async deleteProducts(feedId: string, productIds: string[]) {
-    for (const [id, d] of this.docs) if (d.feedId === feedId && productIds.includes(d.productId)) this.docs.delete(id);
+    for (const [id, d] of this.docs)
+      if (d.feedId === feedId && productIds.includes(d.productId)) this.docs.delete(id);
   }
   async deleteFeed(feedId: string) {
     for (const [id, d] of this.docs) if (d.feedId === feedId) this.docs.delete(id);
@@ -159,13 +193,17 @@ export class MemoryVectorIndex implements VectorIndex {
     const hits: VectorHit[] = [];
     for (const d of this.docs.values()) {
       if (d.feedId !== query.feedId || query.excludeItemGroupIds?.includes(d.itemGroupId)) continue;
-      const pass = Object.entries(query.filter ?? {}).every(([key, values]) => (d.fields[key] ?? []).some((v) => values.includes(v)));
+      const pass = Object.entries(query.filter ?? {}).every(([key, values]) =>
+        (d.fields[key] ?? []).some((v) => values.includes(v)),
+      );
       if (!pass) continue;
       let dot = 0;
       for (let i = 0; i < d.vector.length; i += 1) dot += d.vector[i]! * query.vector[i]!;
       hits.push({ id: d.id, productId: d.productId, itemGroupId: d.itemGroupId, similarity: dot });
     }
-    return hits.sort((a, b) => b.similarity - a.similarity || (a.productId < b.productId ? -1 : 1)).slice(0, query.k);
+    return hits
+      .sort((a, b) => b.similarity - a.similarity || (a.productId < b.productId ? -1 : 1))
+      .slice(0, query.k);
   }
   async getVectors(ids: string[]) {
     const out = new Map<string, Float32Array>();
@@ -205,13 +243,18 @@ export function world(files = new Map<string, Buffer>()): World {
   const deps: IngestDeps = {
     products,
     imports,
-    objects,
+    feedFiles: objects,
     fetcher,
     images: fakeInspector,
     clock: { now: () => new Date((tick += 1000)) },
     vision: async () => ({ embedder, detector: { detect: async () => detections } }),
     vectors: async () => index,
-    limits: { image: { maxBytes: 1e6, timeoutMs: 1000 }, feed: { maxBytes: 1e7, timeoutMs: 1000 }, imageConcurrency: 4, chunkSize: 3 },
+    limits: {
+      image: { maxBytes: 1e6, timeoutMs: 1000 },
+      feed: { maxBytes: 1e7, timeoutMs: 1000 },
+      imageConcurrency: 4,
+      chunkSize: 3,
+    },
   };
   return { deps, products, imports, objects, fetcher, embedder, index, detections };
 }

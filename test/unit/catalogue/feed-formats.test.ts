@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { readFeed, sniffFormat, type FeedFormat, type RawRecord } from '#lib/domain/catalogue/feed-formats.ts';
+import {
+  readFeed,
+  sniffFormat,
+  type FeedFormat,
+  type RawRecord,
+} from '#lib/domain/catalogue/feed-formats.ts';
 
 async function read(text: string, format: FeedFormat, chunk = 7): Promise<RawRecord[]> {
   // Small chunks so records and multi-byte characters straddle chunk boundaries.
@@ -50,16 +55,28 @@ describe('readFeed', () => {
   });
 
   it('ends malformed XML with a fatal error after the readable items', async () => {
-    const records = await read(`<rss xmlns:g="http://base.google.com/ns/1.0"><channel><item><g:id>1</g:id></item><item><g:id>2</g:i`, 'xml');
+    const records = await read(
+      `<rss xmlns:g="http://base.google.com/ns/1.0"><channel><item><g:id>1</g:id></item><item><g:id>2</g:i`,
+      'xml',
+    );
     expect(records[0]).toEqual({ row: 1, fields: { id: ['1'] } });
     expect(records.at(-1)).toMatchObject({ fatal: true });
   });
 
   it('reads CSV with a header, quoted cells and repeated columns', async () => {
-    const csv = 'id,title,price,product_highlight,product_highlight\n1,"Chair, oak",10 EUR,Solid,Light\n\n2,Table,,,\n';
+    const csv =
+      'id,title,price,product_highlight,product_highlight\n1,"Chair, oak",10 EUR,Solid,Light\n\n2,Table,,,\n';
     const records = await read(csv, 'csv');
     expect(records).toEqual([
-      { row: 1, fields: { id: ['1'], title: ['Chair, oak'], price: ['10 EUR'], product_highlight: ['Solid', 'Light'] } },
+      {
+        row: 1,
+        fields: {
+          id: ['1'],
+          title: ['Chair, oak'],
+          price: ['10 EUR'],
+          product_highlight: ['Solid', 'Light'],
+        },
+      },
       { row: 2, fields: { id: ['2'], title: ['Table'] } },
     ]);
   });
@@ -70,7 +87,8 @@ describe('readFeed', () => {
   });
 
   it('reads a JSON array element by element, flattening metadata objects', async () => {
-    const json = '[{"product_id":"p1","price":1299,"metadata":{"campaign":"x"},"t":"a}b"},\n 5, {"product_id":"p2"}]';
+    const json =
+      '[{"product_id":"p1","price":1299,"metadata":{"campaign":"x"},"t":"a}b"},\n 5, {"product_id":"p2"}]';
     const records = await read(json, 'json');
     expect(records).toEqual([
       { row: 1, fields: { product_id: ['p1'], price: [1299], 'metadata.campaign': ['x'], t: ['a}b'] } },

@@ -23,10 +23,24 @@ const product = (id: string, extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-async function importInline(w: World, content: string, mode: 'full' | 'incremental' = 'full'): Promise<ImportRecord> {
+async function importInline(
+  w: World,
+  content: string,
+  mode: 'full' | 'incremental' = 'full',
+): Promise<ImportRecord> {
   const queued = await startImport(
     {
-      feeds: { get: async (feedId: string) => ({ feedId, name: 'Shop', plan: 'pro', domains: [], requireOrigin: false, createdAt: '', updatedAt: '' }) } as never,
+      feeds: {
+        get: async (feedId: string) => ({
+          feedId,
+          name: 'Shop',
+          plan: 'pro',
+          domains: [],
+          requireOrigin: false,
+          createdAt: '',
+          updatedAt: '',
+        }),
+      } as never,
       imports: w.imports,
       objects: w.objects,
       dispatcher: { dispatch: async () => undefined },
@@ -52,13 +66,27 @@ describe('runImport', () => {
     // Act
     const record = await importInline(w, feed);
     // Assess
-    expect(record).toMatchObject({ status: 'succeeded', total: 5, processed: 5, embedded: 3, skipped: 0, failed: 2 });
+    expect(record).toMatchObject({
+      status: 'succeeded',
+      total: 5,
+      processed: 5,
+      embedded: 3,
+      skipped: 0,
+      failed: 2,
+    });
     expect(record.errors).toEqual([
       { row: 3, productId: 'x', message: 'title is missing.' },
       { row: 5, productId: 'd', message: 'price "cheap" is not a price like "12.99 USD".' },
     ]);
     const a = await w.products.get(FEED, 'a');
-    expect(a).toMatchObject({ group: 'g1', version: 1, price: 1000, currency: 'USD', vector_count: 1, embedded_model: 'fake-1' });
+    expect(a).toMatchObject({
+      group: 'g1',
+      version: 1,
+      price: 1000,
+      currency: 'USD',
+      vector_count: 1,
+      embedded_model: 'fake-1',
+    });
     expect(a?.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(a?.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     expect((await w.products.get(FEED, 'c'))?.group).toBe('c');
@@ -76,7 +104,12 @@ describe('runImport', () => {
     expect(again).toMatchObject({ status: 'succeeded', embedded: 0, skipped: 2, failed: 0, removed: 0 });
     expect(w.embedder.embedded).toBe(embedded);
     const after = await w.products.get(FEED, 'a');
-    expect(after).toMatchObject({ id: before?.id, version: 1, updated_at: before?.updated_at, update_hash: before?.update_hash });
+    expect(after).toMatchObject({
+      id: before?.id,
+      version: 1,
+      updated_at: before?.updated_at,
+      update_hash: before?.update_hash,
+    });
   });
 
   it('bumps version and update_hash of a changed product and keeps its id', async () => {
@@ -111,7 +144,9 @@ describe('runImport', () => {
     const w = world(filesFor('a'));
     const first = await importInline(w, jsonl([product('a'), product('gone')]));
     expect(first).toMatchObject({ embedded: 1, failed: 1 });
-    expect(first.errors).toEqual([{ row: 2, productId: 'gone', message: `image_link ${img('gone')}: HTTP 404.` }]);
+    expect(first.errors).toEqual([
+      { row: 2, productId: 'gone', message: `image_link ${img('gone')}: HTTP 404.` },
+    ]);
     expect(await w.products.get(FEED, 'gone')).toMatchObject({ vector_count: 0 });
     w.fetcher.files.set(img('gone'), Buffer.from('now here'));
     const second = await importInline(w, jsonl([product('a'), product('gone')]));
@@ -123,15 +158,23 @@ describe('runImport', () => {
     files.set(img('a2'), Buffer.from('BAD bytes'));
     files.set(img('a3'), Buffer.from('third'));
     const w = world(files);
-    const record = await importInline(w, jsonl([product('a', { additional_image_link: [img('a2'), img('a3')] })]));
+    const record = await importInline(
+      w,
+      jsonl([product('a', { additional_image_link: [img('a2'), img('a3')] })]),
+    );
     expect(record).toMatchObject({ embedded: 1, failed: 0 });
-    expect(record.errors[0]?.message).toMatch(/additional_image_link .*a2\.jpg: imageData is not a decodable image/);
+    expect(record.errors[0]?.message).toMatch(
+      /additional_image_link .*a2\.jpg: imageData is not a decodable image/,
+    );
     expect((await w.products.get(FEED, 'a'))?.vector_count).toBe(2);
   });
 
   it('reports a repeated product id and imports the first row only', async () => {
     const w = world(filesFor('a', 'b'));
-    const record = await importInline(w, jsonl([product('a'), product('b'), product('a', { title: 'Other' })]));
+    const record = await importInline(
+      w,
+      jsonl([product('a'), product('b'), product('a', { title: 'Other' })]),
+    );
     expect(record.errors).toEqual([{ row: 3, productId: 'a', message: 'Duplicate id; row 1 was imported.' }]);
     expect((await w.products.get(FEED, 'a'))?.title).toBe('Product a');
   });
@@ -141,7 +184,13 @@ describe('runImport', () => {
     const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
     const w = world(filesFor(...names));
     const queued = await startImport(
-      { feeds: { get: async () => ({}) } as never, imports: w.imports, objects: w.objects, dispatcher: { dispatch: async () => undefined }, clock: w.deps.clock },
+      {
+        feeds: { get: async () => ({}) } as never,
+        imports: w.imports,
+        objects: w.objects,
+        dispatcher: { dispatch: async () => undefined },
+        clock: w.deps.clock,
+      },
       FEED,
       { content: jsonl(names.map((n) => product(n))), format: 'jsonl', mode: 'full' },
     );
@@ -163,9 +212,18 @@ describe('runImport', () => {
 
   it('fetches a URL feed through the fetcher, stores it and resolves relative links against it', async () => {
     const w = world(new Map([['https://shop.example/img/a.jpg', Buffer.from('a')]]));
-    w.fetcher.files.set('https://shop.example/feed.jsonl', Buffer.from(jsonl([{ id: 'a', title: 'A', image_link: '/img/a.jpg' }])));
+    w.fetcher.files.set(
+      'https://shop.example/feed.jsonl',
+      Buffer.from(jsonl([{ id: 'a', title: 'A', image_link: '/img/a.jpg' }])),
+    );
     const queued = await startImport(
-      { feeds: { get: async () => ({}) } as never, imports: w.imports, objects: w.objects, dispatcher: { dispatch: async () => undefined }, clock: w.deps.clock },
+      {
+        feeds: { get: async () => ({}) } as never,
+        imports: w.imports,
+        objects: w.objects,
+        dispatcher: { dispatch: async () => undefined },
+        clock: w.deps.clock,
+      },
       FEED,
       { url: 'https://shop.example/feed.jsonl', mode: 'full' },
     );
@@ -177,7 +235,13 @@ describe('runImport', () => {
   it('fails the import with the reason when the feed URL cannot be fetched', async () => {
     const w = world();
     const queued = await startImport(
-      { feeds: { get: async () => ({}) } as never, imports: w.imports, objects: w.objects, dispatcher: { dispatch: async () => undefined }, clock: w.deps.clock },
+      {
+        feeds: { get: async () => ({}) } as never,
+        imports: w.imports,
+        objects: w.objects,
+        dispatcher: { dispatch: async () => undefined },
+        clock: w.deps.clock,
+      },
       FEED,
       { url: 'https://shop.example/missing.xml', mode: 'full' },
     );

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { NotFoundError } from '#lib/domain/errors.ts';
-import { contentHash, imageSearchItem, type Product, relatedItem, rootSearchItem, vectorDocumentId } from '#lib/domain/products.ts';
+import {
+  contentHash,
+  imageSearchItem,
+  type Product,
+  relatedItem,
+  rootSearchItem,
+  vectorDocumentId,
+} from '#lib/domain/products.ts';
 import { detectObjects, relatedProducts, searchByImage, type SearchDeps } from '#lib/domain/search.ts';
 import { fakeInspector, vectorOf, world, type World } from './fakes.ts';
 
@@ -53,7 +60,10 @@ function make(feedId: string, productId: string, extra: Partial<Product> = {}): 
 }
 
 /** Stores products with a vector that is `base` blended towards a per-product direction by `distance`. */
-async function seed(w: World, products: { product: Product; image: string; fields?: Record<string, string[]> }[]) {
+async function seed(
+  w: World,
+  products: { product: Product; image: string; fields?: Record<string, string[]> }[],
+) {
   await w.products.putMany(products.map((p) => p.product));
   await w.index.upsert(
     products.map(({ product, image, fields }) => ({
@@ -82,19 +92,28 @@ describe('searchByImage', () => {
       { product: make('s', 'c'), image: 'chair' },
     ]);
     // Act
-    const hits = await searchByImage(deps(w), { feedId: 's', image: Buffer.from('blue mug'), limit: 10, offset: 0 });
+    const hits = await searchByImage(deps(w), {
+      feedId: 's',
+      image: Buffer.from('blue mug'),
+      limit: 10,
+      offset: 0,
+    });
     // Assess
     expect(hits[0]?.product.product_id).toBe('a2');
     expect(hits[0]?.score).toBe(1);
     expect(hits[0]?.variants.map((v) => v.product_id)).toEqual(['a1', 'a2']);
     expect(hits.map((h) => h.product.group)).toEqual(expect.arrayContaining(['g', 'b', 'c']));
     expect(hits).toHaveLength(3);
-    for (let i = 1; i < hits.length; i += 1) expect(hits[i - 1]!.score).toBeGreaterThanOrEqual(hits[i]!.score);
+    for (let i = 1; i < hits.length; i += 1)
+      expect(hits[i - 1]!.score).toBeGreaterThanOrEqual(hits[i]!.score);
   });
 
   it('pages stably with offset and limit', async () => {
     const w = world();
-    await seed(w, ['p1', 'p2', 'p3', 'p4', 'p5'].map((id) => ({ product: make('s', id), image: id })));
+    await seed(
+      w,
+      ['p1', 'p2', 'p3', 'p4', 'p5'].map((id) => ({ product: make('s', id), image: id })),
+    );
     const query = { feedId: 's', image: Buffer.from('p3') };
     const all = await searchByImage(deps(w), { ...query, limit: 5, offset: 0 });
     const page = await searchByImage(deps(w), { ...query, limit: 2, offset: 2 });
@@ -107,7 +126,12 @@ describe('searchByImage', () => {
       { product: make('s', 'zz'), image: 'same' },
       { product: make('s', 'aa'), image: 'same' },
     ]);
-    const hits = await searchByImage(deps(w), { feedId: 's', image: Buffer.from('same'), limit: 10, offset: 0 });
+    const hits = await searchByImage(deps(w), {
+      feedId: 's',
+      image: Buffer.from('same'),
+      limit: 10,
+      offset: 0,
+    });
     expect(hits.map((h) => h.product.product_id)).toEqual(['aa', 'zz']);
   });
 
@@ -115,7 +139,9 @@ describe('searchByImage', () => {
     const w = world();
     await seed(w, [{ product: make('other', 'x'), image: 'x' }]);
     const d = { ...deps(w), vision: () => Promise.reject(new Error('models must not load')) };
-    expect(await searchByImage(d, { feedId: 's', image: Buffer.from('x'), limit: 10, offset: 0 })).toEqual([]);
+    expect(await searchByImage(d, { feedId: 's', image: Buffer.from('x'), limit: 10, offset: 0 })).toEqual(
+      [],
+    );
   });
 });
 
@@ -123,11 +149,27 @@ describe('relatedProducts', () => {
   async function catalogue() {
     const w = world();
     await seed(w, [
-      { product: make('s', 'ref', { item_group_id: 'g', group: 'g' }), image: 'ref', fields: { brand: ['acme'] } },
-      { product: make('s', 'ref-v', { item_group_id: 'g', group: 'g' }), image: 'ref', fields: { brand: ['acme'] } },
-      { product: make('s', 'p1', { brand: 'Acme' }), image: 'p1', fields: { brand: ['acme'], color: ['red'], category: ['home', 'home > kitchen'] } },
+      {
+        product: make('s', 'ref', { item_group_id: 'g', group: 'g' }),
+        image: 'ref',
+        fields: { brand: ['acme'] },
+      },
+      {
+        product: make('s', 'ref-v', { item_group_id: 'g', group: 'g' }),
+        image: 'ref',
+        fields: { brand: ['acme'] },
+      },
+      {
+        product: make('s', 'p1', { brand: 'Acme' }),
+        image: 'p1',
+        fields: { brand: ['acme'], color: ['red'], category: ['home', 'home > kitchen'] },
+      },
       { product: make('s', 'p2', { brand: 'Zed' }), image: 'p2', fields: { brand: ['zed'], color: ['red'] } },
-      { product: make('s', 'p3', { brand: 'Acme' }), image: 'p3', fields: { brand: ['acme'], color: ['blue'], category: ['garden'] } },
+      {
+        product: make('s', 'p3', { brand: 'Acme' }),
+        image: 'p3',
+        fields: { brand: ['acme'], color: ['blue'], category: ['garden'] },
+      },
     ]);
     return w;
   }
@@ -143,27 +185,53 @@ describe('relatedProducts', () => {
   it('applies filters: AND across keys, OR within a key, case-insensitive', async () => {
     const w = await catalogue();
     const ids = async (filters: { key: string; value: string }[]) =>
-      (await relatedProducts(deps(w), { feedId: 's', productId: 'ref', limit: 10, offset: 0, filters })).map((h) => h.product.product_id).sort();
+      (await relatedProducts(deps(w), { feedId: 's', productId: 'ref', limit: 10, offset: 0, filters }))
+        .map((h) => h.product.product_id)
+        .sort();
     expect(await ids([{ key: 'brand', value: 'ACME' }])).toEqual(['p1', 'p3']);
-    expect(await ids([{ key: 'brand', value: 'acme' }, { key: 'color', value: 'red' }])).toEqual(['p1']);
-    expect(await ids([{ key: 'color', value: 'red' }, { key: 'color', value: 'blue' }])).toEqual(['p1', 'p2', 'p3']);
+    expect(
+      await ids([
+        { key: 'brand', value: 'acme' },
+        { key: 'color', value: 'red' },
+      ]),
+    ).toEqual(['p1']);
+    expect(
+      await ids([
+        { key: 'color', value: 'red' },
+        { key: 'color', value: 'blue' },
+      ]),
+    ).toEqual(['p1', 'p2', 'p3']);
   });
 
   it('narrows by context.category, parents included', async () => {
     const w = await catalogue();
-    const hits = await relatedProducts(deps(w), { feedId: 's', productId: 'ref', limit: 10, offset: 0, context: { category: 'Home' } });
+    const hits = await relatedProducts(deps(w), {
+      feedId: 's',
+      productId: 'ref',
+      limit: 10,
+      offset: 0,
+      context: { category: 'Home' },
+    });
     expect(hits.map((h) => h.product.product_id)).toEqual(['p1']);
   });
 
   it('falls back to imageData, then fallback, when the productId is unknown', async () => {
     const w = await catalogue();
-    const hits = await relatedProducts(deps(w), { feedId: 's', productId: 'nope', fallback: Buffer.from('p2'), limit: 1, offset: 0 });
+    const hits = await relatedProducts(deps(w), {
+      feedId: 's',
+      productId: 'nope',
+      fallback: Buffer.from('p2'),
+      limit: 1,
+      offset: 0,
+    });
     expect(hits[0]?.product.product_id).toBe('p2');
   });
 
   it('throws product_not_found when neither the product nor an image applies', async () => {
     const w = await catalogue();
-    await expect(relatedProducts(deps(w), { feedId: 's', productId: 'nope', limit: 10, offset: 0 })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(
+      relatedProducts(deps(w), { feedId: 's', productId: 'nope', limit: 10, offset: 0 }),
+    ).rejects.toBeInstanceOf(NotFoundError);
   });
 });
 
@@ -172,18 +240,36 @@ describe('detectObjects', () => {
     const w = world();
     await seed(w, [{ product: make('s', 'p1'), image: 'whole' }]);
     w.detections.push({ box: [0, 0, 5, 5], label: 'cup', score: 0.9 });
-    const result = await detectObjects(deps(w), { feedId: 's', image: Buffer.from('whole'), search: true, limit: 3 });
+    const result = await detectObjects(deps(w), {
+      feedId: 's',
+      image: Buffer.from('whole'),
+      search: true,
+      limit: 3,
+    });
     expect(result.objects).toHaveLength(1);
     expect(result.objects[0]?.products?.[0]?.product.product_id).toBe('p1');
   });
 });
 
 describe('response shapes', () => {
-  const hit = { product: make('s', 'p', { metadata: { campaign: 'x' }, additional_image_links: ['https://a', 'https://b'] }), variants: [make('s', 'p')], score: 0.75 };
+  const hit = {
+    product: make('s', 'p', {
+      metadata: { campaign: 'x' },
+      additional_image_links: ['https://a', 'https://b'],
+    }),
+    variants: [make('s', 'p')],
+    score: 0.75,
+  };
 
   it('image search: in_stock, highlight array, no id or timestamps', () => {
     const item = imageSearchItem(hit);
-    expect(item).toMatchObject({ availability: 'in_stock', product_highlight: ['Light', 'Strong'], score: 0.75, variant_count: 1, price: 1000 });
+    expect(item).toMatchObject({
+      availability: 'in_stock',
+      product_highlight: ['Light', 'Strong'],
+      score: 0.75,
+      variant_count: 1,
+      price: 1000,
+    });
     expect(item).not.toHaveProperty('id');
     expect(item).not.toHaveProperty('metadata');
     expect(item.variants[0]).not.toHaveProperty('id');
@@ -191,8 +277,19 @@ describe('response shapes', () => {
 
   it('related: text availability, string highlight, id, metadata, version, timestamps', () => {
     const item = relatedItem(hit);
-    expect(item).toMatchObject({ availability: 'in stock', product_highlight: 'Light, Strong', metadata: { campaign: 'x' }, version: 1, additional_image_links: 'https://a,https://b' });
-    expect(item.variants[0]).toMatchObject({ id: hit.variants[0]!.id, item_group_id: 'p', availability: 'in stock', metadata: {} });
+    expect(item).toMatchObject({
+      availability: 'in stock',
+      product_highlight: 'Light, Strong',
+      metadata: { campaign: 'x' },
+      version: 1,
+      additional_image_links: 'https://a,https://b',
+    });
+    expect(item.variants[0]).toMatchObject({
+      id: hit.variants[0]!.id,
+      item_group_id: 'p',
+      availability: 'in stock',
+      metadata: {},
+    });
   });
 
   it('root search: prices as strings and the score under the empty-named property', () => {
