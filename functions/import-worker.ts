@@ -6,7 +6,7 @@ import { runImport } from '#lib/ingest/run-import.ts';
 type WorkerEvent = S3Event | SQSEvent;
 
 /** Imports named by the event: S3 notifications for `imports/{feedId}/{importId}/request.json`, direct or via SQS. */
-function importsOf(event: WorkerEvent): { feedId: string; importId: string }[] {
+export function importsOf(event: WorkerEvent): { feedId: string; importId: string }[] {
   const found: { feedId: string; importId: string }[] = [];
   for (const record of event.Records as (S3Event['Records'][number] | SQSEvent['Records'][number])[]) {
     if ('s3' in record) {
