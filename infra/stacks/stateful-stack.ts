@@ -106,8 +106,9 @@ export class StatefulStack extends Stack {
     // notification configuration needs the policy first). Account and region keep it globally unique.
     const bucketName = `${prefix}-assets-${this.account}-${this.region}`;
     this.bucketName = bucketName;
-    const queuePolicy = new sqs.QueuePolicy(this, 'ImportQueuePolicy', { queues: [this.importQueue] });
-    queuePolicy.document.addStatements(
+    // Added to the queue's own policy (which already denies non-TLS access): a second QueuePolicy on the
+    // same queue would replace it.
+    const { policyDependable: queuePolicy } = this.importQueue.addToResourcePolicy(
       new iam.PolicyStatement({
         sid: 'S3ImportNotifications',
         principals: [new iam.ServicePrincipal('s3.amazonaws.com')],
@@ -117,14 +118,6 @@ export class StatefulStack extends Stack {
           ArnEquals: { 'aws:SourceArn': `arn:${this.partition}:s3:::${bucketName}` },
           StringEquals: { 'aws:SourceAccount': this.account },
         },
-      }),
-      new iam.PolicyStatement({
-        sid: 'DenyInsecureTransport',
-        effect: iam.Effect.DENY,
-        principals: [new iam.AnyPrincipal()],
-        actions: ['sqs:*'],
-        resources: [this.importQueue.queueArn],
-        conditions: { Bool: { 'aws:SecureTransport': 'false' } },
       }),
     );
 
@@ -162,7 +155,7 @@ export class StatefulStack extends Stack {
         },
       ],
     };
-    cfnBucket.node.addDependency(queuePolicy);
+    cfnBucket.node.addDependency(queuePolicy!);
 
     this.domainName = `${prefix}-search`;
     this.domain = this.createDomain(stage, config, removalPolicy);

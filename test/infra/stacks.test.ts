@@ -318,6 +318,31 @@ describe('stateful resources', () => {
     });
   });
 
+  it('lets only the bucket send to the import queue, over TLS, in one queue policy', () => {
+    const [queueId] = Object.keys(resources(dev.stateful, 'AWS::SQS::Queue')).filter((id) =>
+      id.startsWith('ImportQueue'),
+    );
+    const policies = Object.values(resources(dev.stateful, 'AWS::SQS::QueuePolicy')).filter(
+      (policy) => JSON.stringify(policy.Properties!.Queues) === JSON.stringify([{ Ref: queueId }]),
+    );
+    expect(policies).toHaveLength(1);
+    const statements = (
+      policies[0]!.Properties!.PolicyDocument as {
+        Statement: { Effect: string; Principal: unknown; Condition: unknown }[];
+      }
+    ).Statement;
+    expect(statements).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),
+        expect.objectContaining({ Effect: 'Allow', Principal: { Service: 's3.amazonaws.com' } }),
+      ]),
+    );
+    const bucket = Object.values(resources(dev.stateful, 'AWS::S3::Bucket')).find(
+      (b) => b.Properties?.NotificationConfiguration,
+    ) as unknown as { DependsOn: string[] };
+    expect(bucket.DependsOn.some((id) => id.startsWith('ImportQueuePolicy'))).toBe(true);
+  });
+
   it.runIf(WORKER_EXISTS)('triggers the import worker from the import queue', () => {
     dev.api.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
       FunctionName: { Ref: functionId(dev.api, 'vps-dev-ImportWorker') },
