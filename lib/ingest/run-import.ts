@@ -190,12 +190,19 @@ async function processRows(
   let readToEnd = true;
   let valid = 0;
   let chunk: RawRecord[] = [];
+  let previousIds = new Map<string, number>();
+  // Two-stage pipeline: chunk k+1 is parsed, looked up and its images fetched while chunk k is embedded
+  // and written. Checkpoints stay in file order because commits run one after another.
+  let committing: Promise<void> = Promise.resolve();
   const flush = async () => {
     if (chunk.length === 0) return;
-    const result = await ingestChunk(deps, current(), chunk, baseUrl);
+    const prepared = await prepareChunk(deps, start, chunk, baseUrl, previousIds);
     chunk = [];
-    valid += result.valid;
-    await save(result.patch);
+    previousIds = prepared.rowOfId;
+    valid += prepared.counted;
+    await committing;
+    committing = commitChunk(deps, prepared).then((patch) => save(patch(current())));
+    committing.catch(() => undefined);
   };
   for await (const raw of readFeed(file, format)) {
     const fatal = 'fatal' in raw && raw.fatal === true;
@@ -209,22 +216,54 @@ async function processRows(
     if (chunk.length >= deps.limits.chunkSize) await flush();
   }
   await flush();
+  await committing;
   return { readToEnd, valid };
 }
 
-/** Handles one chunk of rows and returns the progress to checkpoint. */
-async function ingestChunk(
+interface FetchedImage {
+  product: Product;
+  url: string;
+  index: number;
+  bytes: Buffer;
+}
+
+interface PreparedChunk {
+  rows: RawRecord[];
+  rowOfId: Map<string, number>;
+  errors: ImportRowError[];
+  failed: number;
+  skipped: number;
+  /** Rows that are valid, non-duplicate products. */
+  counted: number;
+  keep: Product[];
+  changed: Product[];
+  /** Changed products that had vectors before (their old documents are removed first). */
+  replaced: string[];
+  images: FetchedImage[];
+  embedder: Embedder | undefined;
+}
+
+/**
+ * First stage of a chunk: normalise rows (bad rows → errors), drop repeated ids (within the chunk, the
+ * previous chunk, or earlier rows of this import), tell unchanged products from changed ones, and fetch
+ * and inspect the images of the changed ones. Writes nothing.
+ */
+async function prepareChunk(
   deps: IngestDeps,
   record: ImportRecord,
   rows: RawRecord[],
   baseUrl: string | undefined,
-): Promise<{ valid: number; patch: Partial<ImportRecord> }> {
+  previousIds: Map<string, number>,
+): Promise<PreparedChunk> {
   const errors: ImportRowError[] = [];
   let failed = 0;
   let skipped = 0;
-  let embedded = 0;
   const valid: Valid[] = [];
   const rowOfId = new Map<string, number>();
+  const duplicate = (row: number, productId: string, earlier: number) => {
+    errors.push({ row, productId, message: `Duplicate id; row ${earlier} was imported.` });
+    failed += 1;
+  };
   for (const raw of rows) {
     if ('error' in raw) {
       errors.push({ row: raw.row, message: raw.error });
@@ -233,14 +272,9 @@ async function ingestChunk(
     }
     try {
       const content = normaliseRecord(raw.fields, baseUrl);
-      const earlier = rowOfId.get(content.product_id);
+      const earlier = rowOfId.get(content.product_id) ?? previousIds.get(content.product_id);
       if (earlier !== undefined) {
-        errors.push({
-          row: raw.row,
-          productId: content.product_id,
-          message: `Duplicate id; row ${earlier} was imported.`,
-        });
-        failed += 1;
+        duplicate(raw.row, content.product_id, earlier);
         continue;
       }
       rowOfId.set(content.product_id, raw.row);
@@ -270,12 +304,8 @@ async function ingestChunk(
   for (const { row, content } of valid) {
     const before = existing.get(content.product_id);
     if (before?.seen_import === record.importId && before.seen_row !== undefined && before.seen_row !== row) {
-      errors.push({
-        row,
-        productId: content.product_id,
-        message: `Duplicate id; row ${before.seen_row} was imported.`,
-      });
-      failed += 1;
+      rowOfId.delete(content.product_id);
+      duplicate(row, content.product_id, before.seen_row);
       continue;
     }
     counted += 1;
@@ -301,43 +331,50 @@ async function ingestChunk(
       ...seen,
     });
   }
+  const images = embedder ? await fetchImages(deps, changed, rowOfId, errors) : [];
+  return { rows, rowOfId, errors, failed, skipped, counted, keep, changed, replaced, images, embedder };
+}
 
-  if (changed.length > 0 && embedder) {
+/**
+ * Second stage of a chunk: embed the fetched images, replace the changed products' vectors, write the
+ * products (marked as seen), and return the progress to checkpoint, relative to the import as it is then.
+ */
+async function commitChunk(
+  deps: IngestDeps,
+  chunk: PreparedChunk,
+): Promise<(record: ImportRecord) => Partial<ImportRecord>> {
+  const { errors, changed } = chunk;
+  let failed = chunk.failed;
+  let embedded = 0;
+  if (changed.length > 0 && chunk.embedder) {
     const vectors = await deps.vectors();
-    const outcome = await embedProducts(deps, embedder, changed, rowOfId);
-    errors.push(...outcome.errors);
-    if (replaced.length > 0) await vectors.deleteProducts(record.feedId, replaced);
-    if (outcome.documents.length > 0) await vectors.upsert(outcome.documents);
+    const documents = await embedImages(chunk.embedder, chunk.images, chunk.rowOfId, errors);
+    const feedId = changed[0]!.feed_id;
+    if (chunk.replaced.length > 0) await vectors.deleteProducts(feedId, chunk.replaced);
+    if (documents.length > 0) await vectors.upsert(documents);
     for (const product of changed) {
       if (product.vector_count > 0) embedded += 1;
       else failed += 1;
     }
   }
-  await deps.products.putMany([...keep, ...changed]);
-  return {
-    valid: counted,
-    patch: {
-      processed: record.processed + rows.length,
-      embedded: record.embedded + embedded,
-      skipped: record.skipped + skipped,
-      failed: record.failed + failed,
-      errors: capErrors(record.errors, errors),
-      checkpointRow: rows[rows.length - 1]?.row ?? record.checkpointRow,
-    },
-  };
+  await deps.products.putMany([...chunk.keep, ...changed]);
+  return (record) => ({
+    processed: record.processed + chunk.rows.length,
+    embedded: record.embedded + embedded,
+    skipped: record.skipped + chunk.skipped,
+    failed: record.failed + failed,
+    errors: capErrors(record.errors, errors),
+    checkpointRow: chunk.rows[chunk.rows.length - 1]?.row ?? record.checkpointRow,
+  });
 }
 
-/**
- * Fetches and embeds the images of changed products. A product whose main image cannot be used keeps no
- * vectors (and counts as failed); a failed additional image is reported and skipped.
- */
-async function embedProducts(
+/** Fetches and inspects the images of changed products (bounded concurrency); failures become errors. */
+async function fetchImages(
   deps: IngestDeps,
-  embedder: Embedder,
   products: Product[],
   rowOf: Map<string, number>,
-): Promise<{ documents: VectorDocument[]; errors: ImportRowError[] }> {
-  const errors: ImportRowError[] = [];
+  errors: ImportRowError[],
+): Promise<FetchedImage[]> {
   const jobs = products.flatMap((product) =>
     imagesOf(product).map((url, index) => ({ product, url, index })),
   );
@@ -359,9 +396,19 @@ async function embedProducts(
   });
   // Only products whose main image is usable get vectors; their other images follow in order.
   const usable = new Set(fetched.filter((f) => f?.index === 0).map((f) => f!.product.product_id));
-  const images = fetched.filter(
-    (f): f is NonNullable<typeof f> => f !== undefined && usable.has(f.product.product_id),
-  );
+  return fetched.filter((f): f is FetchedImage => f !== undefined && usable.has(f.product.product_id));
+}
+
+/**
+ * Embeds fetched images into vector documents. A product whose main image cannot be embedded keeps no
+ * vectors (and counts as failed); a failed additional image is reported and skipped.
+ */
+async function embedImages(
+  embedder: Embedder,
+  images: FetchedImage[],
+  rowOf: Map<string, number>,
+  errors: ImportRowError[],
+): Promise<VectorDocument[]> {
   const vectors = await embedEach(
     embedder,
     images.map((i) => i.bytes),
@@ -391,7 +438,7 @@ async function embedProducts(
       fields: filterFieldsOf(product),
     });
   });
-  return { documents, errors };
+  return documents;
 }
 
 /**

@@ -179,6 +179,24 @@ describe('runImport', () => {
     expect((await w.products.get(FEED, 'a'))?.title).toBe('Product a');
   });
 
+  it('reports a repeated product id across chunks (chunks are prepared while the previous one commits)', async () => {
+    const w = world(filesFor('a', 'b', 'c', 'd'));
+    const rows = [
+      product('a'),
+      product('b'),
+      product('c'),
+      product('c', { title: 'again' }),
+      product('d'),
+      product('a'),
+    ];
+    const record = await importInline(w, jsonl(rows));
+    expect(record.errors).toEqual([
+      { row: 4, productId: 'c', message: 'Duplicate id; row 3 was imported.' },
+      { row: 6, productId: 'a', message: 'Duplicate id; row 1 was imported.' },
+    ]);
+    expect(record).toMatchObject({ embedded: 4, failed: 2, processed: 6 });
+  });
+
   it('resumes an interrupted import after its checkpoint without duplicating work', async () => {
     // Prepare: 7 rows, chunks of 3; the process dies while checkpointing the second chunk.
     const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
