@@ -29,7 +29,7 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
     const container = getContainer();
     const state = request.context.state;
     const response = request.response ?? json(500, toErrorBody(undefined, state.requestId));
-    response.headers = { ...response.headers, ...responseHeaders(state) };
+    response.headers = { ...response.headers, ...responseHeaders(state), ...corsHeaders(request.event.headers.origin) };
     request.response = response;
     await meter(container, state, response.statusCode);
     state.logger.info('request', {
@@ -79,6 +79,19 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
       request.response = json(body.error.status, body, headers);
       await finish(request);
     },
+  };
+}
+
+/**
+ * Shop pages call the API from the browser, so every answer (errors included, or the browser hides them)
+ * names the calling origin. Which origins may use a search id is the domain check's job, not CORS's.
+ */
+function corsHeaders(origin: string | undefined): Record<string, string> {
+  if (!origin) return {};
+  return {
+    'Access-Control-Allow-Origin': origin,
+    'Access-Control-Expose-Headers': 'RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset,Retry-After,X-Request-Id',
+    Vary: 'Origin',
   };
 }
 
