@@ -80,12 +80,20 @@ async function rankGroups(
         (a.hit.productId < b.hit.productId ? -1 : a.hit.productId > b.hit.productId ? 1 : 0),
     )
     .slice(query.offset, window);
+  // One batch read for the best products; only real item groups need a variants query.
+  const bestProducts = await deps.products.getMany(
+    query.feedId,
+    ranked.map(({ hit }) => hit.productId),
+  );
   const groups = await Promise.all(
     ranked.map(async ({ hit, score }) => {
-      const variants = await deps.products.listGroup(query.feedId, hit.itemGroupId);
-      const product = variants.find((v) => v.product_id === hit.productId);
+      const product = bestProducts.get(hit.productId);
       // A product deleted between the index query and now is simply left out.
-      return product ? { product, variants, score } : undefined;
+      if (!product) return undefined;
+      const variants = product.item_group_id
+        ? await deps.products.listGroup(query.feedId, product.group)
+        : [product];
+      return { product, variants, score };
     }),
   );
   return groups.filter((g): g is GroupHit => g !== undefined);
