@@ -11,6 +11,7 @@
  *    index): open, then top-100 searches with and without the filter: p50/p99 latency and recall@10.
  *
  * Usage: npm run bench:knn -- [--sizes=100000,1000000] [--dim=448] [--queries=200] [--dir=/tmp/knn-bench]
+ *          [--quantization=f32|f16|i8]
  *          [--keep=true]   keep the built index; then re-run only the query phase with
  *   npx tsx bench/knn.ts --phase=query --dir=/tmp/knn-bench/<size> [--exact-threshold=N] [--scan-ratio=N]
  *     [--expansion-search=N]
@@ -21,7 +22,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MetricKind, exactSearch } from 'usearch';
-import { UsearchVectorIndex } from '#lib/adapters/usearch-vector-index.ts';
+import { UsearchVectorIndex, type GraphQuantization } from '#lib/adapters/usearch-vector-index.ts';
 import type { VectorDocument } from '#lib/ports.ts';
 
 const FEED = 'bench-feed';
@@ -147,7 +148,8 @@ async function build(size: number, dir: string): Promise<Record<string, number>>
   const queries = new Float32Array(queryCount * dimension);
   for (let q = 0; q < queryCount; q += 1) queries.set(next(), q * dimension);
   const pick = rng(7);
-  const index = new UsearchVectorIndex({ dir: join(dir, 'index'), dimension });
+  const quantization = (args.quantization ?? 'f32') as GraphQuantization;
+  const index = new UsearchVectorIndex({ dir: join(dir, 'index'), dimension, quantization });
   const filtered: Truth = { ids: [], scores: [] };
   const unfiltered: Truth = { ids: [], scores: [] };
   let insertMs = 0;
@@ -282,7 +284,7 @@ if (args.phase === 'query') {
   const sizes = (args.sizes ?? '100000,1000000').split(',').map(Number);
   const mb = (value: number): string => `${(value / 2 ** 20).toFixed(0)} MB`;
   console.log(
-    `k-NN bench: dim ${dimension}, top-${TOP}, ${queryCount} queries, filter ${JSON.stringify(FILTER)}, ` +
+    `k-NN bench: dim ${dimension}, graph ${args.quantization ?? 'f32'}, top-${TOP}, ${queryCount} queries, filter ${JSON.stringify(FILTER)}, ` +
       `${cpus().length} cores, load ${loadavg()
         .map((value) => value.toFixed(2))
         .join(' ')}`,

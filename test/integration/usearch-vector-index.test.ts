@@ -23,6 +23,20 @@ describeVectorIndexContract(
   { persistent: true },
 );
 
+// Reopened with the default (f32): a saved feed must come back with the quantization it was built with.
+describeVectorIndexContract(
+  'usearch with an 8-bit graph',
+  async () => {
+    const dir = await tempDir();
+    return {
+      index: new UsearchVectorIndex({ dir, dimension: CONTRACT_DIMENSION, quantization: 'i8' }),
+      reopen: () => UsearchVectorIndex.open({ dir, dimension: CONTRACT_DIMENSION }),
+      close: () => rm(dir, { recursive: true, force: true }),
+    };
+  },
+  { persistent: true },
+);
+
 describe('UsearchVectorIndex', () => {
   it('finds the filtered nearest neighbours through the graph when the filter is too broad to scan', async () => {
     // Prepare: no scan thresholds, so a filter matching 200 of 2000 takes the oversampled graph path.
