@@ -106,7 +106,10 @@ function buildContainer(config: Config): Container {
     fetcher: new HttpImageFetcher({ allowPrivate: config.fetchAllowPrivate }),
     dispatcher:
       config.imports.runner === 'in-process'
-        ? new InProcessImportDispatcher((feedId, importId) => runImport(container.ingest, feedId, importId), logger)
+        ? new InProcessImportDispatcher(
+            (feedId, importId, signal) => runImport({ ...container.ingest, signal }, feedId, importId),
+            logger,
+          )
         : new ObjectEventImportDispatcher(),
     get ingest(): IngestDeps {
       return {

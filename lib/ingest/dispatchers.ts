@@ -4,44 +4,60 @@ import type { ImportDispatcher } from '#lib/ports.ts';
 
 /**
  * Local mode: runs imports in this process, in the background, one at a time (two imports of one feed
- * must not interleave their removal of unseen products). `idle()` resolves once the queue is empty.
+ * must not interleave their removal of unseen products). `stop()` pauses the running import at its next
+ * checkpoint and leaves queued ones queued; the next start resumes both.
  */
 export class InProcessImportDispatcher implements ImportDispatcher {
   private tail: Promise<unknown> = Promise.resolve();
   private pending = 0;
+  private readonly stopping = new AbortController();
 
   constructor(
-    private readonly run: (feedId: string, importId: string) => Promise<ImportRecord>,
+    private readonly run: (feedId: string, importId: string, signal: AbortSignal) => Promise<ImportRecord>,
     private readonly logger: Logger,
   ) {}
 
   async dispatch(feedId: string, importId: string): Promise<void> {
+    if (this.stopping.signal.aborted) return;
     this.pending += 1;
     this.tail = this.tail
-      .then(() => this.run(feedId, importId))
+      .then(() =>
+        this.stopping.signal.aborted ? undefined : this.run(feedId, importId, this.stopping.signal),
+      )
       .then(
-        (record) =>
-          this.logger.info('import finished', {
-            feedId,
-            importId,
-            status: record.status,
-            processed: record.processed,
-          }),
-        (error: unknown) =>
-          this.logger.error('import crashed', {
-            feedId,
-            importId,
-            error: error instanceof Error ? error.message : String(error),
-          }),
+        (record) => {
+          if (record)
+            this.logger.info('import finished', {
+              feedId,
+              importId,
+              status: record.status,
+              processed: record.processed,
+            });
+        },
+        (error: unknown) => {
+          if (this.stopping.signal.aborted) this.logger.info('import paused', { feedId, importId });
+          else
+            this.logger.error('import crashed', {
+              feedId,
+              importId,
+              error: error instanceof Error ? error.message : String(error),
+            });
+        },
       )
       .finally(() => {
         this.pending -= 1;
       });
   }
 
-  /** Resolves when every dispatched import has finished. */
+  /** Resolves when every dispatched import has finished (or paused). */
   async idle(): Promise<void> {
     while (this.pending > 0) await this.tail;
+  }
+
+  /** Pauses the running import at its next checkpoint, starts no more, and waits for that. */
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    await this.idle();
   }
 }
 

@@ -58,6 +58,8 @@ export interface IngestDeps {
   limits: IngestLimits;
   /** Progress callback (logging); never throws into the import. */
   onProgress?(record: ImportRecord): void;
+  /** Aborting pauses the import at its next checkpoint (it stays running and resumes later). */
+  signal?: AbortSignal;
 }
 
 interface Valid {
@@ -213,7 +215,14 @@ async function processRows(
       continue;
     }
     chunk.push(raw);
-    if (chunk.length >= deps.limits.chunkSize) await flush();
+    if (chunk.length >= deps.limits.chunkSize) {
+      await flush();
+      if (deps.signal?.aborted) {
+        // Pause at a checkpoint: let the chunk in flight finish writing first.
+        await committing;
+        deps.signal.throwIfAborted();
+      }
+    }
   }
   await flush();
   await committing;

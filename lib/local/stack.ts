@@ -65,8 +65,8 @@ export async function startLocalStack(env: Record<string, string | undefined> = 
   }
   await resumeImports(container);
   if (config.demoSeed) await seedDemoFeed(container, url);
-  const idle = () =>
-    container.dispatcher instanceof InProcessImportDispatcher ? container.dispatcher.idle() : Promise.resolve();
+  const dispatcher = container.dispatcher instanceof InProcessImportDispatcher ? container.dispatcher : undefined;
+  const idle = () => dispatcher?.idle() ?? Promise.resolve();
   return {
     url,
     adminToken,
@@ -75,7 +75,8 @@ export async function startLocalStack(env: Record<string, string | undefined> = 
     demo,
     importsIdle: idle,
     async close() {
-      await idle();
+      // A running import pauses at its next checkpoint; the next start resumes it.
+      await dispatcher?.stop();
       server.closeAllConnections();
       await new Promise<void>((done) => server.close(() => done()));
       await stores.close();

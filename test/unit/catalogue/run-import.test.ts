@@ -275,3 +275,38 @@ describe('runImport', () => {
     expect(await w.products.get(FEED, 'a')).toBeDefined();
   });
 });
+
+describe('pausing', () => {
+  it('pauses at a checkpoint when its signal aborts and resumes from there', async () => {
+    // Prepare: 10 rows in chunks of 3; abort once the first chunk is checkpointed. The chunk already in
+    // flight then (the pipeline's second) finishes, so the import pauses at row 6.
+    const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'];
+    const w = world(filesFor(...names));
+    const controller = new AbortController();
+    const queued = await startImport(
+      {
+        feeds: { get: async () => ({}) } as never,
+        imports: w.imports,
+        objects: w.objects,
+        dispatcher: { dispatch: async () => undefined },
+        clock: w.deps.clock,
+      },
+      FEED,
+      { content: jsonl(names.map((n) => product(n))), format: 'jsonl', mode: 'full' },
+    );
+    const deps = {
+      ...w.deps,
+      signal: controller.signal,
+      onProgress: (r: ImportRecord) => {
+        if (r.checkpointRow === 3) controller.abort();
+      },
+    };
+    // Act
+    await expect(runImport(deps, FEED, queued.importId)).rejects.toThrow();
+    const paused = await w.imports.get(FEED, queued.importId);
+    const resumed = await runImport(w.deps, FEED, queued.importId);
+    // Assess
+    expect(paused).toMatchObject({ status: 'running', checkpointRow: 6, processed: 6 });
+    expect(resumed).toMatchObject({ status: 'succeeded', processed: 10, embedded: 10, removed: 0 });
+  });
+});
