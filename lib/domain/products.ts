@@ -97,10 +97,19 @@ export function vectorDocumentId(feedId: string, productId: string, imageIndex: 
   return `${feedId}/${productId}/${imageIndex}`;
 }
 
-/** Lower-cased, trimmed filter value; availability accepts both "in stock" and "in_stock". */
+/** Lower-cased, trimmed filter value; availability accepts both "in stock" and "in_stock"; paths are canonical. */
 export function filterValue(key: string, value: string): string {
   const v = value.trim().toLowerCase();
-  return key === 'availability' ? v.replace(/[\s-]+/g, '_') : v;
+  if (key === 'availability') return v.replace(/[\s-]+/g, '_');
+  // Taxonomy paths compare with one canonical separator: "A>B" and "A  >  B" are "a > b".
+  if (key === 'category' || key === 'product_type') {
+    return v
+      .split('>')
+      .map((part) => part.trim())
+      .filter(Boolean)
+      .join(' > ');
+  }
+  return v;
 }
 
 const PATH_FIELDS = new Set(['category', 'product_type']);

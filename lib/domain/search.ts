@@ -140,16 +140,7 @@ export function relatedFilter(
     if (!values.includes(v)) values.push(v);
   }
   const category = context?.category?.trim();
-  if (category && !filter.category)
-    filter.category = [
-      filterValue(
-        'category',
-        category
-          .split('>')
-          .map((s) => s.trim())
-          .join(' > '),
-      ),
-    ];
+  if (category && !filter.category) filter.category = [filterValue('category', category)];
   return filter;
 }
 

@@ -213,6 +213,14 @@ describe('relatedProducts', () => {
       context: { category: 'Home' },
     });
     expect(hits.map((h) => h.product.product_id)).toEqual(['p1']);
+    const spaced = await relatedProducts(deps(w), {
+      feedId: 's',
+      productId: 'ref',
+      limit: 10,
+      offset: 0,
+      filters: [{ key: 'category', value: ' HOME>Kitchen ' }],
+    });
+    expect(spaced.map((h) => h.product.product_id)).toEqual(['p1']);
   });
 
   it('falls back to imageData, then fallback, when the productId is unknown', async () => {
