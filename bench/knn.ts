@@ -148,8 +148,11 @@ async function build(size: number, dir: string): Promise<Record<string, number>>
   const queries = new Float32Array(queryCount * dimension);
   for (let q = 0; q < queryCount; q += 1) queries.set(next(), q * dimension);
   const pick = rng(7);
-  const quantization = (args.quantization ?? 'f32') as GraphQuantization;
-  const index = new UsearchVectorIndex({ dir: join(dir, 'index'), dimension, quantization });
+  const index = new UsearchVectorIndex({
+    dir: join(dir, 'index'),
+    dimension,
+    ...(args.quantization ? { quantization: args.quantization as GraphQuantization } : {}),
+  });
   const filtered: Truth = { ids: [], scores: [] };
   const unfiltered: Truth = { ids: [], scores: [] };
   let insertMs = 0;
@@ -284,7 +287,7 @@ if (args.phase === 'query') {
   const sizes = (args.sizes ?? '100000,1000000').split(',').map(Number);
   const mb = (value: number): string => `${(value / 2 ** 20).toFixed(0)} MB`;
   console.log(
-    `k-NN bench: dim ${dimension}, graph ${args.quantization ?? 'f32'}, top-${TOP}, ${queryCount} queries, filter ${JSON.stringify(FILTER)}, ` +
+    `k-NN bench: dim ${dimension}, graph ${args.quantization ?? 'i8 (default)'}, top-${TOP}, ${queryCount} queries, filter ${JSON.stringify(FILTER)}, ` +
       `${cpus().length} cores, load ${loadavg()
         .map((value) => value.toFixed(2))
         .join(' ')}`,

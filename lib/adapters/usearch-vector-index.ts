@@ -22,13 +22,14 @@ export interface UsearchVectorIndexOptions {
   exactThreshold?: number;
   /**
    * A filtered query also scans its m matching documents when m ≤ scanRatio × the number of results the
-   * graph would have to be asked for (default 8; 0 turns this off).
+   * graph would have to be asked for (default 2; 0 turns this off).
    */
   scanRatio?: number;
   /**
    * Scalar type of the vectors inside the graph of newly created feeds (a saved feed keeps its own). `i8`
    * (cosine over 8-bit codes) quarters the graph's memory and speeds up building and deep searches; results
    * are re-scored with the exact f32 vectors, so similarities and tie order stay exact either way.
+   * Default i8: see docs/benchmarks.md (## k-NN) for the f32/i8 comparison.
    */
   quantization?: GraphQuantization;
 }
@@ -60,11 +61,13 @@ const OVERSAMPLE_MARGIN = 32;
 /** Once the graph would have to return this share of the feed, a scan of the matching rows is cheaper. */
 const GRAPH_SHARE_LIMIT = 0.25;
 /**
- * Scanning a row (copy + one SIMD distance) costs about as much as a few graph distance computations, and a
- * graph search visits tens of nodes per result asked for: measured on 448-d vectors (docs/benchmarks.md),
- * scanning m matching rows beats asking the graph for `wanted` results while m ≤ 8 × wanted.
+ * Scanning a row means gathering its vector from a scattered slot (a cache miss) and one SIMD distance; a
+ * graph search for `wanted` results walks a few nodes per result over compact, cache-friendlier data.
+ * Measured on 448-d clustered vectors (docs/benchmarks.md, 100k vectors, a filter matching 10k): asking the
+ * graph for 1,532 results took 3.6 ms (i8) where scanning the 10k took 6–7.5 ms, so the scan only wins while
+ * m ≤ 2 × wanted.
  */
-const DEFAULT_SCAN_RATIO = 8;
+const DEFAULT_SCAN_RATIO = 2;
 
 function postingKey(field: string, value: string): string {
   return `${field}\u0000${value}`;
@@ -224,12 +227,13 @@ class FeedShard {
  * applied with posting lists kept beside the graph:
  * - a filter whose most selective key matches m documents (counted from its postings) is answered by exact
  *   search over those m vectors when m ≤ `exactThreshold` or when the graph would have to be asked for more
- *   than m / 8 results (`scanRatio`): exact, and cheaper than a graph walk that deep;
+ *   than m / 2 results (`scanRatio`): exact, and cheaper than a graph walk that deep;
  * - a broader filter asks the graph for k / (estimated selectivity) * 1.5 + 32 neighbours and post-filters,
  *   quadrupling the request while fewer than k pass, and falls back to the exact scan once the graph
  *   would have to return a quarter of the feed.
- * A copy of every vector is kept in a flat Float32Array (slot-indexed) for `getVectors` and the exact path;
- * it doubles vector memory (≈180 MB per 100k 448-d vectors) but keeps both paths on exact f32 values.
+ * The exact f32 vectors live in a flat Float32Array (slot-indexed) used by `getVectors`, the exact path and
+ * the re-scoring of graph results; the graph itself holds 8-bit codes by default (`quantization`), so the
+ * second copy costs a quarter of the f32 vectors (≈45 MB per 100k 448-d vectors) instead of all of them.
  *
  * Writes (upsert, deletes, flush) are serialised through one promise queue; searches run between them and
  * only ever see complete writes because every in-memory mutation is synchronous.
@@ -258,10 +262,10 @@ export class UsearchVectorIndex implements VectorIndex {
     this.#dir = options.dir;
     this.#connectivity = options.connectivity ?? 16;
     this.#expansionAdd = options.expansionAdd ?? 128;
-    this.#expansionSearch = options.expansionSearch ?? 64;
+    this.#expansionSearch = options.expansionSearch ?? 128;
     this.#exactThreshold = options.exactThreshold ?? 4096;
     this.#scanRatio = options.scanRatio ?? DEFAULT_SCAN_RATIO;
-    this.#quantization = options.quantization ?? 'f32';
+    this.#quantization = options.quantization ?? 'i8';
   }
 
   /** Opens an index and loads what `dir` holds before returning. */

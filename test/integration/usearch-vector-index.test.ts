@@ -23,13 +23,13 @@ describeVectorIndexContract(
   { persistent: true },
 );
 
-// Reopened with the default (f32): a saved feed must come back with the quantization it was built with.
+// Reopened with the default (i8): a saved feed must come back with the quantization it was built with.
 describeVectorIndexContract(
-  'usearch with an 8-bit graph',
+  'usearch with an f32 graph',
   async () => {
     const dir = await tempDir();
     return {
-      index: new UsearchVectorIndex({ dir, dimension: CONTRACT_DIMENSION, quantization: 'i8' }),
+      index: new UsearchVectorIndex({ dir, dimension: CONTRACT_DIMENSION, quantization: 'f32' }),
       reopen: () => UsearchVectorIndex.open({ dir, dimension: CONTRACT_DIMENSION }),
       close: () => rm(dir, { recursive: true, force: true }),
     };
