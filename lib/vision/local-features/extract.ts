@@ -1,0 +1,157 @@
+/**
+ * ORB feature extraction for geometric verification. Decoding goes through the same guarded sharp path as
+ * the embedder (`openImage`: format allow-list, pixel limit, EXIF rotation, alpha flattened onto white);
+ * OpenCV only sees a greyscale raster.
+ */
+import { decoding, openImage } from '#lib/vision/image-input.ts';
+import { loadOpenCv } from '#lib/vision/local-features/opencv.ts';
+import { DESCRIPTOR_WORDS, type FeatureSet, type LocalFeatures } from '#lib/vision/local-features/types.ts';
+
+/** Which side of the search an image is on; it picks the size and orientation defaults. */
+export type FeatureRole = 'catalogue' | 'query';
+
+export interface ExtractOptions {
+  role: FeatureRole;
+  /** Keypoint cap per orientation (ORB keeps the strongest). Default 500. */
+  maxFeatures?: number;
+  /**
+   * Also extract from the horizontal mirror. Default: true for the catalogue, false for queries — storing
+   * both orientations of each item covers flipped queries, so mirroring the query as well would double the
+   * matching work for nothing.
+   */
+  mirror?: boolean;
+  /** Longest side the image is brought down to. Default 640. */
+  maxSide?: number;
+  /**
+   * Small images are brought up so their short side is at least this (default 256): at native thumbnail
+   * size ~8 % of catalogue items yield no keypoints at all (ORB's 31-px patch and pyramid need room), and
+   * small queries suffer the same way.
+   */
+  minShortSide?: number;
+}
+
+const DEFAULTS = { maxFeatures: 500, maxSide: 640, minShortSide: 256 } as const;
+/** Upscaling never produces an image longer than this, whatever the aspect ratio. */
+const MAX_UPSCALED_SIDE = 1024;
+// OpenCV's ORB defaults, spelled out so that stored features cannot drift with a library default.
+const ORB_SCALE_FACTOR = 1.2;
+const ORB_LEVELS = 8;
+const ORB_EDGE_THRESHOLD = 31;
+const ORB_WTA_K = 2;
+const ORB_HARRIS_SCORE = 0;
+const ORB_PATCH_SIZE = 31;
+const ORB_FAST_THRESHOLD = 20;
+
+/** Target size of the extraction raster for an oriented image of `width`×`height`. */
+export function extractionSize(
+  width: number,
+  height: number,
+  options: ExtractOptions,
+): { width: number; height: number } {
+  const maxSide = options.maxSide ?? DEFAULTS.maxSide;
+  const long = Math.max(width, height);
+  const short = Math.min(width, height);
+  let scale = Math.min(1, maxSide / long);
+  const minShort = options.minShortSide ?? DEFAULTS.minShortSide;
+  if (short * scale < minShort) scale = Math.min(minShort / short, MAX_UPSCALED_SIDE / long);
+  return {
+    width: Math.max(1, Math.round(width * scale)),
+    height: Math.max(1, Math.round(height * scale)),
+  };
+}
+
+/**
+ * Extracts ORB keypoints and packed descriptors from an encoded image (and from its mirror when asked).
+ * A textureless image yields empty sets, not an error; undecodable input throws `InvalidImageError`.
+ */
+export async function extractLocalFeatures(image: Buffer, options: ExtractOptions): Promise<LocalFeatures> {
+  const [cv, oriented] = await Promise.all([loadOpenCv(), openImage(image)]);
+  const size = extractionSize(oriented.width, oriented.height, options);
+  const grey = await decoding(() =>
+    oriented.pipeline
+      .clone()
+      .resize(size.width, size.height, { fit: 'fill', kernel: 'lanczos3' })
+      .greyscale()
+      .raw()
+      .toBuffer({ resolveWithObject: true }),
+  );
+  // Flattening leaves RGB; greyscale() gives one channel, but be explicit about the layout we rely on.
+  if (grey.info.channels !== 1) throw new Error(`expected a 1-channel raster, got ${grey.info.channels}`);
+  const { width, height } = grey.info;
+  const maxFeatures = options.maxFeatures ?? DEFAULTS.maxFeatures;
+  const mirror = options.mirror ?? options.role === 'catalogue';
+
+  const orb = new cv.ORB(
+    maxFeatures,
+    ORB_SCALE_FACTOR,
+    ORB_LEVELS,
+    ORB_EDGE_THRESHOLD,
+    0,
+    ORB_WTA_K,
+    ORB_HARRIS_SCORE,
+    ORB_PATCH_SIZE,
+    ORB_FAST_THRESHOLD,
+  );
+  try {
+    const detect = (pixels: Uint8Array): FeatureSet => {
+      const mat = new cv.Mat(height, width, cv.CV_8UC1);
+      const mask = new cv.Mat();
+      const keypoints = new cv.KeyPointVector();
+      const descriptors = new cv.Mat();
+      try {
+        mat.data.set(pixels);
+        orb.detectAndCompute(mat, mask, keypoints, descriptors);
+        return toFeatureSet(width, height, keypoints, descriptors);
+      } finally {
+        mat.delete();
+        mask.delete();
+        keypoints.delete();
+        descriptors.delete();
+      }
+    };
+    const original = detect(grey.data);
+    return mirror ? { original, mirrored: detect(mirrorRows(grey.data, width, height)) } : { original };
+  } finally {
+    orb.delete();
+  }
+}
+
+function toFeatureSet(
+  width: number,
+  height: number,
+  keypoints: { size(): number; get(index: number): { pt: { x: number; y: number } } },
+  descriptors: { rows: number; cols: number; data: Uint8Array },
+): FeatureSet {
+  const count = keypoints.size();
+  if (count > 0 && (descriptors.rows !== count || descriptors.cols !== DESCRIPTOR_WORDS * 4)) {
+    throw new Error(
+      `unexpected ORB output: ${count} keypoints, ${descriptors.rows}×${descriptors.cols} descriptors`,
+    );
+  }
+  const points = new Float32Array(count * 2);
+  for (let i = 0; i < count; i++) {
+    const { pt } = keypoints.get(i);
+    // Quarter-pixel quantisation is what the stored format keeps; doing it here makes stored and fresh
+    // features identical, so a round trip through the ObjectStore cannot change an inlier count.
+    points[2 * i] = Math.round(pt.x * 4) / 4;
+    points[2 * i + 1] = Math.round(pt.y * 4) / 4;
+  }
+  // Copy out of the wasm heap (the Mat is freed next); the byte view is reinterpreted as words.
+  const bytes = descriptors.data.slice(0, count * DESCRIPTOR_WORDS * 4);
+  return {
+    width,
+    height,
+    points,
+    descriptors: new Uint32Array(bytes.buffer, bytes.byteOffset, count * DESCRIPTOR_WORDS),
+  };
+}
+
+/** Horizontal mirror of a 1-channel raster. */
+function mirrorRows(pixels: Uint8Array, width: number, height: number): Uint8Array {
+  const out = new Uint8Array(pixels.length);
+  for (let y = 0; y < height; y++) {
+    const row = y * width;
+    for (let x = 0; x < width; x++) out[row + x] = pixels[row + width - 1 - x]!;
+  }
+  return out;
+}

@@ -1,0 +1,176 @@
+/**
+ * Geometric verification on real photos, through OpenCV's wasm ORB: product crops from a tote photo form
+ * the catalogue together with tiles of two unrelated photos; queries are transformed views of a product,
+ * alone or in its surroundings.
+ */
+import sharp from 'sharp';
+import { beforeAll, describe, expect, it } from 'vitest';
+import {
+  decodeFeatures,
+  encodeFeatures,
+  extractLocalFeatures,
+  loadOpenCv,
+  rerankCandidates,
+  verifyCandidates,
+  type LocalFeatures,
+} from '#lib/vision/local-features/index.ts';
+import { catalogue, crop, DINNER, flatImage, GROVE, inContext, PRODUCTS, SHELF, VIEWS } from './images.ts';
+
+let names: string[];
+let items: LocalFeatures[];
+
+beforeAll(async () => {
+  const images = await catalogue();
+  names = [...images.keys()];
+  items = [];
+  for (const image of images.values()) items.push(await extractLocalFeatures(image, { role: 'catalogue' }));
+});
+
+function inliersOf(features: LocalFeatures, name: string): Promise<number> {
+  return Promise.resolve(verifyCandidates(features, [items[names.indexOf(name)]])[0]!.inliers);
+}
+
+describe('loadOpenCv', () => {
+  it('shares one module between concurrent callers and can be awaited', async () => {
+    // Act
+    const [a, b] = await Promise.all([loadOpenCv(), loadOpenCv()]);
+    // Assess: awaiting resolved at all (the raw module is a thenable that never settles) and to ORB support
+    expect(a).toBe(b);
+    expect(typeof a.ORB).toBe('function');
+  });
+});
+
+describe('extractLocalFeatures', () => {
+  it('extracts up to 500 keypoints per orientation from a catalogue image brought up to 256 px', async () => {
+    // Prepare: the book is 124×150 in the tote photo
+    const book = await crop(SHELF, PRODUCTS.book);
+    // Act
+    const features = await extractLocalFeatures(book, { role: 'catalogue' });
+    // Assess
+    expect(features.original.width).toBe(256);
+    expect(features.original.height).toBe(310);
+    expect(features.mirrored).toBeDefined();
+    for (const set of [features.original, features.mirrored!]) {
+      expect(set.points.length / 2).toBeGreaterThan(300);
+      expect(set.points.length / 2).toBeLessThanOrEqual(500);
+      expect(set.descriptors.length).toBe((set.points.length / 2) * 8);
+    }
+  });
+
+  it('bounds a query to 640 px and does not mirror it', async () => {
+    // Prepare
+    const photo = await sharp(DINNER).resize(1600).jpeg().toBuffer();
+    // Act
+    const features = await extractLocalFeatures(photo, { role: 'query' });
+    // Assess
+    expect([features.original.width, features.original.height]).toEqual([640, 480]);
+    expect(features.mirrored).toBeUndefined();
+  });
+
+  it('yields no features for a flat image, and verification of it finds nothing', async () => {
+    // Act
+    const features = await extractLocalFeatures(await flatImage(), { role: 'catalogue' });
+    // Assess
+    expect(features.original.points).toHaveLength(0);
+    expect(features.mirrored!.descriptors).toHaveLength(0);
+    expect(verifyCandidates(features, items.slice(0, 3))).toEqual([
+      { inliers: 0, matched: 0, mirrored: false },
+      { inliers: 0, matched: 0, mirrored: false },
+      { inliers: 0, matched: 0, mirrored: false },
+    ]);
+    expect(verifyCandidates(items[0]!, [features])[0]!.inliers).toBe(0);
+  });
+
+  it('is deterministic: the same image gives identical features and inlier counts', async () => {
+    // Prepare
+    const query = await VIEWS['rotated 20°']!(await inContext(PRODUCTS.towels, 30));
+    // Act
+    const first = await extractLocalFeatures(query, { role: 'query' });
+    const second = await extractLocalFeatures(query, { role: 'query' });
+    // Assess
+    expect(encodeFeatures(second)).toEqual(encodeFeatures(first));
+    expect(verifyCandidates(second, items)).toEqual(verifyCandidates(first, items));
+  });
+
+  it('round-trips real features through the binary format without changing verification', async () => {
+    // Prepare
+    const book = items[names.indexOf('book')]!;
+    const query = await extractLocalFeatures(await VIEWS['mirrored']!(await inContext(PRODUCTS.book, 30)), {
+      role: 'query',
+    });
+    // Act
+    const stored = decodeFeatures(encodeFeatures(book));
+    // Assess
+    expect(stored).toEqual(book);
+    expect(verifyCandidates(query, [stored])).toEqual(verifyCandidates(query, [book]));
+  });
+});
+
+describe('verifyCandidates', () => {
+  for (const product of ['book', 'towels'] as const) {
+    for (const [view, make] of Object.entries(VIEWS)) {
+      it(`matches the ${product} ${view} with at least 20 inliers`, async () => {
+        // Prepare
+        const query = await extractLocalFeatures(await make(await crop(SHELF, PRODUCTS[product])), {
+          role: 'query',
+        });
+        // Act
+        const inliers = await inliersOf(query, product);
+        // Assess
+        expect(inliers).toBeGreaterThanOrEqual(20);
+      });
+    }
+  }
+
+  it('reports a mirrored view as mirrored', async () => {
+    // Prepare
+    const query = await extractLocalFeatures(await VIEWS['mirrored']!(await inContext(PRODUCTS.soap, 30)), {
+      role: 'query',
+    });
+    // Act
+    const [result] = verifyCandidates(query, [items[names.indexOf('soap')]]);
+    // Assess
+    expect(result!.mirrored).toBe(true);
+    expect(result!.inliers).toBeGreaterThanOrEqual(20);
+  });
+
+  it('finds fewer than 8 inliers between unrelated photos', async () => {
+    // Prepare: whole grove and dinner photos against the products cut from the tote
+    const queries = await Promise.all(
+      [GROVE, DINNER].map((image) => extractLocalFeatures(image, { role: 'query' })),
+    );
+    const products = Object.keys(PRODUCTS).map((name) => items[names.indexOf(name)]);
+    for (const query of queries) {
+      // Act
+      const results = verifyCandidates(query, products);
+      // Assess
+      for (const result of results) expect(result.inliers).toBeLessThan(8);
+    }
+  });
+
+  for (const product of ['book', 'soap', 'towels'] as const) {
+    it(`ranks the ${product} first among ${22} distractors when photographed in its surroundings`, async () => {
+      // Prepare: the product with 30 px of the tote around it, rotated and re-encoded; global scores that
+      // put the right item in the middle of the shortlist, as a weak embedding would
+      const query = await extractLocalFeatures(
+        await VIEWS['rotated 20°']!(await inContext(PRODUCTS[product], 30)),
+        {
+          role: 'query',
+        },
+      );
+      const globalScores = names.map((_, k) => 0.8 - ((k * 7) % 23) / 100);
+      // Act
+      const verified = verifyCandidates(query, items);
+      const ranked = rerankCandidates(
+        names.map((name, k) => ({ name, globalScore: globalScores[k]!, inliers: verified[k]!.inliers })),
+      );
+      // Assess
+      expect(ranked[0]!.name).toBe(product);
+      expect(ranked[0]!.verified).toBe(true);
+      expect(ranked[0]!.score).toBeGreaterThan(0.9);
+      // No tile of an unrelated photo is verified (the towels' crop overlaps the mousetrap's, so that
+      // pair legitimately verifies each other)
+      expect(ranked.filter((r) => r.verified && !(r.name in PRODUCTS))).toEqual([]);
+    });
+  }
+});
