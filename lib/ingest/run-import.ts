@@ -248,6 +248,9 @@ interface PreparedChunk {
   changed: Product[];
   /** Changed products that had vectors before (their old documents are removed first). */
   replaced: string[];
+  /** Products whose content changed but not their images: vectors reused, re-filed with the new fields. */
+  updated: number;
+  refreshed: VectorDocument[];
   images: FetchedImage[];
   embedder: Embedder | undefined;
 }
@@ -309,6 +312,7 @@ async function prepareChunk(
   const keep: Product[] = [];
   const changed: Product[] = [];
   const replaced: string[] = [];
+  const refresh: { product: Product; before: Product }[] = [];
   let counted = 0;
   for (const { row, content } of valid) {
     const before = existing.get(content.product_id);
@@ -326,8 +330,7 @@ async function prepareChunk(
       continue;
     }
     const sameContent = before?.update_hash === hash;
-    if (before && before.vector_count > 0) replaced.push(content.product_id);
-    changed.push({
+    const product: Product = {
       ...content,
       feed_id: record.feedId,
       id: before?.id ?? randomUUID(),
@@ -338,10 +341,87 @@ async function prepareChunk(
       updated_at: before && sameContent ? before.updated_at : at,
       vector_count: 0,
       ...seen,
-    });
+    };
+    const sameImages =
+      before !== undefined &&
+      before.vector_count > 0 &&
+      before.embedded_model === embedder?.modelVersion &&
+      imagesOf(before).join('\n') === imagesOf(content).join('\n');
+    if (sameImages) refresh.push({ product, before });
+    else {
+      if (before && before.vector_count > 0) replaced.push(content.product_id);
+      changed.push(product);
+    }
   }
+  const refreshed = embedder
+    ? await reuseVectors(deps, record.feedId, refresh)
+    : { documents: [], missing: [] };
+  for (const { product, before } of refresh) {
+    if (refreshed.missing.includes(product.product_id)) {
+      replaced.push(product.product_id);
+      changed.push(product);
+    } else {
+      product.vector_count = before.vector_count;
+      product.embedded_model = before.embedded_model;
+      keep.push(product);
+    }
+  }
+  const updated = refresh.length - refreshed.missing.length;
   const images = embedder ? await fetchImages(deps, changed, rowOfId, errors) : [];
-  return { rows, rowOfId, errors, failed, skipped, counted, keep, changed, replaced, images, embedder };
+  return {
+    rows,
+    rowOfId,
+    errors,
+    failed,
+    skipped,
+    updated,
+    counted,
+    keep,
+    changed,
+    replaced,
+    images,
+    refreshed: refreshed.documents,
+    embedder,
+  };
+}
+
+/**
+ * Products whose content changed but whose images did not keep their vectors: the stored vectors are
+ * re-filed under the new filter fields instead of fetching and embedding the images again. Products whose
+ * vectors are not all in the index come back as `missing` (they are embedded again).
+ */
+async function reuseVectors(
+  deps: IngestDeps,
+  feedId: string,
+  refresh: { product: Product; before: Product }[],
+): Promise<{ documents: VectorDocument[]; missing: string[] }> {
+  if (refresh.length === 0) return { documents: [], missing: [] };
+  const ids = refresh.flatMap(({ before }) =>
+    Array.from({ length: before.vector_count }, (_, i) => vectorDocumentId(feedId, before.product_id, i)),
+  );
+  const stored = await (await deps.vectors()).getVectors(ids);
+  const documents: VectorDocument[] = [];
+  const missing: string[] = [];
+  for (const { product, before } of refresh) {
+    const own = Array.from({ length: before.vector_count }, (_, i) =>
+      vectorDocumentId(feedId, before.product_id, i),
+    );
+    if (own.some((id) => !stored.has(id))) {
+      missing.push(product.product_id);
+      continue;
+    }
+    for (const id of own) {
+      documents.push({
+        id,
+        feedId,
+        productId: product.product_id,
+        itemGroupId: product.group,
+        vector: stored.get(id)!,
+        fields: filterFieldsOf(product),
+      });
+    }
+  }
+  return { documents, missing };
 }
 
 /**
@@ -355,6 +435,7 @@ async function commitChunk(
   const { errors, changed } = chunk;
   let failed = chunk.failed;
   let embedded = 0;
+  if (chunk.refreshed.length > 0) await (await deps.vectors()).upsert(chunk.refreshed);
   if (changed.length > 0 && chunk.embedder) {
     const vectors = await deps.vectors();
     const documents = await embedImages(chunk.embedder, chunk.images, chunk.rowOfId, errors);
@@ -371,6 +452,7 @@ async function commitChunk(
     processed: record.processed + chunk.rows.length,
     embedded: record.embedded + embedded,
     skipped: record.skipped + chunk.skipped,
+    updated: (record.updated ?? 0) + chunk.updated,
     failed: record.failed + failed,
     errors: capErrors(record.errors, errors),
     checkpointRow: chunk.rows[chunk.rows.length - 1]?.row ?? record.checkpointRow,

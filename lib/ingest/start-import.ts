@@ -45,6 +45,7 @@ export async function startImport(
     total: 0,
     processed: 0,
     embedded: 0,
+    updated: 0,
     skipped: 0,
     failed: 0,
     removed: 0,

@@ -343,4 +343,19 @@ describe('re-imports and isolation', () => {
     expect(mine.body.map((p: { product_id: string }) => p.product_id)).not.toContain('foreign-hammer');
     expect(theirs.body.map((p: { product_id: string }) => p.product_id)).toEqual(['foreign-hammer']);
   });
+
+  it('re-files the vectors of a product whose content changed but whose image did not', async () => {
+    const recoloured = TOOLS.filter((t) => t.id !== 'wrench').map((t) =>
+      t.id === 'pan' ? { ...t, color: 'green' } : t,
+    );
+    const record = await importFeed(shop, { format: 'xml', content: xmlFeed(recoloured) });
+    expect(record).toMatchObject({ status: 'succeeded', embedded: 0, updated: 1, skipped: 4 });
+    const related = await search(shop, '/api/v1/related', {
+      productId: 'ball',
+      filters: [{ key: 'color', value: 'green' }],
+    });
+    expect(
+      related.body.map((p: { product_id: string; version: number }) => [p.product_id, p.version]),
+    ).toEqual([['pan', 2]]);
+  });
 });

@@ -26,9 +26,13 @@ export interface ImportRecord {
   objectKey: string;
   /** Rows in the file (known once the file has been read through). */
   total: number;
-  /** Rows handled so far (each ends up embedded, skipped or failed). */
+  /** Rows handled so far (each ends up embedded, updated, skipped or failed). */
   processed: number;
+  /** New products, or products whose images changed: images fetched and embedded. */
   embedded: number;
+  /** Content changed, images did not: stored vectors reused with the new filter fields, nothing fetched. */
+  updated: number;
+  /** Unchanged (same update_hash and embedding model): nothing written but the seen mark. */
   skipped: number;
   failed: number;
   /** Products removed because a full import no longer lists them. */

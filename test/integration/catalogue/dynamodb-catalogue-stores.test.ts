@@ -141,6 +141,7 @@ describe('DynamoDbImportStore on the DynamoDB-protocol server', () => {
     total: 0,
     processed: 0,
     embedded: 0,
+    updated: 0,
     skipped: 0,
     failed: 0,
     removed: 0,

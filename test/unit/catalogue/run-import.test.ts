@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { importObjectKeys, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { runImport } from '#lib/ingest/run-import.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
-import { world, type World } from './fakes.ts';
+import { vectorOf, world, type World } from './fakes.ts';
 
 const FEED = 'shop';
 const img = (name: string) => `https://cdn.example/${name}.jpg`;
@@ -112,15 +112,37 @@ describe('runImport', () => {
     });
   });
 
-  it('bumps version and update_hash of a changed product and keeps its id', async () => {
+  it('bumps version and update_hash of a changed product, keeps its id and reuses its vectors', async () => {
+    // Prepare
     const w = world(filesFor('a'));
-    await importInline(w, jsonl([product('a')]));
+    await importInline(w, jsonl([product('a', { color: 'red' })]));
     const before = await w.products.get(FEED, 'a');
-    const record = await importInline(w, jsonl([product('a', { price: '12.00 USD' })]));
+    const fetches = w.fetcher.fetched.length;
+    const embedded = w.embedder.embedded;
+    // Act: a new price and colour, the same image.
+    const record = await importInline(w, jsonl([product('a', { price: '12.00 USD', color: 'blue' })]));
+    // Assess: nothing fetched or embedded; the vector is re-filed under the new colour.
     const after = await w.products.get(FEED, 'a');
-    expect(record.embedded).toBe(1);
-    expect(after).toMatchObject({ id: before?.id, version: 2, created_at: before?.created_at, price: 1200 });
+    expect(record).toMatchObject({ embedded: 0, updated: 1, skipped: 0, failed: 0 });
+    expect(w.fetcher.fetched.length).toBe(fetches);
+    expect(w.embedder.embedded).toBe(embedded);
+    expect(after).toMatchObject({
+      id: before?.id,
+      version: 2,
+      created_at: before?.created_at,
+      price: 1200,
+      vector_count: 1,
+    });
     expect(after?.update_hash).not.toBe(before?.update_hash);
+    expect(w.index.docs.get(`${FEED}/a/0`)?.fields.color).toEqual(['blue']);
+  });
+
+  it('embeds a product again when its image link changes', async () => {
+    const w = world(filesFor('a', 'a-new'));
+    await importInline(w, jsonl([product('a')]));
+    const record = await importInline(w, jsonl([product('a', { image_link: img('a-new') })]));
+    expect(record).toMatchObject({ embedded: 1, updated: 0 });
+    expect(w.index.docs.get(`${FEED}/a/0`)?.vector).toEqual(vectorOf(Buffer.from('image a-new')));
   });
 
   it('removes products a full import no longer lists, from the store and the vector index', async () => {
