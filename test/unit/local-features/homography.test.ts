@@ -54,6 +54,19 @@ describe('ransacHomography', () => {
     }
   });
 
+  it('reproduces the exact homography from four exact correspondences', () => {
+    // Prepare: the corners of a 400×300 image and their images under TRUE_H
+    const corners = [0, 0, 400, 0, 400, 300, 0, 300];
+    const source = new Float32Array(corners);
+    const target = new Float32Array(8);
+    for (let k = 0; k < 4; k++) target.set(project(TRUE_H, corners[2 * k]!, corners[2 * k + 1]!), 2 * k);
+    // Act
+    const fit = ransacHomography(source, target, new Int32Array([0, 0, 1, 1, 2, 2, 3, 3]));
+    // Assess
+    expect(fit.inliers).toBe(4);
+    for (const [k, value] of TRUE_H.entries()) expect(fit.homography![k]).toBeCloseTo(value, 4);
+  });
+
   it('finds no model in random correspondences', () => {
     // Prepare
     const { source, target, pairs } = correspondences(0, 60);
