@@ -1,7 +1,7 @@
 import type { S3Event, SQSEvent } from 'aws-lambda';
 import { getContainer } from '#lib/container.ts';
 import { importOfRequestKey } from '#lib/domain/catalogue/imports.ts';
-import { runImport } from '#lib/ingest/run-import.ts';
+import { runTriggeredImport } from '#lib/ingest/run-import.ts';
 
 type WorkerEvent = S3Event | SQSEvent;
 
@@ -28,12 +28,12 @@ export function importsOf(event: WorkerEvent): { feedId: string; importId: strin
 export async function handler(event: WorkerEvent): Promise<void> {
   const c = getContainer();
   for (const { feedId, importId } of importsOf(event)) {
-    const record = await runImport(c.ingest, feedId, importId);
-    c.logger.info('import finished', {
+    const record = await runTriggeredImport(c.ingest, feedId, importId);
+    c.logger.info(record ? 'import finished' : 'import trigger dropped: no such import', {
       feedId,
       importId,
-      status: record.status,
-      processed: record.processed,
+      status: record?.status,
+      processed: record?.processed,
     });
   }
 }

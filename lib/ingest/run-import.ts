@@ -574,3 +574,17 @@ async function removeUnseen(deps: IngestDeps, record: ImportRecord): Promise<num
   }
   return ids.length;
 }
+
+/**
+ * The worker's entry: runs the import a trigger names. Steps: a trigger for an import that no longer
+ * exists (its feed was deleted meanwhile) is dropped instead of being retried into the dead-letter queue;
+ * any other import runs (or resumes) with runImport.
+ */
+export async function runTriggeredImport(
+  deps: IngestDeps,
+  feedId: string,
+  importId: string,
+): Promise<ImportRecord | undefined> {
+  if (!(await deps.imports.get(feedId, importId))) return undefined;
+  return runImport(deps, feedId, importId);
+}

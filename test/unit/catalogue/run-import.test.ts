@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { importObjectKeys, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
-import { runImport } from '#lib/ingest/run-import.ts';
+import { runImport, runTriggeredImport } from '#lib/ingest/run-import.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { vectorOf, world, type World } from './fakes.ts';
 
@@ -330,5 +330,12 @@ describe('pausing', () => {
     // Assess
     expect(paused).toMatchObject({ status: 'running', checkpointRow: 6, processed: 6 });
     expect(resumed).toMatchObject({ status: 'succeeded', processed: 10, embedded: 10, removed: 0 });
+  });
+});
+
+describe('runTriggeredImport', () => {
+  it('drops a trigger whose import no longer exists', async () => {
+    const w = world();
+    expect(await runTriggeredImport(w.deps, FEED, 'imp_gone')).toBeUndefined();
   });
 });
