@@ -26,9 +26,9 @@ export function readFeed(source: ByteSource, format: FeedFormat): AsyncGenerator
     case 'xml':
       return readXml(source);
     case 'csv':
-      return readDelimited(source, ',');
+      return readDelimited(source, false);
     case 'tsv':
-      return readDelimited(source, '\t');
+      return readDelimited(source, true);
     case 'json':
       return readJsonArray(source);
     case 'jsonl':
@@ -140,12 +140,22 @@ async function* readXml(source: ByteSource): AsyncGenerator<RawRecord> {
 }
 
 /**
- * CSV/TSV with a header row. Repeated columns collect several values; additional image links may also be
- * one comma-separated cell (Merchant Center's TSV convention). Rows are numbered without the header.
+ * CSV/TSV with a header row (CSV cells separated by ",", or ";" / "|" when the header uses those; header
+ * names lower-cased, spaces as "_"). Repeated columns collect several values; additional image links may
+ * also be one comma-separated cell (Merchant Center's TSV convention). Rows are numbered without the header.
  */
-async function* readDelimited(source: ByteSource, delimiter: string): AsyncGenerator<RawRecord> {
+async function* readDelimited(source: ByteSource, tabs: boolean): AsyncGenerator<RawRecord> {
   let header: string[] | undefined;
   let row = 0;
+  const texts = decode(source);
+  // Spreadsheet exports in many locales separate CSV cells with ";": take the header line's separator.
+  let head = '';
+  while (!head.includes('\n') && head.length < 65_536) {
+    const next = await texts.next();
+    if (next.done) break;
+    head += next.value;
+  }
+  const delimiter = tabs ? '\t' : csvDelimiter(head.split(/\r?\n/, 1)[0] ?? '');
   const parser = parseCsv({
     delimiter,
     bom: true,
@@ -155,7 +165,8 @@ async function* readDelimited(source: ByteSource, delimiter: string): AsyncGener
     trim: true,
   });
   const pump = (async () => {
-    for await (const text of decode(source)) {
+    if (head && !parser.write(head)) await new Promise((resolve) => parser.once('drain', resolve));
+    for await (const text of texts) {
       if (!parser.write(text)) await new Promise((resolve) => parser.once('drain', resolve));
     }
     parser.end();
@@ -163,7 +174,7 @@ async function* readDelimited(source: ByteSource, delimiter: string): AsyncGener
   try {
     for await (const record of parser as AsyncIterable<string[]>) {
       if (!header) {
-        header = record.map((name) => name.trim().replace(/^g:/, '').toLowerCase());
+        header = record.map((name) => name.trim().replace(/^g:/, '').toLowerCase().replace(/\s+/g, '_'));
         continue;
       }
       row += 1;
@@ -184,6 +195,14 @@ async function* readDelimited(source: ByteSource, delimiter: string): AsyncGener
     return;
   }
   await pump;
+}
+
+/** The CSV separator of a header line: "," unless ";" or "|" occurs more often (outside quotes). */
+function csvDelimiter(headerLine: string): string {
+  const unquoted = headerLine.replace(/"[^"]*"/g, '');
+  const count = (ch: string) => unquoted.split(ch).length - 1;
+  const [best] = [',', ';', '|'].sort((a, b) => count(b) - count(a));
+  return best && count(best) > 0 ? best : ',';
 }
 
 /** A JSON array of product objects, read element by element. */

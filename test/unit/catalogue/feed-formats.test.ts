@@ -118,3 +118,16 @@ describe('sniffFormat', () => {
     expect(sniffFormat(head)).toBe(format);
   });
 });
+
+describe('readFeed CSV dialects', () => {
+  it('takes ";" as the separator when the header uses it, and normalises header names', async () => {
+    const csv = 'ID;Title;Image Link;Price\n1;"Chair; oak";https://x/1.jpg;10,50 EUR\n';
+    const records = await read(csv, 'csv', 3);
+    expect(records).toEqual([
+      {
+        row: 1,
+        fields: { id: ['1'], title: ['Chair; oak'], image_link: ['https://x/1.jpg'], price: ['10,50 EUR'] },
+      },
+    ]);
+  });
+});
