@@ -359,3 +359,22 @@ describe('re-imports and isolation', () => {
     ).toEqual([['pan', 2]]);
   });
 });
+
+describe('feed deletion', () => {
+  it('removes the feed’s vectors, products, import records and feed files', async () => {
+    const doomed = await createShop('Doomed');
+    await importFeed(doomed, { format: 'xml', content: xmlFeed(TOOLS.slice(0, 2)) });
+    const vectors = await stack.container.vectors();
+    expect(await vectors.count(doomed.feedId)).toBeGreaterThan(0);
+    expect(await stack.container.objects.list(`imports/${doomed.feedId}/`)).not.toEqual([]);
+
+    const deleted = await stack.admin('DELETE', `/admin/v1/feeds/${doomed.feedId}`);
+
+    expect(deleted.status).toBe(204);
+    expect(await vectors.count(doomed.feedId)).toBe(0);
+    expect(await stack.container.products.hasProducts(doomed.feedId)).toBe(false);
+    expect(await stack.container.imports.list(doomed.feedId, 10)).toEqual([]);
+    expect(await stack.container.objects.list(`imports/${doomed.feedId}/`)).toEqual([]);
+    expect(await vectors.count(shop.feedId)).toBeGreaterThan(0);
+  });
+});

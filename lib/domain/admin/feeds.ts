@@ -3,12 +3,15 @@ import type { Plan } from '#lib/config.ts';
 import { NotFoundError, ValidationError } from '#lib/domain/errors.ts';
 import { type Feed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 import type { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
-import type { ApiKeyRegistry, Clock, FeedStore, KeyStore } from '#lib/ports.ts';
+import type { ApiKeyRegistry, Clock, FeedStore, KeyStore, ObjectStore, VectorIndex } from '#lib/ports.ts';
 
 export interface FeedAdminDeps {
   feeds: FeedStore;
   keys: KeyStore;
   products: { deleteFeed(feedId: string): Promise<void> };
+  imports: { deleteFeed(feedId: string): Promise<void> };
+  objects: ObjectStore;
+  vectors(): Promise<Pick<VectorIndex, 'deleteFeed' | 'flush'>>;
   apiKeys: ApiKeyRegistry;
   clock: Clock;
   planLimits: Record<Plan, number>;
@@ -78,12 +81,21 @@ export async function updateFeed(deps: FeedAdminDeps, feedId: string, patch: Upd
   return feedView(next, deps.planLimits);
 }
 
-/** Deletes a feed with its keys and products. Steps: unregister and delete keys, delete products, delete feed. */
+/**
+ * Deletes a feed and everything stored for it. Steps: unregister and delete keys (so the feed stops
+ * answering first), delete vectors, products, import records and stored feed files, then the feed itself
+ * last, so a failure part-way leaves a feed that can be deleted again rather than orphaned data.
+ */
 export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<void> {
   await requireFeed(deps.feeds, feedId);
   for (const key of await deps.keys.listByFeed(feedId)) await deps.apiKeys.unregister(key.searchId);
   await deps.keys.deleteByFeed(feedId);
+  const vectors = await deps.vectors();
+  await vectors.deleteFeed(feedId);
+  await vectors.flush();
   await deps.products.deleteFeed(feedId);
+  await deps.imports.deleteFeed(feedId);
+  for (const key of await deps.objects.list(`imports/${feedId}/`)) await deps.objects.delete(key);
   await deps.feeds.delete(feedId);
 }
 
