@@ -4,6 +4,7 @@
  * alone or in its surroundings.
  */
 import sharp from 'sharp';
+import { InvalidImageError } from '#lib/domain/errors.ts';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
   decodeFeatures,
@@ -65,6 +66,27 @@ describe('extractLocalFeatures', () => {
     // Assess
     expect([features.original.width, features.original.height]).toEqual([640, 480]);
     expect(features.mirrored).toBeUndefined();
+  });
+
+  it('refuses bytes that are not an image with InvalidImageError', async () => {
+    // Act / Assess
+    await expect(extractLocalFeatures(Buffer.from('not an image at all'), { role: 'query' })).rejects.toThrow(
+      InvalidImageError,
+    );
+  });
+
+  it('gives the same features to concurrent calls as to sequential ones', async () => {
+    // Prepare
+    const images = await Promise.all(Object.values(PRODUCTS).map((region) => crop(SHELF, region)));
+    const sequential: Buffer[] = [];
+    for (const image of images)
+      sequential.push(encodeFeatures(await extractLocalFeatures(image, { role: 'catalogue' })));
+    // Act
+    const concurrent = await Promise.all(
+      images.map((image) => extractLocalFeatures(image, { role: 'catalogue' })),
+    );
+    // Assess
+    expect(concurrent.map(encodeFeatures)).toEqual(sequential);
   });
 
   it('yields no features for a flat image, and verification of it finds nothing', async () => {
@@ -132,6 +154,22 @@ describe('verifyCandidates', () => {
     // Assess
     expect(result!.mirrored).toBe(true);
     expect(result!.inliers).toBeGreaterThanOrEqual(20);
+  });
+
+  it('matches a flipped view through a mirrored query when the item was stored without its mirror', async () => {
+    // Prepare
+    const book = await crop(SHELF, PRODUCTS.book);
+    const stored = await extractLocalFeatures(book, { role: 'catalogue', mirror: false });
+    const flipped = await VIEWS['mirrored']!(book);
+    // Act
+    const [plain] = verifyCandidates(await extractLocalFeatures(flipped, { role: 'query' }), [stored]);
+    const [both] = verifyCandidates(await extractLocalFeatures(flipped, { role: 'query', mirror: true }), [
+      stored,
+    ]);
+    // Assess: ORB is not mirror-invariant, so the unmirrored pairing finds far fewer (22 here, not zero:
+    // some of the cover's features survive a flip)
+    expect(both!.mirrored).toBe(true);
+    expect(both!.inliers).toBeGreaterThanOrEqual(3 * plain!.inliers);
   });
 
   it('finds fewer than 8 inliers between unrelated photos', async () => {
