@@ -5,10 +5,11 @@
  *
  * Each hypothesis is the exact homography through a 4-point sample, in Hartley-normalised coordinates.
  * It is the same matrix the 4-point DLT (h33 = 1, an 8×8 linear system) gives, computed in closed form as
- * square→quad(target) · (square→quad(source))⁻¹, which is ~5× cheaper than eliminating the 8×8 system and
- * that solve was most of the cost of an iteration. Samples with nearly collinear triples or an
- * orientation flip between the images are rejected before solving. The best hypothesis is refitted by
- * least squares (normal equations of the DLT system) on its inliers and kept if it explains more matches.
+ * square→quad(target) · (square→quad(source))⁻¹ instead of eliminating the 8×8 system (measured 1.2–1.5×
+ * faster per call on sets of 8–32 random matches, identical inlier counts). Samples with nearly collinear
+ * triples or an orientation flip between the images are rejected before solving. The best hypothesis is
+ * refitted by least squares (normal equations of the DLT system) on its inliers and kept if it explains
+ * more matches.
  */
 
 export interface RansacOptions {

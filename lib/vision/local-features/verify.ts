@@ -14,7 +14,7 @@ import type { FeatureSet, LocalFeatures } from '#lib/vision/local-features/types
 /**
  * Matcher and RANSAC options. Unlike `matchDescriptorSets`, verification cross-checks by default: on the
  * test photos it cut the inliers of unrelated pairs from up to 10 to at most 7–8 while true pairs kept
- * 75–90 % of theirs (tens to hundreds), which widens the gap the `minInliers` threshold sits in.
+ * 70–100 % of theirs (tens to hundreds), which widens the gap the `minInliers` threshold sits in.
  */
 export type VerifyOptions = MatchOptions & RansacOptions;
 
@@ -37,8 +37,10 @@ interface Pairing {
 }
 
 /**
- * Verifies each candidate against the query. `undefined` candidates (no stored features) get zero inliers.
- * Results are in candidate order; the same inputs and options always give the same results.
+ * Verifies each candidate against the query. Each candidate is tried as stored and as its mirror; a
+ * query's own mirrored set (extracted with `mirror: true`) is used only for candidates stored without
+ * theirs. `undefined` candidates (no stored features) get zero inliers. Results are in candidate order;
+ * the same inputs and options always give the same results.
  */
 export function verifyCandidates(
   query: LocalFeatures,
@@ -76,7 +78,8 @@ export function verifyCandidates(
   }
   for (const [candidate, group] of byCandidate) {
     // Most matches first: a pairing with no more matches than the inliers already found cannot win, so the
-    // second RANSAC (the costlier half on an unrelated item) is usually skipped.
+    // second RANSAC is skipped whenever the first orientation already explains more matches than the
+    // other has (the usual case for a true match).
     group.sort((a, b) => (b.pairs?.length ?? 0) - (a.pairs?.length ?? 0));
     let best: Verification = { inliers: 0, matched: 0, mirrored: false };
     for (const p of group) {
