@@ -37,7 +37,10 @@ describe('rerankCandidates', () => {
   it('scores a verified match high and an unrelated image low', () => {
     // Act / Assess
     expect(fusedScore({ globalScore: 0.5, inliers: 40 })).toBeGreaterThan(0.95);
-    expect(fusedScore({ globalScore: 0.35, inliers: 5 })).toBeLessThan(0.15);
+    // Unrelated: typical (5 chance inliers, median unrelated cosine) and worst seen (7 inliers, cosine 0.65)
+    expect(fusedScore({ globalScore: 0.39, inliers: 5 })).toBeLessThan(0.1);
+    expect(fusedScore({ globalScore: 0.65, inliers: 7 })).toBeLessThan(0.35);
+    expect(fusedScore({ globalScore: 0.4, inliers: 18 })).toBeGreaterThan(0.9);
     expect(fusedScore({ globalScore: 1, inliers: 0 })).toBeLessThanOrEqual(0.51);
     expect(fusedScore({ globalScore: 0.2, inliers: 12 })).toBeCloseTo(0.5, 5);
   });
