@@ -25,7 +25,10 @@ export interface ExtractOptions {
    * matching work for nothing.
    */
   mirror?: boolean;
-  /** Longest side the image is brought down to. Default 640. */
+  /**
+   * Longest side the image is brought down to. Default 640. A thin image brought up to `minShortSide` may
+   * exceed it, up to 1024 px.
+   */
   maxSide?: number;
   /**
    * Small images are brought up so their short side is at least this (default 256): at native thumbnail
