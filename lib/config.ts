@@ -71,6 +71,18 @@ const EnvSchema = z.object({
   IMAGE_MAX_BYTES: positiveInt.default(15 * 1024 * 1024),
   FEED_FETCH_TIMEOUT_MS: positiveInt.default(120_000),
   FEED_MAX_BYTES: positiveInt.default(512 * 1024 * 1024),
+  /**
+   * Image search: how many of the best item groups by global similarity are geometrically verified and
+   * re-ranked (local features); 0 turns re-ranking off (global order, global-only scores).
+   */
+  RERANK_TOP_N: z.coerce.number().int().min(0).max(100).default(20),
+  /**
+   * Image queries drop results whose calibrated score is below this (docs/api.md); 0 keeps every result.
+   * 0.3 sits above what unrelated photos scored in docs/quality.md and below verified or close matches.
+   */
+  MIN_SCORE: z.coerce.number().min(0).max(1).default(0.3),
+  /** Decoded catalogue features kept in memory per process (≈ 32 KB each). */
+  FEATURE_CACHE_ITEMS: z.coerce.number().int().min(0).default(2000),
   /** Local mode only: import the committed demo catalogue into the demo feed at start. */
   DEMO_SEED: booleanString.default(true),
 
@@ -110,6 +122,7 @@ export interface Config {
     image: { timeoutMs: number; maxBytes: number };
     feed: { timeoutMs: number; maxBytes: number };
   };
+  search: { rerankTopN: number; minScore: number; featureCacheItems: number };
   demoSeed: boolean;
   local: { port: number; dataDir: string };
 }
@@ -181,6 +194,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       imageConcurrency: e.IMAGE_FETCH_CONCURRENCY,
       image: { timeoutMs: e.IMAGE_FETCH_TIMEOUT_MS, maxBytes: e.IMAGE_MAX_BYTES },
       feed: { timeoutMs: e.FEED_FETCH_TIMEOUT_MS, maxBytes: e.FEED_MAX_BYTES },
+    },
+    search: {
+      rerankTopN: e.RERANK_TOP_N,
+      minScore: e.MIN_SCORE,
+      featureCacheItems: e.FEATURE_CACHE_ITEMS,
     },
     demoSeed: e.DEMO_SEED,
     local: { port: e.PORT, dataDir: e.DATA_DIR },

@@ -11,6 +11,7 @@ import { NoopApiKeyRegistry } from '#lib/adapters/noop-api-key-registry.ts';
 import { S3FeedFileStore } from '#lib/adapters/s3-feed-file-store.ts';
 import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
 import { SharpImageInspector } from '#lib/adapters/sharp-image-inspector.ts';
+import { ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
 import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
 import { HttpImageFetcher } from '#lib/adapters/http-image-fetcher.ts';
 import { createOpenSearchClient, OpenSearchVectorIndex } from '#lib/adapters/opensearch-vector-index.ts';
@@ -20,6 +21,7 @@ import { type IngestDeps, runImport } from '#lib/ingest/run-import.ts';
 import { systemClock } from '#lib/adapters/system-clock.ts';
 import { type Config, loadConfig } from '#lib/config.ts';
 import { UnavailableError } from '#lib/domain/errors.ts';
+import type { Reranking } from '#lib/domain/search.ts';
 import { createLogger, type Logger } from '#lib/log.ts';
 import type {
   ApiKeyRegistry,
@@ -31,6 +33,7 @@ import type {
   ImportDispatcher,
   ImportStore,
   KeyStore,
+  LocalFeatureMatcher,
   ObjectStore,
   UsageStore,
   VectorIndex,
@@ -60,6 +63,10 @@ export interface Container {
   ingest: IngestDeps;
   /** The vector index of the loaded embedding model (one index per model version), opened on first use. */
   vectors(): Promise<VectorIndex>;
+  /** Geometric re-ranking of image searches (RERANK_TOP_N; undefined when it is 0). */
+  reranking: Reranking | undefined;
+  /** Minimum score of image-query results (MIN_SCORE). */
+  minScore: number;
 }
 
 let configured: Config | undefined;
@@ -81,7 +88,23 @@ function buildContainer(config: Config): Container {
   const logger = createLogger(config.logLevel, { stage: config.stage });
   let vision: Promise<Vision> | undefined;
   let vectors: Promise<VectorIndex> | undefined;
+  let matcher: Promise<LocalFeatureMatcher> | undefined;
   const s3 = createS3Client(config);
+  const objects = new S3ObjectStore(s3, config.assetsBucket);
+  const features = new ObjectStoreFeatureStore(objects, { cacheItems: config.search.featureCacheItems });
+  const localFeatures = {
+    store: features,
+    matcher(): Promise<LocalFeatureMatcher> {
+      // Imported on first use: handlers that never search or import never load the OpenCV module.
+      matcher ??= import('#lib/adapters/orb-local-feature-matcher.ts')
+        .then(({ OrbLocalFeatureMatcher }) => new OrbLocalFeatureMatcher())
+        .catch((error: unknown) => {
+          matcher = undefined;
+          throw error;
+        });
+      return matcher;
+    },
+  };
   const container: Container = {
     config,
     logger,
@@ -90,7 +113,7 @@ function buildContainer(config: Config): Container {
     keys: new CachingKeyStore(new DynamoDbKeyStore(db, config.tables.keys), config.authCacheTtlMs),
     usage: new DynamoDbUsageStore(db, config.tables.usage),
     products: new DynamoDbProductStore(db, config.tables.products),
-    objects: new S3ObjectStore(s3, config.assetsBucket),
+    objects,
     images: new SharpImageInspector(config.maxImagePixels),
     apiKeys: buildApiKeyRegistry(config),
     vision() {
@@ -121,6 +144,7 @@ function buildContainer(config: Config): Container {
         clock: container.clock,
         vision: container.vision,
         vectors: container.vectors,
+        localFeatures,
         limits: {
           image: config.imports.image,
           feed: config.imports.feed,
@@ -138,6 +162,11 @@ function buildContainer(config: Config): Container {
       });
       return vectors;
     },
+    reranking:
+      config.search.rerankTopN > 0
+        ? { matcher: localFeatures.matcher, features, topN: config.search.rerankTopN }
+        : undefined,
+    minScore: config.search.minScore,
   };
   return container;
 }

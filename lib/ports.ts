@@ -6,6 +6,7 @@ import type { Feed } from '#lib/domain/feeds.ts';
 import type { SearchKey } from '#lib/domain/keys.ts';
 import type { Product } from '#lib/domain/products.ts';
 import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
+import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 
 export interface Clock {
   now(): Date;
@@ -122,6 +123,36 @@ export interface Embedder {
 export interface Vision {
   embedder: Embedder;
   detector: Detector;
+}
+
+/** Which side of a search an image is on: a stored catalogue image or a submitted query. */
+export type FeatureRole = 'catalogue' | 'query';
+
+/**
+ * Local (keypoint) features for geometric verification of a search shortlist: extraction on either side,
+ * and the inlier count of each candidate against a query (high only when the query shows that item).
+ */
+export interface LocalFeatureMatcher {
+  /** Catalogue: both orientations, ~500 keypoints each; query: one orientation, ~1000 keypoints. */
+  extract(image: Buffer, role: FeatureRole): Promise<LocalFeatures>;
+  /** Inliers of each candidate, in order; candidates without features get 0. */
+  verify(query: LocalFeatures, candidates: readonly (LocalFeatures | undefined)[]): number[];
+}
+
+/** Stored local features of one product image, addressed like its vector document. */
+export interface FeatureRef {
+  feedId: string;
+  productId: string;
+  imageIndex: number;
+}
+
+/** Catalogue local features, written at ingestion and read back for every verified search candidate. */
+export interface FeatureStore {
+  put(ref: FeatureRef, features: LocalFeatures): Promise<void>;
+  /** Features of each ref, in order; undefined where none are stored or they cannot be read. */
+  getMany(refs: readonly FeatureRef[]): Promise<(LocalFeatures | undefined)[]>;
+  /** Removes every stored image of these products. */
+  deleteProducts(feedId: string, productIds: readonly string[]): Promise<void>;
 }
 
 /** One vector per product image, with what queries filter on. */

@@ -1,24 +1,48 @@
 import { NotFoundError } from '#lib/domain/errors.ts';
-import { filterValue, type GroupHit, type Product, scoreOf, vectorDocumentId } from '#lib/domain/products.ts';
+import { filterValue, type GroupHit, type Product, vectorDocumentId } from '#lib/domain/products.ts';
 import type {
   DetectedObject,
+  FeatureRef,
+  FeatureStore,
   ImageInspector,
+  LocalFeatureMatcher,
   ProductStore,
   VectorFilter,
   VectorHit,
   VectorIndex,
   Vision,
 } from '#lib/ports.ts';
+import { rerankCandidates } from '#lib/vision/local-features/fusion.ts';
+import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 
 /**
  * Search use cases: image search (also the root search), related products and object detection with
  * search. Results are item groups: the best-scoring product of each group with every variant of it.
+ *
+ * Pipeline of an image query: the global embedding shortlists item groups by cosine similarity (k-NN);
+ * the best `reranking.topN` groups are geometrically verified (the query's local features, extracted
+ * while the embedding and k-NN run, against the stored features of each group's best image) and
+ * re-ordered: verified groups first by inliers, the rest by similarity, groups beyond the top N after
+ * them in similarity order. Every result carries the calibrated fused score (docs/api.md), which never
+ * increases down the list; results under `minScore` are dropped before paging.
  */
 export interface SearchDeps {
   images: ImageInspector;
   products: ProductStore;
   vision(): Promise<Vision>;
   vectors(): Promise<VectorIndex>;
+  /** Geometric re-ranking of the shortlist; absent (or topN 0): global order, global-only scores. */
+  reranking?: Reranking;
+  /** Image queries drop results scoring below this (0 or absent keeps all). */
+  minScore?: number;
+}
+
+/** What geometric re-ranking needs: the matcher, the catalogue's stored features and the shortlist size. */
+export interface Reranking {
+  matcher(): Promise<LocalFeatureMatcher>;
+  features: FeatureStore;
+  /** Best groups by global similarity that are verified and re-ordered. */
+  topN: number;
 }
 
 export interface ImageQuery {
@@ -31,23 +55,39 @@ export interface ImageQuery {
 /** Largest k asked of the vector index; offset + limit ≤ 1000 groups with a few images each fit. */
 const MAX_K = 5000;
 
+interface RankQuery {
+  feedId: string;
+  vector: Float32Array;
+  limit: number;
+  offset: number;
+  filter?: VectorFilter;
+  excludeItemGroupIds?: string[];
+  /** Local features of the query, when it can be verified (settles to undefined when it cannot). */
+  queryFeatures?: Promise<LocalFeatures | undefined>;
+  minScore?: number;
+}
+
+/** The stored-features address of a vector document (`${feedId}/${productId}/${imageIndex}`). */
+function featureRefOf(feedId: string, hit: VectorHit): FeatureRef {
+  const imageIndex = Number(hit.id.slice(hit.id.lastIndexOf('/') + 1));
+  return { feedId, productId: hit.productId, imageIndex: Number.isInteger(imageIndex) ? imageIndex : 0 };
+}
+
 /**
- * Ranks item groups by their best document. Ordering: score descending, ties by product_id, so the same
- * request always yields the same page. Asks the index for more neighbours while too few groups came back.
+ * Ranks item groups. Steps:
+ * 1. k-NN over the feed (asking for more neighbours while too few groups came back); each group is
+ *    represented by its most similar image; groups ordered by similarity, ties by product_id;
+ * 2. the top `reranking.topN` groups (when the query has local features) are verified against their
+ *    stored features: inlier counts, 0 where nothing is stored;
+ * 3. fuse: verified groups (≥ 10 inliers) first by inliers, then the rest by similarity; the calibrated
+ *    score, non-increasing down the list; drop what falls under `minScore`;
+ * 4. page with offset/limit and hydrate only that page (one batch read plus a variants query per real
+ *    item group). The same request always yields the same page.
  */
-async function rankGroups(
-  deps: SearchDeps,
-  query: {
-    feedId: string;
-    vector: Float32Array;
-    limit: number;
-    offset: number;
-    filter?: VectorFilter;
-    excludeItemGroupIds?: string[];
-  },
-): Promise<GroupHit[]> {
+async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[]> {
   const vectors = await deps.vectors();
-  const window = query.offset + query.limit;
+  const topN = query.queryFeatures && deps.reranking ? deps.reranking.topN : 0;
+  const window = Math.max(query.offset + query.limit, topN);
   let k = Math.min(MAX_K, window * 3 + 20);
   let best = new Map<string, VectorHit>();
   for (;;) {
@@ -72,14 +112,22 @@ async function rankGroups(
     if (best.size >= window || hits.length < k || k >= MAX_K) break;
     k = Math.min(MAX_K, k * 4);
   }
-  const ranked = [...best.values()]
-    .map((hit) => ({ hit, score: scoreOf(hit.similarity) }))
+  const shortlist = [...best.values()]
     .sort(
       (a, b) =>
-        b.score - a.score ||
-        (a.hit.productId < b.hit.productId ? -1 : a.hit.productId > b.hit.productId ? 1 : 0),
+        b.similarity - a.similarity || (a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0),
     )
-    .slice(query.offset, window);
+    .slice(0, window);
+
+  const inliers = await verifyShortlist(deps, query, shortlist.slice(0, topN));
+  const minScore = query.minScore ?? 0;
+  const ranked = rerankCandidates(
+    shortlist.map((hit, i) => ({ hit, globalScore: hit.similarity, inliers: inliers[i] ?? 0 })),
+  )
+    .map(({ hit, score }) => ({ hit, score: Math.round(score * 1e6) / 1e6 }))
+    .filter(({ score }) => score >= minScore)
+    .slice(query.offset, query.offset + query.limit);
+
   // One batch read for the best products; only real item groups need a variants query.
   const bestProducts = await deps.products.getMany(
     query.feedId,
@@ -99,6 +147,31 @@ async function rankGroups(
   return groups.filter((g): g is GroupHit => g !== undefined);
 }
 
+/** Inliers of each shortlisted hit against the query (all 0 when the query has no features). */
+async function verifyShortlist(deps: SearchDeps, query: RankQuery, hits: VectorHit[]): Promise<number[]> {
+  if (!deps.reranking || !query.queryFeatures || hits.length === 0) return [];
+  const [queryFeatures, stored, matcher] = await Promise.all([
+    query.queryFeatures,
+    deps.reranking.features.getMany(hits.map((hit) => featureRefOf(query.feedId, hit))),
+    deps.reranking.matcher(),
+  ]);
+  if (!queryFeatures) return [];
+  return matcher.verify(queryFeatures, stored);
+}
+
+/**
+ * Starts extracting the query's local features (on the JS thread, while the embedder runs on its own);
+ * any failure means "cannot verify", never a failed search. Undefined when re-ranking is off.
+ */
+function startQueryFeatures(deps: SearchDeps, image: Buffer): Promise<LocalFeatures | undefined> | undefined {
+  const reranking = deps.reranking;
+  if (!reranking || reranking.topN <= 0) return undefined;
+  return reranking
+    .matcher()
+    .then((matcher) => matcher.extract(image, 'query'))
+    .catch(() => undefined);
+}
+
 async function embedOne(deps: SearchDeps, image: Buffer): Promise<Float32Array> {
   const { embedder } = await deps.vision();
   const [vector] = await embedder.embed([image]);
@@ -107,13 +180,22 @@ async function embedOne(deps: SearchDeps, image: Buffer): Promise<Float32Array> 
 
 /**
  * Image search. Steps: inspect the image (format, pixel limit); an empty feed answers [] without loading
- * the models; embed the image; rank item groups by similarity; page with offset/limit.
+ * the models; start the query's local-feature extraction, embed the image meanwhile; rank item groups
+ * (k-NN shortlist, geometric re-ranking, calibrated score, minimum-score cut-off); page with offset/limit.
  */
 export async function searchByImage(deps: SearchDeps, query: ImageQuery): Promise<GroupHit[]> {
   await deps.images.inspect(query.image);
   if (!(await deps.products.hasProducts(query.feedId))) return [];
+  const queryFeatures = startQueryFeatures(deps, query.image);
   const vector = await embedOne(deps, query.image);
-  return rankGroups(deps, { feedId: query.feedId, vector, limit: query.limit, offset: query.offset });
+  return rankGroups(deps, {
+    feedId: query.feedId,
+    vector,
+    limit: query.limit,
+    offset: query.offset,
+    ...(queryFeatures ? { queryFeatures } : {}),
+    ...(deps.minScore ? { minScore: deps.minScore } : {}),
+  });
 }
 
 export interface RelatedQuery {
@@ -147,9 +229,11 @@ export function relatedFilter(
 /**
  * Related products. Steps:
  * 1. productId wins: a known product with stored vectors is the reference (its main image's vector is
- *    reused, nothing is re-embedded) and its item group is excluded;
- * 2. otherwise imageData, then the fallback image, is embedded (after the usual inspection; an empty
- *    feed answers [] without loading the models);
+ *    reused, nothing is re-embedded; its stored local features, when there are any, verify the
+ *    shortlist) and its item group is excluded; no minimum score applies, since related products are
+ *    meant to be similar rather than the same item;
+ * 2. otherwise imageData, then the fallback image, is the query (after the usual inspection; an empty
+ *    feed answers [] without loading the models), searched like an image search, minimum score included;
  * 3. neither applies → product_not_found;
  * 4. rank item groups under the filters (and context category), page with offset/limit.
  */
@@ -157,11 +241,20 @@ export async function relatedProducts(deps: SearchDeps, query: RelatedQuery): Pr
   const filter = relatedFilter(query.filters, query.context);
   let reference: Product | undefined;
   let vector: Float32Array | undefined;
+  let queryFeatures: Promise<LocalFeatures | undefined> | undefined;
+  let minScore: number | undefined;
   if (query.productId !== undefined) {
     reference = await deps.products.get(query.feedId, query.productId);
     if (reference && reference.vector_count > 0) {
       const id = vectorDocumentId(query.feedId, reference.product_id, 0);
       vector = (await (await deps.vectors()).getVectors([id])).get(id);
+      if (vector && deps.reranking && deps.reranking.topN > 0) {
+        const ref = { feedId: query.feedId, productId: reference.product_id, imageIndex: 0 };
+        queryFeatures = deps.reranking.features.getMany([ref]).then(
+          ([features]) => features,
+          () => undefined,
+        );
+      }
     }
   }
   if (!vector) {
@@ -175,6 +268,8 @@ export async function relatedProducts(deps: SearchDeps, query: RelatedQuery): Pr
     }
     await deps.images.inspect(image);
     if (!reference && !(await deps.products.hasProducts(query.feedId))) return [];
+    queryFeatures = startQueryFeatures(deps, image);
+    minScore = deps.minScore;
     vector = await embedOne(deps, image);
   }
   return rankGroups(deps, {
@@ -184,6 +279,8 @@ export async function relatedProducts(deps: SearchDeps, query: RelatedQuery): Pr
     offset: query.offset,
     filter,
     ...(reference ? { excludeItemGroupIds: [reference.group] } : {}),
+    ...(queryFeatures ? { queryFeatures } : {}),
+    ...(minScore ? { minScore } : {}),
   });
 }
 
@@ -193,7 +290,8 @@ export interface DetectResult {
 
 /**
  * Object detection. Steps: inspect the image, run the detector; with search (OD+SEARCH), crop every
- * detected object, embed the crops in one batch and rank the feed's item groups for each.
+ * detected object, embed the crops in one batch (while each crop's local features are extracted) and
+ * rank the feed's item groups for each crop like an image search (re-ranking, minimum score).
  */
 export async function detectObjects(
   deps: SearchDeps,
@@ -207,11 +305,20 @@ export async function detectObjects(
     return { objects: objects.map((object) => ({ ...object, products: [] })) };
   }
   const crops = await Promise.all(objects.map((object) => deps.images.crop(query.image, object.box)));
+  const features = crops.map((crop) => startQueryFeatures(deps, crop));
   const vectors = await embedder.embed(crops);
   const products = await Promise.all(
-    vectors.map((vector) =>
-      rankGroups(deps, { feedId: query.feedId, vector, limit: query.limit, offset: 0 }),
-    ),
+    vectors.map((vector, i) => {
+      const queryFeatures = features[i];
+      return rankGroups(deps, {
+        feedId: query.feedId,
+        vector,
+        limit: query.limit,
+        offset: 0,
+        ...(queryFeatures ? { queryFeatures } : {}),
+        ...(deps.minScore ? { minScore: deps.minScore } : {}),
+      });
+    }),
   );
   return { objects: objects.map((object, i) => ({ ...object, products: products[i] ?? [] })) };
 }

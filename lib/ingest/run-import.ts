@@ -23,14 +23,17 @@ import {
   vectorDocumentId,
 } from '#lib/domain/products.ts';
 import { mapLimit } from '#lib/ingest/concurrency.ts';
+import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 import type {
   Clock,
   Embedder,
+  FeatureStore,
   FetchLimits,
   FeedFileStore,
   ImageFetcher,
   ImageInspector,
   ImportStore,
+  LocalFeatureMatcher,
   ProductStore,
   VectorDocument,
   VectorIndex,
@@ -55,6 +58,11 @@ export interface IngestDeps {
   clock: Clock;
   vision(): Promise<Vision>;
   vectors(): Promise<VectorIndex>;
+  /**
+   * Local features for geometric re-ranking: extracted from every embedded image and stored under its
+   * vector document's address. Absent: none are stored (search then cannot verify this feed's items).
+   */
+  localFeatures?: { store: FeatureStore; matcher(): Promise<LocalFeatureMatcher> };
   limits: IngestLimits;
   /** Progress callback (logging); never throws into the import. */
   onProgress?(record: ImportRecord): void;
@@ -75,9 +83,11 @@ interface Valid {
  * 3. count the rows (a streaming pass) so progress has a total;
  * 4. stream the rows after the checkpoint in chunks: normalise (bad rows → errors), skip products whose
  *    update_hash and embedding model are unchanged, fetch and embed the images of the others (bounded
- *    concurrency, timeouts, size caps; unreachable images → errors), upsert vectors, then products (marked
- *    as seen by this import), then checkpoint the progress;
- * 5. a full import removes the feed's products this import did not see (store and vector index), unless
+ *    concurrency, timeouts, size caps; unreachable images → errors) while extracting their local features
+ *    (a failed extraction stores nothing and fails nothing), replace their vectors and stored features,
+ *    then write the products (marked as seen by this import), then checkpoint the progress; products whose
+ *    images did not change keep their vectors and features;
+ * 5. a full import removes the feed's products this import did not see (store, vector index, features), unless
  *    the file could not be read to its end;
  * 6. flush the vector index and mark the import succeeded, or failed with the reason when the feed itself
  *    is unusable (unreachable URL, models unavailable); other errors propagate and leave the checkpoint
@@ -438,10 +448,19 @@ async function commitChunk(
   if (chunk.refreshed.length > 0) await (await deps.vectors()).upsert(chunk.refreshed);
   if (changed.length > 0 && chunk.embedder) {
     const vectors = await deps.vectors();
-    const documents = await embedImages(chunk.embedder, chunk.images, chunk.rowOfId, errors);
+    // The embedder runs on its own threads while features are extracted on this one.
+    const [embeddedImages, features] = await Promise.all([
+      embedImages(chunk.embedder, chunk.images, chunk.rowOfId, errors),
+      extractFeatures(deps, chunk.images),
+    ]);
+    const documents = embeddedImages.map((e) => e.document);
     const feedId = changed[0]!.feed_id;
-    if (chunk.replaced.length > 0) await vectors.deleteProducts(feedId, chunk.replaced);
+    if (chunk.replaced.length > 0) {
+      await vectors.deleteProducts(feedId, chunk.replaced);
+      await deps.localFeatures?.store.deleteProducts(feedId, chunk.replaced);
+    }
     if (documents.length > 0) await vectors.upsert(documents);
+    await storeFeatures(deps, embeddedImages, features);
     for (const product of changed) {
       if (product.vector_count > 0) embedded += 1;
       else failed += 1;
@@ -499,12 +518,12 @@ async function embedImages(
   images: FetchedImage[],
   rowOf: Map<string, number>,
   errors: ImportRowError[],
-): Promise<VectorDocument[]> {
+): Promise<{ document: VectorDocument; image: FetchedImage; imageIndex: number }[]> {
   const vectors = await embedEach(
     embedder,
     images.map((i) => i.bytes),
   );
-  const documents: VectorDocument[] = [];
+  const documents: { document: VectorDocument; image: FetchedImage; imageIndex: number }[] = [];
   images.forEach((image, i) => {
     const vector = vectors[i];
     const product = image.product;
@@ -521,15 +540,59 @@ async function embedImages(
     product.vector_count += 1;
     product.embedded_model = embedder.modelVersion;
     documents.push({
-      id: vectorDocumentId(product.feed_id, product.product_id, index),
-      feedId: product.feed_id,
-      productId: product.product_id,
-      itemGroupId: product.group,
-      vector,
-      fields: filterFieldsOf(product),
+      document: {
+        id: vectorDocumentId(product.feed_id, product.product_id, index),
+        feedId: product.feed_id,
+        productId: product.product_id,
+        itemGroupId: product.group,
+        vector,
+        fields: filterFieldsOf(product),
+      },
+      image,
+      imageIndex: index,
     });
   });
   return documents;
+}
+
+/**
+ * Catalogue local features of each fetched image (both orientations). An image whose extraction fails
+ * (or a matcher that cannot load) gets none: search treats it as unverifiable, the product is not failed.
+ */
+async function extractFeatures(
+  deps: IngestDeps,
+  images: FetchedImage[],
+): Promise<Map<FetchedImage, LocalFeatures>> {
+  const out = new Map<FetchedImage, LocalFeatures>();
+  if (!deps.localFeatures || images.length === 0) return out;
+  let matcher: LocalFeatureMatcher;
+  try {
+    matcher = await deps.localFeatures.matcher();
+  } catch {
+    return out;
+  }
+  for (const image of images) {
+    try {
+      out.set(image, await matcher.extract(image.bytes, 'catalogue'));
+    } catch {
+      // Recorded as nothing: verification treats a missing record as "no features".
+    }
+  }
+  return out;
+}
+
+/** Stores the features of the embedded images under their vector documents' addresses. */
+async function storeFeatures(
+  deps: IngestDeps,
+  embedded: { document: VectorDocument; image: FetchedImage; imageIndex: number }[],
+  features: Map<FetchedImage, LocalFeatures>,
+): Promise<void> {
+  const store = deps.localFeatures?.store;
+  if (!store) return;
+  await mapLimit(embedded, deps.limits.imageConcurrency, async ({ document, image, imageIndex }) => {
+    const found = features.get(image);
+    if (found) await store.put({ feedId: document.feedId, productId: document.productId, imageIndex }, found);
+  });
 }
 
 /**
@@ -563,13 +626,14 @@ async function embedEach(embedder: Embedder, images: Buffer[]): Promise<(Float32
 
 const EMBED_LANES = 2;
 
-/** Removes the products a full import did not list, from the vector index first, then the store. */
+/** Removes the products a full import did not list: vectors and features first, then the store. */
 async function removeUnseen(deps: IngestDeps, record: ImportRecord): Promise<number> {
   const ids = await deps.products.listUnseen(record.feedId, record.importId);
   const vectors = await deps.vectors();
   for (let i = 0; i < ids.length; i += 500) {
     const batch = ids.slice(i, i + 500);
     await vectors.deleteProducts(record.feedId, batch);
+    await deps.localFeatures?.store.deleteProducts(record.feedId, batch);
     await deps.products.deleteMany(record.feedId, batch);
   }
   return ids.length;

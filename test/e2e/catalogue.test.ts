@@ -69,7 +69,9 @@ let shop: Shop;
 let firstImport: Record<string, unknown>;
 
 beforeAll(async () => {
-  stack = await startTestStack({ DEMO_SEED: 'false' });
+  // No minimum score here: these tests check grouping, paging and shapes over every product; the cut-off
+  // and re-ranking are covered by search-quality.test.ts with the default configuration.
+  stack = await startTestStack({ DEMO_SEED: 'false', MIN_SCORE: '0' });
   shop = await createShop('Tools');
   firstImport = await importFeed(shop, { format: 'xml', content: xmlFeed(TOOLS) });
 }, 60_000);

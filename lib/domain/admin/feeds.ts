@@ -96,6 +96,9 @@ export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<v
   await deps.products.deleteFeed(feedId);
   await deps.imports.deleteFeed(feedId);
   for (const key of await deps.objects.list(`imports/${feedId}/`)) await deps.objects.delete(key);
+  // Local features of the feed's product images (written by imports, see ObjectStoreFeatureStore).
+  const features = await deps.objects.list(`features/${encodeURIComponent(feedId)}/`);
+  for (const key of features) await deps.objects.delete(key);
   await deps.feeds.delete(feedId);
 }
 

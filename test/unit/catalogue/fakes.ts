@@ -2,7 +2,9 @@ import { createHash } from 'node:crypto';
 import { FetchError, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { InvalidImageError } from '#lib/domain/errors.ts';
 import type { Product } from '#lib/domain/products.ts';
+import { ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
 import type { IngestDeps } from '#lib/ingest/run-import.ts';
+import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 import type {
   DetectedObject,
   Embedder,
@@ -11,6 +13,7 @@ import type {
   ImageFetcher,
   ImageInspector,
   ImportStore,
+  LocalFeatureMatcher,
   ObjectStore,
   ProductStore,
   VectorDocument,
@@ -176,6 +179,40 @@ export class FakeEmbedder implements Embedder {
   }
 }
 
+/**
+ * Local features that carry the image's text (as keypoint coordinates, which survive the real codec), and
+ * a verification that finds many inliers when the query's text contains the candidate's: a query
+ * "scene with red mug" verifies the item "red mug". Images starting with "NOFEAT" fail extraction.
+ */
+export class FakeFeatureMatcher implements LocalFeatureMatcher {
+  extracted: { text: string; role: string }[] = [];
+  verified = 0;
+  async extract(image: Buffer, role: 'catalogue' | 'query'): Promise<LocalFeatures> {
+    const text = image.toString('utf8');
+    if (text.startsWith('NOFEAT')) throw new Error('no features');
+    this.extracted.push({ text, role });
+    const codes = [...text].map((c) => c.codePointAt(0)! % 4096);
+    if (codes.length % 2 === 1) codes.push(0);
+    const count = codes.length / 2;
+    const set = {
+      width: 1000,
+      height: 1000,
+      points: Float32Array.from(codes),
+      descriptors: new Uint32Array(count * 8),
+    };
+    return role === 'catalogue' ? { original: set, mirrored: set } : { original: set };
+  }
+  verify(query: LocalFeatures, candidates: readonly (LocalFeatures | undefined)[]): number[] {
+    this.verified += candidates.length;
+    const q = textOf(query);
+    return candidates.map((c) => (c && textOf(c) !== '' && q.includes(textOf(c)) ? 40 : 2));
+  }
+}
+
+function textOf(features: LocalFeatures): string {
+  return String.fromCodePoint(...[...features.original.points].filter((c) => c !== 0));
+}
+
 export class MemoryVectorIndex implements VectorIndex {
   readonly dimension = 16;
   readonly docs = new Map<string, VectorDocument>();
@@ -228,6 +265,9 @@ export interface World {
   embedder: FakeEmbedder;
   index: MemoryVectorIndex;
   detections: DetectedObject[];
+  /** The real feature store over `objects`, with the fake matcher's features. */
+  features: ObjectStoreFeatureStore;
+  matcher: FakeFeatureMatcher;
 }
 
 /** Every port faked, wired like the container wires the real adapters. */
@@ -239,6 +279,8 @@ export function world(files = new Map<string, Buffer>()): World {
   const embedder = new FakeEmbedder();
   const index = new MemoryVectorIndex();
   const detections: DetectedObject[] = [];
+  const features = new ObjectStoreFeatureStore(objects, { cacheItems: 100 });
+  const matcher = new FakeFeatureMatcher();
   let tick = Date.parse('2026-11-22T00:00:00Z');
   const deps: IngestDeps = {
     products,
@@ -249,6 +291,7 @@ export function world(files = new Map<string, Buffer>()): World {
     clock: { now: () => new Date((tick += 1000)) },
     vision: async () => ({ embedder, detector: { detect: async () => detections } }),
     vectors: async () => index,
+    localFeatures: { store: features, matcher: async () => matcher },
     limits: {
       image: { maxBytes: 1e6, timeoutMs: 1000 },
       feed: { maxBytes: 1e7, timeoutMs: 1000 },
@@ -256,5 +299,5 @@ export function world(files = new Map<string, Buffer>()): World {
       chunkSize: 3,
     },
   };
-  return { deps, products, imports, objects, fetcher, embedder, index, detections };
+  return { deps, products, imports, objects, fetcher, embedder, index, detections, features, matcher };
 }

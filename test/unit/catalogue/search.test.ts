@@ -11,6 +11,34 @@ import {
 import { detectObjects, relatedProducts, searchByImage, type SearchDeps } from '#lib/domain/search.ts';
 import { fakeInspector, vectorOf, world, type World } from './fakes.ts';
 
+/** Search deps with geometric re-ranking over the world's feature store and fake matcher. */
+function reranked(w: World, topN = 20, minScore = 0): SearchDeps {
+  return {
+    ...deps(w),
+    reranking: { matcher: async () => w.matcher, features: w.features, topN },
+    minScore,
+  };
+}
+
+/** Stores catalogue features of the products' images, as an import would. */
+async function storeFeatures(w: World, items: { productId: string; image: string }[]) {
+  for (const { productId, image } of items) {
+    const features = await w.matcher.extract(Buffer.from(image), 'catalogue');
+    await w.features.put({ feedId: 's', productId, imageIndex: 0 }, features);
+  }
+}
+
+/** A vector close to `image`'s (cosine `similarity`), so tests can place products in the global order. */
+function near(image: string, similarity: number, salt: string): Float32Array {
+  const a = vectorOf(Buffer.from(image));
+  const b = vectorOf(Buffer.from(salt));
+  let dot = 0;
+  for (let i = 0; i < a.length; i += 1) dot += a[i]! * b[i]!;
+  const orth = b.map((x, i) => x - dot * a[i]!);
+  const norm = Math.hypot(...orth);
+  return a.map((x, i) => similarity * x + Math.sqrt(1 - similarity ** 2) * (orth[i]! / norm));
+}
+
 function make(feedId: string, productId: string, extra: Partial<Product> = {}): Product {
   const p: Product = {
     feed_id: feedId,
@@ -100,7 +128,8 @@ describe('searchByImage', () => {
     });
     // Assess
     expect(hits[0]?.product.product_id).toBe('a2');
-    expect(hits[0]?.score).toBe(1);
+    // Without re-ranking the global evidence alone is capped near 0.5 (docs/api.md).
+    expect(hits[0]?.score).toBeCloseTo(0.504, 3);
     expect(hits[0]?.variants.map((v) => v.product_id)).toEqual(['a1', 'a2']);
     expect(hits.map((h) => h.product.group)).toEqual(expect.arrayContaining(['g', 'b', 'c']));
     expect(hits).toHaveLength(3);
@@ -142,6 +171,161 @@ describe('searchByImage', () => {
     expect(await searchByImage(d, { feedId: 's', image: Buffer.from('x'), limit: 10, offset: 0 })).toEqual(
       [],
     );
+  });
+});
+
+describe('searchByImage with geometric re-ranking', () => {
+  /** Ten products at decreasing global similarity to "query photo"; p7's image is in the photo. */
+  async function catalogue() {
+    const w = world();
+    const ids = ['p0', 'p1', 'p2', 'p3', 'p4', 'p5', 'p6', 'p7', 'p8', 'p9'];
+    await w.products.putMany(ids.map((id) => make('s', id)));
+    await w.index.upsert(
+      ids.map((id, i) => ({
+        id: vectorDocumentId('s', id, 0),
+        feedId: 's',
+        productId: id,
+        itemGroupId: id,
+        vector: near('query photo', 0.95 - i * 0.05, id),
+        fields: {},
+      })),
+    );
+    await storeFeatures(
+      w,
+      ids.map((id) => ({ productId: id, image: id === 'p7' ? 'red mug' : `item ${id}` })),
+    );
+    return w;
+  }
+  const photo = Buffer.from('query photo');
+  const scene = Buffer.from('query photo: a red mug on a table');
+
+  it('moves a verified product ahead of globally closer ones, with a high calibrated score', async () => {
+    // Prepare
+    const w = await catalogue();
+    w.embedder.embed = async () => [vectorOf(photo)];
+    // Act
+    const hits = await searchByImage(reranked(w), { feedId: 's', image: scene, limit: 10, offset: 0 });
+    // Assess
+    expect(hits.map((h) => h.product.product_id)).toEqual([
+      'p7',
+      'p0',
+      'p1',
+      'p2',
+      'p3',
+      'p4',
+      'p5',
+      'p6',
+      'p8',
+      'p9',
+    ]);
+    expect(hits[0]!.score).toBeGreaterThan(0.9);
+    expect(hits[1]!.score).toBeLessThan(0.52);
+    for (let i = 1; i < hits.length; i += 1)
+      expect(hits[i - 1]!.score).toBeGreaterThanOrEqual(hits[i]!.score);
+    expect(w.matcher.extracted.filter((e) => e.role === 'query')).toHaveLength(1);
+  });
+
+  it('re-ranks only the top N and keeps the rest in global order after them, paging stably', async () => {
+    // Prepare: p7 is 8th by similarity, outside a top-5 shortlist
+    const w = await catalogue();
+    w.embedder.embed = async () => [vectorOf(photo)];
+    const d = reranked(w, 5);
+    // Act
+    const all = await searchByImage(d, { feedId: 's', image: scene, limit: 10, offset: 0 });
+    const page = await searchByImage(d, { feedId: 's', image: scene, limit: 3, offset: 6 });
+    // Assess
+    expect(all.map((h) => h.product.product_id)).toEqual([
+      'p0',
+      'p1',
+      'p2',
+      'p3',
+      'p4',
+      'p5',
+      'p6',
+      'p7',
+      'p8',
+      'p9',
+    ]);
+    expect(w.matcher.verified).toBe(10);
+    expect(page.map((h) => h.product.product_id)).toEqual(['p6', 'p7', 'p8']);
+  });
+
+  it('keeps the global order when the query has no local features or an item has none stored', async () => {
+    // Prepare
+    const w = await catalogue();
+    w.embedder.embed = async () => [vectorOf(photo)];
+    await w.features.deleteProducts('s', ['p7']);
+    // Act
+    const missing = await searchByImage(reranked(w), { feedId: 's', image: scene, limit: 3, offset: 0 });
+    const failed = await searchByImage(reranked(w), {
+      feedId: 's',
+      image: Buffer.from('NOFEAT query'),
+      limit: 3,
+      offset: 0,
+    });
+    // Assess
+    expect(missing.map((h) => h.product.product_id)).toEqual(['p0', 'p1', 'p2']);
+    expect(failed.map((h) => h.product.product_id)).toEqual(['p0', 'p1', 'p2']);
+  });
+
+  it('drops results under the minimum score: an unrelated photo returns nothing', async () => {
+    // Prepare: the photo's nearest products are only loosely similar and nothing verifies
+    const w = await catalogue();
+    w.embedder.embed = async () => [near('query photo', 0.3, 'unrelated')];
+    // Act
+    const hits = await searchByImage(reranked(w, 20, 0.3), {
+      feedId: 's',
+      image: Buffer.from('a mountain landscape'),
+      limit: 10,
+      offset: 0,
+    });
+    const verified = await searchByImage(reranked(w, 20, 0.3), {
+      feedId: 's',
+      image: Buffer.from('a mountain landscape with a red mug'),
+      limit: 10,
+      offset: 0,
+    });
+    // Assess
+    expect(hits).toEqual([]);
+    expect(verified.map((h) => h.product.product_id)).toEqual(['p7']);
+  });
+
+  it('verifies related products against the reference product’s stored features, without a cut-off', async () => {
+    // Prepare: the reference shows a red mug too; p7 is far from it globally
+    const w = await catalogue();
+    const ref = make('s', 'ref');
+    await w.products.putMany([ref]);
+    await w.index.upsert([
+      {
+        id: vectorDocumentId('s', 'ref', 0),
+        feedId: 's',
+        productId: 'ref',
+        itemGroupId: 'ref',
+        vector: vectorOf(photo),
+        fields: {},
+      },
+    ]);
+    await storeFeatures(w, [{ productId: 'ref', image: 'packshot of a red mug' }]);
+    w.embedder.embedded = 0;
+    // Act
+    const hits = await relatedProducts(reranked(w, 20, 0.9), {
+      feedId: 's',
+      productId: 'ref',
+      limit: 10,
+      offset: 0,
+    });
+    // Assess
+    expect(hits[0]?.product.product_id).toBe('p7');
+    expect(hits).toHaveLength(10);
+    expect(w.embedder.embedded).toBe(0);
+  });
+
+  it('verifies each detected object’s crop (OD+SEARCH)', async () => {
+    const w = await catalogue();
+    w.embedder.embed = async (images) => images.map(() => vectorOf(photo));
+    w.detections.push({ box: [0, 0, 5, 5], label: 'cup', score: 0.9 });
+    const result = await detectObjects(reranked(w), { feedId: 's', image: scene, search: true, limit: 2 });
+    expect(result.objects[0]?.products?.map((h) => h.product.product_id)).toEqual(['p7', 'p0']);
   });
 });
 

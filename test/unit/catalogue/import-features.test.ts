@@ -1,0 +1,97 @@
+import { describe, expect, it } from 'vitest';
+import { featuresKey } from '#lib/adapters/object-store-feature-store.ts';
+import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
+import { runImport } from '#lib/ingest/run-import.ts';
+import { startImport } from '#lib/ingest/start-import.ts';
+import { world, type World } from './fakes.ts';
+
+const FEED = 'shop';
+const img = (name: string) => `https://cdn.example/${name}.jpg`;
+
+function filesFor(...names: string[]): Map<string, Buffer> {
+  return new Map(names.map((name) => [img(name), Buffer.from(`image ${name}`)]));
+}
+
+const product = (id: string, extra: Record<string, unknown> = {}) => ({
+  id,
+  title: `Product ${id}`,
+  image_link: img(id),
+  price: '10.00 USD',
+  ...extra,
+});
+
+async function importRows(w: World, rows: Record<string, unknown>[]): Promise<ImportRecord> {
+  const queued = await startImport(
+    {
+      feeds: { get: async (feedId: string) => ({ feedId }) } as never,
+      imports: w.imports,
+      objects: w.objects,
+      dispatcher: { dispatch: async () => undefined },
+      clock: w.deps.clock,
+    },
+    FEED,
+    { content: rows.map((row) => JSON.stringify(row)).join('\n'), format: 'jsonl', mode: 'full' },
+  );
+  return runImport(w.deps, FEED, queued.importId);
+}
+
+const featureKeys = (w: World) =>
+  [...w.objects.objects.keys()].filter((k) => k.startsWith('features/')).sort();
+
+describe('runImport: local features', () => {
+  it('stores catalogue features of every embedded image under its vector document address', async () => {
+    // Prepare
+    const w = world(filesFor('a', 'b', 'b2'));
+    // Act
+    const record = await importRows(w, [product('a'), product('b', { additional_image_link: img('b2') })]);
+    // Assess
+    expect(record.embedded).toBe(2);
+    expect(featureKeys(w)).toEqual([
+      featuresKey({ feedId: FEED, productId: 'a', imageIndex: 0 }),
+      featuresKey({ feedId: FEED, productId: 'b', imageIndex: 0 }),
+      featuresKey({ feedId: FEED, productId: 'b', imageIndex: 1 }),
+    ]);
+    expect(w.matcher.extracted.every((e) => e.role === 'catalogue')).toBe(true);
+    const [b1] = await w.features.getMany([{ feedId: FEED, productId: 'b', imageIndex: 1 }]);
+    expect(b1?.mirrored).toBeDefined();
+  });
+
+  it('extracts nothing again for unchanged images, and replaces the features of a changed image', async () => {
+    // Prepare
+    const files = filesFor('a', 'b', 'b-new');
+    const w = world(files);
+    await importRows(w, [product('a'), product('b')]);
+    w.matcher.extracted = [];
+    // Act: a's title changes (same image), b's image changes
+    await importRows(w, [product('a', { title: 'Renamed' }), product('b', { image_link: img('b-new') })]);
+    // Assess
+    expect(w.matcher.extracted.map((e) => e.text)).toEqual(['image b-new']);
+    expect(featureKeys(w)).toHaveLength(2);
+    const [a, b] = await w.features.getMany([
+      { feedId: FEED, productId: 'a', imageIndex: 0 },
+      { feedId: FEED, productId: 'b', imageIndex: 0 },
+    ]);
+    expect(a).toBeDefined();
+    expect(w.matcher.verify(await w.matcher.extract(Buffer.from('image b-new'), 'query'), [b])).toEqual([40]);
+  });
+
+  it('removes the features of products a full import no longer lists', async () => {
+    const w = world(filesFor('a', 'b'));
+    await importRows(w, [product('a'), product('b')]);
+    await importRows(w, [product('a')]);
+    expect(featureKeys(w)).toEqual([featuresKey({ feedId: FEED, productId: 'a', imageIndex: 0 })]);
+  });
+
+  it('embeds and stores a product whose features cannot be extracted, with no features', async () => {
+    // Prepare
+    const files = filesFor('a');
+    files.set(img('plain'), Buffer.from('NOFEAT plain'));
+    const w = world(files);
+    // Act
+    const record = await importRows(w, [product('a'), product('plain')]);
+    // Assess
+    expect(record.embedded).toBe(2);
+    expect(record.failed).toBe(0);
+    expect(featureKeys(w)).toEqual([featuresKey({ feedId: FEED, productId: 'a', imageIndex: 0 })]);
+  });
+});
