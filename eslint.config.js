@@ -3,7 +3,17 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'cdk.out/', '.data/', '.cache/', 'coverage/', 'test-results/', 'dashboard/vendor/'] },
+  {
+    ignores: [
+      'node_modules/',
+      'cdk.out/',
+      '.data/',
+      '.cache/',
+      'coverage/',
+      'test-results/',
+      'dashboard/vendor/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -71,7 +71,9 @@ console.log(
 console.log(
   `warm, ${CONCURRENCY} concurrent (${CONCURRENT}): p50 ${fmt(pct(concurrent, 50))} ms, p99 ${fmt(pct(concurrent, 99))} ms, ${fmt((CONCURRENT / wallMs) * 1000)} req/s`,
 );
-console.log(`RSS: ${(process.memoryUsage().rss / 1024 / 1024).toFixed(0)} MB (server and client in one process)`);
+console.log(
+  `RSS: ${(process.memoryUsage().rss / 1024 / 1024).toFixed(0)} MB (server and client in one process)`,
+);
 
 await stack.close();
 await rm(dataDir, { recursive: true, force: true });

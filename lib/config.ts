@@ -82,6 +82,11 @@ const EnvSchema = z.object({
    * 64 of 78 correct top-1 results were kept (0.3: 5 of 18 and 73 of 78).
    */
   MIN_SCORE: z.coerce.number().min(0).max(1).default(0.4),
+  /**
+   * Image search also embeds the detector's most confident box and ranks by the better of whole image and
+   * crop. Off by default: +5 points R@1 on scene queries but ~60 ms more per query (docs/quality.md).
+   */
+  QUERY_DETECTOR_CROP: booleanString.default(false),
   /** Decoded catalogue features kept in memory per process (≈ 32 KB each). */
   FEATURE_CACHE_ITEMS: z.coerce.number().int().min(0).default(2000),
   /** Local mode only: import the committed demo catalogue into the demo feed at start. */
@@ -103,8 +108,7 @@ export interface Config {
   assetsBucket: string;
   s3Endpoint: string | undefined;
   vectorIndex:
-    | { kind: 'local'; dir: string }
-    | { kind: 'opensearch'; url: string; indexPrefix: string; sigv4: boolean };
+    { kind: 'local'; dir: string } | { kind: 'opensearch'; url: string; indexPrefix: string; sigv4: boolean };
   modelDir: string;
   adminToken: string | undefined;
   apiKeyRegistry:
@@ -123,7 +127,7 @@ export interface Config {
     image: { timeoutMs: number; maxBytes: number };
     feed: { timeoutMs: number; maxBytes: number };
   };
-  search: { rerankTopN: number; minScore: number; featureCacheItems: number };
+  search: { rerankTopN: number; minScore: number; featureCacheItems: number; detectorCrop: boolean };
   demoSeed: boolean;
   local: { port: number; dataDir: string };
 }
@@ -200,6 +204,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       rerankTopN: e.RERANK_TOP_N,
       minScore: e.MIN_SCORE,
       featureCacheItems: e.FEATURE_CACHE_ITEMS,
+      detectorCrop: e.QUERY_DETECTOR_CROP,
     },
     demoSeed: e.DEMO_SEED,
     local: { port: e.PORT, dataDir: e.DATA_DIR },

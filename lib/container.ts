@@ -67,6 +67,8 @@ export interface Container {
   reranking: Reranking | undefined;
   /** Minimum score of image-query results (MIN_SCORE). */
   minScore: number;
+  /** Image search also ranks by the detector's top box (QUERY_DETECTOR_CROP). */
+  detectorCrop: boolean;
 }
 
 let configured: Config | undefined;
@@ -152,7 +154,11 @@ function buildContainer(config: Config): Container {
           chunkSize: config.imports.chunkSize,
         },
         onProgress: (record) =>
-          logger.debug('import progress', { feedId: record.feedId, importId: record.importId, processed: record.processed }),
+          logger.debug('import progress', {
+            feedId: record.feedId,
+            importId: record.importId,
+            processed: record.processed,
+          }),
       };
     },
     vectors() {
@@ -167,6 +173,7 @@ function buildContainer(config: Config): Container {
         ? { matcher: localFeatures.matcher, features, topN: config.search.rerankTopN }
         : undefined,
     minScore: config.search.minScore,
+    detectorCrop: config.search.detectorCrop,
   };
   return container;
 }
@@ -183,7 +190,10 @@ async function openVectorIndex(config: Config, container: Pick<Container, 'visio
       dimension: embedder.dimension,
     });
   }
-  return UsearchVectorIndex.open({ dir: join(index.dir, embedder.modelVersion), dimension: embedder.dimension });
+  return UsearchVectorIndex.open({
+    dir: join(index.dir, embedder.modelVersion),
+    dimension: embedder.dimension,
+  });
 }
 
 /** AWS mirrors search ids into the gateway's usage plans; local mode has no gateway. */

@@ -66,7 +66,13 @@ export interface UsageRow {
 export interface UsageStore {
   /** Atomically spends one request of `limit` per rolling hour; never over-admits under concurrency. */
   consume(searchId: string, limit: number, now: Date): Promise<RateLimitDecision>;
-  record(entry: { feedId: string; searchId: string; endpoint: Endpoint; outcome: UsageOutcome; at: Date }): Promise<void>;
+  record(entry: {
+    feedId: string;
+    searchId: string;
+    endpoint: Endpoint;
+    outcome: UsageOutcome;
+    at: Date;
+  }): Promise<void>;
   /** Daily rows of a feed for days in [fromDay, toDay] (YYYY-MM-DD, inclusive). */
   list(feedId: string, fromDay: string, toDay: string): Promise<UsageRow[]>;
 }
@@ -211,7 +217,6 @@ export interface VectorIndex {
   flush(): Promise<void>;
 }
 
-
 /** Products keyed by (feedId, productId); variants found through their item group. */
 export interface ProductStore {
   hasProducts(feedId: string): Promise<boolean>;
@@ -229,7 +234,6 @@ export interface ProductStore {
   listUnseen(feedId: string, importId: string): Promise<string[]>;
   deleteFeed(feedId: string): Promise<void>;
 }
-
 
 /** Feed imports with their progress; one record per (feedId, importId). */
 export interface ImportStore {
@@ -254,9 +258,15 @@ export interface FetchLimits {
  * metadata addresses unless configured otherwise. Throws FetchError with a message fit for import errors.
  */
 export interface ImageFetcher {
-  fetch(url: string, limits: FetchLimits): Promise<{ bytes: Buffer; contentType: string | undefined; url: string }>;
+  fetch(
+    url: string,
+    limits: FetchLimits,
+  ): Promise<{ bytes: Buffer; contentType: string | undefined; url: string }>;
   /** Same checks, but the body is streamed (feed files); the size cap and deadline apply while reading. */
-  open(url: string, limits: FetchLimits): Promise<{ body: AsyncIterable<Buffer>; contentType: string | undefined; url: string }>;
+  open(
+    url: string,
+    limits: FetchLimits,
+  ): Promise<{ body: AsyncIterable<Buffer>; contentType: string | undefined; url: string }>;
 }
 
 /** Feed files, streamed in and out so a large feed never sits in memory whole. */

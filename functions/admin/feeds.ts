@@ -1,4 +1,10 @@
-import { createFeed as create, deleteFeed as remove, getFeed as get, listFeeds as list, updateFeed as update } from '#lib/domain/admin/feeds.ts';
+import {
+  createFeed as create,
+  deleteFeed as remove,
+  getFeed as get,
+  listFeeds as list,
+  updateFeed as update,
+} from '#lib/domain/admin/feeds.ts';
 import { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import { parseInput } from '#lib/domain/validation.ts';
 import type { Container } from '#lib/container.ts';

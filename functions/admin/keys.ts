@@ -6,7 +6,9 @@ import { created, ok } from '#lib/http/responses.ts';
 
 /** POST /admin/v1/feeds/{feedId}/keys */
 export const createKey = adminEndpoint(async (event, _ctx, c) =>
-  created(await create(c, event.pathParameters?.feedId ?? '', parseInput(CreateKeyRequest, event.body ?? {}))),
+  created(
+    await create(c, event.pathParameters?.feedId ?? '', parseInput(CreateKeyRequest, event.body ?? {})),
+  ),
 );
 
 /** GET /admin/v1/feeds/{feedId}/keys */
@@ -15,4 +17,6 @@ export const listKeys = adminEndpoint(async (event, _ctx, c) =>
 );
 
 /** DELETE /admin/v1/keys/{searchId}: revokes (the id then answers 403, not 401). */
-export const revokeKey = adminEndpoint(async (event, _ctx, c) => ok(await revoke(c, event.pathParameters?.searchId ?? '')));
+export const revokeKey = adminEndpoint(async (event, _ctx, c) =>
+  ok(await revoke(c, event.pathParameters?.searchId ?? '')),
+);

@@ -6,5 +6,11 @@ import { ok } from '#lib/http/responses.ts';
 
 /** GET /admin/v1/feeds/{feedId}/usage?from=YYYY-MM-DD&to=YYYY-MM-DD */
 export const getUsage = adminEndpoint(async (event, _ctx, c) =>
-  ok(await usageReport(c, event.pathParameters?.feedId ?? '', parseInput(UsageQuery, event.queryStringParameters ?? {}))),
+  ok(
+    await usageReport(
+      c,
+      event.pathParameters?.feedId ?? '',
+      parseInput(UsageQuery, event.queryStringParameters ?? {}),
+    ),
+  ),
 );

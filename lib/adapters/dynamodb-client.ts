@@ -3,7 +3,9 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Config } from '#lib/config.ts';
 
 /** One document client per process. Local mode points it at the embedded DynamoDB-protocol server. */
-export function createDocumentClient(config: Pick<Config, 'region' | 'dynamodbEndpoint'>): DynamoDBDocumentClient {
+export function createDocumentClient(
+  config: Pick<Config, 'region' | 'dynamodbEndpoint'>,
+): DynamoDBDocumentClient {
   const client = new DynamoDBClient({
     region: config.region,
     ...(config.dynamodbEndpoint

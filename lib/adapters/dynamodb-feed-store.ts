@@ -1,4 +1,10 @@
-import { DeleteCommand, type DynamoDBDocumentClient, GetCommand, PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import {
+  DeleteCommand,
+  type DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+  ScanCommand,
+} from '@aws-sdk/lib-dynamodb';
 import { isConditionalCheckFailed } from '#lib/adapters/dynamodb-client.ts';
 import { DomainError, NotFoundError } from '#lib/domain/errors.ts';
 import type { Feed } from '#lib/domain/feeds.ts';
@@ -14,10 +20,15 @@ export class DynamoDbFeedStore implements FeedStore {
   async create(feed: Feed): Promise<void> {
     try {
       await this.db.send(
-        new PutCommand({ TableName: this.table, Item: feed, ConditionExpression: 'attribute_not_exists(feedId)' }),
+        new PutCommand({
+          TableName: this.table,
+          Item: feed,
+          ConditionExpression: 'attribute_not_exists(feedId)',
+        }),
       );
     } catch (error) {
-      if (isConditionalCheckFailed(error)) throw new DomainError('conflict', `Feed ${feed.feedId} already exists.`);
+      if (isConditionalCheckFailed(error))
+        throw new DomainError('conflict', `Feed ${feed.feedId} already exists.`);
       throw error;
     }
   }
@@ -41,10 +52,15 @@ export class DynamoDbFeedStore implements FeedStore {
   async put(feed: Feed): Promise<void> {
     try {
       await this.db.send(
-        new PutCommand({ TableName: this.table, Item: feed, ConditionExpression: 'attribute_exists(feedId)' }),
+        new PutCommand({
+          TableName: this.table,
+          Item: feed,
+          ConditionExpression: 'attribute_exists(feedId)',
+        }),
       );
     } catch (error) {
-      if (isConditionalCheckFailed(error)) throw new NotFoundError('feed_not_found', `Feed ${feed.feedId} not found.`);
+      if (isConditionalCheckFailed(error))
+        throw new NotFoundError('feed_not_found', `Feed ${feed.feedId} not found.`);
       throw error;
     }
   }

@@ -20,7 +20,11 @@ export class DynamoDbKeyStore implements KeyStore {
 
   async create(key: SearchKey): Promise<void> {
     await this.db.send(
-      new PutCommand({ TableName: this.table, Item: key, ConditionExpression: 'attribute_not_exists(searchId)' }),
+      new PutCommand({
+        TableName: this.table,
+        Item: key,
+        ConditionExpression: 'attribute_not_exists(searchId)',
+      }),
     );
   }
 

@@ -65,7 +65,13 @@ export class DynamoDbUsageStore implements UsageStore {
         }),
       );
       const current = Number(out.Attributes?.count ?? 1);
-      return { allowed: true, limit, remaining: Math.max(0, capacity - current), resetSeconds, retryAfterSeconds: 0 };
+      return {
+        allowed: true,
+        limit,
+        remaining: Math.max(0, capacity - current),
+        resetSeconds,
+        retryAfterSeconds: 0,
+      };
     } catch (error) {
       if (isConditionalCheckFailed(error)) return refuse(capacity);
       throw error;
@@ -84,7 +90,8 @@ export class DynamoDbUsageStore implements UsageStore {
       new UpdateCommand({
         TableName: this.table,
         Key: { pk: `usage#${entry.feedId}`, sk: `${day}#${entry.endpoint}#${entry.searchId}` },
-        UpdateExpression: 'ADD requests :one, #outcome :one SET #day = :day, endpoint = :endpoint, searchId = :sid, expiresAt = :expires',
+        UpdateExpression:
+          'ADD requests :one, #outcome :one SET #day = :day, endpoint = :endpoint, searchId = :sid, expiresAt = :expires',
         ExpressionAttributeNames: { '#outcome': OUTCOME_ATTRIBUTE[entry.outcome], '#day': 'day' },
         ExpressionAttributeValues: {
           ':one': 1,
@@ -105,7 +112,11 @@ export class DynamoDbUsageStore implements UsageStore {
         new QueryCommand({
           TableName: this.table,
           KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
-          ExpressionAttributeValues: { ':pk': `usage#${feedId}`, ':from': `${fromDay}#`, ':to': `${toDay}#\uffff` },
+          ExpressionAttributeValues: {
+            ':pk': `usage#${feedId}`,
+            ':from': `${fromDay}#`,
+            ':to': `${toDay}#\uffff`,
+          },
           ExclusiveStartKey: start,
         }),
       );

@@ -32,7 +32,9 @@ export class S3ObjectStore implements ObjectStore {
   ) {}
 
   async put(key: string, body: Buffer | string, contentType = 'application/octet-stream'): Promise<void> {
-    await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }));
+    await this.s3.send(
+      new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }),
+    );
   }
 
   async get(key: string): Promise<Buffer | undefined> {
@@ -41,7 +43,8 @@ export class S3ObjectStore implements ObjectStore {
       if (!out.Body) return undefined;
       return Buffer.from(await out.Body.transformToByteArray());
     } catch (error) {
-      if (error instanceof Error && (error.name === 'NoSuchKey' || error.name === 'NotFound')) return undefined;
+      if (error instanceof Error && (error.name === 'NoSuchKey' || error.name === 'NotFound'))
+        return undefined;
       throw error;
     }
   }

@@ -22,7 +22,9 @@ export class SharpImageInspector implements ImageInspector {
     const format = meta.format ?? 'unknown';
     // AVIF is read through libheif and reported as heif; HEIC proper is not among the supported formats.
     if (!ALLOWED_FORMATS.has(format) || (format === 'heif' && meta.compression !== 'av1')) {
-      throw new InvalidImageError(`Unsupported image format ${format}; send JPEG, PNG, WebP, GIF, AVIF or TIFF.`);
+      throw new InvalidImageError(
+        `Unsupported image format ${format}; send JPEG, PNG, WebP, GIF, AVIF or TIFF.`,
+      );
     }
     const width = meta.autoOrient?.width ?? meta.width ?? 0;
     const height = meta.autoOrient?.height ?? meta.height ?? 0;
@@ -42,7 +44,10 @@ export class SharpImageInspector implements ImageInspector {
     const top = clamp(Math.floor(box[1]), 0, height - 1);
     const right = clamp(Math.ceil(box[2]), left + 1, width);
     const bottom = clamp(Math.ceil(box[3]), top + 1, height);
-    return image.extract({ left, top, width: right - left, height: bottom - top }).png().toBuffer();
+    return image
+      .extract({ left, top, width: right - left, height: bottom - top })
+      .png()
+      .toBuffer();
   }
 }
 

@@ -54,7 +54,10 @@ export class InvalidImageError extends DomainError {
 
 export class NotFoundError extends DomainError {
   override name = 'NotFoundError';
-  constructor(code: 'not_found' | 'feed_not_found' | 'product_not_found' | 'import_not_found', message: string) {
+  constructor(
+    code: 'not_found' | 'feed_not_found' | 'product_not_found' | 'import_not_found',
+    message: string,
+  ) {
     super(code, message);
   }
 }

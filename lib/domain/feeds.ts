@@ -18,13 +18,17 @@ export interface Feed {
 export const PLANS = ['free', 'pro', 'enterprise'] as const satisfies readonly Plan[];
 
 /** The hourly request limit that applies to a feed's search ids. */
-export function hourlyLimitOf(feed: Pick<Feed, 'plan' | 'hourlyLimit'>, planLimits: Record<Plan, number>): number {
+export function hourlyLimitOf(
+  feed: Pick<Feed, 'plan' | 'hourlyLimit'>,
+  planLimits: Record<Plan, number>,
+): number {
   if (feed.plan === 'enterprise' && feed.hourlyLimit !== undefined) return feed.hourlyLimit;
   return planLimits[feed.plan];
 }
 
 /** A domain entry is a lower-case hostname, optionally prefixed by `*.` to allow every subdomain. */
-export const DOMAIN_PATTERN = /^(\*\.)?(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
+export const DOMAIN_PATTERN =
+  /^(\*\.)?(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
 /** True when `host` is allowed by one of the feed's domain entries (`*.shop.com` also admits shop.com's subdomains only). */
 export function hostAllowed(host: string, domains: readonly string[]): boolean {

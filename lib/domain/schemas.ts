@@ -49,7 +49,9 @@ export const DetectRequest = z.object({
   searchId: z
     .union([z.string().min(1), z.number()])
     .optional()
-    .describe('Search id (API key); the interface types it as integer in one table, so numbers are accepted.'),
+    .describe(
+      'Search id (API key); the interface types it as integer in one table, so numbers are accepted.',
+    ),
   action: z
     .enum(DETECT_ACTIONS)
     .default('OD')
@@ -90,16 +92,18 @@ export const Filter = z.object({
 export const RelatedRequest = z
   .object({
     imageData: imageData.optional(),
-    productId: z.string().min(1).optional().describe('Customer product id. Wins over imageData when both are given.'),
+    productId: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('Customer product id. Wins over imageData when both are given.'),
     limit,
     offset,
     searchId: searchId.optional(),
-    filters: z
-      .array(Filter)
-      .max(50)
+    filters: z.array(Filter).max(50).optional().describe('AND across keys, OR within a key.'),
+    fallback: imageData
       .optional()
-      .describe('AND across keys, OR within a key.'),
-    fallback: imageData.optional().describe('Base64 image used when productId is unknown and imageData is absent.'),
+      .describe('Base64 image used when productId is unknown and imageData is absent.'),
     context: z
       .object({
         category: z.string().max(500),
@@ -121,7 +125,9 @@ export type RelatedRequest = z.infer<typeof RelatedRequest>;
 export const RootSearchRequest = z
   .object({
     imageData,
-    limit: intLike(1, MAX_LIMIT, 'Maximum number of results, as a number or a string; default 10.').default(10),
+    limit: intLike(1, MAX_LIMIT, 'Maximum number of results, as a number or a string; default 10.').default(
+      10,
+    ),
     offset: intLike(0, MAX_WINDOW, 'Pagination offset, as a number or a string; default 0.').default(0),
     feedId: searchId.optional().describe('Search id (API key); the root search names it feedId.'),
   })

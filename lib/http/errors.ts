@@ -50,7 +50,11 @@ function isDependencyDown(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const code = (error as { code?: unknown }).code;
   const retryable = (error as { $retryable?: unknown }).$retryable;
-  return DEPENDENCY_DOWN.has(error.name) || (typeof code === 'string' && SOCKET_ERRORS.has(code)) || Boolean(retryable);
+  return (
+    DEPENDENCY_DOWN.has(error.name) ||
+    (typeof code === 'string' && SOCKET_ERRORS.has(code)) ||
+    Boolean(retryable)
+  );
 }
 
 function isHttpErrorLike(error: unknown): error is HttpErrorLike {
@@ -70,10 +74,17 @@ export function toErrorBody(error: unknown, requestId: string): ErrorBody {
   if (isHttpErrorLike(error) && error.cause?.package === '@middy/http-json-body-parser') {
     // middy answers 415 for both a wrong Content-Type and malformed JSON; only the first is a media-type error.
     if (error.message === 'Unsupported Media Type') {
-      return body('unsupported_media_type', 'Send the request body as JSON with Content-Type: application/json.');
+      return body(
+        'unsupported_media_type',
+        'Send the request body as JSON with Content-Type: application/json.',
+      );
     }
     return body('invalid_request', 'Request body is not valid JSON.');
   }
-  if (isDependencyDown(error)) return body('unavailable', 'A dependency is temporarily unavailable. Retry later.');
-  return body('internal', 'Internal error. Retry later; if it persists, contact support with the request id.');
+  if (isDependencyDown(error))
+    return body('unavailable', 'A dependency is temporarily unavailable. Retry later.');
+  return body(
+    'internal',
+    'Internal error. Retry later; if it persists, contact support with the request id.',
+  );
 }

@@ -29,7 +29,11 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
     const container = getContainer();
     const state = request.context.state;
     const response = request.response ?? json(500, toErrorBody(undefined, state.requestId));
-    response.headers = { ...response.headers, ...responseHeaders(state), ...corsHeaders(request.event.headers.origin) };
+    response.headers = {
+      ...response.headers,
+      ...responseHeaders(state),
+      ...corsHeaders(request.event.headers.origin),
+    };
     request.response = response;
     await meter(container, state, response.statusCode);
     state.logger.info('request', {
@@ -70,11 +74,13 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
       if (body.error.status >= 500) {
         state.logger.error('request failed', {
           code: body.error.code,
-          error: request.error instanceof Error ? `${request.error.name}: ${request.error.message}` : 'unknown',
+          error:
+            request.error instanceof Error ? `${request.error.name}: ${request.error.message}` : 'unknown',
         });
       }
       const headers: Record<string, string> = {};
-      if (request.error instanceof RateLimitedError) headers['Retry-After'] = String(request.error.retryAfterSeconds);
+      if (request.error instanceof RateLimitedError)
+        headers['Retry-After'] = String(request.error.retryAfterSeconds);
       if (body.error.code === 'unavailable') headers['Retry-After'] = '5';
       request.response = json(body.error.status, body, headers);
       await finish(request);
@@ -90,7 +96,8 @@ function corsHeaders(origin: string | undefined): Record<string, string> {
   if (!origin) return {};
   return {
     'Access-Control-Allow-Origin': origin,
-    'Access-Control-Expose-Headers': 'RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset,Retry-After,X-Request-Id',
+    'Access-Control-Expose-Headers':
+      'RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset,Retry-After,X-Request-Id',
     Vary: 'Origin',
   };
 }
@@ -119,7 +126,9 @@ async function meter(container: Container, state: RequestState, status: number):
     });
   } catch (error) {
     // Metering must never turn an answered request into a failure; the miss is logged for billing review.
-    state.logger.error('usage metering failed', { error: error instanceof Error ? error.message : String(error) });
+    state.logger.error('usage metering failed', {
+      error: error instanceof Error ? error.message : String(error),
+    });
   }
 }
 
@@ -131,7 +140,12 @@ function lowerCaseHeaders(headers: APIGatewayProxyEvent['headers'] | null): APIG
 
 /** JSON bodies; a request without one (GET, DELETE, a bodiless POST) gets `body: undefined`. */
 function jsonBody(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
-  const parser = httpJsonBodyParser() as unknown as MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext>;
+  const parser = httpJsonBodyParser() as unknown as MiddlewareObj<
+    JsonEvent,
+    APIGatewayProxyResult,
+    Error,
+    AppContext
+  >;
   return {
     before: async (request) => {
       const body = request.event.body;
@@ -149,7 +163,9 @@ function jsonBody(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppC
  * different → 400; missing or unknown → 401; revoked → 403. Then the feed's domain allow-list and the
  * plan's rolling-hour limit.
  */
-function searchIdAuth(idField: 'searchId' | 'feedId'): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
+function searchIdAuth(
+  idField: 'searchId' | 'feedId',
+): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
   return {
     before: async (request) => {
       const container = getContainer();
@@ -158,9 +174,10 @@ function searchIdAuth(idField: 'searchId' | 'feedId'): MiddlewareObj<JsonEvent, 
       const headerId = bearerToken(event.headers.authorization, 'missing_search_id');
       const bodyId = bodySearchId(event.body, idField);
       if (headerId !== undefined && bodyId !== undefined && headerId !== bodyId) {
-        throw new ValidationError(`The Authorization header and the body field ${idField} name different search ids.`, [
-          { path: idField, message: 'differs from the Authorization header' },
-        ]);
+        throw new ValidationError(
+          `The Authorization header and the body field ${idField} name different search ids.`,
+          [{ path: idField, message: 'differs from the Authorization header' }],
+        );
       }
       const searchId = headerId ?? bodyId;
       if (!searchId) {
@@ -197,10 +214,15 @@ function bodySearchId(body: unknown, field: string): string | undefined {
   if (value === undefined || value === null || value === '') return undefined;
   if (typeof value === 'string') return value;
   if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  throw new ValidationError(`Invalid ${field}: expected a string.`, [{ path: field, message: 'expected a string' }]);
+  throw new ValidationError(`Invalid ${field}: expected a string.`, [
+    { path: field, message: 'expected a string' },
+  ]);
 }
 
-function bearerToken(header: string | undefined, missingCode: 'missing_search_id' | 'unauthorized'): string | undefined {
+function bearerToken(
+  header: string | undefined,
+  missingCode: 'missing_search_id' | 'unauthorized',
+): string | undefined {
   if (header === undefined || header.trim() === '') return undefined;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   if (!match) {
@@ -209,10 +231,15 @@ function bearerToken(header: string | undefined, missingCode: 'missing_search_id
   return match[1];
 }
 
-function checkOrigin(headers: APIGatewayProxyEvent['headers'], domains: string[], requireOrigin: boolean): void {
+function checkOrigin(
+  headers: APIGatewayProxyEvent['headers'],
+  domains: string[],
+  requireOrigin: boolean,
+): void {
   const source = headers.origin ?? headers.referer;
   if (!source || source === 'null') {
-    if (requireOrigin) throw new DomainError('domain_not_allowed', 'This search id only accepts requests from its domains.');
+    if (requireOrigin)
+      throw new DomainError('domain_not_allowed', 'This search id only accepts requests from its domains.');
     return;
   }
   if (domains.length === 0) return;
@@ -251,7 +278,11 @@ function safeEqual(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-type EndpointHandler = (event: JsonEvent, context: AppContext, container: Container) => Promise<APIGatewayProxyResult>;
+type EndpointHandler = (
+  event: JsonEvent,
+  context: AppContext,
+  container: Container,
+) => Promise<APIGatewayProxyResult>;
 type LambdaHandler = (event: APIGatewayProxyEvent, context: Context) => Promise<APIGatewayProxyResult>;
 
 /**

@@ -6,7 +6,12 @@ import type { RouteMatch } from '#lib/http/routes.ts';
 const STAGE = 'local';
 
 /** Builds the REST API (v1) proxy event API Gateway would send for this request. */
-export function toProxyEvent(request: IncomingMessage, url: URL, match: RouteMatch, body: string | null): APIGatewayProxyEvent {
+export function toProxyEvent(
+  request: IncomingMessage,
+  url: URL,
+  match: RouteMatch,
+  body: string | null,
+): APIGatewayProxyEvent {
   const headers: Record<string, string> = {};
   const multiValueHeaders: Record<string, string[]> = {};
   for (let i = 0; i < request.rawHeaders.length; i += 2) {

@@ -20,7 +20,12 @@ export interface EmbeddedStores {
 
 export async function startEmbeddedStores(dataDir: string): Promise<EmbeddedStores> {
   await mkdir(join(dataDir, 's3'), { recursive: true });
-  const dynamo = dynalite({ path: join(dataDir, 'dynamodb'), createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+  const dynamo = dynalite({
+    path: join(dataDir, 'dynamodb'),
+    createTableMs: 0,
+    deleteTableMs: 0,
+    updateTableMs: 0,
+  });
   await new Promise<void>((resolve, reject) => {
     dynamo.once('error', reject);
     dynamo.listen(0, '127.0.0.1', () => resolve());

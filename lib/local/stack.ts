@@ -29,7 +29,9 @@ export interface LocalStack {
  * table, and a ready demo feed with a search id. `env` overrides process.env (tests use a temp DATA_DIR
  * and port 0).
  */
-export async function startLocalStack(env: Record<string, string | undefined> = process.env): Promise<LocalStack> {
+export async function startLocalStack(
+  env: Record<string, string | undefined> = process.env,
+): Promise<LocalStack> {
   const base = loadConfig(env);
   const dataDir = resolve(base.local.dataDir);
   await mkdir(dataDir, { recursive: true });
@@ -65,7 +67,8 @@ export async function startLocalStack(env: Record<string, string | undefined> = 
   }
   await resumeImports(container);
   if (config.demoSeed) await seedDemoFeed(container, url);
-  const dispatcher = container.dispatcher instanceof InProcessImportDispatcher ? container.dispatcher : undefined;
+  const dispatcher =
+    container.dispatcher instanceof InProcessImportDispatcher ? container.dispatcher : undefined;
   const idle = () => dispatcher?.idle() ?? Promise.resolve();
   return {
     url,
@@ -93,7 +96,9 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   const file = join(dataDir, 'server.pid');
   const holder = Number(await readFile(file, 'utf8').catch(() => ''));
   if (holder && holder !== process.pid && processAlive(holder)) {
-    throw new Error(`${dataDir} is in use by process ${holder} (another npm start?). Stop it or set DATA_DIR.`);
+    throw new Error(
+      `${dataDir} is in use by process ${holder} (another npm start?). Stop it or set DATA_DIR.`,
+    );
   }
   await writeFile(file, String(process.pid));
   return () => rm(file, { force: true });
@@ -150,7 +155,8 @@ async function seedDemoFeed(c: Container, url: string): Promise<void> {
 async function resumeImports(c: Container): Promise<void> {
   for (const feed of await c.feeds.list()) {
     for (const record of await c.imports.list(feed.feedId, 20)) {
-      if (record.status === 'queued' || record.status === 'running') await c.dispatcher.dispatch(feed.feedId, record.importId);
+      if (record.status === 'queued' || record.status === 'running')
+        await c.dispatcher.dispatch(feed.feedId, record.importId);
     }
   }
 }

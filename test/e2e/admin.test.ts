@@ -18,12 +18,16 @@ describe('admin authentication', () => {
   });
 
   it('returns 401 unauthorized with a wrong admin token', async () => {
-    const response = await stack.call('GET', '/admin/v1/feeds', { headers: { authorization: 'Bearer wrong-token-wrong-token' } });
+    const response = await stack.call('GET', '/admin/v1/feeds', {
+      headers: { authorization: 'Bearer wrong-token-wrong-token' },
+    });
     expectError(response, 401, 'unauthorized');
   });
 
   it('does not accept a search id as admin token', async () => {
-    const response = await stack.call('GET', '/admin/v1/feeds', { headers: { authorization: `Bearer ${stack.demo.searchId}` } });
+    const response = await stack.call('GET', '/admin/v1/feeds', {
+      headers: { authorization: `Bearer ${stack.demo.searchId}` },
+    });
     expectError(response, 401, 'unauthorized');
   });
 });
@@ -51,7 +55,9 @@ describe('feeds', () => {
     const read = await stack.admin('GET', '/admin/v1/feeds/acme-shoes');
     const list = await stack.admin('GET', '/admin/v1/feeds');
     expect(read.body).toEqual(created.body);
-    expect(list.body.feeds.map((f: { feedId: string }) => f.feedId)).toEqual(expect.arrayContaining(['demo', 'acme-shoes']));
+    expect(list.body.feeds.map((f: { feedId: string }) => f.feedId)).toEqual(
+      expect.arrayContaining(['demo', 'acme-shoes']),
+    );
 
     const updated = await stack.admin('PATCH', '/admin/v1/feeds/acme-shoes', {
       plan: 'enterprise',
@@ -78,7 +84,11 @@ describe('feeds', () => {
 
   it('returns 409 conflict for an existing feed id', async () => {
     await stack.admin('POST', '/admin/v1/feeds', { feedId: 'dup-feed', name: 'One' });
-    expectError(await stack.admin('POST', '/admin/v1/feeds', { feedId: 'dup-feed', name: 'Two' }), 409, 'conflict');
+    expectError(
+      await stack.admin('POST', '/admin/v1/feeds', { feedId: 'dup-feed', name: 'Two' }),
+      409,
+      'conflict',
+    );
   });
 
   it.each([
@@ -123,8 +133,16 @@ describe('search ids', () => {
 
 describe('usage queries', () => {
   it('returns 400 for a malformed or reversed range', async () => {
-    expectError(await stack.admin('GET', '/admin/v1/feeds/demo/usage?from=yesterday'), 400, 'invalid_request');
-    expectError(await stack.admin('GET', '/admin/v1/feeds/demo/usage?from=2026-02-01&to=2026-01-01'), 400, 'invalid_request');
+    expectError(
+      await stack.admin('GET', '/admin/v1/feeds/demo/usage?from=yesterday'),
+      400,
+      'invalid_request',
+    );
+    expectError(
+      await stack.admin('GET', '/admin/v1/feeds/demo/usage?from=2026-02-01&to=2026-01-01'),
+      400,
+      'invalid_request',
+    );
   });
 });
 
@@ -136,7 +154,12 @@ describe('local runtime', () => {
     const demoKey = stack.demo.searchId;
     await stack.close();
 
-    const again = await startLocalStack({ ...process.env, LOG_LEVEL: 'silent', PORT: '0', DATA_DIR: dataDir });
+    const again = await startLocalStack({
+      ...process.env,
+      LOG_LEVEL: 'silent',
+      PORT: '0',
+      DATA_DIR: dataDir,
+    });
     try {
       const response = await fetch(`${again.url}/admin/v1/feeds/survivor`, {
         headers: { authorization: `Bearer ${again.adminToken}` },

@@ -23,7 +23,10 @@ describe('dependency faults', () => {
       .spyOn(stack.container.keys, 'get')
       .mockRejectedValueOnce(new Error('secret table arn:aws:dynamodb:eu-west-1:123:table/x is broken'));
 
-    const response = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: auth() });
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: auth(),
+    });
 
     expectError(response, 500, 'internal');
     expect(JSON.stringify(response.body)).not.toMatch(/secret|arn:|table/);
@@ -34,7 +37,10 @@ describe('dependency faults', () => {
     const throttled = Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
     const spy = vi.spyOn(stack.container.usage, 'consume').mockRejectedValueOnce(throttled);
 
-    const response = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: auth() });
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: auth(),
+    });
 
     expectError(response, 503, 'unavailable');
     spy.mockRestore();
@@ -43,7 +49,10 @@ describe('dependency faults', () => {
   it('still answers when usage metering fails', async () => {
     const spy = vi.spyOn(stack.container.usage, 'record').mockRejectedValueOnce(new Error('metering down'));
 
-    const response = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: auth() });
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: auth(),
+    });
 
     expect(response.status).toBe(200);
     expect(spy).toHaveBeenCalledTimes(1);

@@ -49,7 +49,9 @@ describe('search-id authentication', () => {
   });
 
   it('accepts the search id in the body', async () => {
-    const response = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image, searchId } });
+    const response = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image, searchId },
+    });
     expect(response.status).toBe(200);
     expect(response.body).toEqual([]);
   });
@@ -81,11 +83,17 @@ describe('search-id authentication', () => {
 
   it('returns 403 search_id_revoked after the key is revoked', async () => {
     const key = (await stack.admin('POST', `/admin/v1/feeds/${feedId}/keys`, { name: 'old' })).body.searchId;
-    const before = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: bearer(key) });
+    const before = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: bearer(key),
+    });
     expect(before.status).toBe(200);
 
     const revoked = await stack.admin('DELETE', `/admin/v1/keys/${encodeURIComponent(key)}`);
-    const after = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: bearer(key) });
+    const after = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: bearer(key),
+    });
 
     expect(revoked.status).toBe(200);
     expect(revoked.body.revokedAt).toEqual(expect.any(String));
@@ -148,7 +156,12 @@ describe('request validation', () => {
     ['missing imageData', '/api/v1/search/image', { imageData: undefined }, 'imageData'],
     ['invalid base64', '/api/v1/search/image', { imageData: 'not base64!!' }, 'imageData'],
     ['root search limit "abc"', '/', { limit: 'abc' }, 'limit'],
-    ['unknown filter key', '/api/v1/related', { filters: [{ key: 'colour', value: 'red' }] }, 'filters.0.key'],
+    [
+      'unknown filter key',
+      '/api/v1/related',
+      { filters: [{ key: 'colour', value: 'red' }] },
+      'filters.0.key',
+    ],
     ['neither imageData nor productId', '/api/v1/related', { imageData: undefined }, 'imageData'],
     ['unknown detect action', '/api/v1/detect', { action: 'OCR' }, 'action'],
   ];
@@ -197,18 +210,27 @@ describe('request validation', () => {
 
 describe('endpoints before the models are available', () => {
   it('answers related products by image from the real stores: an empty feed gives []', async () => {
-    const response = await stack.call('POST', '/api/v1/related', { body: { imageData: image }, headers: bearer(searchId) });
+    const response = await stack.call('POST', '/api/v1/related', {
+      body: { imageData: image },
+      headers: bearer(searchId),
+    });
     expect(response.status).toBe(200);
     expect(response.body).toEqual([]);
   });
 
   it('returns 404 product_not_found for an unknown productId without an image', async () => {
-    const response = await stack.call('POST', '/api/v1/related', { body: { productId: 'nope' }, headers: bearer(searchId) });
+    const response = await stack.call('POST', '/api/v1/related', {
+      body: { productId: 'nope' },
+      headers: bearer(searchId),
+    });
     expectError(response, 404, 'product_not_found');
   });
 
   it('returns 503 unavailable with Retry-After for detection when the models cannot load', async () => {
-    const response = await stack.call('POST', '/api/v1/detect', { body: { imageData: image }, headers: bearer(searchId) });
+    const response = await stack.call('POST', '/api/v1/detect', {
+      body: { imageData: image },
+      headers: bearer(searchId),
+    });
     expectError(response, 503, 'unavailable');
     expect(response.headers.get('retry-after')).toBe('5');
   });
@@ -226,7 +248,9 @@ describe('routing', () => {
   });
 
   it('answers a CORS preflight', async () => {
-    const response = await stack.call('OPTIONS', '/api/v1/search/image', { headers: { origin: 'https://shop.example.com' } });
+    const response = await stack.call('OPTIONS', '/api/v1/search/image', {
+      headers: { origin: 'https://shop.example.com' },
+    });
     expect(response.status).toBe(204);
     expect(response.headers.get('access-control-allow-headers')).toContain('Authorization');
   });
@@ -239,7 +263,10 @@ describe('rate limits', () => {
     const statuses: number[] = [];
     let last;
     for (let i = 0; i < 6; i++) {
-      last = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: bearer(key) });
+      last = await stack.call('POST', '/api/v1/search/image', {
+        body: { imageData: image },
+        headers: bearer(key),
+      });
       statuses.push(last.status);
     }
     expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
@@ -250,15 +277,26 @@ describe('rate limits', () => {
   });
 
   it('uses the custom hourly limit of an enterprise feed', async () => {
-    const feed = await stack.admin('POST', '/admin/v1/feeds', { name: 'Big', plan: 'enterprise', hourlyLimit: 2 });
+    const feed = await stack.admin('POST', '/admin/v1/feeds', {
+      name: 'Big',
+      plan: 'enterprise',
+      hourlyLimit: 2,
+    });
     const key = (await stack.admin('POST', `/admin/v1/feeds/${feed.body.feedId}/keys`, {})).body.searchId;
-    const first = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: bearer(key) });
+    const first = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: bearer(key),
+    });
     expect(first.headers.get('ratelimit-limit')).toBe('2');
     expect(first.headers.get('ratelimit-remaining')).toBe('1');
   });
 
   it('admits exactly the limit when 50 requests race', async () => {
-    const feed = await stack.admin('POST', '/admin/v1/feeds', { name: 'Race', plan: 'enterprise', hourlyLimit: 20 });
+    const feed = await stack.admin('POST', '/admin/v1/feeds', {
+      name: 'Race',
+      plan: 'enterprise',
+      hourlyLimit: 20,
+    });
     const key = (await stack.admin('POST', `/admin/v1/feeds/${feed.body.feedId}/keys`, {})).body.searchId;
     const responses = await Promise.all(
       Array.from({ length: 50 }, () =>
@@ -273,7 +311,11 @@ describe('rate limits', () => {
 
 describe('usage', () => {
   it('counts requests per day per endpoint, including refusals, in the admin API', async () => {
-    const feed = await stack.admin('POST', '/admin/v1/feeds', { name: 'Metered', plan: 'enterprise', hourlyLimit: 3 });
+    const feed = await stack.admin('POST', '/admin/v1/feeds', {
+      name: 'Metered',
+      plan: 'enterprise',
+      hourlyLimit: 3,
+    });
     const id = feed.body.feedId;
     const key = (await stack.admin('POST', `/admin/v1/feeds/${id}/keys`, {})).body.searchId;
     for (let i = 0; i < 4; i++) {
@@ -286,8 +328,24 @@ describe('usage', () => {
     expect(usage.status).toBe(200);
     const today = new Date().toISOString().slice(0, 10);
     expect(usage.body.days).toEqual([
-      { day: today, endpoint: 'root_search', requests: 1, ok: 0, clientErrors: 0, serverErrors: 0, rateLimited: 1 },
-      { day: today, endpoint: 'search_image', requests: 4, ok: 3, clientErrors: 0, serverErrors: 0, rateLimited: 1 },
+      {
+        day: today,
+        endpoint: 'root_search',
+        requests: 1,
+        ok: 0,
+        clientErrors: 0,
+        serverErrors: 0,
+        rateLimited: 1,
+      },
+      {
+        day: today,
+        endpoint: 'search_image',
+        requests: 4,
+        ok: 3,
+        clientErrors: 0,
+        serverErrors: 0,
+        rateLimited: 1,
+      },
     ]);
     expect(usage.body.totals.requests).toBe(5);
     expect(usage.body.keys).toEqual([expect.objectContaining({ searchId: key, requests: 5 })]);

@@ -79,7 +79,9 @@ describe('DynamoDbUsageStore', () => {
     const now = new Date('2026-11-22T10:30:00Z');
     const decisions = await Promise.all(Array.from({ length: 50 }, () => usage.consume('race', 17, now)));
     expect(decisions.filter((d) => d.allowed)).toHaveLength(17);
-    expect(decisions.filter((d) => !d.allowed).every((d) => d.retryAfterSeconds > 0 && d.remaining === 0)).toBe(true);
+    expect(
+      decisions.filter((d) => !d.allowed).every((d) => d.retryAfterSeconds > 0 && d.remaining === 0),
+    ).toBe(true);
   });
 
   it('weights the previous hour by the part still inside the rolling hour', async () => {
@@ -96,7 +98,13 @@ describe('DynamoDbUsageStore', () => {
 
   it('reports remaining requests and the reset time of the window', async () => {
     const decision = await usage.consume('fresh', 100, new Date('2026-11-22T13:59:00Z'));
-    expect(decision).toEqual({ allowed: true, limit: 100, remaining: 99, resetSeconds: 60, retryAfterSeconds: 0 });
+    expect(decision).toEqual({
+      allowed: true,
+      limit: 100,
+      remaining: 99,
+      resetSeconds: 60,
+      retryAfterSeconds: 0,
+    });
   });
 
   it('adds usage per day, endpoint and search id, and lists a day range', async () => {
@@ -109,8 +117,26 @@ describe('DynamoDbUsageStore', () => {
     const rows = await usage.list('fu', '2026-11-20', '2026-11-21');
 
     expect(rows).toEqual([
-      { day: '2026-11-20', endpoint: 'detect', searchId: 's1', requests: 2, ok: 1, clientErrors: 0, serverErrors: 0, rateLimited: 1 },
-      { day: '2026-11-21', endpoint: 'detect', searchId: 's1', requests: 1, ok: 0, clientErrors: 1, serverErrors: 0, rateLimited: 0 },
+      {
+        day: '2026-11-20',
+        endpoint: 'detect',
+        searchId: 's1',
+        requests: 2,
+        ok: 1,
+        clientErrors: 0,
+        serverErrors: 0,
+        rateLimited: 1,
+      },
+      {
+        day: '2026-11-21',
+        endpoint: 'detect',
+        searchId: 's1',
+        requests: 1,
+        ok: 0,
+        clientErrors: 1,
+        serverErrors: 0,
+        rateLimited: 0,
+      },
     ]);
   });
 });

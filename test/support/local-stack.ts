@@ -5,7 +5,11 @@ import { type LocalStack, startLocalStack } from '#lib/local/stack.ts';
 
 export interface TestStack extends LocalStack {
   /** JSON request to the running server. */
-  call(method: string, path: string, options?: { body?: unknown; headers?: Record<string, string>; raw?: string }): Promise<TestResponse>;
+  call(
+    method: string,
+    path: string,
+    options?: { body?: unknown; headers?: Record<string, string>; raw?: string },
+  ): Promise<TestResponse>;
   admin(method: string, path: string, body?: unknown): Promise<TestResponse>;
   stop(): Promise<void>;
 }
@@ -21,7 +25,13 @@ export interface TestResponse {
 /** Starts the real local server (embedded stores in a fresh temp folder, free port). */
 export async function startTestStack(env: Record<string, string> = {}): Promise<TestStack> {
   const dataDir = await mkdtemp(join(tmpdir(), 'vps-test-'));
-  const stack = await startLocalStack({ ...process.env, LOG_LEVEL: 'silent', PORT: '0', DATA_DIR: dataDir, ...env });
+  const stack = await startLocalStack({
+    ...process.env,
+    LOG_LEVEL: 'silent',
+    PORT: '0',
+    DATA_DIR: dataDir,
+    ...env,
+  });
   const call: TestStack['call'] = async (method, path, options = {}) => {
     const headers: Record<string, string> = { ...(options.headers ?? {}) };
     let body: string | undefined = options.raw;
@@ -54,6 +64,8 @@ export async function startTestStack(env: Record<string, string> = {}): Promise<
 /** A tiny real PNG, base64-encoded. */
 export async function pngBase64(width = 32, height = 24, colour = '#3366cc'): Promise<string> {
   const { default: sharp } = await import('sharp');
-  const png = await sharp({ create: { width, height, channels: 3, background: colour } }).png().toBuffer();
+  const png = await sharp({ create: { width, height, channels: 3, background: colour } })
+    .png()
+    .toBuffer();
   return png.toString('base64');
 }

@@ -26,7 +26,9 @@ describe('loadConfig', () => {
 
   it('requires the OpenSearch URL when OpenSearch is chosen', () => {
     expect(() => loadConfig({ VECTOR_INDEX: 'opensearch' })).toThrow(/OPENSEARCH_URL/);
-    expect(loadConfig({ VECTOR_INDEX: 'opensearch', OPENSEARCH_URL: 'https://search.example.com' }).vectorIndex).toEqual({
+    expect(
+      loadConfig({ VECTOR_INDEX: 'opensearch', OPENSEARCH_URL: 'https://search.example.com' }).vectorIndex,
+    ).toEqual({
       kind: 'opensearch',
       url: 'https://search.example.com',
       indexPrefix: 'products',

@@ -15,8 +15,11 @@ describe('image data', () => {
     expect(decodeImageData(wrapped).equals(bytes)).toBe(true);
   });
 
-  it.each(['', 'abc', 'not base64!!', 'a'.repeat(5), '====', 'data:image/png;base64,'])('rejects %j', (value) => {
-    expect(isBase64Image(value)).toBe(false);
-    expect(() => decodeImageData(value)).toThrow(/base64/);
-  });
+  it.each(['', 'abc', 'not base64!!', 'a'.repeat(5), '====', 'data:image/png;base64,'])(
+    'rejects %j',
+    (value) => {
+      expect(isBase64Image(value)).toBe(false);
+      expect(() => decodeImageData(value)).toThrow(/base64/);
+    },
+  );
 });

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { currentWindowCapacity, retryAfterSeconds, secondsToWindowEnd, windowAt } from '#lib/domain/rate-window.ts';
+import {
+  currentWindowCapacity,
+  retryAfterSeconds,
+  secondsToWindowEnd,
+  windowAt,
+} from '#lib/domain/rate-window.ts';
 
 describe('rolling-hour window arithmetic', () => {
   it('places a time in its fixed hour', () => {

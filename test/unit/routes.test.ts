@@ -33,6 +33,11 @@ describe('route table', () => {
 
   it('serves the four public endpoints of the interface', () => {
     const publicRoutes = ROUTES.filter((r) => r.access === 'public').map((r) => `${r.method} ${r.path}`);
-    expect(publicRoutes.sort()).toEqual(['POST /', 'POST /api/v1/detect', 'POST /api/v1/related', 'POST /api/v1/search/image']);
+    expect(publicRoutes.sort()).toEqual([
+      'POST /',
+      'POST /api/v1/detect',
+      'POST /api/v1/related',
+      'POST /api/v1/search/image',
+    ]);
   });
 });

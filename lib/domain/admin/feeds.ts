@@ -41,7 +41,10 @@ export async function createFeed(deps: FeedAdminDeps, input: CreateFeedRequest):
   return feedView(feed, deps.planLimits);
 }
 
-export async function getFeed(deps: Pick<FeedAdminDeps, 'feeds' | 'planLimits'>, feedId: string): Promise<FeedView> {
+export async function getFeed(
+  deps: Pick<FeedAdminDeps, 'feeds' | 'planLimits'>,
+  feedId: string,
+): Promise<FeedView> {
   return feedView(await requireFeed(deps.feeds, feedId), deps.planLimits);
 }
 
@@ -53,7 +56,11 @@ export async function listFeeds(deps: Pick<FeedAdminDeps, 'feeds' | 'planLimits'
  * Changes a feed. Steps: load, apply the patch, check the enterprise-only custom limit, store; when the
  * plan changed, move the feed's live keys to the matching gateway usage plan.
  */
-export async function updateFeed(deps: FeedAdminDeps, feedId: string, patch: UpdateFeedRequest): Promise<FeedView> {
+export async function updateFeed(
+  deps: FeedAdminDeps,
+  feedId: string,
+  patch: UpdateFeedRequest,
+): Promise<FeedView> {
   const current = await requireFeed(deps.feeds, feedId);
   const next: Feed = {
     ...current,
@@ -63,7 +70,8 @@ export async function updateFeed(deps: FeedAdminDeps, feedId: string, patch: Upd
     ...(patch.requireOrigin !== undefined ? { requireOrigin: patch.requireOrigin } : {}),
     updatedAt: deps.clock.now().toISOString(),
   };
-  if (patch.hourlyLimit === null || (patch.plan !== undefined && patch.plan !== 'enterprise')) delete next.hourlyLimit;
+  if (patch.hourlyLimit === null || (patch.plan !== undefined && patch.plan !== 'enterprise'))
+    delete next.hourlyLimit;
   if (patch.hourlyLimit !== undefined && patch.hourlyLimit !== null) {
     if (next.plan !== 'enterprise') {
       throw new ValidationError('hourlyLimit applies to the enterprise plan only.', [

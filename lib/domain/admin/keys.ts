@@ -12,7 +12,11 @@ export interface KeyAdminDeps {
 }
 
 /** Creates a search id for a feed. Steps: check the feed, mint the id, store it, mirror it to the gateway. */
-export async function createKey(deps: KeyAdminDeps, feedId: string, input: CreateKeyRequest): Promise<SearchKey> {
+export async function createKey(
+  deps: KeyAdminDeps,
+  feedId: string,
+  input: CreateKeyRequest,
+): Promise<SearchKey> {
   const feed = await requireFeed(deps.feeds, feedId);
   const key: SearchKey = {
     searchId: newSearchId(),
@@ -26,7 +30,10 @@ export async function createKey(deps: KeyAdminDeps, feedId: string, input: Creat
 }
 
 /** The feed's search ids, newest first, revoked ones included (marked by revokedAt). */
-export async function listKeys(deps: Pick<KeyAdminDeps, 'feeds' | 'keys'>, feedId: string): Promise<SearchKey[]> {
+export async function listKeys(
+  deps: Pick<KeyAdminDeps, 'feeds' | 'keys'>,
+  feedId: string,
+): Promise<SearchKey[]> {
   await requireFeed(deps.feeds, feedId);
   const keys = await deps.keys.listByFeed(feedId);
   return keys.sort((a, b) => b.createdAt.localeCompare(a.createdAt));

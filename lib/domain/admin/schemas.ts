@@ -14,7 +14,12 @@ const domains = z
   )
   .max(100)
   .describe('Hostnames allowed as Origin/Referer; exact or *.example.com. Empty allows any origin.');
-const hourlyLimit = z.number().int().min(1).max(10_000_000).describe('Requests per rolling hour (enterprise only).');
+const hourlyLimit = z
+  .number()
+  .int()
+  .min(1)
+  .max(10_000_000)
+  .describe('Requests per rolling hour (enterprise only).');
 const requireOrigin = z.boolean().describe('Refuse requests that carry neither Origin nor Referer.');
 
 const enterpriseOnly = (value: { plan?: string; hourlyLimit?: number }) =>

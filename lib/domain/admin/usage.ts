@@ -34,12 +34,14 @@ export async function usageReport(
 ): Promise<UsageReport> {
   await requireFeed(deps.feeds, feedId);
   const to = query.to ?? deps.clock.now().toISOString().slice(0, 10);
-  const from = query.from ?? new Date(Date.parse(to) - (DEFAULT_DAYS - 1) * DAY_MS).toISOString().slice(0, 10);
+  const from =
+    query.from ?? new Date(Date.parse(to) - (DEFAULT_DAYS - 1) * DAY_MS).toISOString().slice(0, 10);
   const span = (Date.parse(to) - Date.parse(from)) / DAY_MS;
   if (Number.isNaN(span) || span < 0 || span >= MAX_DAYS) {
-    throw new ValidationError(`Invalid range: from must not be after to, and the range must be under ${MAX_DAYS} days.`, [
-      { path: 'from', message: 'invalid range' },
-    ]);
+    throw new ValidationError(
+      `Invalid range: from must not be after to, and the range must be under ${MAX_DAYS} days.`,
+      [{ path: 'from', message: 'invalid range' }],
+    );
   }
   const rows = await deps.usage.list(feedId, from, to);
   const days = new Map<string, { day: string; endpoint: Endpoint } & UsageTotals>();
@@ -57,7 +59,9 @@ export async function usageReport(
     feedId,
     from,
     to,
-    days: [...days.values()].sort((a, b) => a.day.localeCompare(b.day) || a.endpoint.localeCompare(b.endpoint)),
+    days: [...days.values()].sort(
+      (a, b) => a.day.localeCompare(b.day) || a.endpoint.localeCompare(b.endpoint),
+    ),
     keys: [...keys.values()].sort((a, b) => b.requests - a.requests),
     totals,
   };
