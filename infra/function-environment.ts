@@ -58,6 +58,7 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   RERANK_TOP_N: 'default',
   MIN_SCORE: 'default',
   FEATURE_CACHE_ITEMS: 'default',
+  QUERY_DETECTOR_CROP: 'default',
   DEMO_SEED: 'local',
   PORT: 'local',
   DATA_DIR: 'local',

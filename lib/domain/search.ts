@@ -35,6 +35,11 @@ export interface SearchDeps {
   reranking?: Reranking;
   /** Image queries drop results scoring below this (0 or absent keeps all). */
   minScore?: number;
+  /**
+   * Image search also embeds the detector's top box and ranks each group by the better of the two
+   * similarities (whole image, crop); off when absent.
+   */
+  detectorCrop?: boolean;
 }
 
 /** What geometric re-ranking needs: the matcher, the catalogue's stored features and the shortlist size. */
@@ -57,7 +62,8 @@ const MAX_K = 5000;
 
 interface RankQuery {
   feedId: string;
-  vector: Float32Array;
+  /** One or more query vectors; a group's similarity is its best over all of them. */
+  vectors: Float32Array[];
   limit: number;
   offset: number;
   filter?: VectorFilter;
@@ -91,15 +97,19 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   let k = Math.min(MAX_K, window * 3 + 20);
   let best = new Map<string, VectorHit>();
   for (;;) {
-    const hits = await vectors.search({
-      feedId: query.feedId,
-      vector: query.vector,
-      k,
-      ...(query.filter && Object.keys(query.filter).length > 0 ? { filter: query.filter } : {}),
-      ...(query.excludeItemGroupIds ? { excludeItemGroupIds: query.excludeItemGroupIds } : {}),
-    });
+    const lists = await Promise.all(
+      query.vectors.map((vector) =>
+        vectors.search({
+          feedId: query.feedId,
+          vector,
+          k,
+          ...(query.filter && Object.keys(query.filter).length > 0 ? { filter: query.filter } : {}),
+          ...(query.excludeItemGroupIds ? { excludeItemGroupIds: query.excludeItemGroupIds } : {}),
+        }),
+      ),
+    );
     best = new Map();
-    for (const hit of hits) {
+    for (const hit of lists.flat()) {
       const current = best.get(hit.itemGroupId);
       if (
         !current ||
@@ -109,7 +119,7 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
         best.set(hit.itemGroupId, hit);
       }
     }
-    if (best.size >= window || hits.length < k || k >= MAX_K) break;
+    if (best.size >= window || lists.every((hits) => hits.length < k) || k >= MAX_K) break;
     k = Math.min(MAX_K, k * 4);
   }
   const shortlist = [...best.values()]
@@ -179,18 +189,35 @@ async function embedOne(deps: SearchDeps, image: Buffer): Promise<Float32Array> 
 }
 
 /**
+ * The query vectors of an image search: the whole image and, with `detectorCrop`, the crop of the
+ * detector's most confident box (detection runs while the whole image is embedded).
+ */
+async function queryVectors(deps: SearchDeps, image: Buffer): Promise<Float32Array[]> {
+  if (!deps.detectorCrop) return [await embedOne(deps, image)];
+  const { embedder, detector } = await deps.vision();
+  const [[whole], objects] = await Promise.all([embedder.embed([image]), detector.detect(image)]);
+  const top = objects.reduce<DetectedObject | undefined>(
+    (a, b) => (!a || b.score > a.score ? b : a),
+    undefined,
+  );
+  if (!top) return [whole!];
+  const [crop] = await embedder.embed([await deps.images.crop(image, top.box)]);
+  return [whole!, crop!];
+}
+
+/**
  * Image search. Steps: inspect the image (format, pixel limit); an empty feed answers [] without loading
- * the models; start the query's local-feature extraction, embed the image meanwhile; rank item groups
+ * the models; start the query's local-feature extraction, embed the image meanwhile (with
+ * `detectorCrop`, also its top detected box: a group's similarity is the better of the two); rank item groups
  * (k-NN shortlist, geometric re-ranking, calibrated score, minimum-score cut-off); page with offset/limit.
  */
 export async function searchByImage(deps: SearchDeps, query: ImageQuery): Promise<GroupHit[]> {
   await deps.images.inspect(query.image);
   if (!(await deps.products.hasProducts(query.feedId))) return [];
   const queryFeatures = startQueryFeatures(deps, query.image);
-  const vector = await embedOne(deps, query.image);
   return rankGroups(deps, {
     feedId: query.feedId,
-    vector,
+    vectors: await queryVectors(deps, query.image),
     limit: query.limit,
     offset: query.offset,
     ...(queryFeatures ? { queryFeatures } : {}),
@@ -274,7 +301,7 @@ export async function relatedProducts(deps: SearchDeps, query: RelatedQuery): Pr
   }
   return rankGroups(deps, {
     feedId: query.feedId,
-    vector,
+    vectors: [vector],
     limit: query.limit,
     offset: query.offset,
     filter,
@@ -312,7 +339,7 @@ export async function detectObjects(
       const queryFeatures = features[i];
       return rankGroups(deps, {
         feedId: query.feedId,
-        vector,
+        vectors: [vector],
         limit: query.limit,
         offset: 0,
         ...(queryFeatures ? { queryFeatures } : {}),

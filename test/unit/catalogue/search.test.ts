@@ -164,6 +164,32 @@ describe('searchByImage', () => {
     expect(hits.map((h) => h.product.product_id)).toEqual(['aa', 'zz']);
   });
 
+  it('ranks by the better of whole image and detector crop with detectorCrop', async () => {
+    // Prepare: the whole photo looks like the chair, its detected box like the lamp
+    const w = world();
+    await seed(w, [
+      { product: make('s', 'lamp'), image: 'lamp' },
+      { product: make('s', 'chair'), image: 'chair' },
+    ]);
+    w.detections.push({ box: [1, 1, 4, 4], label: 'cup', score: 0.8 });
+    const d: SearchDeps = {
+      ...deps(w),
+      images: { ...fakeInspector, crop: async () => Buffer.from('lamp') },
+      detectorCrop: true,
+    };
+    // Act
+    const hits = await searchByImage(d, { feedId: 's', image: Buffer.from('chair'), limit: 10, offset: 0 });
+    const plain = await searchByImage(deps(w), {
+      feedId: 's',
+      image: Buffer.from('chair'),
+      limit: 10,
+      offset: 0,
+    });
+    // Assess: both reach the top similarity; without the crop the lamp is far behind
+    expect(hits.map((h) => h.score)).toEqual([hits[0]!.score, hits[0]!.score]);
+    expect(plain[1]!.score).toBeLessThan(plain[0]!.score);
+  });
+
   it('never returns another feed’s products and answers [] for an empty feed without the models', async () => {
     const w = world();
     await seed(w, [{ product: make('other', 'x'), image: 'x' }]);
