@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { featuresKey, ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
+import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
+import { MemoryObjectStore } from './catalogue/fakes.ts';
+
+function features(x: number): LocalFeatures {
+  const set = {
+    width: 100,
+    height: 80,
+    points: Float32Array.from([x, 2]),
+    descriptors: new Uint32Array(8).fill(x),
+  };
+  return { original: set, mirrored: set };
+}
+
+/** Counts reads of the underlying store. */
+class CountingStore extends MemoryObjectStore {
+  reads = 0;
+  override async get(key: string) {
+    this.reads += 1;
+    return super.get(key);
+  }
+}
+
+describe('ObjectStoreFeatureStore', () => {
+  it('round-trips features through the binary record and answers undefined for missing or corrupt ones', async () => {
+    // Prepare
+    const objects = new MemoryObjectStore();
+    const store = new ObjectStoreFeatureStore(objects, { cacheItems: 0 });
+    const ref = { feedId: 'f', productId: 'a', imageIndex: 1 };
+    await store.put(ref, features(7));
+    await objects.put(featuresKey({ ...ref, productId: 'bad' }), Buffer.from('not a record'));
+    // Act
+    const [found, missing, corrupt] = await store.getMany([
+      ref,
+      { ...ref, productId: 'none' },
+      { ...ref, productId: 'bad' },
+    ]);
+    // Assess
+    expect(found?.original.points[0]).toBe(7);
+    expect(found?.mirrored?.descriptors[3]).toBe(7);
+    expect(missing).toBeUndefined();
+    expect(corrupt).toBeUndefined();
+  });
+
+  it('serves repeated reads from a bounded LRU until the entry is older than the TTL', async () => {
+    // Prepare
+    let now = 0;
+    const objects = new CountingStore();
+    const writer = new ObjectStoreFeatureStore(objects, { cacheItems: 0 });
+    const refs = ['a', 'b', 'c'].map((productId) => ({ feedId: 'f', productId, imageIndex: 0 }));
+    for (const [i, ref] of refs.entries()) await writer.put(ref, features(i));
+    const store = new ObjectStoreFeatureStore(objects, { cacheItems: 2, ttlMs: 1000, now: () => now });
+    // Act / Assess: a and b cached; c evicts a (least recently used)
+    await store.getMany([refs[0]!, refs[1]!]);
+    await store.getMany([refs[1]!]);
+    expect(objects.reads).toBe(2);
+    await store.getMany([refs[2]!]);
+    await store.getMany([refs[1]!]);
+    expect(objects.reads).toBe(3);
+    await store.getMany([refs[0]!]);
+    expect(objects.reads).toBe(4);
+    now = 1001;
+    await store.getMany([refs[0]!]);
+    expect(objects.reads).toBe(5);
+  });
+
+  it('deletes every image of a product, and only that product (ids are encoded in keys)', async () => {
+    const objects = new MemoryObjectStore();
+    const store = new ObjectStoreFeatureStore(objects, { cacheItems: 10 });
+    for (const [productId, imageIndex] of [
+      ['a', 0],
+      ['a', 1],
+      ['a/b', 0],
+    ] as const)
+      await store.put({ feedId: 'f', productId, imageIndex }, features(1));
+    await store.deleteProducts('f', ['a']);
+    expect([...objects.objects.keys()]).toEqual([
+      featuresKey({ feedId: 'f', productId: 'a/b', imageIndex: 0 }),
+    ]);
+    expect(await store.getMany([{ feedId: 'f', productId: 'a', imageIndex: 0 }])).toEqual([undefined]);
+  });
+});
