@@ -60,6 +60,11 @@ export interface Product extends ProductContent {
   embedded_model?: string;
   /** Number of images with a stored vector (documents `${feed}/${product}/${0..n-1}`). */
   vector_count: number;
+  /**
+   * Format version of the local features stored for its images (ObjectStore `features/…`), set once the
+   * import tried to extract them; absent for products imported before local features existed.
+   */
+  local_features?: number;
   /** The last import that listed this product, and the row it was on. */
   seen_import?: string;
   seen_row?: number;
@@ -285,6 +290,6 @@ export type RootSearchItem = ReturnType<typeof rootSearchItem>;
 
 /** The admin products browser: every stored field. */
 export function adminProductView(p: Product) {
-  const { seen_import: _seenImport, seen_row: _seenRow, ...rest } = p;
+  const { seen_import: _seenImport, seen_row: _seenRow, local_features: _localFeatures, ...rest } = p;
   return rest;
 }

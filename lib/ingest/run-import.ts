@@ -23,6 +23,7 @@ import {
   vectorDocumentId,
 } from '#lib/domain/products.ts';
 import { mapLimit } from '#lib/ingest/concurrency.ts';
+import { FEATURES_FORMAT_VERSION } from '#lib/vision/local-features/codec.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 import type {
   Clock,
@@ -86,7 +87,8 @@ interface Valid {
  *    concurrency, timeouts, size caps; unreachable images → errors) while extracting their local features
  *    (a failed extraction stores nothing and fails nothing), replace their vectors and stored features,
  *    then write the products (marked as seen by this import), then checkpoint the progress; products whose
- *    images did not change keep their vectors and features;
+ *    images did not change keep their vectors and features (products stored before local features
+ *    existed are embedded once more to get them);
  * 5. a full import removes the feed's products this import did not see (store, vector index, features), unless
  *    the file could not be read to its end;
  * 6. flush the vector index and mark the import succeeded, or failed with the reason when the feed itself
@@ -334,7 +336,14 @@ async function prepareChunk(
     counted += 1;
     const hash = contentHash(content);
     const seen = { seen_import: record.importId, seen_row: row };
-    if (before && before.update_hash === hash && before.embedded_model === embedder?.modelVersion) {
+    // Products stored before local features existed are embedded once more, to get them.
+    const hasFeatures = !deps.localFeatures || before?.local_features !== undefined;
+    if (
+      before &&
+      before.update_hash === hash &&
+      before.embedded_model === embedder?.modelVersion &&
+      hasFeatures
+    ) {
       keep.push({ ...before, ...seen });
       skipped += 1;
       continue;
@@ -356,6 +365,7 @@ async function prepareChunk(
       before !== undefined &&
       before.vector_count > 0 &&
       before.embedded_model === embedder?.modelVersion &&
+      hasFeatures &&
       imagesOf(before).join('\n') === imagesOf(content).join('\n');
     if (sameImages) refresh.push({ product, before });
     else {
@@ -373,6 +383,7 @@ async function prepareChunk(
     } else {
       product.vector_count = before.vector_count;
       product.embedded_model = before.embedded_model;
+      if (before.local_features !== undefined) product.local_features = before.local_features;
       keep.push(product);
     }
   }
@@ -461,6 +472,10 @@ async function commitChunk(
     }
     if (documents.length > 0) await vectors.upsert(documents);
     await storeFeatures(deps, embeddedImages, features);
+    if (deps.localFeatures) {
+      for (const product of changed)
+        if (product.vector_count > 0) product.local_features = FEATURES_FORMAT_VERSION;
+    }
     for (const product of changed) {
       if (product.vector_count > 0) embedded += 1;
       else failed += 1;

@@ -82,6 +82,23 @@ describe('runImport: local features', () => {
     expect(featureKeys(w)).toEqual([featuresKey({ feedId: FEED, productId: 'a', imageIndex: 0 })]);
   });
 
+  it('gives products imported before local features existed their features at the next import, once', async () => {
+    // Prepare: an import without local features
+    const w = world(filesFor('a', 'b'));
+    const localFeatures = w.deps.localFeatures;
+    delete w.deps.localFeatures;
+    await importRows(w, [product('a'), product('b')]);
+    expect(featureKeys(w)).toEqual([]);
+    w.deps.localFeatures = localFeatures;
+    // Act
+    const backfill = await importRows(w, [product('a'), product('b')]);
+    const again = await importRows(w, [product('a'), product('b')]);
+    // Assess
+    expect(backfill).toMatchObject({ embedded: 2, skipped: 0 });
+    expect(featureKeys(w)).toHaveLength(2);
+    expect(again).toMatchObject({ embedded: 0, skipped: 2 });
+  });
+
   it('embeds and stores a product whose features cannot be extracted, with no features', async () => {
     // Prepare
     const files = filesFor('a');
