@@ -311,14 +311,18 @@ export async function relatedProducts(deps: SearchDeps, query: RelatedQuery): Pr
   });
 }
 
+/** Detected objects (most confident first) whose results are geometrically verified with OD+SEARCH. */
+const MAX_VERIFIED_OBJECTS = 5;
+
 export interface DetectResult {
   objects: (DetectedObject & { products?: GroupHit[] })[];
 }
 
 /**
  * Object detection. Steps: inspect the image, run the detector; with search (OD+SEARCH), crop every
- * detected object, embed the crops in one batch (while each crop's local features are extracted) and
- * rank the feed's item groups for each crop like an image search (re-ranking, minimum score).
+ * detected object, embed the crops in one batch (while the local features of the five most confident
+ * crops are extracted) and rank the feed's item groups for each crop like an image search (re-ranking
+ * for those five, minimum score for all).
  */
 export async function detectObjects(
   deps: SearchDeps,
@@ -332,7 +336,15 @@ export async function detectObjects(
     return { objects: objects.map((object) => ({ ...object, products: [] })) };
   }
   const crops = await Promise.all(objects.map((object) => deps.images.crop(query.image, object.box)));
-  const features = crops.map((crop) => startQueryFeatures(deps, crop));
+  // Query features cost 30–70 ms each on the JS thread: only the most confident objects are verified.
+  const verified = new Set(
+    objects
+      .map((object, i) => ({ score: object.score, i }))
+      .sort((a, b) => b.score - a.score || a.i - b.i)
+      .slice(0, MAX_VERIFIED_OBJECTS)
+      .map(({ i }) => i),
+  );
+  const features = crops.map((crop, i) => (verified.has(i) ? startQueryFeatures(deps, crop) : undefined));
   const vectors = await embedder.embed(crops);
   const products = await Promise.all(
     vectors.map((vector, i) => {

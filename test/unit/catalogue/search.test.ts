@@ -352,6 +352,17 @@ describe('searchByImage with geometric re-ranking', () => {
     w.detections.push({ box: [0, 0, 5, 5], label: 'cup', score: 0.9 });
     const result = await detectObjects(reranked(w), { feedId: 's', image: scene, search: true, limit: 2 });
     expect(result.objects[0]?.products?.map((h) => h.product.product_id)).toEqual(['p7', 'p0']);
+    // Only the five most confident of many objects are verified.
+    w.detections.push(
+      ...Array.from({ length: 7 }, (_, i) => ({
+        box: [0, 0, 5, 5] as [number, number, number, number],
+        label: 'cup',
+        score: 0.1 + i / 100,
+      })),
+    );
+    w.matcher.extracted = [];
+    await detectObjects(reranked(w), { feedId: 's', image: scene, search: true, limit: 2 });
+    expect(w.matcher.extracted.filter((e) => e.role === 'query')).toHaveLength(5);
   });
 });
 
