@@ -22,6 +22,8 @@ const stack = await startLocalStack({
   PORT: '0',
   DATA_DIR: dataDir,
   PLAN_LIMIT_PRO: '1000000',
+  // An empty demo feed: this measures the platform, not search (bench:search does that).
+  DEMO_SEED: 'false',
 });
 const startupMs = performance.now() - startedAt;
 
