@@ -1,0 +1,136 @@
+/**
+ * Project benchmark (`npm run eval`): detector mAP@0.5 on real ground-truth photos and on the COCO-labelled
+ * composite queries, and whole-image global-embedding Recall@1/5/10 of the seeded retrieval benchmark
+ * (query vs the full catalogue, cosine), overall, per kind (scene/flat) and per split: "tuning" (even query
+ * ids) vs "held-aside" (odd ids; never to be used for tuning), plus ms per query.
+ *
+ * Flags: --seed N (default 1) · --queries N (stratified subset by kind, default 300) · --all (every query)
+ *        · --models DIR (default layers/models/build) · --no-detector (skip the detector scores)
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadVision } from '#lib/vision/load-vision.ts';
+import { ensureEvalData } from './fetch-data.ts';
+import { loadDetectionPhotos } from './detection-photos.ts';
+import { meanAveragePrecision, rankOf, recallAtK, type DetectionSample } from './metrics.ts';
+import { loadRetrievalBenchmark, seededRandom, type Query } from './retrieval-benchmark.ts';
+
+const { values: flags } = parseArgs({
+  options: {
+    seed: { type: 'string', default: '1' },
+    queries: { type: 'string', default: '300' },
+    all: { type: 'boolean', default: false },
+    models: { type: 'string', default: join(import.meta.dirname, '../layers/models/build') },
+    'no-detector': { type: 'boolean', default: false },
+  },
+});
+const seed = Number(flags.seed);
+const subsetSize = Number(flags.queries);
+if (!Number.isInteger(seed) || !Number.isInteger(subsetSize) || subsetSize <= 0)
+  throw new Error('--seed and --queries take positive integers');
+
+/** Deterministic subset, stratified by query kind (proportional), in query-id order. */
+export function stratifiedSubset(queries: readonly Query[], size: number, subsetSeed: number): Query[] {
+  if (size >= queries.length) return [...queries];
+  const random = seededRandom(subsetSeed ^ 0x5eed);
+  const chosen: Query[] = [];
+  for (const kind of ['scene', 'flat'] as const) {
+    const ofKind = queries.filter((q) => q.kind === kind);
+    const take = Math.round((size * ofKind.length) / queries.length);
+    const shuffled = ofKind
+      .map((query) => ({ query, key: random() }))
+      .sort((a, b) => a.key - b.key)
+      .map(({ query }) => query);
+    chosen.push(...shuffled.slice(0, take));
+  }
+  return chosen.sort((a, b) => a.id - b.id);
+}
+
+const fmt = (value: number): string => value.toFixed(3);
+
+async function main(): Promise<void> {
+  const started = performance.now();
+  ensureEvalData();
+  const benchmark = await loadRetrievalBenchmark(seed);
+  const vision = await loadVision(flags.models, { scoreThreshold: 0.05 });
+  const queries = flags.all ? benchmark.queries : stratifiedSubset(benchmark.queries, subsetSize, seed);
+  console.log(
+    `eval: seed ${seed}, ${benchmark.items.length} catalogue items, ${queries.length}/${benchmark.queries.length} queries` +
+      ` (${queries.filter((q) => q.kind === 'scene').length} scene, ${queries.filter((q) => q.kind === 'flat').length} flat)`,
+  );
+
+  // (a) Detector mAP@0.5.
+  if (!flags['no-detector']) {
+    const photos = loadDetectionPhotos();
+    const photoSamples: DetectionSample[] = [];
+    let detectMs = 0;
+    for (const photo of photos) {
+      const t0 = performance.now();
+      const detections = await vision.detector.detect(photo.bytes);
+      detectMs += performance.now() - t0;
+      photoSamples.push({ truth: photo.truth, detections });
+    }
+    const photoMap = meanAveragePrecision(photoSamples);
+    console.log(
+      `detector mAP@0.5, real photos (${photos.length} photos, ${photoSamples.reduce((n, s) => n + s.truth.length, 0)} boxes, ${photoMap.perClass.size} classes): ${fmt(photoMap.mAP)}` +
+        `  [${[...photoMap.perClass].map(([label, ap]) => `${label} ${ap.toFixed(2)}`).join(', ')}]` +
+        `  ${(detectMs / Math.max(photos.length, 1)).toFixed(1)} ms/photo`,
+    );
+    const cocoOf = new Map(benchmark.items.map((item) => [item.id, item.coco]));
+    const labelled = queries.filter((q) => cocoOf.get(q.item) !== undefined);
+    const compositeSamples: DetectionSample[] = [];
+    for (const query of labelled) {
+      const detections = await vision.detector.detect(readFileSync(join(benchmark.directory, query.file)));
+      compositeSamples.push({ truth: [{ label: cocoOf.get(query.item)!, box: query.box }], detections });
+    }
+    if (compositeSamples.length > 0) {
+      const compositeMap = meanAveragePrecision(compositeSamples);
+      console.log(
+        `detector mAP@0.5, COCO-labelled composite queries (${compositeSamples.length} queries, ${compositeMap.perClass.size} classes): ${fmt(compositeMap.mAP)}`,
+      );
+    }
+  }
+
+  // (b) Global embedding retrieval.
+  const embedAll = async (files: readonly string[]): Promise<Float32Array[]> => {
+    const out: Float32Array[] = [];
+    for (let i = 0; i < files.length; i += 16) {
+      const batch = files.slice(i, i + 16).map((file) => readFileSync(join(benchmark.directory, file)));
+      out.push(...(await vision.embedder.embed(batch)));
+    }
+    return out;
+  };
+  const catalogue = await embedAll(benchmark.items.map((item) => item.file));
+  const itemIndex = new Map(benchmark.items.map((item, index) => [item.id, index]));
+  const t0 = performance.now();
+  const queryVectors = await embedAll(queries.map((q) => q.file));
+  const ranks = queryVectors.map((vector, q) => {
+    const scores = catalogue.map((item) => {
+      let dot = 0;
+      for (let d = 0; d < vector.length; d += 1) dot += vector[d]! * item[d]!;
+      return dot;
+    });
+    return rankOf(scores, itemIndex.get(queries[q]!.item)!);
+  });
+  const msPerQuery = (performance.now() - t0) / queries.length;
+  const report = (name: string, keep: (query: Query) => boolean): void => {
+    const selected = ranks.filter((_, i) => keep(queries[i]!));
+    if (selected.length === 0) return;
+    console.log(
+      `embedding ${name.padEnd(22)} n=${String(selected.length).padStart(4)}  R@1 ${fmt(recallAtK(selected, 1))}  R@5 ${fmt(recallAtK(selected, 5))}  R@10 ${fmt(recallAtK(selected, 10))}`,
+    );
+  };
+  report('all', () => true);
+  report('scene', (q) => q.kind === 'scene');
+  report('flat', (q) => q.kind === 'flat');
+  report('tuning (even ids)', (q) => q.id % 2 === 0);
+  report('held-aside (odd ids)', (q) => q.id % 2 === 1);
+  report('held-aside scene', (q) => q.id % 2 === 1 && q.kind === 'scene');
+  report('held-aside flat', (q) => q.id % 2 === 1 && q.kind === 'flat');
+  console.log(
+    `embedding: ${msPerQuery.toFixed(1)} ms/query (embed + brute-force cosine over ${catalogue.length}); total ${((performance.now() - started) / 1000).toFixed(1)} s`,
+  );
+}
+
+await main();
