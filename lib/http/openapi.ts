@@ -1,5 +1,11 @@
 import { z } from 'zod';
-import { CreateFeedRequest, CreateKeyRequest, UpdateFeedRequest, UsageQuery } from '#lib/domain/admin/schemas.ts';
+import {
+  CreateFeedRequest,
+  CreateKeyRequest,
+  UpdateFeedRequest,
+  UsageQuery,
+} from '#lib/domain/admin/schemas.ts';
+import { ListImportsQuery, ProductsPageQuery, StartImportRequest } from '#lib/domain/catalogue/imports.ts';
 import type { ErrorCode } from '#lib/domain/errors.ts';
 import { PLANS } from '#lib/domain/feeds.ts';
 import { DetectRequest, RelatedRequest, RootSearchRequest, SearchImageRequest } from '#lib/domain/schemas.ts';
@@ -52,7 +58,10 @@ export const ProductSchema = z
     title: z.string(),
     short_title: z.string().optional(),
     description: z.string().optional(),
-    availability: z.string().optional().describe('in_stock / out_of_stock (image search); "in stock" (related).'),
+    availability: z
+      .string()
+      .optional()
+      .describe('in_stock / out_of_stock (image search); "in stock" (related).'),
     brand: z.string().optional(),
     color: z.string().optional(),
     condition: z.string().optional(),
@@ -78,7 +87,10 @@ export const DetectedObjectSchema = z.object({
     .describe('[x_min, y_min, x_max, y_max] in pixels of the submitted image.'),
   label: z.string().describe('COCO class name.'),
   score: z.number().min(0).max(1),
-  products: z.array(ProductSchema).optional().describe('With action OD+SEARCH: image-search results of the crop.'),
+  products: z
+    .array(ProductSchema)
+    .optional()
+    .describe('With action OD+SEARCH: image-search results of the crop.'),
 });
 
 export const DetectResponseSchema = z.object({
@@ -134,7 +146,9 @@ export const ErrorBodySchema = z
       status: z.number().int().describe('The HTTP status, repeated.'),
       code: z.enum(ERROR_CODES as [ErrorCode, ...ErrorCode[]]),
       message: z.string().describe('Human-readable; safe to show. Internals are never exposed.'),
-      details: z.array(z.object({ path: z.string(), message: z.string() })).describe('Per-field problems (400).'),
+      details: z
+        .array(z.object({ path: z.string(), message: z.string() }))
+        .describe('Per-field problems (400).'),
     }),
     requestId: z.string().describe('Also in the X-Request-Id header; quote it to support.'),
   })
@@ -149,6 +163,7 @@ const COMPONENT_SCHEMAS: Record<string, { schema: z.ZodType; io: 'input' | 'outp
   CreateFeedRequest: { schema: CreateFeedRequest, io: 'input' },
   UpdateFeedRequest: { schema: UpdateFeedRequest, io: 'input' },
   CreateKeyRequest: { schema: CreateKeyRequest, io: 'input' },
+  StartImportRequest: { schema: StartImportRequest, io: 'input' },
   Product: { schema: ProductSchema, io: 'output' },
   DetectResponse: { schema: DetectResponseSchema, io: 'output' },
   Feed: { schema: FeedSchema, io: 'output' },
@@ -174,7 +189,9 @@ const exampleProduct = {
   currency: 'EUR',
   product_highlight: ['100% linen'],
   score: 0.934,
-  variants: [{ product_id: 'SKU-1042-RED-L', size: 'L', price: 4990, currency: 'EUR', availability: 'in_stock' }],
+  variants: [
+    { product_id: 'SKU-1042-RED-L', size: 'L', price: 4990, currency: 'EUR', availability: 'in_stock' },
+  ],
   variant_count: 2,
 };
 const exampleFeed = {
@@ -187,24 +204,54 @@ const exampleFeed = {
   createdAt: '2026-11-01T09:00:00.000Z',
   updatedAt: '2026-11-02T10:30:00.000Z',
 };
-const exampleKey = { searchId: EXAMPLE_SEARCH_ID, feedId: 'shop-eu', name: 'storefront', createdAt: '2026-11-01T09:01:00.000Z' };
+const exampleKey = {
+  searchId: EXAMPLE_SEARCH_ID,
+  feedId: 'shop-eu',
+  name: 'storefront',
+  createdAt: '2026-11-01T09:01:00.000Z',
+};
 const zeroTotals = { requests: 0, ok: 0, clientErrors: 0, serverErrors: 0, rateLimited: 0 };
 const exampleUsage = {
   feedId: 'shop-eu',
   from: '2026-11-01',
   to: '2026-11-02',
   days: [
-    { day: '2026-11-01', endpoint: 'search_image', requests: 120, ok: 100, clientErrors: 2, serverErrors: 0, rateLimited: 18 },
+    {
+      day: '2026-11-01',
+      endpoint: 'search_image',
+      requests: 120,
+      ok: 100,
+      clientErrors: 2,
+      serverErrors: 0,
+      rateLimited: 18,
+    },
     { day: '2026-11-02', endpoint: 'detect', ...zeroTotals, requests: 5, ok: 5 },
   ],
-  keys: [{ searchId: EXAMPLE_SEARCH_ID, requests: 125, ok: 105, clientErrors: 2, serverErrors: 0, rateLimited: 18 }],
+  keys: [
+    {
+      searchId: EXAMPLE_SEARCH_ID,
+      requests: 125,
+      ok: 105,
+      clientErrors: 2,
+      serverErrors: 0,
+      rateLimited: 18,
+    },
+  ],
   totals: { requests: 125, ok: 105, clientErrors: 2, serverErrors: 0, rateLimited: 18 },
 };
 
 /** One example message per error code, worded like the service's own. */
-export const ERROR_EXAMPLES: Record<ErrorCode, { message: string; details?: { path: string; message: string }[] }> = {
-  invalid_request: { message: 'Invalid limit: Too big: expected number to be <=100', details: [{ path: 'limit', message: 'Too big: expected number to be <=100' }] },
-  missing_search_id: { message: 'Send a search id as Authorization: Bearer <searchId> or in the body field searchId.' },
+export const ERROR_EXAMPLES: Record<
+  ErrorCode,
+  { message: string; details?: { path: string; message: string }[] }
+> = {
+  invalid_request: {
+    message: 'Invalid limit: Too big: expected number to be <=100',
+    details: [{ path: 'limit', message: 'Too big: expected number to be <=100' }],
+  },
+  missing_search_id: {
+    message: 'Send a search id as Authorization: Bearer <searchId> or in the body field searchId.',
+  },
   invalid_search_id: { message: 'Unknown search id.' },
   unauthorized: { message: 'Send the admin token as Authorization: Bearer <token>.' },
   domain_not_allowed: { message: 'Requests from evil.example.net are not allowed for this search id.' },
@@ -236,7 +283,12 @@ export interface OperationDoc {
   description: string;
   tag: string;
   /** JSON body: the component name of the handler's zod schema, and an example that schema accepts. */
-  body?: { component: keyof typeof COMPONENT_SCHEMAS; schema: z.ZodType; example: unknown; required: boolean };
+  body?: {
+    component: keyof typeof COMPONENT_SCHEMAS;
+    schema: z.ZodType;
+    example: unknown;
+    required: boolean;
+  };
   /** Query string: the handler's zod object schema; each property becomes one parameter. */
   query?: { schema: z.ZodObject; example: Record<string, string> };
   response: { status: number; description: string; schema: JsonObject; zod?: z.ZodType; example?: unknown };
@@ -259,14 +311,26 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
       required: true,
       example: { imageData: EXAMPLE_IMAGE, limit: 10, offset: 0, searchId: EXAMPLE_SEARCH_ID },
     },
-    response: { status: 200, description: 'Matching products.', schema: { type: 'array', items: ref('Product') }, zod: z.array(ProductSchema), example: [exampleProduct] },
+    response: {
+      status: 200,
+      description: 'Matching products.',
+      schema: { type: 'array', items: ref('Product') },
+      zod: z.array(ProductSchema),
+      example: [exampleProduct],
+    },
     errors: imageErrors,
   },
   Detect: {
     tag: 'Search',
     summary: 'Detect objects',
-    description: 'Objects in the image with boxes (pixels of the submitted image), COCO labels and scores. Action OD+SEARCH adds image-search results per object.',
-    body: { component: 'DetectRequest', schema: DetectRequest, required: true, example: { imageData: EXAMPLE_IMAGE, searchId: EXAMPLE_SEARCH_ID, action: 'OD' } },
+    description:
+      'Objects in the image with boxes (pixels of the submitted image), COCO labels and scores. Action OD+SEARCH adds image-search results per object.',
+    body: {
+      component: 'DetectRequest',
+      schema: DetectRequest,
+      required: true,
+      example: { imageData: EXAMPLE_IMAGE, searchId: EXAMPLE_SEARCH_ID, action: 'OD' },
+    },
     response: {
       status: 200,
       description: 'Detected objects.',
@@ -290,16 +354,34 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
       component: 'RelatedRequest',
       schema: RelatedRequest,
       required: true,
-      example: { productId: 'SKU-1042-RED-M', limit: 10, offset: 0, searchId: EXAMPLE_SEARCH_ID, filters: [{ key: 'brand', value: 'Northwind' }] },
+      example: {
+        productId: 'SKU-1042-RED-M',
+        limit: 10,
+        offset: 0,
+        searchId: EXAMPLE_SEARCH_ID,
+        filters: [{ key: 'brand', value: 'Northwind' }],
+      },
     },
-    response: { status: 200, description: 'Related products.', schema: { type: 'array', items: ref('Product') }, zod: z.array(ProductSchema), example: [exampleProduct] },
+    response: {
+      status: 200,
+      description: 'Related products.',
+      schema: { type: 'array', items: ref('Product') },
+      zod: z.array(ProductSchema),
+      example: [exampleProduct],
+    },
     errors: [...imageErrors, 'product_not_found'],
   },
   RootSearch: {
     tag: 'Search',
     summary: 'Root search',
-    description: 'The simpler search form at the host root: feedId names the search id, limit and offset may be strings, prices are strings.',
-    body: { component: 'RootSearchRequest', schema: RootSearchRequest, required: true, example: { imageData: EXAMPLE_IMAGE, limit: '10', offset: '0', feedId: EXAMPLE_SEARCH_ID } },
+    description:
+      'The simpler search form at the host root: feedId names the search id, limit and offset may be strings, prices are strings.',
+    body: {
+      component: 'RootSearchRequest',
+      schema: RootSearchRequest,
+      required: true,
+      example: { imageData: EXAMPLE_IMAGE, limit: '10', offset: '0', feedId: EXAMPLE_SEARCH_ID },
+    },
     response: {
       status: 200,
       description: 'Matching products.',
@@ -313,8 +395,19 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     tag: 'Admin: feeds',
     summary: 'Create a feed',
     description: 'A catalogue with its plan and allowed domains. The id is generated when absent.',
-    body: { component: 'CreateFeedRequest', schema: CreateFeedRequest, required: true, example: { feedId: 'shop-eu', name: 'Shop EU', plan: 'pro', domains: ['shop.example.com'] } },
-    response: { status: 201, description: 'The new feed.', schema: ref('Feed'), zod: FeedSchema, example: exampleFeed },
+    body: {
+      component: 'CreateFeedRequest',
+      schema: CreateFeedRequest,
+      required: true,
+      example: { feedId: 'shop-eu', name: 'Shop EU', plan: 'pro', domains: ['shop.example.com'] },
+    },
+    response: {
+      status: 201,
+      description: 'The new feed.',
+      schema: ref('Feed'),
+      zod: FeedSchema,
+      example: exampleFeed,
+    },
     errors: ['conflict'],
   },
   AdminListFeeds: {
@@ -324,7 +417,11 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     response: {
       status: 200,
       description: 'The feeds.',
-      schema: { type: 'object', properties: { feeds: { type: 'array', items: ref('Feed') } }, required: ['feeds'] },
+      schema: {
+        type: 'object',
+        properties: { feeds: { type: 'array', items: ref('Feed') } },
+        required: ['feeds'],
+      },
       zod: z.object({ feeds: z.array(FeedSchema) }),
       example: { feeds: [exampleFeed] },
     },
@@ -334,15 +431,33 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     tag: 'Admin: feeds',
     summary: 'Get a feed',
     description: 'One feed.',
-    response: { status: 200, description: 'The feed.', schema: ref('Feed'), zod: FeedSchema, example: exampleFeed },
+    response: {
+      status: 200,
+      description: 'The feed.',
+      schema: ref('Feed'),
+      zod: FeedSchema,
+      example: exampleFeed,
+    },
     errors: ['feed_not_found'],
   },
   AdminUpdateFeed: {
     tag: 'Admin: feeds',
     summary: 'Change a feed',
-    description: 'Name, plan, allowed domains, custom hourly limit (enterprise) or requireOrigin. Send only the fields to change.',
-    body: { component: 'UpdateFeedRequest', schema: UpdateFeedRequest, required: true, example: { plan: 'enterprise', hourlyLimit: 50000, domains: ['shop.example.com', '*.example.com'] } },
-    response: { status: 200, description: 'The changed feed.', schema: ref('Feed'), zod: FeedSchema, example: exampleFeed },
+    description:
+      'Name, plan, allowed domains, custom hourly limit (enterprise) or requireOrigin. Send only the fields to change.',
+    body: {
+      component: 'UpdateFeedRequest',
+      schema: UpdateFeedRequest,
+      required: true,
+      example: { plan: 'enterprise', hourlyLimit: 50000, domains: ['shop.example.com', '*.example.com'] },
+    },
+    response: {
+      status: 200,
+      description: 'The changed feed.',
+      schema: ref('Feed'),
+      zod: FeedSchema,
+      example: exampleFeed,
+    },
     errors: ['feed_not_found'],
   },
   AdminDeleteFeed: {
@@ -356,18 +471,34 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     tag: 'Admin: keys',
     summary: 'Create a search id',
     description: 'A new search id (API key) for the feed; several may be live at once for rotation.',
-    body: { component: 'CreateKeyRequest', schema: CreateKeyRequest, required: false, example: { name: 'storefront' } },
-    response: { status: 201, description: 'The new key.', schema: ref('SearchKey'), zod: SearchKeySchema, example: exampleKey },
+    body: {
+      component: 'CreateKeyRequest',
+      schema: CreateKeyRequest,
+      required: false,
+      example: { name: 'storefront' },
+    },
+    response: {
+      status: 201,
+      description: 'The new key.',
+      schema: ref('SearchKey'),
+      zod: SearchKeySchema,
+      example: exampleKey,
+    },
     errors: ['feed_not_found'],
   },
   AdminListKeys: {
     tag: 'Admin: keys',
     summary: 'List search ids',
-    description: "The feed's search ids, newest first, revoked ones included (revokedAt set), with their last use.",
+    description:
+      "The feed's search ids, newest first, revoked ones included (revokedAt set), with their last use.",
     response: {
       status: 200,
       description: 'The keys.',
-      schema: { type: 'object', properties: { keys: { type: 'array', items: ref('SearchKey') } }, required: ['keys'] },
+      schema: {
+        type: 'object',
+        properties: { keys: { type: 'array', items: ref('SearchKey') } },
+        required: ['keys'],
+      },
       zod: z.object({ keys: z.array(SearchKeySchema) }),
       example: { keys: [{ ...exampleKey, lastUsedAt: '2026-11-02T10:31:00.000Z' }] },
     },
@@ -389,9 +520,57 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
   AdminGetUsage: {
     tag: 'Admin: usage',
     summary: 'Usage of a feed',
-    description: 'Requests per day per endpoint (with 429s), per search id, and totals; the last 30 days by default.',
+    description:
+      'Requests per day per endpoint (with 429s), per search id, and totals; the last 30 days by default.',
     query: { schema: UsageQuery, example: { from: '2026-11-01', to: '2026-11-02' } },
-    response: { status: 200, description: 'The usage report.', schema: ref('UsageReport'), zod: UsageReportSchema, example: exampleUsage },
+    response: {
+      status: 200,
+      description: 'The usage report.',
+      schema: ref('UsageReport'),
+      zod: UsageReportSchema,
+      example: exampleUsage,
+    },
+    errors: ['feed_not_found'],
+  },
+  AdminStartImport: {
+    tag: 'Admin: imports',
+    summary: 'Start a feed import',
+    description:
+      'Imports a product feed file (Merchant Center XML, CSV, TSV, JSON or JSONL) fetched from `url` or sent inline in `content`; answers 202 at once, poll the import for progress.',
+    body: {
+      component: 'StartImportRequest',
+      schema: StartImportRequest,
+      required: true,
+      example: {
+        format: 'json',
+        content:
+          '[{"id":"SKU-1","title":"Red mug","image_link":"https://shop.example.com/img/sku-1.jpg","link":"https://shop.example.com/p/sku-1"}]',
+      },
+    },
+    response: { status: 202, description: 'The import, queued.', schema: { type: 'object' } },
+    errors: ['feed_not_found'],
+  },
+  AdminListImports: {
+    tag: 'Admin: imports',
+    summary: 'Recent imports of a feed',
+    description: 'Newest first, with their progress counters.',
+    query: { schema: ListImportsQuery, example: { limit: '20' } },
+    response: { status: 200, description: 'The imports.', schema: { type: 'object' } },
+    errors: ['feed_not_found'],
+  },
+  AdminGetImport: {
+    tag: 'Admin: imports',
+    summary: 'One import and its progress',
+    description: 'Status (queued, running, succeeded, failed) and counters; the dashboard polls it.',
+    response: { status: 200, description: 'The import.', schema: { type: 'object' } },
+    errors: ['feed_not_found', 'import_not_found'],
+  },
+  AdminListProducts: {
+    tag: 'Admin: products',
+    summary: 'Browse the products of a feed',
+    description: 'One page of products; pass the returned cursor for the next page.',
+    query: { schema: ProductsPageQuery, example: { limit: '50' } },
+    response: { status: 200, description: 'One page of products.', schema: { type: 'object' } },
     errors: ['feed_not_found'],
   },
 };
@@ -402,10 +581,27 @@ export function errorCodesOf(route: Route): ErrorCode[] {
   const hasBody = route.method === 'POST' || route.method === 'PATCH';
   const common: ErrorCode[] =
     route.access === 'public'
-      ? ['invalid_request', 'missing_search_id', 'invalid_search_id', 'domain_not_allowed', 'search_id_revoked', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'internal']
-      : ['unauthorized', ...(hasBody || doc?.query ? (['invalid_request'] as const) : []), ...(hasBody ? (['payload_too_large', 'unsupported_media_type'] as const) : []), 'internal'];
+      ? [
+          'invalid_request',
+          'missing_search_id',
+          'invalid_search_id',
+          'domain_not_allowed',
+          'search_id_revoked',
+          'payload_too_large',
+          'unsupported_media_type',
+          'rate_limited',
+          'internal',
+        ]
+      : [
+          'unauthorized',
+          ...(hasBody || doc?.query ? (['invalid_request'] as const) : []),
+          ...(hasBody ? (['payload_too_large', 'unsupported_media_type'] as const) : []),
+          'internal',
+        ];
   const extra = doc?.errors ?? (route.path.includes('{feedId}') ? (['feed_not_found'] as ErrorCode[]) : []);
-  return [...new Set([...common, ...extra])].sort((a, b) => STATUS_OF[a] - STATUS_OF[b] || a.localeCompare(b));
+  return [...new Set([...common, ...extra])].sort(
+    (a, b) => STATUS_OF[a] - STATUS_OF[b] || a.localeCompare(b),
+  );
 }
 
 function operationId(route: Route): string {
@@ -432,12 +628,14 @@ const retryAfterHeader = { 'Retry-After': { $ref: '#/components/headers/Retry-Af
 
 function errorResponses(route: Route): JsonObject {
   const byStatus = new Map<number, ErrorCode[]>();
-  for (const code of errorCodesOf(route)) byStatus.set(STATUS_OF[code], [...(byStatus.get(STATUS_OF[code]) ?? []), code]);
+  for (const code of errorCodesOf(route))
+    byStatus.set(STATUS_OF[code], [...(byStatus.get(STATUS_OF[code]) ?? []), code]);
   const out: JsonObject = {};
   for (const [status, codes] of byStatus) {
     const headers: JsonObject = { ...requestIdHeader };
     // The rate limit is known once the search id resolved: on 429 and on errors raised after authentication.
-    if (route.access === 'public' && (status === 429 || status === 400 || status >= 422)) Object.assign(headers, rateLimitHeaders);
+    if (route.access === 'public' && (status === 429 || status === 400 || status >= 422))
+      Object.assign(headers, rateLimitHeaders);
     if (status === 429 || status === 503) Object.assign(headers, retryAfterHeader);
     out[String(status)] = {
       description: codes.map((code) => `\`${code}\``).join(', '),
@@ -445,7 +643,9 @@ function errorResponses(route: Route): JsonObject {
       content: {
         'application/json': {
           schema: ref('Error'),
-          examples: Object.fromEntries(codes.map((code) => [code, { summary: ERROR_EXAMPLES[code].message, value: errorExample(code) }])),
+          examples: Object.fromEntries(
+            codes.map((code) => [code, { summary: ERROR_EXAMPLES[code].message, value: errorExample(code) }]),
+          ),
         },
       },
     };
@@ -474,7 +674,10 @@ function operation(route: Route): JsonObject {
   };
   const parameters = pathParameters(route);
   if (doc?.query) {
-    const query = jsonSchemaOf(doc.query.schema) as { properties?: Record<string, JsonObject>; required?: string[] };
+    const query = jsonSchemaOf(doc.query.schema) as {
+      properties?: Record<string, JsonObject>;
+      required?: string[];
+    };
     for (const [name, schema] of Object.entries(query.properties ?? {})) {
       parameters.push({
         name,
@@ -492,7 +695,8 @@ function operation(route: Route): JsonObject {
       content: { 'application/json': { schema: ref(doc.body.component), example: doc.body.example } },
     };
   }
-  const successHeaders = route.access === 'public' ? { ...requestIdHeader, ...rateLimitHeaders } : requestIdHeader;
+  const successHeaders =
+    route.access === 'public' ? { ...requestIdHeader, ...rateLimitHeaders } : requestIdHeader;
   const success = doc?.response ?? { status: 200, description: 'Success.', schema: {} };
   const successResponse: JsonObject = { description: success.description, headers: successHeaders };
   if (success.status !== 204) {
@@ -505,7 +709,9 @@ function operation(route: Route): JsonObject {
 }
 
 /** Builds the OpenAPI 3.1 document. `serverUrl` is where the API is reached (the local server passes its own). */
-export function buildOpenApiDocument(options: { serverUrl?: string; routes?: readonly Route[] } = {}): JsonObject {
+export function buildOpenApiDocument(
+  options: { serverUrl?: string; routes?: readonly Route[] } = {},
+): JsonObject {
   const routes = options.routes ?? ROUTES;
   const paths: Record<string, JsonObject> = {};
   for (const route of routes) {
@@ -513,8 +719,15 @@ export function buildOpenApiDocument(options: { serverUrl?: string; routes?: rea
     item[route.method.toLowerCase()] = operation(route);
   }
   const schemas: JsonObject = {};
-  for (const [name, { schema, io }] of Object.entries(COMPONENT_SCHEMAS)) schemas[name] = jsonSchemaOf(schema, io);
-  const tags = [...new Set(routes.map((route) => OPERATION_DOCS[route.name]?.tag ?? (route.access === 'admin' ? 'Admin' : 'Search')))];
+  for (const [name, { schema, io }] of Object.entries(COMPONENT_SCHEMAS))
+    schemas[name] = jsonSchemaOf(schema, io);
+  const tags = [
+    ...new Set(
+      routes.map(
+        (route) => OPERATION_DOCS[route.name]?.tag ?? (route.access === 'admin' ? 'Admin' : 'Search'),
+      ),
+    ),
+  ];
   return {
     openapi: '3.1.0',
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
@@ -539,21 +752,43 @@ export function buildOpenApiDocument(options: { serverUrl?: string; routes?: rea
           type: 'http',
           scheme: 'bearer',
           bearerFormat: 'search id',
-          description: 'The search id of a feed (Settings > API Keys). May instead be sent in the body field searchId (feedId on the root search).',
+          description:
+            'The search id of a feed (Settings > API Keys). May instead be sent in the body field searchId (feedId on the root search).',
         },
         adminToken: {
           type: 'http',
           scheme: 'bearer',
           bearerFormat: 'admin token',
-          description: 'The operator token (local mode prints it at start; AWS protects the admin routes with IAM).',
+          description:
+            'The operator token (local mode prints it at start; AWS protects the admin routes with IAM).',
         },
       },
       headers: {
-        'RateLimit-Limit': { description: 'Requests allowed per rolling hour for this search id.', schema: { type: 'integer', minimum: 0 }, example: 1000 },
-        'RateLimit-Remaining': { description: 'Requests left in the current window.', schema: { type: 'integer', minimum: 0 }, example: 998 },
-        'RateLimit-Reset': { description: 'Seconds until the allowance is fully available again.', schema: { type: 'integer', minimum: 0 }, example: 3540 },
-        'Retry-After': { description: 'Seconds to wait before retrying (429 and 503).', schema: { type: 'integer', minimum: 0 }, example: 1200 },
-        'X-Request-Id': { description: 'Id of this request; equals requestId in error bodies.', schema: { type: 'string' }, example: EXAMPLE_REQUEST_ID },
+        'RateLimit-Limit': {
+          description: 'Requests allowed per rolling hour for this search id.',
+          schema: { type: 'integer', minimum: 0 },
+          example: 1000,
+        },
+        'RateLimit-Remaining': {
+          description: 'Requests left in the current window.',
+          schema: { type: 'integer', minimum: 0 },
+          example: 998,
+        },
+        'RateLimit-Reset': {
+          description: 'Seconds until the allowance is fully available again.',
+          schema: { type: 'integer', minimum: 0 },
+          example: 3540,
+        },
+        'Retry-After': {
+          description: 'Seconds to wait before retrying (429 and 503).',
+          schema: { type: 'integer', minimum: 0 },
+          example: 1200,
+        },
+        'X-Request-Id': {
+          description: 'Id of this request; equals requestId in error bodies.',
+          schema: { type: 'string' },
+          example: EXAMPLE_REQUEST_ID,
+        },
       },
     },
   };

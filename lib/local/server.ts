@@ -9,6 +9,7 @@ import { toErrorBody } from '#lib/http/errors.ts';
 import { matchRoute, type Route } from '#lib/http/routes.ts';
 import { toLambdaContext, toProxyEvent } from '#lib/local/api-gateway-event.ts';
 import { serveDemoFile } from '#lib/local/demo-files.ts';
+import { serveStatic } from '#lib/local/static.ts';
 import type { Logger } from '#lib/log.ts';
 
 type LambdaHandler = (event: APIGatewayProxyEvent, context: Context) => Promise<APIGatewayProxyResult>;
@@ -60,6 +61,8 @@ export async function startHttpServer(options: {
       response.end();
       return;
     }
+    // The dashboard, /openapi.json and /docs (GET/HEAD only; POST / stays the root search).
+    if (await serveStatic(request, response, url)) return;
     if (await serveDemoFile(request, response, url)) return;
     const body = await readBody(request, options.maxBodyBytes);
     const { match, allowed } = matchRoute(method, url.pathname);

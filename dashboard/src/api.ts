@@ -1,0 +1,211 @@
+/** The admin and search API as the dashboard calls it: same origin, JSON in and out. */
+
+const TOKEN_KEY = 'vps.adminToken';
+
+export function adminToken(): string | null {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function setAdminToken(token: string | null): void {
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+/** A non-2xx answer in the service's error shape (DESIGN §3), or a network failure (status 0). */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly requestId: string | undefined,
+    readonly details: { path: string; message: string }[] = [],
+  ) {
+    super(message);
+  }
+
+  /** The endpoint is not deployed on this server yet (no route) or its dependency is down. */
+  get notAvailable(): boolean {
+    return this.code === 'not_found' || this.code === 'method_not_allowed' || this.status === 503;
+  }
+}
+
+export interface RateLimit {
+  limit: number;
+  remaining: number;
+  reset: number;
+}
+
+export interface ApiResult<T> {
+  body: T;
+  requestId: string | undefined;
+  rateLimit?: RateLimit;
+}
+
+type Listener = () => void;
+const unauthorisedListeners: Listener[] = [];
+/** Called when the admin token is refused, so the app can return to the sign-in page. */
+export function onUnauthorised(listener: Listener): void {
+  unauthorisedListeners.push(listener);
+}
+
+async function call<T>(
+  method: string,
+  path: string,
+  options: { body?: unknown; bearer?: string | null } = {},
+): Promise<ApiResult<T>> {
+  const headers: Record<string, string> = { Accept: 'application/json' };
+  if (options.body !== undefined) headers['Content-Type'] = 'application/json';
+  if (options.bearer) headers.Authorization = `Bearer ${options.bearer}`;
+  let response: Response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers,
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+    });
+  } catch (error) {
+    throw new ApiError(
+      0,
+      'network_error',
+      `The server did not answer (${error instanceof Error ? error.message : 'network error'}).`,
+      undefined,
+    );
+  }
+  const requestId = response.headers.get('X-Request-Id') ?? undefined;
+  const text = await response.text();
+  let parsed: unknown;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  if (!response.ok) {
+    const error =
+      (parsed as
+        | {
+            error?: { code?: string; message?: string; details?: { path: string; message: string }[] };
+            requestId?: string;
+          }
+        | undefined) ?? {};
+    throw new ApiError(
+      response.status,
+      error.error?.code ?? `http_${response.status}`,
+      error.error?.message ?? `The server answered ${response.status} ${response.statusText}.`,
+      error.requestId ?? requestId,
+      error.error?.details ?? [],
+    );
+  }
+  const limit = response.headers.get('RateLimit-Limit');
+  const rateLimit = limit
+    ? {
+        limit: Number(limit),
+        remaining: Number(response.headers.get('RateLimit-Remaining')),
+        reset: Number(response.headers.get('RateLimit-Reset')),
+      }
+    : undefined;
+  return { body: parsed as T, requestId, rateLimit };
+}
+
+/** Admin API call with the signed-in token; a refused token signs the user out. */
+export async function admin<T>(method: string, path: string, body?: unknown): Promise<T> {
+  try {
+    return (await call<T>(method, `/admin/v1${path}`, { body, bearer: adminToken() })).body;
+  } catch (error) {
+    if (error instanceof ApiError && error.code === 'unauthorized') {
+      setAdminToken(null);
+      for (const listener of unauthorisedListeners) listener();
+    }
+    throw error;
+  }
+}
+
+/** Checks a token without storing it. */
+export async function checkToken(token: string): Promise<void> {
+  await call('GET', '/admin/v1/feeds', { bearer: token });
+}
+
+/** Public API call authenticated with a search id. */
+export function search<T>(path: string, searchId: string, body: unknown): Promise<ApiResult<T>> {
+  return call<T>('POST', `/api/v1${path}`, { body, bearer: searchId });
+}
+
+// ---- Shapes the dashboard reads ----
+
+export interface Feed {
+  feedId: string;
+  name: string;
+  plan: 'free' | 'pro' | 'enterprise';
+  hourlyLimit: number;
+  domains: string[];
+  requireOrigin: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface SearchKey {
+  searchId: string;
+  feedId: string;
+  name: string;
+  createdAt: string;
+  lastUsedAt?: string;
+  revokedAt?: string;
+}
+
+export interface UsageTotals {
+  requests: number;
+  ok: number;
+  clientErrors: number;
+  serverErrors: number;
+  rateLimited: number;
+}
+
+export interface UsageReport {
+  feedId: string;
+  from: string;
+  to: string;
+  days: ({ day: string; endpoint: string } & UsageTotals)[];
+  keys: ({ searchId: string } & UsageTotals)[];
+  totals: UsageTotals;
+}
+
+export interface ImportStatus {
+  importId?: string;
+  status: 'queued' | 'running' | 'succeeded' | 'failed';
+  total?: number;
+  processed?: number;
+  embedded?: number;
+  skipped?: number;
+  failed?: number;
+  removed?: number;
+  /** Why the import as a whole failed. */
+  message?: string;
+  errors?: unknown[];
+}
+
+export interface Product {
+  id?: string;
+  product_id?: string;
+  item_group_id?: string;
+  title?: string;
+  image_link?: string;
+  link?: string;
+  price?: number | string;
+  sale_price?: number | string;
+  currency?: string;
+  score?: number;
+  brand?: string;
+  variant_count?: number;
+}
+
+export interface DetectedObject {
+  box: [number, number, number, number];
+  label: string;
+  score: number;
+}
+
+export interface DetectResponse {
+  action: string;
+  searchId: string;
+  results: { objects: DetectedObject[] };
+  processTimeSeconds: number;
+}

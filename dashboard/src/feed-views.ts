@@ -1,0 +1,811 @@
+import {
+  admin,
+  ApiError,
+  type Feed,
+  type ImportStatus,
+  type Product,
+  type SearchKey,
+  type UsageReport,
+} from './api.ts';
+import { ENDPOINT_COLOURS, RATE_LIMITED_COLOUR, usageChart } from './chart.ts';
+import { copyText, errorBox, formatDate, h, productCard, replace, toast, unavailableBox } from './dom.ts';
+
+/** The per-feed pages: general settings, API keys, domains, usage, imports and products. */
+
+export interface FeedPage {
+  feed: Feed;
+  /** Re-renders the current page after a change. */
+  refresh(): void;
+}
+
+const mask = (id: string) => `${id.slice(0, 8)}…${id.slice(-4)}`;
+const enc = encodeURIComponent;
+
+function busy(button: HTMLButtonElement, on: boolean, label?: string) {
+  button.disabled = on;
+  button.setAttribute('aria-busy', String(on));
+  if (label) button.textContent = label;
+}
+
+// ---- Settings > General ----
+
+export function generalView({ feed, refresh }: FeedPage): HTMLElement {
+  const status = h('div');
+  const name = h('input', {
+    id: 'feed-name',
+    name: 'name',
+    value: feed.name,
+    required: true,
+    maxlength: 200,
+  });
+  const plan = h(
+    'select',
+    { id: 'feed-plan', name: 'plan' },
+    (['free', 'pro', 'enterprise'] as const).map((p) =>
+      h('option', { value: p, selected: p === feed.plan }, p),
+    ),
+  );
+  const limit = h('input', {
+    id: 'feed-limit',
+    name: 'hourlyLimit',
+    type: 'number',
+    min: 1,
+    max: 10_000_000,
+    step: 1,
+    value: feed.hourlyLimit,
+    'aria-describedby': 'limit-help',
+  });
+  const requireOrigin = h('input', { id: 'feed-origin', type: 'checkbox', checked: feed.requireOrigin });
+  const sync = () => {
+    limit.disabled = plan.value !== 'enterprise';
+  };
+  plan.addEventListener('change', sync);
+  sync();
+  const save = h('button', { type: 'submit', class: 'primary' }, 'Save');
+  const form = h(
+    'form',
+    { class: 'stack', novalidate: true },
+    h('div', { class: 'field' }, h('label', { for: 'feed-name' }, 'Name'), name),
+    h('div', { class: 'field' }, h('label', { for: 'feed-plan' }, 'Plan'), plan),
+    h(
+      'div',
+      { class: 'field' },
+      h('label', { for: 'feed-limit' }, 'Hourly limit (requests per rolling hour)'),
+      limit,
+      h(
+        'p',
+        { id: 'limit-help', class: 'help' },
+        'Free 100 and Pro 1,000 per hour are fixed; an Enterprise plan sets its own limit.',
+      ),
+    ),
+    h(
+      'div',
+      { class: 'field checkbox' },
+      requireOrigin,
+      h('label', { for: 'feed-origin' }, 'Refuse requests without Origin or Referer (browser-only use)'),
+    ),
+    h('div', { class: 'actions' }, save),
+    status,
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const patch: Record<string, unknown> = {
+      name: name.value.trim(),
+      plan: plan.value,
+      requireOrigin: requireOrigin.checked,
+    };
+    if (plan.value === 'enterprise') patch.hourlyLimit = Number(limit.value);
+    busy(save, true);
+    try {
+      await admin<Feed>('PATCH', `/feeds/${enc(feed.feedId)}`, patch);
+      toast('Settings saved');
+      refresh();
+    } catch (error) {
+      replace(status, errorBox(error, 'Could not save'));
+    } finally {
+      busy(save, false);
+    }
+  });
+  return h(
+    'section',
+    { 'aria-labelledby': 'general-h' },
+    h('h2', { id: 'general-h' }, 'Plan and limits'),
+    h(
+      'p',
+      { class: 'meta' },
+      `Feed id `,
+      h('code', {}, feed.feedId),
+      ` · created ${formatDate(feed.createdAt)} · limit in force: ${feed.hourlyLimit.toLocaleString()} requests/hour`,
+    ),
+    form,
+  );
+}
+
+// ---- Settings > API Keys ----
+
+export function keysView({ feed, refresh }: FeedPage, keys: SearchKey[], created?: SearchKey): HTMLElement {
+  const status = h('div');
+  const label = h('input', { id: 'key-name', name: 'name', placeholder: 'storefront', maxlength: 100 });
+  const createButton = h('button', { type: 'submit', class: 'primary' }, 'Create search id');
+  const form = h(
+    'form',
+    { class: 'inline-form' },
+    h('div', { class: 'field' }, h('label', { for: 'key-name' }, 'Label'), label),
+    createButton,
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    busy(createButton, true);
+    try {
+      const key = await admin<SearchKey>(
+        'POST',
+        `/feeds/${enc(feed.feedId)}/keys`,
+        label.value.trim() ? { name: label.value.trim() } : {},
+      );
+      sessionStorage.setItem(`vps.created.${feed.feedId}`, key.searchId);
+      toast('Search id created');
+      refresh();
+    } catch (error) {
+      replace(status, errorBox(error, 'Could not create the search id'));
+      busy(createButton, false);
+    }
+  });
+
+  const copyButton = (key: SearchKey) =>
+    h(
+      'button',
+      {
+        type: 'button',
+        class: 'copy',
+        'data-search-id': key.searchId,
+        'aria-label': `Copy search id ${key.name}`,
+        onclick: async (event: Event) => {
+          const button = event.currentTarget as HTMLButtonElement;
+          try {
+            await copyText(key.searchId);
+            button.textContent = 'Copied';
+            button.dataset.copied = 'true';
+            toast(`Search id "${key.name}" copied to the clipboard`);
+            setTimeout(() => (button.textContent = 'Copy'), 2000);
+          } catch (error) {
+            replace(status, errorBox(error, 'Copy failed'));
+          }
+        },
+      },
+      'Copy',
+    );
+
+  const revokeButton = (key: SearchKey) => {
+    const button = h(
+      'button',
+      { type: 'button', class: 'danger', 'aria-label': `Revoke search id ${key.name}` },
+      'Revoke',
+    );
+    button.addEventListener('click', async () => {
+      if (button.dataset.confirm !== 'true') {
+        button.dataset.confirm = 'true';
+        button.textContent = 'Confirm revoke';
+        button.setAttribute(
+          'aria-label',
+          `Confirm: revoke search id ${key.name}; requests with it will be refused`,
+        );
+        return;
+      }
+      busy(button, true);
+      try {
+        await admin<SearchKey>('DELETE', `/keys/${enc(key.searchId)}`);
+        toast(`Search id "${key.name}" revoked`);
+        refresh();
+      } catch (error) {
+        replace(status, errorBox(error, 'Could not revoke'));
+        busy(button, false);
+      }
+    });
+    return button;
+  };
+
+  const rows = keys.map((key) =>
+    h(
+      'tr',
+      { 'data-search-id': key.searchId, class: key.revokedAt ? 'revoked' : '' },
+      h('td', {}, key.name),
+      h('td', {}, h('code', {}, mask(key.searchId))),
+      h('td', {}, formatDate(key.createdAt)),
+      h('td', {}, formatDate(key.lastUsedAt)),
+      h(
+        'td',
+        {},
+        key.revokedAt
+          ? h('span', { class: 'badge bad' }, `revoked ${formatDate(key.revokedAt)}`)
+          : h('span', { class: 'badge ok' }, 'live'),
+      ),
+      h('td', { class: 'row-actions' }, key.revokedAt ? null : [copyButton(key), revokeButton(key)]),
+    ),
+  );
+  return h(
+    'section',
+    { 'aria-labelledby': 'keys-h' },
+    h('h2', { id: 'keys-h' }, 'API Keys'),
+    h(
+      'p',
+      {},
+      'A search id authenticates public requests: ',
+      h('code', {}, 'Authorization: Bearer <search id>'),
+      ' or the body field ',
+      h('code', {}, 'searchId'),
+      '. Keep several live to rotate them.',
+    ),
+    created
+      ? h(
+          'div',
+          { class: 'alert success new-key', role: 'status' },
+          h('p', {}, `New search id "${created.name}":`),
+          h(
+            'p',
+            {},
+            h('code', { class: 'full-key', id: 'new-key' }, created.searchId),
+            ' ',
+            copyButton(created),
+          ),
+        )
+      : null,
+    form,
+    status,
+    keys.length === 0
+      ? h('p', { class: 'muted' }, 'No search ids yet.')
+      : h(
+          'table',
+          { class: 'table keys' },
+          h('caption', { class: 'visually-hidden' }, 'Search ids of this feed'),
+          h(
+            'thead',
+            {},
+            h(
+              'tr',
+              {},
+              ['Label', 'Search id', 'Created', 'Last used', 'Status', 'Actions'].map((t) =>
+                h('th', { scope: 'col' }, t),
+              ),
+            ),
+          ),
+          h('tbody', {}, rows),
+        ),
+  );
+}
+
+// ---- Settings > Domains ----
+
+/** Same rule as the server: a lower-case hostname, optionally `*.` for every subdomain. */
+const DOMAIN_PATTERN =
+  /^(\*\.)?(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+export function domainsView({ feed, refresh }: FeedPage): HTMLElement {
+  const status = h('div');
+  const input = h('input', {
+    id: 'domain-input',
+    name: 'domain',
+    placeholder: 'shop.example.com or *.example.com',
+    autocomplete: 'off',
+    'aria-describedby': 'domain-help domain-error',
+  });
+  const problem = h('p', { id: 'domain-error', class: 'field-error', 'aria-live': 'assertive' });
+  const save = async (domains: string[], message: string) => {
+    try {
+      await admin<Feed>('PATCH', `/feeds/${enc(feed.feedId)}`, { domains });
+      toast(message);
+      refresh();
+    } catch (error) {
+      replace(status, errorBox(error, 'Could not save the domains'));
+    }
+  };
+  const form = h(
+    'form',
+    { class: 'inline-form', novalidate: true },
+    h(
+      'div',
+      { class: 'field' },
+      h('label', { for: 'domain-input' }, 'Add a domain'),
+      input,
+      h(
+        'p',
+        { id: 'domain-help', class: 'help' },
+        'A hostname without scheme or path. *.example.com allows every subdomain of example.com.',
+      ),
+      problem,
+    ),
+    h('button', { type: 'submit', class: 'primary' }, 'Add domain'),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const value = input.value
+      .trim()
+      .toLowerCase()
+      .replace(/^https?:\/\//, '')
+      .replace(/\/.*$/, '');
+    let error = '';
+    if (!value) error = 'Enter a domain.';
+    else if (!DOMAIN_PATTERN.test(value))
+      error = `"${input.value.trim()}" is not a hostname such as shop.example.com or *.example.com.`;
+    else if (feed.domains.includes(value)) error = `${value} is already in the list.`;
+    problem.textContent = error;
+    input.setAttribute('aria-invalid', String(Boolean(error)));
+    if (error) {
+      input.focus();
+      return;
+    }
+    void save([...feed.domains, value], `${value} added`);
+  });
+  return h(
+    'section',
+    { 'aria-labelledby': 'domains-h' },
+    h('h2', { id: 'domains-h' }, 'Allowed domains'),
+    h(
+      'p',
+      {},
+      feed.domains.length === 0
+        ? 'No domains: requests from any origin are accepted.'
+        : 'Browser requests must come from one of these hosts (Origin or Referer); others get 403.',
+    ),
+    feed.domains.length > 0
+      ? h(
+          'ul',
+          { class: 'chips domains' },
+          feed.domains.map((domain) =>
+            h(
+              'li',
+              { 'data-domain': domain },
+              h('code', {}, domain),
+              ' ',
+              h(
+                'button',
+                {
+                  type: 'button',
+                  class: 'link danger',
+                  'aria-label': `Remove ${domain}`,
+                  onclick: () =>
+                    void save(
+                      feed.domains.filter((d) => d !== domain),
+                      `${domain} removed`,
+                    ),
+                },
+                'Remove',
+              ),
+            ),
+          ),
+        )
+      : null,
+    form,
+    status,
+  );
+}
+
+// ---- Usage ----
+
+export function usageView({ feed }: FeedPage): HTMLElement {
+  const body = h('div', {}, h('p', { class: 'muted' }, 'Loading usage…'));
+  const range = h(
+    'select',
+    { id: 'usage-range' },
+    [7, 30, 90].map((days) => h('option', { value: days, selected: days === 30 }, `Last ${days} days`)),
+  );
+  const load = async () => {
+    const days = Number(range.value);
+    const to = new Date().toISOString().slice(0, 10);
+    const from = new Date(Date.now() - (days - 1) * 86_400_000).toISOString().slice(0, 10);
+    try {
+      const report = await admin<UsageReport>(
+        'GET',
+        `/feeds/${enc(feed.feedId)}/usage?from=${from}&to=${to}`,
+      );
+      const t = report.totals;
+      const endpoints = [...new Set(report.days.map((row) => row.endpoint))].sort();
+      replace(
+        body,
+        h(
+          'ul',
+          { class: 'stats' },
+          [
+            ['Requests', t.requests, 'requests'],
+            ['Answered', t.ok, 'ok'],
+            ['Client errors', t.clientErrors, 'client'],
+            ['Server errors', t.serverErrors, 'server'],
+            ['429 rate limited', t.rateLimited, 'limited'],
+          ].map(([label, value, key]) =>
+            h(
+              'li',
+              { class: 'stat', 'data-stat': key },
+              h('span', { class: 'stat-value' }, Number(value).toLocaleString()),
+              h('span', { class: 'stat-label' }, label),
+            ),
+          ),
+        ),
+        h(
+          'figure',
+          { class: 'chart-box' },
+          usageChart(report),
+          h(
+            'figcaption',
+            { class: 'legend' },
+            endpoints.map((e) =>
+              h(
+                'span',
+                {},
+                h('span', { class: 'swatch', style: `background:${ENDPOINT_COLOURS[e] ?? '#555'}` }),
+                e,
+              ),
+            ),
+            h(
+              'span',
+              {},
+              h('span', { class: 'swatch line', style: `border-color:${RATE_LIMITED_COLOUR}` }),
+              '429 rate limited',
+            ),
+            endpoints.length === 0 ? h('span', { class: 'muted' }, 'No requests in this range.') : null,
+          ),
+        ),
+        h(
+          'details',
+          {},
+          h('summary', {}, 'Table: requests per day per endpoint'),
+          h(
+            'table',
+            { class: 'table' },
+            h(
+              'thead',
+              {},
+              h(
+                'tr',
+                {},
+                ['Day', 'Endpoint', 'Requests', 'OK', 'Client errors', 'Server errors', '429'].map((c) =>
+                  h('th', { scope: 'col' }, c),
+                ),
+              ),
+            ),
+            h(
+              'tbody',
+              {},
+              report.days.map((row) =>
+                h(
+                  'tr',
+                  {},
+                  [
+                    row.day,
+                    row.endpoint,
+                    row.requests,
+                    row.ok,
+                    row.clientErrors,
+                    row.serverErrors,
+                    row.rateLimited,
+                  ].map((c) => h('td', {}, c)),
+                ),
+              ),
+            ),
+          ),
+        ),
+        report.keys.length > 0
+          ? h(
+              'section',
+              {},
+              h('h3', {}, 'Per search id'),
+              h(
+                'table',
+                { class: 'table' },
+                h(
+                  'thead',
+                  {},
+                  h(
+                    'tr',
+                    {},
+                    ['Search id', 'Requests', '429'].map((c) => h('th', { scope: 'col' }, c)),
+                  ),
+                ),
+                h(
+                  'tbody',
+                  {},
+                  report.keys.map((k) =>
+                    h(
+                      'tr',
+                      {},
+                      h('td', {}, h('code', {}, mask(k.searchId))),
+                      h('td', {}, k.requests),
+                      h('td', {}, k.rateLimited),
+                    ),
+                  ),
+                ),
+              ),
+            )
+          : null,
+      );
+    } catch (error) {
+      replace(body, errorBox(error, 'Could not load usage'));
+    }
+  };
+  range.addEventListener('change', () => void load());
+  void load();
+  return h(
+    'section',
+    { 'aria-labelledby': 'usage-h' },
+    h('h2', { id: 'usage-h' }, 'Usage'),
+    h(
+      'div',
+      { class: 'inline-form' },
+      h('div', { class: 'field' }, h('label', { for: 'usage-range' }, 'Range'), range),
+      h('button', { type: 'button', onclick: () => void load() }, 'Refresh'),
+    ),
+    body,
+  );
+}
+
+// ---- Imports ----
+
+const FORMATS: Record<string, string> = {
+  xml: 'xml',
+  rss: 'xml',
+  atom: 'xml',
+  csv: 'csv',
+  tsv: 'tsv',
+  txt: 'tsv',
+  json: 'json',
+  jsonl: 'jsonl',
+  ndjson: 'jsonl',
+};
+
+function errorText(item: unknown): string {
+  if (typeof item === 'string') return item;
+  if (item && typeof item === 'object') {
+    const record = item as Record<string, unknown>;
+    const where = ['row', 'line', 'productId', 'product_id', 'url']
+      .filter((k) => record[k] !== undefined)
+      .map((k) => `${k} ${String(record[k])}`);
+    return `${where.length ? `${where.join(', ')}: ` : ''}${String(record.message ?? record.error ?? JSON.stringify(item))}`;
+  }
+  return String(item);
+}
+
+export function importProgress(state: ImportStatus): HTMLElement {
+  const total = state.total ?? 0;
+  const processed = state.processed ?? 0;
+  const percent = total > 0 ? Math.round((processed / total) * 100) : state.status === 'succeeded' ? 100 : 0;
+  const errors = state.errors ?? [];
+  return h(
+    'div',
+    { class: 'import-progress', 'data-status': state.status },
+    h(
+      'p',
+      {},
+      h(
+        'span',
+        {
+          class: `badge ${state.status === 'failed' ? 'bad' : state.status === 'succeeded' ? 'ok' : 'busy'}`,
+        },
+        state.status,
+      ),
+      state.importId ? [' import ', h('code', {}, state.importId)] : null,
+    ),
+    h(
+      'div',
+      {
+        class: 'progress',
+        role: 'progressbar',
+        'aria-label': 'Import progress',
+        'aria-valuemin': 0,
+        'aria-valuemax': 100,
+        'aria-valuenow': percent,
+        'aria-valuetext': `${processed} of ${total || '?'} products processed`,
+      },
+      h('div', { class: 'bar', style: `width:${percent}%` }),
+    ),
+    h(
+      'ul',
+      { class: 'stats small' },
+      [
+        ['Total', state.total],
+        ['Processed', state.processed],
+        ['Embedded', state.embedded],
+        ['Skipped (unchanged)', state.skipped],
+        ['Failed', state.failed],
+        ...(state.removed ? [['Removed', state.removed]] : []),
+      ].map(([label, value]) =>
+        h(
+          'li',
+          { class: 'stat', 'data-stat': String(label).split(' ')[0]!.toLowerCase() },
+          h('span', { class: 'stat-value' }, value ?? 0),
+          h('span', { class: 'stat-label' }, label),
+        ),
+      ),
+    ),
+    state.message
+      ? h('p', { class: `alert ${state.status === 'failed' ? 'error' : 'info'}` }, state.message)
+      : null,
+    errors.length > 0
+      ? h(
+          'details',
+          { open: errors.length <= 10 },
+          h('summary', {}, `${errors.length} error${errors.length === 1 ? '' : 's'}`),
+          h(
+            'ol',
+            { class: 'errors' },
+            errors.slice(0, 200).map((e) => h('li', {}, errorText(e))),
+          ),
+        )
+      : null,
+  );
+}
+
+export function importsView({ feed }: FeedPage): HTMLElement {
+  const status = h('div', { 'aria-live': 'polite' });
+  const url = h('input', { id: 'import-url', type: 'url', placeholder: 'https://shop.example.com/feed.xml' });
+  const file = h('input', {
+    id: 'import-file',
+    type: 'file',
+    accept: '.xml,.rss,.atom,.csv,.tsv,.txt,.json,.jsonl,.ndjson',
+  });
+  const format = h(
+    'select',
+    { id: 'import-format' },
+    h('option', { value: '' }, 'from the file name'),
+    ['xml', 'csv', 'tsv', 'json', 'jsonl'].map((f) => h('option', { value: f }, f)),
+  );
+  const startButton = h('button', { type: 'submit', class: 'primary' }, 'Start import');
+  const storageKey = `vps.import.${feed.feedId}`;
+  let timer: number | undefined;
+
+  const poll = async (importId: string) => {
+    window.clearTimeout(timer);
+    try {
+      const state = await admin<ImportStatus>('GET', `/feeds/${enc(feed.feedId)}/imports/${enc(importId)}`);
+      replace(status, importProgress({ importId, ...state }));
+      if (state.status === 'queued' || state.status === 'running') {
+        if (status.isConnected) timer = window.setTimeout(() => void poll(importId), 600);
+      }
+    } catch (error) {
+      replace(
+        status,
+        error instanceof ApiError && error.notAvailable
+          ? unavailableBox('Import progress', error)
+          : errorBox(error, 'Could not read the import'),
+      );
+    }
+  };
+
+  const form = h(
+    'form',
+    { class: 'stack' },
+    h(
+      'fieldset',
+      {},
+      h('legend', {}, 'Product feed (Google Merchant Center RSS/Atom XML, CSV/TSV or JSON)'),
+      h('div', { class: 'field' }, h('label', { for: 'import-url' }, 'Feed URL'), url),
+      h('p', { class: 'or' }, 'or'),
+      h('div', { class: 'field' }, h('label', { for: 'import-file' }, 'Upload a feed file'), file),
+      h('div', { class: 'field' }, h('label', { for: 'import-format' }, 'File format'), format),
+    ),
+    h('div', { class: 'actions' }, startButton),
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const chosen = file.files?.[0];
+    let body: unknown;
+    if (chosen) {
+      const ext = chosen.name.split('.').pop()?.toLowerCase() ?? '';
+      const fmt = format.value || FORMATS[ext];
+      if (!fmt) {
+        replace(
+          status,
+          errorBox(new Error(`Cannot tell the format of ${chosen.name}; choose it in "File format".`)),
+        );
+        return;
+      }
+      body = { format: fmt, content: await chosen.text() };
+    } else if (url.value.trim()) {
+      body = { url: url.value.trim() };
+    } else {
+      replace(status, errorBox(new Error('Enter a feed URL or choose a file.')));
+      url.focus();
+      return;
+    }
+    busy(startButton, true);
+    try {
+      const started = await admin<{ importId: string; status: ImportStatus['status'] }>(
+        'POST',
+        `/feeds/${enc(feed.feedId)}/imports`,
+        body,
+      );
+      sessionStorage.setItem(storageKey, started.importId);
+      replace(status, importProgress({ importId: started.importId, status: started.status }));
+      void poll(started.importId);
+    } catch (error) {
+      replace(
+        status,
+        error instanceof ApiError && error.notAvailable
+          ? unavailableBox('Feed import', error)
+          : errorBox(error, 'Could not start the import'),
+      );
+    } finally {
+      busy(startButton, false);
+    }
+  });
+  const last = sessionStorage.getItem(storageKey);
+  if (last) void poll(last);
+  return h(
+    'section',
+    { 'aria-labelledby': 'imports-h' },
+    h('h2', { id: 'imports-h' }, 'Imports'),
+    form,
+    h('h3', {}, 'Progress'),
+    status,
+  );
+}
+
+// ---- Products ----
+
+interface ProductPage {
+  products?: Product[];
+  items?: Product[];
+  nextCursor?: string | null;
+  cursor?: string | null;
+}
+
+export function productsView({ feed }: FeedPage): HTMLElement {
+  const body = h('div', {}, h('p', { class: 'muted' }, 'Loading products…'));
+  const cursors: (string | undefined)[] = [undefined];
+  let page = 0;
+  const load = async () => {
+    const cursor = cursors[page];
+    try {
+      const result = await admin<ProductPage | Product[]>(
+        'GET',
+        `/feeds/${enc(feed.feedId)}/products?limit=24${cursor ? `&cursor=${enc(cursor)}` : ''}`,
+      );
+      const items = Array.isArray(result) ? result : (result.products ?? result.items ?? []);
+      const next = Array.isArray(result) ? undefined : (result.nextCursor ?? result.cursor ?? undefined);
+      cursors[page + 1] = next ?? undefined;
+      const prevButton = h(
+        'button',
+        {
+          type: 'button',
+          disabled: page === 0,
+          onclick: () => {
+            page -= 1;
+            void load();
+          },
+        },
+        '← Previous',
+      );
+      const nextButton = h(
+        'button',
+        {
+          type: 'button',
+          disabled: !next,
+          onclick: () => {
+            page += 1;
+            void load();
+          },
+        },
+        'Next →',
+      );
+      replace(
+        body,
+        items.length === 0 && page === 0
+          ? h('p', { class: 'alert info' }, 'This feed has no products yet. Import a feed under Imports.')
+          : h('ul', { class: 'grid products', 'data-count': items.length }, items.map(productCard)),
+        h(
+          'nav',
+          { class: 'pager', 'aria-label': 'Product pages' },
+          prevButton,
+          h('span', {}, `Page ${page + 1}`),
+          nextButton,
+        ),
+      );
+    } catch (error) {
+      replace(
+        body,
+        error instanceof ApiError && error.notAvailable
+          ? unavailableBox('The products listing', error)
+          : errorBox(error, 'Could not load products'),
+      );
+    }
+  };
+  void load();
+  return h('section', { 'aria-labelledby': 'products-h' }, h('h2', { id: 'products-h' }, 'Products'), body);
+}

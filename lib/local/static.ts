@@ -1,0 +1,122 @@
+import { readdir, readFile, stat } from 'node:fs/promises';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { dirname, extname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { buildOpenApiDocument } from '#lib/http/openapi.ts';
+import { renderOpenApiHtml } from '#lib/http/openapi-docs.ts';
+
+/**
+ * Local mode's pages: the dashboard at `/` (its TypeScript bundled on demand by esbuild, rebuilt when a
+ * source changes), the OpenAPI document at `/openapi.json` and its reference page at `/docs`. Only GET
+ * and HEAD reach here, so `POST /` stays the root search.
+ */
+const DASHBOARD = resolve(dirname(fileURLToPath(import.meta.url)), '../../dashboard');
+const ENTRY = join(DASHBOARD, 'src', 'main.ts');
+
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.json': 'application/json; charset=utf-8',
+};
+
+const PAGE_HEADERS = {
+  'Content-Security-Policy':
+    "default-src 'self'; img-src 'self' data: blob: http: https:; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'",
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'same-origin',
+  'Cache-Control': 'no-cache',
+};
+
+let bundle: { builtAt: number; code: Promise<string> } | undefined;
+
+/** Newest modification time of the dashboard's TypeScript sources. */
+async function sourcesChangedAt(): Promise<number> {
+  const files = await readdir(join(DASHBOARD, 'src'));
+  const times = await Promise.all(
+    files.map(async (file) => (await stat(join(DASHBOARD, 'src', file))).mtimeMs),
+  );
+  return Math.max(0, ...times);
+}
+
+async function dashboardScript(): Promise<string> {
+  const changedAt = await sourcesChangedAt();
+  if (!bundle || changedAt > bundle.builtAt) {
+    const builtAt = Date.now();
+    const code = import('esbuild').then(async (esbuild) => {
+      const result = await esbuild.build({
+        entryPoints: [ENTRY],
+        bundle: true,
+        format: 'esm',
+        target: 'es2022',
+        write: false,
+        legalComments: 'none',
+        logLevel: 'silent',
+      });
+      return result.outputFiles[0]!.text;
+    });
+    bundle = { builtAt, code };
+    code.catch(() => {
+      if (bundle?.code === code) bundle = undefined;
+    });
+  }
+  return bundle.code;
+}
+
+function send(
+  response: ServerResponse,
+  method: string,
+  status: number,
+  type: string,
+  body: string | Buffer,
+  extra: Record<string, string> = {},
+) {
+  response.writeHead(status, {
+    'Content-Type': type,
+    'Content-Length': String(Buffer.byteLength(body)),
+    ...PAGE_HEADERS,
+    ...extra,
+  });
+  response.end(method === 'HEAD' ? undefined : body);
+}
+
+/** Answers the request when it is for a page or asset; false lets the API route table handle it. */
+export async function serveStatic(
+  request: IncomingMessage,
+  response: ServerResponse,
+  url: URL,
+): Promise<boolean> {
+  const method = request.method ?? 'GET';
+  if (method !== 'GET' && method !== 'HEAD') return false;
+  const path = url.pathname;
+  if (path === '/openapi.json') {
+    const host = request.headers.host ?? 'localhost';
+    const document = buildOpenApiDocument({ serverUrl: `http://${host}` });
+    send(response, method, 200, TYPES['.json']!, JSON.stringify(document, null, 2), {
+      'Access-Control-Allow-Origin': '*',
+    });
+    return true;
+  }
+  if (path === '/docs' || path === '/docs/') {
+    send(response, method, 200, TYPES['.html']!, renderOpenApiHtml(buildOpenApiDocument()));
+    return true;
+  }
+  if (path === '/' || path === '/index.html') {
+    send(response, method, 200, TYPES['.html']!, await readFile(join(DASHBOARD, 'index.html')));
+    return true;
+  }
+  if (path === '/assets/app.js') {
+    send(response, method, 200, TYPES['.js']!, await dashboardScript());
+    return true;
+  }
+  const asset = /^\/assets\/([a-z0-9-]+\.(?:css|svg|png))$/.exec(path);
+  if (asset) {
+    const body = await readFile(join(DASHBOARD, 'assets', asset[1]!)).catch(() => undefined);
+    if (!body) return false;
+    send(response, method, 200, TYPES[extname(asset[1]!)]!, body);
+    return true;
+  }
+  return false;
+}

@@ -1,0 +1,304 @@
+/// <reference lib="dom" />
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type LocalStack, startLocalStack } from '#lib/local/stack.ts';
+
+/**
+ * The dashboard in Debian's Chromium against the real local server: sign in, feeds, keys (copy to the
+ * clipboard), domains, imports, products, "try it" and usage. Where the server does not offer a part yet
+ * (404) or a dependency is down (503), the test asserts the clear message the page shows instead, so it
+ * follows what the server really answers.
+ */
+const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = resolve('test-results/screenshots');
+const PHOTO = resolve('test/fixtures/vision/voc-dinner.jpg');
+
+let stack: LocalStack;
+let context: BrowserContext;
+let page: Page;
+let dataDir: string;
+let profileDir: string;
+let images: Server;
+let imagesUrl: string;
+let feedId = '';
+let searchId = '';
+
+async function api(method: string, path: string, body?: unknown, bearer = stack.adminToken) {
+  const response = await fetch(`${stack.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${bearer}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : undefined };
+}
+
+const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+
+describe('dashboard in Chromium', () => {
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM))
+      throw new Error(`${CHROMIUM} is missing: run scripts/install-chromium.sh (npm test does it as root).`);
+    await mkdir(SHOTS, { recursive: true });
+    dataDir = await mkdtemp(join(tmpdir(), 'vps-browser-'));
+    profileDir = await mkdtemp(join(tmpdir(), 'vps-chromium-'));
+    stack = await startLocalStack({ ...process.env, LOG_LEVEL: 'silent', PORT: '0', DATA_DIR: dataDir });
+    // Product images for the import, served like a shop's CDN would.
+    const product = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#c0392b' } })
+      .png()
+      .toBuffer();
+    images = createServer((_req, res) => res.writeHead(200, { 'content-type': 'image/png' }).end(product));
+    await new Promise<void>((done) => images.listen(0, '127.0.0.1', done));
+    imagesUrl = `http://127.0.0.1:${(images.address() as AddressInfo).port}`;
+    context = await chromium.launchPersistentContext(profileDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+      viewport: { width: 1280, height: 900 },
+    });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: stack.url });
+    page = context.pages()[0] ?? (await context.newPage());
+    page.setDefaultTimeout(10_000);
+  });
+
+  afterAll(async () => {
+    await context?.close();
+    await stack?.close();
+    images?.close();
+    await rm(dataDir, { recursive: true, force: true });
+    await rm(profileDir, { recursive: true, force: true });
+  });
+
+  it('refuses a wrong admin token with the error message and request id, then signs in', async () => {
+    await page.goto(stack.url);
+    await expect(page.getByRole('heading', { name: 'Sign in' }).isVisible()).resolves.toBe(true);
+    await shot('01-sign-in');
+
+    await page.getByLabel('Admin token').fill('adm_wrong-token-0000000000');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    const alert = page.locator('.alert.error');
+    await alert.waitFor();
+    expect(await alert.textContent()).toMatch(/401 unauthorized/);
+    expect(await alert.locator('.request-id').textContent()).toMatch(/^[0-9a-f-]{36}$/);
+
+    await page.getByLabel('Admin token').fill(stack.adminToken);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Feeds' }).waitFor();
+    expect(await page.evaluate(() => sessionStorage.getItem('vps.adminToken'))).toBe(stack.adminToken);
+    await page.locator('tr[data-feed-id="demo"]').waitFor();
+  });
+
+  it('creates a feed and lands on its API keys', async () => {
+    await page.getByLabel('Name', { exact: true }).fill('Browser test shop');
+    await page.getByLabel('Feed id (optional)').fill('browser-shop');
+    await page.getByLabel('Plan').selectOption('pro');
+    await shot('02-feeds');
+    await page.getByRole('button', { name: 'Create feed' }).click();
+    await page.getByRole('heading', { name: 'API Keys' }).waitFor();
+    feedId = 'browser-shop';
+    const feed = await api('GET', `/admin/v1/feeds/${feedId}`);
+    expect(feed.body).toMatchObject({ name: 'Browser test shop', plan: 'pro', hourlyLimit: 1000 });
+  });
+
+  it('creates a search id and copies it to the clipboard', async () => {
+    await page.getByLabel('Label').fill('storefront');
+    await page.getByRole('button', { name: 'Create search id' }).click();
+    const full = page.locator('#new-key');
+    await full.waitFor();
+    searchId = (await full.textContent()) ?? '';
+    expect(searchId).toMatch(/^vps_[\w-]{32}$/);
+
+    await page.locator('.new-key button.copy').click();
+    await page.locator('.new-key button.copy[data-copied="true"]').waitFor();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(searchId);
+    await expect(page.locator('#toast').textContent()).resolves.toMatch(/copied/);
+
+    const { body } = await api('GET', `/admin/v1/feeds/${feedId}/keys`);
+    expect(body.keys.map((k: { searchId: string }) => k.searchId)).toEqual([searchId]);
+    await page.locator(`tr[data-search-id="${searchId}"]`).waitFor();
+    await shot('03-api-keys');
+  });
+
+  it('validates a domain, adds one and removes it', async () => {
+    await page.getByRole('link', { name: 'Domains' }).click();
+    await page.getByRole('heading', { name: 'Allowed domains' }).waitFor();
+    const input = page.getByLabel('Add a domain');
+    await input.fill('not a domain!');
+    await page.getByRole('button', { name: 'Add domain' }).click();
+    expect(await page.locator('#domain-error').textContent()).toMatch(/is not a hostname/);
+    expect(await input.getAttribute('aria-invalid')).toBe('true');
+
+    await input.fill('shop.example.com');
+    await page.getByRole('button', { name: 'Add domain' }).click();
+    await page.locator('li[data-domain="shop.example.com"]').waitFor();
+    expect((await api('GET', `/admin/v1/feeds/${feedId}`)).body.domains).toEqual(['shop.example.com']);
+    await shot('04-domains');
+
+    // With a domain list, searches from the dashboard's own host are refused; the page says so.
+    await page.getByRole('link', { name: 'Try it' }).click();
+    await page.locator('#try-file').setInputFiles(PHOTO);
+    const refused = page.locator('.results .alert.error');
+    await refused.waitFor();
+    expect(await refused.textContent()).toMatch(
+      /Requests from 127\.0\.0\.1 are not allowed.*403 domain_not_allowed/s,
+    );
+    expect(await refused.locator('.request-id').textContent()).toMatch(/^[0-9a-f-]{36}$/);
+
+    await page.getByRole('link', { name: 'Domains' }).click();
+    await page.getByRole('button', { name: 'Remove shop.example.com' }).click();
+    await page.getByText('No domains: requests from any origin are accepted.').waitFor();
+    expect((await api('GET', `/admin/v1/feeds/${feedId}`)).body.domains).toEqual([]);
+  });
+
+  it('imports a feed file with live progress, or says imports are not available yet', async () => {
+    const rows = [1, 2, 3].map((n) => ({
+      id: `SKU-${n}`,
+      product_id: `SKU-${n}`,
+      title: `Red mug ${n}`,
+      image_link: `${imagesUrl}/mug-${n}.png`,
+      link: `https://shop.example.com/p/${n}`,
+      price: `${n}9.99 EUR`,
+      availability: 'in stock',
+    }));
+    const file = join(dataDir, 'feed.json');
+    await import('node:fs/promises').then((fs) => fs.writeFile(file, JSON.stringify(rows)));
+    const probe = await api('GET', `/admin/v1/feeds/${feedId}/imports/imp_probe`);
+
+    await page.getByRole('link', { name: 'Imports' }).click();
+    await page.getByLabel('Upload a feed file').setInputFiles(file);
+    await page.getByRole('button', { name: 'Start import' }).click();
+    if (probe.body?.error?.code === 'not_found' && /No route/.test(probe.body.error.message)) {
+      const message = page.locator('.alert.info[data-code="not_found"]');
+      await message.waitFor();
+      expect(await message.textContent()).toMatch(/Feed import is not available on this server yet/);
+    } else {
+      await page
+        .locator('.import-progress[data-status="succeeded"], .import-progress[data-status="failed"]')
+        .waitFor({ timeout: 30_000 });
+      expect(await page.locator('.import-progress [data-stat="processed"] .stat-value').textContent()).toBe(
+        '3',
+      );
+    }
+    await shot('05-imports');
+  });
+
+  it('browses products, or says the listing is not available yet', async () => {
+    await page.getByRole('link', { name: 'Products' }).click();
+    const listing = await api('GET', `/admin/v1/feeds/${feedId}/products?limit=24`);
+    if (listing.status === 200) {
+      const items = (listing.body.products ?? listing.body.items ?? listing.body) as unknown[];
+      if (items.length > 0) await page.locator(`.grid.products[data-count="${items.length}"]`).waitFor();
+      else await page.getByText('This feed has no products yet').waitFor();
+    } else {
+      await page.locator('.alert.info[data-code]').waitFor();
+      expect(await page.locator('.alert.info[data-code]').textContent()).toMatch(
+        /products listing is (not available|temporarily unavailable)/,
+      );
+    }
+    await shot('06-products');
+  });
+
+  it('searches an uploaded image and shows what the server answers', async () => {
+    const photo = (await readFile(PHOTO)).toString('base64');
+    const expectedSearch = await api('POST', '/api/v1/search/image', { imageData: photo }, searchId);
+    const expectedDetect = await api('POST', '/api/v1/detect', { imageData: photo }, searchId);
+
+    await page.getByRole('link', { name: 'Try it' }).click();
+    await page.locator('#try-file').setInputFiles(PHOTO);
+    await page.locator('.preview img').waitFor();
+
+    if (expectedSearch.status === 200 && expectedSearch.body.length === 0) {
+      await page.locator('.results [data-empty="true"]').waitFor({ timeout: 20_000 });
+    } else if (expectedSearch.status === 200) {
+      await page.locator('.results .grid.products .product').first().waitFor({ timeout: 20_000 });
+      expect(await page.locator('.results .product .score').first().textContent()).toMatch(/score \d\.\d{3}/);
+    } else {
+      const box = page.locator(`.results .alert[data-code="${expectedSearch.body.error.code}"]`);
+      await box.waitFor({ timeout: 20_000 });
+    }
+
+    if (expectedDetect.status === 200 && expectedDetect.body.results.objects.length > 0) {
+      const boxes = page.locator('.overlay .box');
+      await boxes.first().waitFor({ timeout: 20_000 });
+      expect(await boxes.count()).toBeGreaterThan(0);
+      await shot('07-try-it');
+      // Keyboard: focus the first box and press Enter → the crop is searched.
+      await boxes.first().focus();
+      await page.keyboard.press('Enter');
+      await page.getByRole('heading', { name: /Results for the .+ crop/ }).waitFor();
+      await page
+        .locator('.results [data-empty="true"], .results .grid.products, .results .alert')
+        .first()
+        .waitFor({ timeout: 20_000 });
+    } else if (expectedDetect.status === 200) {
+      await page.getByText('No objects detected.').waitFor({ timeout: 20_000 });
+      await shot('07-try-it');
+    } else {
+      const message = page.locator(`.detect-status .alert[data-code="${expectedDetect.body.error.code}"]`);
+      await message.waitFor({ timeout: 20_000 });
+      expect(await message.textContent()).toMatch(
+        /Object detection is (temporarily unavailable|not available)/,
+      );
+      await shot('07-try-it');
+    }
+  });
+
+  it('shows usage rising in the chart and totals', async () => {
+    const before = (await api('GET', `/admin/v1/feeds/${feedId}/usage`)).body.totals.requests as number;
+    expect(before).toBeGreaterThanOrEqual(3);
+    await page.getByRole('link', { name: 'Usage' }).click();
+    const requests = page.locator('[data-stat="requests"] .stat-value');
+    await requests.waitFor();
+    expect(Number(await requests.textContent())).toBe(before);
+    expect(await page.locator('svg.chart rect[data-endpoint="search_image"]').count()).toBeGreaterThan(0);
+
+    await api(
+      'POST',
+      '/api/v1/search/image',
+      { imageData: (await readFile(PHOTO)).toString('base64') },
+      searchId,
+    );
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await page.waitForFunction(
+      (n) => document.querySelector('[data-stat="requests"] .stat-value')?.textContent === String(n),
+      before + 1,
+    );
+    await shot('08-usage');
+  });
+
+  it('revokes a search id after a confirmation', async () => {
+    await page.getByRole('link', { name: 'API Keys' }).click();
+    await page.getByRole('button', { name: 'Revoke search id storefront' }).click();
+    await page.getByRole('button', { name: /Confirm: revoke search id storefront/ }).click();
+    await page.locator(`tr.revoked[data-search-id="${searchId}"]`).waitFor();
+    expect(
+      (await api('POST', '/api/v1/search/image', { imageData: 'iVBORw0K' }, searchId)).body.error.code,
+    ).toBe('search_id_revoked');
+  });
+
+  it('serves the API reference page', async () => {
+    await page.goto(`${stack.url}/docs`);
+    await page.getByRole('heading', { name: /Visual product search/ }).waitFor();
+    expect(await page.locator('section.op').count()).toBeGreaterThan(10);
+    await shot('09-docs');
+  });
+});
