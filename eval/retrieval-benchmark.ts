@@ -88,7 +88,7 @@ function backgroundFiles(): string[] {
     });
 }
 
-interface Rgba {
+export interface Rgba {
   data: Buffer;
   width: number;
   height: number;
@@ -115,7 +115,7 @@ function alphaBounds({ data, width, height }: Rgba): {
   return { left: minX, top: minY, width: maxX - minX + 1, height: maxY - minY + 1 };
 }
 
-async function trimmedRgba(input: Sharp | Buffer, raw?: CreateRaw): Promise<Rgba> {
+export async function trimmedRgba(input: Sharp | Buffer, raw?: CreateRaw): Promise<Rgba> {
   const pipeline = Buffer.isBuffer(input) ? sharp(input, raw ? { raw } : {}) : input;
   const { data, info } = await pipeline.ensureAlpha().raw().toBuffer({ resolveWithObject: true });
   const full = { data, width: info.width, height: info.height };
@@ -131,7 +131,7 @@ const rawOf = (image: Rgba): { raw: CreateRaw } => ({
   raw: { width: image.width, height: image.height, channels: 4 },
 });
 
-async function packshot(stamp: Rgba): Promise<Buffer> {
+export async function packshot(stamp: Rgba): Promise<Buffer> {
   const side = Math.round(Math.max(stamp.width, stamp.height) * 1.1);
   return sharp({ create: { width: side, height: side, channels: 3, background: { r: 255, g: 255, b: 255 } } })
     .composite([
@@ -146,7 +146,7 @@ async function packshot(stamp: Rgba): Promise<Buffer> {
     .toBuffer();
 }
 
-async function makeQuery(
+export async function makeQuery(
   stamp: Rgba,
   backgrounds: string[],
   random: () => number,
