@@ -1,0 +1,115 @@
+import { describe, expect, it } from 'vitest';
+import { ErrorBodySchema, OPERATION_DOCS, buildOpenApiDocument } from '#lib/http/openapi.ts';
+import { ROUTES } from '#lib/http/routes.ts';
+
+/**
+ * A small structural validator of the OpenAPI 3.1 document (no validator package installs offline for
+ * 3.1), plus: every example is accepted by the zod schema it illustrates.
+ */
+type Json = Record<string, unknown>;
+const doc = buildOpenApiDocument() as Json & {
+  paths: Record<string, Record<string, Json>>;
+  components: Json & { schemas: Json; securitySchemes: Json; headers: Json };
+};
+const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+/** Every `$ref` in the document, with where it was found. */
+function refs(node: unknown, at = '#'): { ref: string; at: string }[] {
+  if (Array.isArray(node)) return node.flatMap((item, i) => refs(item, `${at}/${i}`));
+  if (!node || typeof node !== 'object') return [];
+  return Object.entries(node as Json).flatMap(([key, value]) =>
+    key === '$ref' && typeof value === 'string' ? [{ ref: value, at }] : refs(value, `${at}/${key}`),
+  );
+}
+
+function resolvePointer(pointer: string): unknown {
+  let node: unknown = doc;
+  for (const part of pointer.replace(/^#\//, '').split('/')) node = (node as Json | undefined)?.[part.replace(/~1/g, '/')];
+  return node;
+}
+
+const operations = Object.entries(doc.paths).flatMap(([path, item]) =>
+  Object.entries(item).map(([method, op]) => ({ path, method, op })),
+);
+
+describe('OpenAPI document structure', () => {
+  it('has the required top-level fields of OpenAPI 3.1', () => {
+    expect(doc.openapi).toMatch(/^3\.1\.\d+$/);
+    expect(doc.info).toMatchObject({ title: expect.any(String), version: expect.any(String) });
+    expect(Array.isArray(doc.servers)).toBe(true);
+    expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(['adminToken', 'searchId']);
+    for (const header of ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After', 'X-Request-Id']) {
+      expect(doc.components.headers[header], header).toMatchObject({ description: expect.any(String), schema: expect.any(Object) });
+    }
+  });
+
+  it('resolves every $ref', () => {
+    const all = refs(doc);
+    expect(all.length).toBeGreaterThan(0);
+    for (const { ref, at } of all) {
+      expect(ref.startsWith('#/'), `${at}: external ref ${ref}`).toBe(true);
+      expect(resolvePointer(ref), `${at}: dangling ${ref}`).toBeDefined();
+    }
+  });
+
+  it('gives each operation a unique id, known security, declared path parameters and valid responses', () => {
+    const ids = new Set<string>();
+    for (const { path, method, op } of operations) {
+      const where = `${method.toUpperCase()} ${path}`;
+      expect(METHODS, where).toContain(method);
+      expect(path.startsWith('/'), where).toBe(true);
+      expect(ids.has(op.operationId as string), `${where}: duplicate operationId`).toBe(false);
+      ids.add(op.operationId as string);
+      for (const requirement of op.security as Json[]) {
+        for (const scheme of Object.keys(requirement)) expect(doc.components.securitySchemes, where).toHaveProperty(scheme);
+      }
+      const templated = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).sort();
+      const parameters = (op.parameters ?? []) as Json[];
+      expect(parameters.filter((p) => p.in === 'path').map((p) => p.name).sort(), where).toEqual(templated);
+      for (const p of parameters) {
+        expect(['path', 'query', 'header', 'cookie'], where).toContain(p.in);
+        expect(p.schema, `${where} ${String(p.name)}`).toBeTypeOf('object');
+        if (p.in === 'path') expect(p.required, where).toBe(true);
+      }
+      const responses = op.responses as Record<string, Json>;
+      expect(Object.keys(responses).length, where).toBeGreaterThan(1);
+      for (const [status, response] of Object.entries(responses)) {
+        expect(status, where).toMatch(/^[1-5]\d\d$/);
+        expect(response.description, `${where} ${status}`).toBeTypeOf('string');
+      }
+    }
+  });
+
+  it('puts the rate-limit headers on public successes and Retry-After on every 429', () => {
+    for (const route of ROUTES) {
+      const op = doc.paths[route.path]![route.method.toLowerCase()]!;
+      const responses = op.responses as Record<string, Json & { headers?: Json }>;
+      const success = Object.entries(responses).find(([status]) => status.startsWith('2'))![1];
+      if (route.access === 'public') {
+        expect(Object.keys(success.headers ?? {}), route.name).toEqual(expect.arrayContaining(['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']));
+        expect(Object.keys(responses['429']?.headers ?? {}), route.name).toContain('Retry-After');
+      }
+    }
+  });
+
+  it('has examples that the schemas they illustrate accept', () => {
+    for (const [name, opDoc] of Object.entries(OPERATION_DOCS)) {
+      if (opDoc.body) expect(opDoc.body.schema.safeParse(opDoc.body.example).success, `${name} request example`).toBe(true);
+      if (opDoc.response.zod && opDoc.response.example !== undefined) {
+        expect(opDoc.response.zod.safeParse(opDoc.response.example).success, `${name} response example`).toBe(true);
+      }
+    }
+    let errorExamples = 0;
+    for (const { path, method, op } of operations) {
+      for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+        const examples = ((response.content as Json | undefined)?.['application/json'] as Json | undefined)?.examples as Record<string, { value: { error: { status: number } } }> | undefined;
+        for (const [code, example] of Object.entries(examples ?? {})) {
+          expect(ErrorBodySchema.safeParse(example.value).success, `${method} ${path} ${code}`).toBe(true);
+          expect(String(example.value.error.status)).toBe(status);
+          errorExamples++;
+        }
+      }
+    }
+    expect(errorExamples).toBeGreaterThan(ROUTES.length * 2);
+  });
+});
