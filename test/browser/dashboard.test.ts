@@ -41,7 +41,7 @@ async function api(method: string, path: string, body?: unknown, bearer = stack.
   return { status: response.status, body: text ? JSON.parse(text) : undefined };
 }
 
-const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+const shot = (name: string, fullPage = true) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage });
 
 describe('dashboard in Chromium', () => {
   beforeAll(async () => {
@@ -270,10 +270,20 @@ describe('dashboard in Chromium', () => {
     ).toBe('search_id_revoked');
   });
 
+  it('finds a demo product from the demo feed, as a newcomer would', async () => {
+    await page.getByRole('link', { name: 'Feeds' }).first().click();
+    await page.locator('tr[data-feed-id="demo"] a').click();
+    await page.getByRole('link', { name: 'Try it' }).click();
+    await page.locator('#try-file').setInputFiles(resolve('demo/images/fishes-fish1.webp'));
+    await page.locator('.results .grid.products .product').first().waitFor({ timeout: 20_000 });
+    expect(await page.locator('.results .product .score').first().textContent()).toMatch(/score \d\.\d{3}/);
+    await shot('11-demo-try-it');
+  });
+
   it('serves the API reference page', async () => {
     await page.goto(`${stack.url}/docs`);
     await page.getByRole('heading', { name: /Visual product search/ }).waitFor();
     expect(await page.locator('section.op').count()).toBeGreaterThan(10);
-    await shot('10-docs');
+    await shot('10-docs', false);
   });
 });
