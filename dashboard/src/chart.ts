@@ -28,11 +28,12 @@ export function daysBetween(from: string, to: string): string[] {
   return days;
 }
 
+/** Top of the y axis: four grid steps of 1, 2 or 5 × 10^n, so every tick label is a whole number. */
 function niceMax(value: number): number {
-  if (value <= 5) return 5;
-  const magnitude = 10 ** Math.floor(Math.log10(value));
-  for (const step of [1, 2, 2.5, 5, 10]) if (step * magnitude >= value) return step * magnitude;
-  return 10 * magnitude;
+  const raw = Math.max(1, value / 4);
+  const magnitude = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * magnitude).find((s) => s >= raw) ?? 10 * magnitude;
+  return step * 4;
 }
 
 export function usageChart(report: UsageReport): SVGSVGElement {
