@@ -47,7 +47,9 @@ export async function startHttpServer(options: {
 
   const server = createServer((request, response) => {
     handle(request, response).catch((error: unknown) => {
-      options.logger.error('local server failure', { error: error instanceof Error ? error.message : String(error) });
+      options.logger.error('local server failure', {
+        error: error instanceof Error ? error.message : String(error),
+      });
       if (!response.headersSent) sendError(response, new Error('internal'));
       else response.destroy();
     });
@@ -57,7 +59,10 @@ export async function startHttpServer(options: {
     const url = new URL(request.url ?? '/', 'http://localhost');
     const method = request.method ?? 'GET';
     if (method === 'OPTIONS') {
-      response.writeHead(204, { ...CORS_HEADERS, 'Access-Control-Allow-Origin': request.headers.origin ?? '*' });
+      response.writeHead(204, {
+        ...CORS_HEADERS,
+        'Access-Control-Allow-Origin': request.headers.origin ?? '*',
+      });
       response.end();
       return;
     }
@@ -68,23 +73,32 @@ export async function startHttpServer(options: {
     const { match, allowed } = matchRoute(method, url.pathname);
     if (!match) {
       if (allowed.length > 0) {
-        return sendError(response, new DomainError('method_not_allowed', `Use ${allowed.join(', ')} on this path.`), {
-          Allow: allowed.join(', '),
-        });
+        return sendError(
+          response,
+          new DomainError('method_not_allowed', `Use ${allowed.join(', ')} on this path.`),
+          {
+            Allow: allowed.join(', '),
+          },
+        );
       }
       return sendError(response, new DomainError('not_found', `No route for ${method} ${url.pathname}.`));
     }
     if (body === undefined) {
-      return sendError(response, new DomainError('payload_too_large', `Request body exceeds ${options.maxBodyBytes} bytes.`));
+      return sendError(
+        response,
+        new DomainError('payload_too_large', `Request body exceeds ${options.maxBodyBytes} bytes.`),
+      );
     }
     const event = toProxyEvent(request, url, match, body.length > 0 ? body.toString('utf8') : null);
     const context = toLambdaContext(`vps-local-${match.route.name}`, event.requestContext.requestId);
     const result = await (await load(match.route))(event, context);
     const headers: Record<string, string | string[]> = { ...stringHeaders(result.headers) };
-    for (const [name, values] of Object.entries(result.multiValueHeaders ?? {})) headers[name] = values.map(String);
+    for (const [name, values] of Object.entries(result.multiValueHeaders ?? {}))
+      headers[name] = values.map(String);
     if (request.headers.origin) {
       headers['Access-Control-Allow-Origin'] = request.headers.origin;
-      headers['Access-Control-Expose-Headers'] = 'RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset,Retry-After,X-Request-Id';
+      headers['Access-Control-Expose-Headers'] =
+        'RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset,Retry-After,X-Request-Id';
       headers.Vary = 'Origin';
     }
     response.writeHead(result.statusCode, headers);

@@ -41,7 +41,8 @@ async function api(method: string, path: string, body?: unknown, bearer = stack.
   return { status: response.status, body: text ? JSON.parse(text) : undefined };
 }
 
-const shot = (name: string, fullPage = true) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage });
+const shot = (name: string, fullPage = true) =>
+  page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage });
 
 describe('dashboard in Chromium', () => {
   beforeAll(async () => {

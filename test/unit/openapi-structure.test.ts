@@ -24,7 +24,8 @@ function refs(node: unknown, at = '#'): { ref: string; at: string }[] {
 
 function resolvePointer(pointer: string): unknown {
   let node: unknown = doc;
-  for (const part of pointer.replace(/^#\//, '').split('/')) node = (node as Json | undefined)?.[part.replace(/~1/g, '/')];
+  for (const part of pointer.replace(/^#\//, '').split('/'))
+    node = (node as Json | undefined)?.[part.replace(/~1/g, '/')];
   return node;
 }
 
@@ -38,8 +39,17 @@ describe('OpenAPI document structure', () => {
     expect(doc.info).toMatchObject({ title: expect.any(String), version: expect.any(String) });
     expect(Array.isArray(doc.servers)).toBe(true);
     expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(['adminToken', 'searchId']);
-    for (const header of ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After', 'X-Request-Id']) {
-      expect(doc.components.headers[header], header).toMatchObject({ description: expect.any(String), schema: expect.any(Object) });
+    for (const header of [
+      'RateLimit-Limit',
+      'RateLimit-Remaining',
+      'RateLimit-Reset',
+      'Retry-After',
+      'X-Request-Id',
+    ]) {
+      expect(doc.components.headers[header], header).toMatchObject({
+        description: expect.any(String),
+        schema: expect.any(Object),
+      });
     }
   });
 
@@ -61,11 +71,18 @@ describe('OpenAPI document structure', () => {
       expect(ids.has(op.operationId as string), `${where}: duplicate operationId`).toBe(false);
       ids.add(op.operationId as string);
       for (const requirement of op.security as Json[]) {
-        for (const scheme of Object.keys(requirement)) expect(doc.components.securitySchemes, where).toHaveProperty(scheme);
+        for (const scheme of Object.keys(requirement))
+          expect(doc.components.securitySchemes, where).toHaveProperty(scheme);
       }
       const templated = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).sort();
       const parameters = (op.parameters ?? []) as Json[];
-      expect(parameters.filter((p) => p.in === 'path').map((p) => p.name).sort(), where).toEqual(templated);
+      expect(
+        parameters
+          .filter((p) => p.in === 'path')
+          .map((p) => p.name)
+          .sort(),
+        where,
+      ).toEqual(templated);
       for (const p of parameters) {
         expect(['path', 'query', 'header', 'cookie'], where).toContain(p.in);
         expect(p.schema, `${where} ${String(p.name)}`).toBeTypeOf('object');
@@ -86,7 +103,9 @@ describe('OpenAPI document structure', () => {
       const responses = op.responses as Record<string, Json & { headers?: Json }>;
       const success = Object.entries(responses).find(([status]) => status.startsWith('2'))![1];
       if (route.access === 'public') {
-        expect(Object.keys(success.headers ?? {}), route.name).toEqual(expect.arrayContaining(['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']));
+        expect(Object.keys(success.headers ?? {}), route.name).toEqual(
+          expect.arrayContaining(['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']),
+        );
         expect(Object.keys(responses['429']?.headers ?? {}), route.name).toContain('Retry-After');
       }
     }
@@ -94,15 +113,19 @@ describe('OpenAPI document structure', () => {
 
   it('has examples that the schemas they illustrate accept', () => {
     for (const [name, opDoc] of Object.entries(OPERATION_DOCS)) {
-      if (opDoc.body) expect(opDoc.body.schema.safeParse(opDoc.body.example).success, `${name} request example`).toBe(true);
+      if (opDoc.body)
+        expect(opDoc.body.schema.safeParse(opDoc.body.example).success, `${name} request example`).toBe(true);
       if (opDoc.response.zod && opDoc.response.example !== undefined) {
-        expect(opDoc.response.zod.safeParse(opDoc.response.example).success, `${name} response example`).toBe(true);
+        expect(opDoc.response.zod.safeParse(opDoc.response.example).success, `${name} response example`).toBe(
+          true,
+        );
       }
     }
     let errorExamples = 0;
     for (const { path, method, op } of operations) {
       for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
-        const examples = ((response.content as Json | undefined)?.['application/json'] as Json | undefined)?.examples as Record<string, { value: { error: { status: number } } }> | undefined;
+        const examples = ((response.content as Json | undefined)?.['application/json'] as Json | undefined)
+          ?.examples as Record<string, { value: { error: { status: number } } }> | undefined;
         for (const [code, example] of Object.entries(examples ?? {})) {
           expect(ErrorBodySchema.safeParse(example.value).success, `${method} ${path} ${code}`).toBe(true);
           expect(String(example.value.error.status)).toBe(status);
