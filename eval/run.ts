@@ -7,6 +7,7 @@
  *
  * Flags: --seed N (default 1) · --queries N (stratified subset by kind, default 300) · --all (every query)
  *        · --models DIR (default layers/models/build) · --no-detector (skip the detector scores)
+ *        · --fashion (also Fashion-MNIST precision@10, 2,000 gallery / 500 queries, about a minute)
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,6 +16,7 @@ import sharp from 'sharp';
 import { loadVision } from '#lib/vision/load-vision.ts';
 import { ensureEvalData } from './fetch-data.ts';
 import { loadDetectionPhotos } from './detection-photos.ts';
+import { loadFashionMnist, precisionAtK } from './fashion-mnist.ts';
 import { meanAveragePrecision, rankOf, recallAtK, type DetectionSample } from './metrics.ts';
 import { loadRetrievalBenchmark, seededRandom, type Query } from './retrieval-benchmark.ts';
 
@@ -25,6 +27,7 @@ const { values: flags } = parseArgs({
     all: { type: 'boolean', default: false },
     models: { type: 'string', default: join(import.meta.dirname, '../layers/models/build') },
     'no-detector': { type: 'boolean', default: false },
+    fashion: { type: 'boolean', default: false },
   },
 });
 const seed = Number(flags.seed);
@@ -163,6 +166,25 @@ async function main(): Promise<void> {
   console.log(
     `embedding: ${msPerQuery.toFixed(1)} ms/query (embed + brute-force cosine over ${catalogue.length}); total ${((performance.now() - started) / 1000).toFixed(1)} s`,
   );
+
+  // (c) Fashion-MNIST category precision@10.
+  if (flags.fashion) {
+    const t1 = performance.now();
+    const gallery = await loadFashionMnist(0, 2000);
+    const probes = await loadFashionMnist(2000, 500);
+    const embedBuffers = async (images: readonly Buffer[]): Promise<Float32Array[]> => {
+      const out: Float32Array[] = [];
+      for (let i = 0; i < images.length; i += 32)
+        out.push(...(await vision.embedder.embed(images.slice(i, i + 32))));
+      return out;
+    };
+    const galleryVectors = await embedBuffers(gallery.images);
+    const probeVectors = await embedBuffers(probes.images);
+    const p10 = precisionAtK(probeVectors, probes.labels, galleryVectors, gallery.labels, 10);
+    console.log(
+      `fashion-mnist P@10 (2,000 gallery / 500 queries, t10k 0–1999 / 2000–2499): ${fmt(p10)}  ${((performance.now() - t1) / 1000).toFixed(1)} s`,
+    );
+  }
 }
 
 await main();
