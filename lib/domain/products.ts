@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { FILTER_KEYS } from '#lib/domain/schemas.ts';
 
 /**
  * Products as the service stores them and as each public endpoint shows them. Field names follow the
@@ -118,19 +119,8 @@ export function filterValue(key: string, value: string): string {
 }
 
 const PATH_FIELDS = new Set(['category', 'product_type']);
-const FILTER_FIELDS = [
-  'brand',
-  'color',
-  'category',
-  'product_type',
-  'gender',
-  'age_group',
-  'condition',
-  'availability',
-  'size',
-  'material',
-  'currency',
-] as const;
+/** The filterable product fields; item_group_id is filed from the product's group instead. */
+const FILTER_FIELDS = FILTER_KEYS.filter((key) => key !== 'item_group_id');
 
 /**
  * Filterable fields of a product's vector documents, values lower-cased. Taxonomy paths ("A > B > C")
