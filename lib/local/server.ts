@@ -95,12 +95,7 @@ export async function startHttpServer(options: {
     const headers: Record<string, string | string[]> = { ...stringHeaders(result.headers) };
     for (const [name, values] of Object.entries(result.multiValueHeaders ?? {}))
       headers[name] = values.map(String);
-    if (request.headers.origin) {
-      headers['Access-Control-Allow-Origin'] = request.headers.origin;
-      headers['Access-Control-Expose-Headers'] =
-        'RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset,Retry-After,X-Request-Id';
-      headers.Vary = 'Origin';
-    }
+    // CORS headers of handler responses come from the middleware, as in AWS; only preflights are answered here.
     response.writeHead(result.statusCode, headers);
     response.end(result.isBase64Encoded ? Buffer.from(result.body, 'base64') : result.body);
   }
