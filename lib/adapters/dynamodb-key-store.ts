@@ -3,10 +3,9 @@ import {
   type DynamoDBDocumentClient,
   GetCommand,
   PutCommand,
-  QueryCommand,
   UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
-import { isConditionalCheckFailed } from '#lib/adapters/dynamodb-client.ts';
+import { isConditionalCheckFailed, queryPages } from '#lib/adapters/dynamodb-client.ts';
 import { NotFoundError } from '#lib/domain/errors.ts';
 import type { SearchKey } from '#lib/domain/keys.ts';
 import type { KeyStore } from '#lib/ports.ts';
@@ -35,20 +34,14 @@ export class DynamoDbKeyStore implements KeyStore {
 
   async listByFeed(feedId: string): Promise<SearchKey[]> {
     const keys: SearchKey[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const out = await this.db.send(
-        new QueryCommand({
-          TableName: this.table,
-          IndexName: 'byFeed',
-          KeyConditionExpression: 'feedId = :f',
-          ExpressionAttributeValues: { ':f': feedId },
-          ExclusiveStartKey: start,
-        }),
-      );
-      keys.push(...((out.Items ?? []) as SearchKey[]));
-      start = out.LastEvaluatedKey;
-    } while (start);
+    for await (const items of queryPages(this.db, {
+      TableName: this.table,
+      IndexName: 'byFeed',
+      KeyConditionExpression: 'feedId = :f',
+      ExpressionAttributeValues: { ':f': feedId },
+    })) {
+      keys.push(...(items as unknown as SearchKey[]));
+    }
     return keys;
   }
 

@@ -7,6 +7,7 @@ import {
   GetCommand,
   QueryCommand,
 } from '@aws-sdk/lib-dynamodb';
+import { queryPages } from '#lib/adapters/dynamodb-client.ts';
 import { ValidationError } from '#lib/domain/errors.ts';
 import type { Product } from '#lib/domain/products.ts';
 import type { ProductStore } from '#lib/ports.ts';
@@ -80,20 +81,14 @@ export class DynamoDbProductStore implements ProductStore {
 
   async listGroup(feedId: string, itemGroupId: string): Promise<Product[]> {
     const products: Product[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const out = await this.db.send(
-        new QueryCommand({
-          TableName: this.table,
-          IndexName: 'byItemGroup',
-          KeyConditionExpression: 'feedItemGroup = :g',
-          ExpressionAttributeValues: { ':g': `${feedId}#${itemGroupId}` },
-          ExclusiveStartKey: start,
-        }),
-      );
-      products.push(...(out.Items ?? []).map(toProduct));
-      start = out.LastEvaluatedKey;
-    } while (start);
+    for await (const items of queryPages(this.db, {
+      TableName: this.table,
+      IndexName: 'byItemGroup',
+      KeyConditionExpression: 'feedItemGroup = :g',
+      ExpressionAttributeValues: { ':g': `${feedId}#${itemGroupId}` },
+    })) {
+      products.push(...items.map(toProduct));
+    }
     return products.sort((a, b) => (a.product_id < b.product_id ? -1 : a.product_id > b.product_id ? 1 : 0));
   }
 
@@ -138,41 +133,29 @@ export class DynamoDbProductStore implements ProductStore {
 
   async listUnseen(feedId: string, importId: string): Promise<string[]> {
     const ids: string[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const out = await this.db.send(
-        new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: 'feedId = :f',
-          ExpressionAttributeValues: { ':f': feedId },
-          ProjectionExpression: 'productId, seen_import',
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of out.Items ?? []) if (item.seen_import !== importId) ids.push(String(item.productId));
-      start = out.LastEvaluatedKey;
-    } while (start);
+    for await (const items of queryPages(this.db, {
+      TableName: this.table,
+      KeyConditionExpression: 'feedId = :f',
+      ExpressionAttributeValues: { ':f': feedId },
+      ProjectionExpression: 'productId, seen_import',
+    })) {
+      for (const item of items) if (item.seen_import !== importId) ids.push(String(item.productId));
+    }
     return ids;
   }
 
   async deleteFeed(feedId: string): Promise<void> {
-    let start: Record<string, unknown> | undefined;
-    do {
-      const out = await this.db.send(
-        new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: 'feedId = :f',
-          ExpressionAttributeValues: { ':f': feedId },
-          ProjectionExpression: 'productId',
-          ExclusiveStartKey: start,
-        }),
-      );
+    for await (const items of queryPages(this.db, {
+      TableName: this.table,
+      KeyConditionExpression: 'feedId = :f',
+      ExpressionAttributeValues: { ':f': feedId },
+      ProjectionExpression: 'productId',
+    })) {
       await this.deleteMany(
         feedId,
-        (out.Items ?? []).map((item) => String(item.productId)),
+        items.map((item) => String(item.productId)),
       );
-      start = out.LastEvaluatedKey;
-    } while (start);
+    }
   }
 
   private async batchWrite(requests: Record<string, unknown>[]): Promise<void> {

@@ -1,5 +1,5 @@
-import { type DynamoDBDocumentClient, GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { isConditionalCheckFailed } from '#lib/adapters/dynamodb-client.ts';
+import { type DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { isConditionalCheckFailed, queryPages } from '#lib/adapters/dynamodb-client.ts';
 import {
   currentWindowCapacity,
   retryAfterSeconds,
@@ -106,21 +106,16 @@ export class DynamoDbUsageStore implements UsageStore {
 
   async list(feedId: string, fromDay: string, toDay: string): Promise<UsageRow[]> {
     const rows: UsageRow[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const out = await this.db.send(
-        new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
-          ExpressionAttributeValues: {
-            ':pk': `usage#${feedId}`,
-            ':from': `${fromDay}#`,
-            ':to': `${toDay}#\uffff`,
-          },
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of out.Items ?? []) {
+    for await (const items of queryPages(this.db, {
+      TableName: this.table,
+      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+      ExpressionAttributeValues: {
+        ':pk': `usage#${feedId}`,
+        ':from': `${fromDay}#`,
+        ':to': `${toDay}#\uffff`,
+      },
+    })) {
+      for (const item of items) {
         rows.push({
           day: String(item.day),
           endpoint: item.endpoint as Endpoint,
@@ -132,8 +127,7 @@ export class DynamoDbUsageStore implements UsageStore {
           rateLimited: Number(item.rateLimited ?? 0),
         });
       }
-      start = out.LastEvaluatedKey;
-    } while (start);
+    }
     return rows;
   }
 
