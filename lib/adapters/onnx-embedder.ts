@@ -1,11 +1,13 @@
 /**
- * Embedder on the converted MobileNetV2-mid graph (onnxruntime): images → 448-d L2-normalised vectors.
+ * Embedder on the converted MobileNetV2-mid graph (onnxruntime): images → 448-d L2-normalised vectors, or,
+ * with a learned projection (lib/vision/projection.ts), those vectors projected and re-normalised.
  * Preprocessing: EXIF orientation, alpha on white, squash to 224×224, RGB/255 (see lib/vision/model-specs.ts).
  */
 import type { Embedder } from '#lib/ports.ts';
 import { openImage, rgbSquares, writeRgbUnit, type Box } from '#lib/vision/image-input.ts';
 import { EMBEDDER_SPEC } from '#lib/vision/model-specs.ts';
 import { floatTensor, outputData, type InferenceSession } from '#lib/vision/onnx-session.ts';
+import { applyProjection, type Projection } from '#lib/vision/projection.ts';
 
 /** Bumped whenever preprocessing changes in a way that changes vectors (the model hash covers the graph). */
 const PREPROCESSING_REVISION = 'p1';
@@ -20,16 +22,23 @@ export function l2Normalise(vector: Float32Array): Float32Array {
 }
 
 export class OnnxEmbedder implements Embedder {
-  readonly dimension = EMBEDDER_SPEC.dimension;
+  readonly dimension: number;
   readonly modelVersion: string;
 
-  /** @param modelSha256 sha256 of the .onnx file (from its manifest); part of the model version. */
+  /**
+   * @param modelSha256 sha256 of the .onnx file (from its manifest); part of the model version.
+   * @param projection learned head applied to every vector: it sets the dimension, and its weights' hash
+   *   joins the model version (so the import re-embeds a catalogue when it is switched on, off or retrained).
+   */
   constructor(
     private readonly session: InferenceSession,
     modelSha256: string,
     private readonly batchSize = DEFAULT_BATCH_SIZE,
+    private readonly projection?: Projection,
   ) {
-    this.modelVersion = `${EMBEDDER_SPEC.name}-${modelSha256.slice(0, 8)}-${PREPROCESSING_REVISION}`;
+    const base = `${EMBEDDER_SPEC.name}-${modelSha256.slice(0, 8)}-${PREPROCESSING_REVISION}`;
+    this.dimension = projection?.outDim ?? EMBEDDER_SPEC.dimension;
+    this.modelVersion = projection ? `${base}-proj${projection.outDim}-${projection.version}` : base;
   }
 
   /** Encoded images (any allowed format) → one vector each, in order. Throws InvalidImageError on bad input. */
@@ -66,8 +75,10 @@ export class OnnxEmbedder implements Embedder {
         [EMBEDDER_SPEC.inputName]: floatTensor(input, [batch.length, size, size, 3]),
       });
       const features = outputData(outputs, EMBEDDER_SPEC.outputName);
+      const width = EMBEDDER_SPEC.dimension;
       for (let i = 0; i < batch.length; i += 1) {
-        vectors.push(l2Normalise(features.slice(i * this.dimension, (i + 1) * this.dimension)));
+        const vector = l2Normalise(features.slice(i * width, (i + 1) * width));
+        vectors.push(this.projection ? applyProjection(this.projection, vector) : vector);
       }
     }
     return vectors;

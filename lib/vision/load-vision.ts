@@ -9,11 +9,20 @@ import { OnnxEmbedder } from '#lib/adapters/onnx-embedder.ts';
 import type { Vision } from '#lib/ports.ts';
 import { DETECTOR_SPEC, EMBEDDER_SPEC, type ModelManifest } from './model-specs.ts';
 import { createSession } from './onnx-session.ts';
+import { readProjection, type ProjectionManifest } from './projection.ts';
 
 export interface LoadedVision extends Vision {
   embedder: OnnxEmbedder;
   detector: OnnxDetector;
-  manifests: { embedder: ModelManifest; detector: ModelManifest };
+  manifests: { embedder: ModelManifest; detector: ModelManifest; projection?: ProjectionManifest };
+}
+
+export interface VisionOptions {
+  /**
+   * Apply the learned projection shipped in the layer (layers/projection/, docs/vision.md "Learned
+   * projection") to every embedding. Changes the embedder's dimension and modelVersion.
+   */
+  projection?: boolean;
 }
 
 function readManifest(modelDir: string, spec: { name: string; file: string }): ModelManifest {
@@ -61,23 +70,32 @@ function checkDetectorManifest(manifest: ModelManifest): void {
 /**
  * @param modelDir directory with the .onnx files and manifests (default build output: layers/models/build)
  * @param detectorOptions score/IoU thresholds of the detector (defaults suit the API)
+ * @param options `projection: true` applies the shipped learned projection to every embedding
  * @throws Error naming the missing model and the command that builds it
  */
 export async function loadVision(
   modelDir: string,
   detectorOptions: Partial<DetectorOptions> = {},
+  options: VisionOptions = {},
 ): Promise<LoadedVision> {
   const embedderManifest = readManifest(modelDir, EMBEDDER_SPEC);
   const detectorManifest = readManifest(modelDir, DETECTOR_SPEC);
   checkEmbedderManifest(embedderManifest);
   checkDetectorManifest(detectorManifest);
+  const projected = options.projection
+    ? readProjection(modelDir, { sha256: embedderManifest.sha256, dimension: EMBEDDER_SPEC.dimension })
+    : undefined;
   const [embedderSession, detectorSession] = await Promise.all([
     createSession(join(modelDir, EMBEDDER_SPEC.file)),
     createSession(join(modelDir, DETECTOR_SPEC.file)),
   ]);
   return {
-    embedder: new OnnxEmbedder(embedderSession, embedderManifest.sha256),
+    embedder: new OnnxEmbedder(embedderSession, embedderManifest.sha256, undefined, projected?.projection),
     detector: new OnnxDetector(detectorSession, detectorOptions),
-    manifests: { embedder: embedderManifest, detector: detectorManifest },
+    manifests: {
+      embedder: embedderManifest,
+      detector: detectorManifest,
+      ...(projected ? { projection: projected.manifest } : {}),
+    },
   };
 }

@@ -1,0 +1,125 @@
+/**
+ * The learned projection head applied on top of the frozen embedder: y = normalise(W·(x − μ)), with x the
+ * L2-normalised 448-d block-16 vector. Trained by layers/projection/ (contrastive, on images outside every
+ * evaluation set), shipped in the model layer as `<name>.f32` (float32 little-endian: μ, then W row-major)
+ * beside `<name>.manifest.json`. Catalogue and query vectors must both go through it: the embedder's
+ * modelVersion says whether they did.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+export const PROJECTION_SPEC = {
+  name: 'projection-contrastive',
+  file: 'projection-contrastive.f32',
+} as const;
+
+export interface ProjectionManifest {
+  name: string;
+  file: string;
+  sha256: string;
+  bytes: number;
+  inputDimension: number;
+  outputDimension: number;
+  /** sha256 of the embedder .onnx whose features it was trained on: any other model makes it meaningless. */
+  embedderSha256: string;
+  layout: string;
+  training: {
+    script: string;
+    command: string;
+    seed: number;
+    recipe: unknown;
+    /** Hash of the training sources (layers/projection/recipe.ts lists them). */
+    fingerprint: string;
+    featuresSha256: string;
+    views: number;
+    objects: number;
+    dataSources: readonly { name: string; version: string; licence: string }[];
+    excluded: string;
+  };
+}
+
+export interface Projection {
+  inDim: number;
+  outDim: number;
+  mean: Float32Array;
+  /** outDim×inDim, row-major. */
+  matrix: Float32Array;
+  /** First 8 hex digits of the weights' sha256: part of the embedder's modelVersion. */
+  version: string;
+}
+
+export function encodeProjection(mean: ArrayLike<number>, matrix: ArrayLike<number>): Buffer {
+  const values = new Float32Array(mean.length + matrix.length);
+  for (let i = 0; i < mean.length; i += 1) values[i] = mean[i]!;
+  for (let i = 0; i < matrix.length; i += 1) values[mean.length + i] = matrix[i]!;
+  const bytes = Buffer.alloc(values.length * 4);
+  values.forEach((value, i) => bytes.writeFloatLE(value, i * 4));
+  return bytes;
+}
+
+export function decodeProjection(bytes: Buffer, inDim: number, outDim: number): Projection {
+  if (bytes.length !== (inDim + inDim * outDim) * 4)
+    throw new Error(
+      `projection weights hold ${bytes.length} bytes, expected ${(inDim + inDim * outDim) * 4}`,
+    );
+  const values = new Float32Array(bytes.length / 4);
+  for (let i = 0; i < values.length; i += 1) values[i] = bytes.readFloatLE(i * 4);
+  return {
+    inDim,
+    outDim,
+    mean: values.slice(0, inDim),
+    matrix: values.slice(inDim),
+    version: createHash('sha256').update(bytes).digest('hex').slice(0, 8),
+  };
+}
+
+/** y = normalise(W·(x − μ)); a new vector of length outDim. */
+export function applyProjection(projection: Projection, vector: Float32Array): Float32Array {
+  const { inDim, outDim, mean, matrix } = projection;
+  if (vector.length !== inDim)
+    throw new RangeError(`projection expects ${inDim} values, got ${vector.length}`);
+  const centred = new Float64Array(inDim);
+  for (let k = 0; k < inDim; k += 1) centred[k] = vector[k]! - mean[k]!;
+  const out = new Float32Array(outDim);
+  let sum = 0;
+  for (let o = 0; o < outDim; o += 1) {
+    let z = 0;
+    const row = o * inDim;
+    for (let k = 0; k < inDim; k += 1) z += matrix[row + k]! * centred[k]!;
+    out[o] = z;
+    sum += z * z;
+  }
+  const norm = Math.sqrt(sum);
+  if (norm > 0) for (let o = 0; o < outDim; o += 1) out[o] = out[o]! / norm;
+  return out;
+}
+
+/**
+ * Reads and checks the shipped projection of `modelDir` against the embedder it will sit on.
+ * @throws Error naming the command that builds it when it is missing, altered or for another model
+ */
+export function readProjection(
+  modelDir: string,
+  embedder: { sha256: string; dimension: number },
+): { projection: Projection; manifest: ProjectionManifest } {
+  const manifestFile = join(modelDir, `${PROJECTION_SPEC.name}.manifest.json`);
+  const file = join(modelDir, PROJECTION_SPEC.file);
+  if (!existsSync(manifestFile) || !existsSync(file))
+    throw new Error(
+      `Projection ${PROJECTION_SPEC.name} is missing from ${resolve(modelDir)}: run \`npm run build:layer\`.`,
+    );
+  const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as ProjectionManifest;
+  const bytes = readFileSync(file);
+  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  if (manifest.file !== PROJECTION_SPEC.file || sha256 !== manifest.sha256)
+    throw new Error(
+      `Projection in ${resolve(modelDir)} does not match its manifest: run \`npm run build:layer\`.`,
+    );
+  if (manifest.embedderSha256 !== embedder.sha256 || manifest.inputDimension !== embedder.dimension)
+    throw new Error(
+      `Projection ${PROJECTION_SPEC.name} was trained on embedder ${manifest.embedderSha256.slice(0, 8)}, ` +
+        `not on the loaded ${embedder.sha256.slice(0, 8)}: retrain it (\`npm run train:projection\`).`,
+    );
+  return { projection: decodeProjection(bytes, manifest.inputDimension, manifest.outputDimension), manifest };
+}
