@@ -8,6 +8,10 @@
  * Flags: --seed N (default 1) · --queries N (stratified subset by kind, default 300) · --all (every query)
  *        · --models DIR (default layers/models/build) · --no-detector (skip the detector scores)
  *        · --fashion (also Fashion-MNIST precision@10, 2,000 gallery / 500 queries, about a minute)
+ *        · --no-pipeline (skip the full search pipeline) · --pipeline-only (only the full search pipeline)
+ *
+ * Then the full search pipeline (eval/pipeline.ts): the catalogue imported through the real import into a
+ * temporary local stack, every query searched through the use case once per stage (the ablation table).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,6 +22,7 @@ import { ensureEvalData } from './fetch-data.ts';
 import { loadDetectionPhotos } from './detection-photos.ts';
 import { loadFashionMnist, precisionAtK } from './fashion-mnist.ts';
 import { meanAveragePrecision, rankOf, recallAtK, type DetectionSample } from './metrics.ts';
+import { evaluatePipelines } from './pipeline.ts';
 import { loadRetrievalBenchmark, seededRandom, type Query } from './retrieval-benchmark.ts';
 
 const { values: flags } = parseArgs({
@@ -28,6 +33,8 @@ const { values: flags } = parseArgs({
     models: { type: 'string', default: join(import.meta.dirname, '../layers/models/build') },
     'no-detector': { type: 'boolean', default: false },
     fashion: { type: 'boolean', default: false },
+    'no-pipeline': { type: 'boolean', default: false },
+    'pipeline-only': { type: 'boolean', default: false },
   },
 });
 const seed = Number(flags.seed);
@@ -64,6 +71,11 @@ async function main(): Promise<void> {
     `eval: seed ${seed}, ${benchmark.items.length} catalogue items, ${queries.length}/${benchmark.queries.length} queries` +
       ` (${queries.filter((q) => q.kind === 'scene').length} scene, ${queries.filter((q) => q.kind === 'flat').length} flat)`,
   );
+
+  if (flags['pipeline-only']) {
+    await evaluatePipelines({ benchmark, queries, seed });
+    return;
+  }
 
   // (a) Detector mAP@0.5.
   if (!flags['no-detector']) {
@@ -167,7 +179,10 @@ async function main(): Promise<void> {
     `embedding: ${msPerQuery.toFixed(1)} ms/query (embed + brute-force cosine over ${catalogue.length}); total ${((performance.now() - started) / 1000).toFixed(1)} s`,
   );
 
-  // (c) Fashion-MNIST category precision@10.
+  // (c) The full search pipeline, stage by stage.
+  if (!flags['no-pipeline']) await evaluatePipelines({ benchmark, queries, seed });
+
+  // (d) Fashion-MNIST category precision@10.
   if (flags.fashion) {
     const t1 = performance.now();
     const gallery = await loadFashionMnist(0, 2000);

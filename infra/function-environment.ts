@@ -56,6 +56,7 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   FEED_FETCH_TIMEOUT_MS: 'default',
   FEED_MAX_BYTES: 'default',
   RERANK_TOP_N: 'default',
+  WORD_SHORTLIST_TOP_N: 'default',
   MIN_SCORE: 'default',
   FEATURE_CACHE_ITEMS: 'default',
   QUERY_DETECTOR_CROP: 'default',

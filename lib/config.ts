@@ -77,6 +77,12 @@ const EnvSchema = z.object({
    */
   RERANK_TOP_N: z.coerce.number().int().min(0).max(100).default(20),
   /**
+   * Image search: how many of the best item groups by shared visual words (the keypoint shortlist) are
+   * verified along with the RERANK_TOP_N global ones; 0 turns the keypoint shortlist off. Needs
+   * RERANK_TOP_N > 0. The local index keeps the words in memory (docs/benchmarks.md).
+   */
+  WORD_SHORTLIST_TOP_N: z.coerce.number().int().min(0).max(100).default(20),
+  /**
    * Image queries drop results whose calibrated score is below this (docs/api.md); 0 keeps every result.
    * 0.4: on the measurement in docs/quality.md, 1 of 18 unrelated photos still returned a result and
    * 64 of 78 correct top-1 results were kept (0.3: 5 of 18 and 73 of 78).
@@ -127,7 +133,13 @@ export interface Config {
     image: { timeoutMs: number; maxBytes: number };
     feed: { timeoutMs: number; maxBytes: number };
   };
-  search: { rerankTopN: number; minScore: number; featureCacheItems: number; detectorCrop: boolean };
+  search: {
+    rerankTopN: number;
+    wordShortlistTopN: number;
+    minScore: number;
+    featureCacheItems: number;
+    detectorCrop: boolean;
+  };
   demoSeed: boolean;
   local: { port: number; dataDir: string };
 }
@@ -202,6 +214,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     search: {
       rerankTopN: e.RERANK_TOP_N,
+      wordShortlistTopN: e.WORD_SHORTLIST_TOP_N,
       minScore: e.MIN_SCORE,
       featureCacheItems: e.FEATURE_CACHE_ITEMS,
       detectorCrop: e.QUERY_DETECTOR_CROP,

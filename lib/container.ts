@@ -16,6 +16,7 @@ import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
 import { HttpImageFetcher } from '#lib/adapters/http-image-fetcher.ts';
 import { createOpenSearchClient, OpenSearchVectorIndex } from '#lib/adapters/opensearch-vector-index.ts';
 import { UsearchVectorIndex } from '#lib/adapters/usearch-vector-index.ts';
+import { LocalVisualWordIndex } from '#lib/adapters/local-visual-word-index.ts';
 import { InProcessImportDispatcher, ObjectEventImportDispatcher } from '#lib/ingest/dispatchers.ts';
 import { type IngestDeps, runImport } from '#lib/ingest/run-import.ts';
 import { systemClock } from '#lib/adapters/system-clock.ts';
@@ -37,6 +38,7 @@ import type {
   ObjectStore,
   UsageStore,
   VectorIndex,
+  VisualWordIndex,
   Vision,
 } from '#lib/ports.ts';
 
@@ -63,6 +65,11 @@ export interface Container {
   ingest: IngestDeps;
   /** The vector index of the loaded embedding model (one index per model version), opened on first use. */
   vectors(): Promise<VectorIndex>;
+  /**
+   * Visual words of the catalogue's images (the keypoint shortlist, WORD_SHORTLIST_TOP_N); undefined
+   * when the shortlist is off or the configured vector index has no word index.
+   */
+  visualWords: VisualWordIndex | undefined;
   /** Geometric re-ranking of image searches (RERANK_TOP_N; undefined when it is 0). */
   reranking: Reranking | undefined;
   /** Minimum score of image-query results (MIN_SCORE). */
@@ -94,8 +101,10 @@ function buildContainer(config: Config): Container {
   const s3 = createS3Client(config);
   const objects = new S3ObjectStore(s3, config.assetsBucket);
   const features = new ObjectStoreFeatureStore(objects, { cacheItems: config.search.featureCacheItems });
+  const visualWords = openVisualWordIndex(config);
   const localFeatures = {
     store: features,
+    ...(visualWords ? { words: visualWords } : {}),
     matcher(): Promise<LocalFeatureMatcher> {
       // Imported on first use: handlers that never search or import never load the OpenCV module.
       matcher ??= import('#lib/adapters/orb-local-feature-matcher.ts')
@@ -168,9 +177,15 @@ function buildContainer(config: Config): Container {
       });
       return vectors;
     },
+    visualWords,
     reranking:
       config.search.rerankTopN > 0
-        ? { matcher: localFeatures.matcher, features, topN: config.search.rerankTopN }
+        ? {
+            matcher: localFeatures.matcher,
+            features,
+            topN: config.search.rerankTopN,
+            ...(visualWords ? { words: visualWords, wordTopN: config.search.wordShortlistTopN } : {}),
+          }
         : undefined,
     minScore: config.search.minScore,
     detectorCrop: config.search.detectorCrop,
@@ -195,6 +210,20 @@ async function openVectorIndex(config: Config, container: Pick<Container, 'visio
     dimension: embedder.dimension,
   });
 }
+
+/**
+ * The visual-word index next to the vector index: local files beside the local vectors. Words come from
+ * the ORB descriptors, not the embedder, so they do not depend on the model version.
+ */
+function openVisualWordIndex(config: Config): VisualWordIndex | undefined {
+  if (config.search.rerankTopN <= 0 || config.search.wordShortlistTopN <= 0) return undefined;
+  const index = config.vectorIndex;
+  if (index.kind === 'local') return new LocalVisualWordIndex(join(index.dir, VISUAL_WORDS_FOLDER));
+  return undefined;
+}
+
+/** Bumped with the word definition (lib/vision/local-features/visual-words.ts) or the file format. */
+const VISUAL_WORDS_FOLDER = 'visual-words-v1';
 
 /** AWS mirrors search ids into the gateway's usage plans; local mode has no gateway. */
 function buildApiKeyRegistry(config: Config): ApiKeyRegistry {

@@ -217,6 +217,49 @@ export interface VectorIndex {
   flush(): Promise<void>;
 }
 
+/** The visual words (quantised local descriptors) of one product image, addressed like its vector document. */
+export interface VisualWordDocument {
+  /** `${feedId}/${productId}/${imageIndex}`, the id of the image's vector document. */
+  id: string;
+  feedId: string;
+  productId: string;
+  itemGroupId: string;
+  /** Distinct words, ascending (lib/vision/local-features/visual-words.ts). */
+  words: Float64Array;
+}
+
+export interface VisualWordQuery {
+  feedId: string;
+  words: Float64Array;
+  /** Number of best images wanted (before grouping by item group). */
+  k: number;
+  excludeItemGroupIds?: string[];
+}
+
+export interface VisualWordHit {
+  id: string;
+  productId: string;
+  itemGroupId: string;
+  /** Sum of the idf weights of the words the image shares with the query; comparable within a query only. */
+  score: number;
+}
+
+/**
+ * Inverted index of visual words per product image: the shortlist feeder that finds a product by the
+ * keypoints it shares with a query, however much background surrounds it. Written and deleted alongside
+ * the stored local features; feeds are isolated like in the vector index.
+ */
+export interface VisualWordIndex {
+  /** Inserts or replaces documents by id. */
+  upsert(documents: VisualWordDocument[]): Promise<void>;
+  deleteProducts(feedId: string, productIds: string[]): Promise<void>;
+  deleteFeed(feedId: string): Promise<void>;
+  /** Images sharing the most idf-weighted words with the query first; ties by id. */
+  search(query: VisualWordQuery): Promise<VisualWordHit[]>;
+  /** Makes writes durable (the local index persists to disk); a no-op where writes already are. */
+  flush(): Promise<void>;
+}
+
 /** Products keyed by (feedId, productId); variants found through their item group. */
 export interface ProductStore {
   hasProducts(feedId: string): Promise<boolean>;

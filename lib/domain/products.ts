@@ -66,6 +66,11 @@ export interface Product extends ProductContent {
    * import tried to extract them; absent for products imported before local features existed.
    */
   local_features?: number;
+  /**
+   * Version of the visual words indexed for its images (`VISUAL_WORDS_VERSION`), set with its local
+   * features when a word index is configured; absent for products imported before.
+   */
+  visual_words?: number;
   /** The last import that listed this product, and the row it was on. */
   seen_import?: string;
   seen_row?: number;
@@ -280,6 +285,12 @@ export type RootSearchItem = ReturnType<typeof rootSearchItem>;
 
 /** The admin products browser: every stored field. */
 export function adminProductView(p: Product) {
-  const { seen_import: _seenImport, seen_row: _seenRow, local_features: _localFeatures, ...rest } = p;
+  const {
+    seen_import: _seenImport,
+    seen_row: _seenRow,
+    local_features: _localFeatures,
+    visual_words: _visualWords,
+    ...rest
+  } = p;
   return rest;
 }

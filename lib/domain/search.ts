@@ -11,7 +11,10 @@ import type {
   VectorHit,
   VectorIndex,
   Vision,
+  VisualWordHit,
+  VisualWordIndex,
 } from '#lib/ports.ts';
+import { visualWords } from '#lib/vision/local-features/visual-words.ts';
 import { rerankCandidates } from '#lib/vision/local-features/fusion.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 
@@ -48,6 +51,13 @@ export interface Reranking {
   features: FeatureStore;
   /** Best groups by global similarity that are verified and re-ordered. */
   topN: number;
+  /**
+   * The keypoint shortlist: the best `wordTopN` groups by shared visual words are verified as well, so a
+   * product that the whole-image embedding ranks low (a small object in a large scene) can still be found.
+   * Unfiltered queries only (the word index knows no product fields). Absent or 0: off.
+   */
+  words?: VisualWordIndex;
+  wordTopN?: number;
 }
 
 export interface ImageQuery {
@@ -93,6 +103,7 @@ function featureRefOf(feedId: string, hit: VectorHit): FeatureRef {
 async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[]> {
   const vectors = await deps.vectors();
   const topN = query.queryFeatures && deps.reranking ? deps.reranking.topN : 0;
+  const wordGroups = keypointShortlist(deps, query);
   const window = Math.max(query.offset + query.limit, topN);
   let k = Math.min(MAX_K, window * 3 + 20);
   let best = new Map<string, VectorHit>();
@@ -129,10 +140,26 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     )
     .slice(0, window);
 
-  const inliers = await verifyShortlist(deps, query, shortlist.slice(0, topN));
+  // Groups the keypoint shortlist adds: verified with the global top N, ranked by their own similarity.
+  const added = await similarityOf(
+    vectors,
+    query.vectors,
+    (await wordGroups).filter(
+      (hit) => !shortlist.slice(0, topN).some((s) => s.itemGroupId === hit.itemGroupId),
+    ),
+  );
+  const inWindow = new Set(shortlist.map((hit) => hit.itemGroupId));
+  const verified = [...shortlist.slice(0, topN), ...added];
+  const inliers = await verifyShortlist(deps, query, verified);
+  const inliersOf = new Map(verified.map((hit, i) => [hit.itemGroupId, inliers[i] ?? 0]));
+  const candidates = [...shortlist, ...added.filter((hit) => !inWindow.has(hit.itemGroupId))];
   const minScore = query.minScore ?? 0;
   const ranked = rerankCandidates(
-    shortlist.map((hit, i) => ({ hit, globalScore: hit.similarity, inliers: inliers[i] ?? 0 })),
+    candidates.map((hit) => ({
+      hit,
+      globalScore: hit.similarity,
+      inliers: inliersOf.get(hit.itemGroupId) ?? 0,
+    })),
   )
     .map(({ hit, score }) => ({ hit, score: Math.round(score * 1e6) / 1e6 }))
     .filter(({ score }) => score >= minScore)
@@ -155,6 +182,54 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     }),
   );
   return groups.filter((g): g is GroupHit => g !== undefined);
+}
+
+/**
+ * The best `wordTopN` item groups by shared visual words (one image each, its best), or none: when the
+ * query has no local features, is filtered, or no word index is configured. Starts as soon as the
+ * query's features are ready, so it runs while the embedding and k-NN do; a failing word index only
+ * costs the extra candidates, never the search.
+ */
+async function keypointShortlist(deps: SearchDeps, query: RankQuery): Promise<VisualWordHit[]> {
+  const reranking = deps.reranking;
+  const wordTopN = reranking?.wordTopN ?? 0;
+  const filtered = query.filter !== undefined && Object.keys(query.filter).length > 0;
+  if (!reranking?.words || wordTopN <= 0 || !query.queryFeatures || filtered) return [];
+  const features = await query.queryFeatures;
+  if (!features) return [];
+  const hits = await reranking.words
+    .search({
+      feedId: query.feedId,
+      words: visualWords(features),
+      k: wordTopN * 3,
+      ...(query.excludeItemGroupIds ? { excludeItemGroupIds: query.excludeItemGroupIds } : {}),
+    })
+    .catch(() => []);
+  const best = new Map<string, VisualWordHit>();
+  for (const hit of hits) if (!best.has(hit.itemGroupId)) best.set(hit.itemGroupId, hit);
+  return [...best.values()].slice(0, wordTopN);
+}
+
+/** Vector hits for word hits: the global similarity of each image (best over the query vectors). */
+async function similarityOf(
+  vectors: VectorIndex,
+  queryVectors: readonly Float32Array[],
+  hits: readonly VisualWordHit[],
+): Promise<VectorHit[]> {
+  if (hits.length === 0) return [];
+  const stored = await vectors.getVectors(hits.map((hit) => hit.id));
+  return hits.flatMap(({ id, productId, itemGroupId }) => {
+    const vector = stored.get(id);
+    // An image without a vector (deleted meanwhile) cannot be ranked: left out.
+    if (!vector) return [];
+    let similarity = Number.NEGATIVE_INFINITY;
+    for (const q of queryVectors) {
+      let dot = 0;
+      for (let d = 0; d < q.length; d += 1) dot += q[d]! * vector[d]!;
+      similarity = Math.max(similarity, dot);
+    }
+    return [{ id, productId, itemGroupId, similarity }];
+  });
 }
 
 /** Inliers of each shortlisted hit against the query (all 0 when the query has no features). */

@@ -39,7 +39,10 @@ import type {
   VectorDocument,
   VectorIndex,
   Vision,
+  VisualWordDocument,
+  VisualWordIndex,
 } from '#lib/ports.ts';
+import { VISUAL_WORDS_VERSION, visualWords } from '#lib/vision/local-features/visual-words.ts';
 
 export interface IngestLimits {
   image: FetchLimits;
@@ -63,7 +66,12 @@ export interface IngestDeps {
    * Local features for geometric re-ranking: extracted from every embedded image and stored under its
    * vector document's address. Absent: none are stored (search then cannot verify this feed's items).
    */
-  localFeatures?: { store: FeatureStore; matcher(): Promise<LocalFeatureMatcher> };
+  localFeatures?: {
+    store: FeatureStore;
+    matcher(): Promise<LocalFeatureMatcher>;
+    /** The features' visual words are indexed here too (the keypoint shortlist of search); absent: not. */
+    words?: VisualWordIndex;
+  };
   limits: IngestLimits;
   /** Progress callback (logging); never throws into the import. */
   onProgress?(record: ImportRecord): void;
@@ -134,6 +142,7 @@ export async function runImport(deps: IngestDeps, feedId: string, importId: stri
       }
     }
     await (await deps.vectors()).flush();
+    await deps.localFeatures?.words?.flush();
     await save({ status: 'succeeded', finishedAt: now(deps) });
   } catch (error) {
     // An infrastructure failure (store, index) leaves the import running at its checkpoint: the retried
@@ -337,7 +346,10 @@ async function prepareChunk(
     const hash = contentHash(content);
     const seen = { seen_import: record.importId, seen_row: row };
     // Products stored before local features existed are embedded once more, to get them.
-    const hasFeatures = !deps.localFeatures || before?.local_features !== undefined;
+    const hasFeatures =
+      !deps.localFeatures ||
+      (before?.local_features !== undefined &&
+        (!deps.localFeatures.words || before.visual_words === VISUAL_WORDS_VERSION));
     if (
       before &&
       before.update_hash === hash &&
@@ -384,6 +396,7 @@ async function prepareChunk(
       product.vector_count = before.vector_count;
       product.embedded_model = before.embedded_model;
       if (before.local_features !== undefined) product.local_features = before.local_features;
+      if (before.visual_words !== undefined) product.visual_words = before.visual_words;
       keep.push(product);
     }
   }
@@ -427,7 +440,10 @@ async function reuseVectors(
     const own = Array.from({ length: before.vector_count }, (_, i) =>
       vectorDocumentId(feedId, before.product_id, i),
     );
-    if (own.some((id) => !stored.has(id))) {
+    // A product that moved to another item group is embedded again: its stored visual words are filed
+    // under the old group, and re-extracting is simpler than a second re-filing path.
+    const movedGroup = deps.localFeatures?.words !== undefined && product.group !== before.group;
+    if (movedGroup || own.some((id) => !stored.has(id))) {
       missing.push(product.product_id);
       continue;
     }
@@ -469,12 +485,16 @@ async function commitChunk(
     if (chunk.replaced.length > 0) {
       await vectors.deleteProducts(feedId, chunk.replaced);
       await deps.localFeatures?.store.deleteProducts(feedId, chunk.replaced);
+      await deps.localFeatures?.words?.deleteProducts(feedId, chunk.replaced);
     }
     if (documents.length > 0) await vectors.upsert(documents);
     await storeFeatures(deps, embeddedImages, features);
     if (deps.localFeatures) {
       for (const product of changed)
-        if (product.vector_count > 0) product.local_features = FEATURES_FORMAT_VERSION;
+        if (product.vector_count > 0) {
+          product.local_features = FEATURES_FORMAT_VERSION;
+          if (deps.localFeatures.words) product.visual_words = VISUAL_WORDS_VERSION;
+        }
     }
     for (const product of changed) {
       if (product.vector_count > 0) embedded += 1;
@@ -608,6 +628,16 @@ async function storeFeatures(
     const found = features.get(image);
     if (found) await store.put({ feedId: document.feedId, productId: document.productId, imageIndex }, found);
   });
+  const words = deps.localFeatures?.words;
+  if (!words) return;
+  const documents: VisualWordDocument[] = [];
+  for (const { document, image } of embedded) {
+    const found = features.get(image);
+    if (!found) continue;
+    const { id, feedId, productId, itemGroupId } = document;
+    documents.push({ id, feedId, productId, itemGroupId, words: visualWords(found) });
+  }
+  if (documents.length > 0) await words.upsert(documents);
 }
 
 /**
@@ -649,6 +679,7 @@ async function removeUnseen(deps: IngestDeps, record: ImportRecord): Promise<num
     const batch = ids.slice(i, i + 500);
     await vectors.deleteProducts(record.feedId, batch);
     await deps.localFeatures?.store.deleteProducts(record.feedId, batch);
+    await deps.localFeatures?.words?.deleteProducts(record.feedId, batch);
     await deps.products.deleteMany(record.feedId, batch);
   }
   return ids.length;

@@ -1,6 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { searchByImage } from '#lib/domain/search.ts';
+import { visualWords } from '#lib/vision/local-features/visual-words.ts';
 import { startTestStack, type TestStack } from '#test/support/local-stack.ts';
 
 /**
@@ -43,21 +45,26 @@ describe('search quality (default configuration)', () => {
     expect(response.body).toEqual([]);
   });
 
-  it('finds a catalogue product pasted into a real photo first, with a verified score', async () => {
-    // Prepare: the multimeter photo, rotated, at 30 % of the width of the dinner photo
-    const background = sharp(await fixture('fixtures/vision/voc-dinner.jpg')).resize({ width: 1000 });
+  /** The multimeter photo, rotated, at `width` px on a 1000-px-wide real photo. */
+  async function multimeterScene(width: number, photo = 'fixtures/vision/voc-dinner.jpg'): Promise<Buffer> {
+    const background = sharp(await fixture(photo)).resize({ width: 1000 });
     const multimeter = await sharp(
       await readFile(new URL('../../demo/images/tools-multimeter2.webp', import.meta.url)),
     )
       .flatten({ background: '#ffffff' })
-      .resize({ width: 300 })
+      .resize({ width })
       .rotate(8, { background: '#ffffff' })
       .png()
       .toBuffer();
-    const scene = await background
+    return background
       .composite([{ input: multimeter, left: 500, top: 150 }])
       .jpeg({ quality: 80 })
       .toBuffer();
+  }
+
+  it('finds a catalogue product pasted into a real photo first, with a verified score', async () => {
+    // Prepare: at 30 % of the width
+    const scene = await multimeterScene(300);
     // Act
     const response = await search(scene);
     // Assess
@@ -68,9 +75,34 @@ describe('search quality (default configuration)', () => {
     expect(scores.every((s: number) => s >= stack.config.search.minScore)).toBe(true);
   });
 
-  it('deletes a feed’s stored features with the feed', async () => {
+  it('finds it through the keypoint shortlist when the global shortlist does not hold it', async () => {
+    // Prepare: on the textured grove photo the multimeter is 6th by global similarity; the global
+    // shortlist is cut to its single best group, the stored visual words are left to find it
+    const c = stack.container;
+    const scene = await multimeterScene(350, UNRELATED[1]);
+    const globalOnly = { ...c.reranking!, topN: 1, wordTopN: 0 };
+    const withWords = { ...c.reranking!, topN: 1, wordTopN: 5 };
+    const query = { feedId: stack.demo.feedId, image: scene, limit: 5, offset: 0 };
+    // Act
+    const without = await searchByImage({ ...c, reranking: globalOnly, minScore: 0 }, query);
+    const found = await searchByImage({ ...c, reranking: withWords, minScore: 0 }, query);
+    // Assess
+    expect(without[0]?.product.group).not.toBe('multimeter');
+    expect(found[0]?.product.group).toBe('multimeter');
+    expect(found[0]?.score).toBeGreaterThan(0.9);
+  });
+
+  it('deletes a feed’s stored features and visual words with the feed', async () => {
+    const words = stack.container.visualWords!;
+    const any = { feedId: stack.demo.feedId, k: 5 };
+    const [stored] = await stack.container.reranking!.features.getMany([
+      { feedId: stack.demo.feedId, productId: 'multimeter', imageIndex: 0 },
+    ]);
+    const query = { ...any, words: visualWords(stored!) };
+    expect((await words.search(query))[0]?.productId).toBe('multimeter');
     const deleted = await stack.admin('DELETE', `/admin/v1/feeds/${stack.demo.feedId}`);
     expect(deleted.status).toBe(204);
     expect(await stack.container.objects.list('features/')).toEqual([]);
+    expect(await words.search(query)).toEqual([]);
   });
 });

@@ -3,7 +3,15 @@ import type { Plan } from '#lib/config.ts';
 import { NotFoundError, ValidationError } from '#lib/domain/errors.ts';
 import { type Feed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 import type { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
-import type { ApiKeyRegistry, Clock, FeedStore, KeyStore, ObjectStore, VectorIndex } from '#lib/ports.ts';
+import type {
+  ApiKeyRegistry,
+  Clock,
+  FeedStore,
+  KeyStore,
+  ObjectStore,
+  VectorIndex,
+  VisualWordIndex,
+} from '#lib/ports.ts';
 
 export interface FeedAdminDeps {
   feeds: FeedStore;
@@ -12,6 +20,8 @@ export interface FeedAdminDeps {
   imports: { deleteFeed(feedId: string): Promise<void> };
   objects: ObjectStore;
   vectors(): Promise<Pick<VectorIndex, 'deleteFeed' | 'flush'>>;
+  /** The visual-word index, when search uses one. */
+  visualWords?: Pick<VisualWordIndex, 'deleteFeed'> | undefined;
   apiKeys: ApiKeyRegistry;
   clock: Clock;
   planLimits: Record<Plan, number>;
@@ -101,6 +111,7 @@ export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<v
   const vectors = await deps.vectors();
   await vectors.deleteFeed(feedId);
   await vectors.flush();
+  await deps.visualWords?.deleteFeed(feedId);
   await deps.products.deleteFeed(feedId);
   await deps.imports.deleteFeed(feedId);
   for (const key of await deps.objects.list(`imports/${feedId}/`)) await deps.objects.delete(key);

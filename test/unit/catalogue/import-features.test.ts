@@ -3,6 +3,8 @@ import { featuresKey } from '#lib/adapters/object-store-feature-store.ts';
 import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { runImport } from '#lib/ingest/run-import.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
+import type { VisualWordDocument, VisualWordHit, VisualWordIndex } from '#lib/ports.ts';
+import { VISUAL_WORDS_VERSION } from '#lib/vision/local-features/visual-words.ts';
 import { world, type World } from './fakes.ts';
 
 const FEED = 'shop';
@@ -110,5 +112,80 @@ describe('runImport: local features', () => {
     expect(record.embedded).toBe(2);
     expect(record.failed).toBe(0);
     expect(featureKeys(w)).toEqual([featuresKey({ feedId: FEED, productId: 'a', imageIndex: 0 })]);
+  });
+});
+
+describe('runImport: visual words', () => {
+  /** A word index that keeps documents by id (a fake of our own port). */
+  class RecordingWordIndex implements VisualWordIndex {
+    readonly docs = new Map<string, VisualWordDocument>();
+    flushed = 0;
+    async upsert(documents: VisualWordDocument[]) {
+      for (const d of documents) this.docs.set(d.id, d);
+    }
+    async deleteProducts(feedId: string, productIds: string[]) {
+      for (const [id, d] of this.docs)
+        if (d.feedId === feedId && productIds.includes(d.productId)) this.docs.delete(id);
+    }
+    async deleteFeed(feedId: string) {
+      for (const [id, d] of this.docs) if (d.feedId === feedId) this.docs.delete(id);
+    }
+    async search(): Promise<VisualWordHit[]> {
+      return [];
+    }
+    async flush() {
+      this.flushed += 1;
+    }
+  }
+
+  function withWords(w: World): RecordingWordIndex {
+    const words = new RecordingWordIndex();
+    w.deps.localFeatures = { ...w.deps.localFeatures!, words };
+    return words;
+  }
+
+  it('indexes the words of every image with its item group, and flushes at the end', async () => {
+    // Prepare
+    const w = world(filesFor('a', 'b', 'b2'));
+    const words = withWords(w);
+    // Act
+    await importRows(w, [
+      product('a', { item_group_id: 'g' }),
+      product('b', { additional_image_link: img('b2') }),
+    ]);
+    // Assess
+    expect([...words.docs.keys()].sort()).toEqual(['shop/a/0', 'shop/b/0', 'shop/b/1']);
+    expect(words.docs.get('shop/a/0')).toMatchObject({ feedId: FEED, productId: 'a', itemGroupId: 'g' });
+    expect(words.docs.get('shop/a/0')!.words.length).toBeGreaterThan(0);
+    expect(words.flushed).toBe(1);
+    expect((await w.products.get(FEED, 'a'))?.visual_words).toBe(VISUAL_WORDS_VERSION);
+  });
+
+  it('removes the words of changed and unlisted products; a product moving group is indexed again', async () => {
+    // Prepare
+    const w = world(filesFor('a', 'b', 'c', 'c-new'));
+    const words = withWords(w);
+    await importRows(w, [product('a'), product('b'), product('c')]);
+    w.matcher.extracted = [];
+    // Act: a moves to group g (same image), b is no longer listed, c's image changes
+    await importRows(w, [product('a', { item_group_id: 'g' }), product('c', { image_link: img('c-new') })]);
+    // Assess
+    expect([...words.docs.keys()].sort()).toEqual(['shop/a/0', 'shop/c/0']);
+    expect(words.docs.get('shop/a/0')!.itemGroupId).toBe('g');
+    expect(w.matcher.extracted.map((e) => e.text).sort()).toEqual(['image a', 'image c-new']);
+  });
+
+  it('gives products imported without a word index their words at the next import, once', async () => {
+    // Prepare
+    const w = world(filesFor('a'));
+    await importRows(w, [product('a')]);
+    const words = withWords(w);
+    // Act
+    const backfill = await importRows(w, [product('a')]);
+    const again = await importRows(w, [product('a')]);
+    // Assess
+    expect(backfill).toMatchObject({ embedded: 1, skipped: 0 });
+    expect(words.docs.size).toBe(1);
+    expect(again).toMatchObject({ embedded: 0, skipped: 1 });
   });
 });

@@ -9,6 +9,7 @@ import {
   vectorDocumentId,
 } from '#lib/domain/products.ts';
 import { detectObjects, relatedProducts, searchByImage, type SearchDeps } from '#lib/domain/search.ts';
+import type { VisualWordIndex, VisualWordQuery } from '#lib/ports.ts';
 import { fakeInspector, vectorOf, world, type World } from './fakes.ts';
 
 /** Search deps with geometric re-ranking over the world's feature store and fake matcher. */
@@ -525,5 +526,147 @@ describe('response shapes', () => {
     const item = rootSearchItem(hit);
     expect(item).toMatchObject({ price: '1000', sale_price: '', '': '0.750000', id: hit.product.id });
     expect(item).not.toHaveProperty('variants');
+  });
+});
+
+describe('searchByImage with the keypoint shortlist', () => {
+  /** Ten products at decreasing global similarity; p8 (the red mug) is far down the global order. */
+  async function catalogue() {
+    const w = world();
+    const ids = ['p0', 'p1', 'p2', 'p3', 'p4', 'p5', 'p6', 'p7', 'p8', 'p9'];
+    await w.products.putMany(ids.map((id) => make('s', id)));
+    await w.index.upsert(
+      ids.map((id, i) => ({
+        id: vectorDocumentId('s', id, 0),
+        feedId: 's',
+        productId: id,
+        itemGroupId: id,
+        vector: near('query photo', 0.95 - i * 0.05, id),
+        fields: { brand: [id === 'p8' ? 'acme' : 'other'] },
+      })),
+    );
+    await storeFeatures(
+      w,
+      ids.map((id) => ({ productId: id, image: id === 'p8' ? 'red mug' : `item ${id}` })),
+    );
+    w.embedder.embed = async () => [vectorOf(Buffer.from('query photo'))];
+    return w;
+  }
+  const scene = Buffer.from('query photo: a red mug on a table');
+
+  /** A word index answering with fixed hits (p8 and p9 share words with any query), recording queries. */
+  function wordIndex(hits = ['p8', 'p9']) {
+    const queries: VisualWordQuery[] = [];
+    const index: VisualWordIndex = {
+      upsert: async () => undefined,
+      deleteProducts: async () => undefined,
+      deleteFeed: async () => undefined,
+      flush: async () => undefined,
+      search: async (query) => {
+        queries.push(query);
+        return hits
+          .filter((id) => !query.excludeItemGroupIds?.includes(id))
+          .map((id, i) => ({
+            id: vectorDocumentId('s', id, 0),
+            productId: id,
+            itemGroupId: id,
+            score: 10 - i,
+          }));
+      },
+    };
+    return { index, queries };
+  }
+
+  function withWords(w: World, words: VisualWordIndex, topN = 3, wordTopN = 2): SearchDeps {
+    return {
+      ...deps(w),
+      reranking: { matcher: async () => w.matcher, features: w.features, topN, words, wordTopN },
+    };
+  }
+
+  it('finds a product the global top N misses, and keeps unverified word hits in global order', async () => {
+    // Prepare
+    const w = await catalogue();
+    const words = wordIndex();
+    // Act
+    const hits = await searchByImage(withWords(w, words.index), {
+      feedId: 's',
+      image: scene,
+      limit: 10,
+      offset: 0,
+    });
+    // Assess: p8 verified first; p9 (a word hit that does not verify) stays last by similarity
+    expect(hits.map((h) => h.product.product_id)).toEqual([
+      'p8',
+      'p0',
+      'p1',
+      'p2',
+      'p3',
+      'p4',
+      'p5',
+      'p6',
+      'p7',
+      'p9',
+    ]);
+    expect(hits[0]!.score).toBeGreaterThan(0.9);
+    expect(words.queries).toHaveLength(1);
+    expect(words.queries[0]!.words.length).toBeGreaterThan(0);
+    // Without the shortlist p8 is outside the top 3 and keeps its global place.
+    const without = await searchByImage(withWords(w, words.index, 3, 0), {
+      feedId: 's',
+      image: scene,
+      limit: 10,
+      offset: 0,
+    });
+    expect(without[0]!.product.product_id).toBe('p0');
+  });
+
+  it('a word hit whose vector is gone is left out, and a failing word index only loses its candidates', async () => {
+    const w = await catalogue();
+    await w.index.deleteProducts('s', ['p8']);
+    const gone = await searchByImage(withWords(w, wordIndex().index), {
+      feedId: 's',
+      image: scene,
+      limit: 10,
+      offset: 0,
+    });
+    expect(gone.map((h) => h.product.product_id)).not.toContain('p8');
+    const failing = wordIndex();
+    failing.index.search = async () => {
+      throw new Error('index down');
+    };
+    const hits = await searchByImage(withWords(w, failing.index), {
+      feedId: 's',
+      image: scene,
+      limit: 3,
+      offset: 0,
+    });
+    expect(hits.map((h) => h.product.product_id)).toEqual(['p0', 'p1', 'p2']);
+  });
+
+  it('related products: excludes the reference group from word hits; filtered queries skip the word index', async () => {
+    // Prepare: the reference shows a red mug as well
+    const w = await catalogue();
+    await storeFeatures(w, [{ productId: 'p0', image: 'packshot of a red mug' }]);
+    const words = wordIndex(['p0', 'p8']);
+    // Act
+    const related = await relatedProducts(withWords(w, words.index), {
+      feedId: 's',
+      productId: 'p0',
+      limit: 3,
+      offset: 0,
+    });
+    const filtered = await relatedProducts(withWords(w, words.index), {
+      feedId: 's',
+      productId: 'p0',
+      limit: 3,
+      offset: 0,
+      filters: [{ key: 'brand', value: 'other' }],
+    });
+    // Assess
+    expect(related[0]!.product.product_id).toBe('p8');
+    expect(words.queries).toHaveLength(1);
+    expect(words.queries[0]!.excludeItemGroupIds).toEqual(['p0']);
+    expect(filtered.map((h) => h.product.product_id)).not.toContain('p8');
   });
 });

@@ -1,0 +1,236 @@
+/**
+ * Full search pipeline on the project benchmark: the catalogue goes in through the real import (local
+ * stack: embedded DynamoDB and S3, local vector index, features stored at import), and every query goes
+ * through the image-search use case (`searchByImage`) once per pipeline variant, so each stage of the
+ * pipeline gets its own row (the ablation table of docs/quality.md).
+ *
+ * Per variant: R@1, R@10 and mAP@10 (one relevant item per query, so AP = 1/rank within the first 10),
+ * overall, per kind, and on the held-aside split (odd query ids) that no setting was chosen on; the
+ * median and p90 wall time of the use case per query (embedding, query features, k-NN, verification,
+ * hydration; no HTTP); and, for the configured minimum score, how many correct top-1 results survive it
+ * and how many unrelated photos (wallpaper crops with no catalogue object) still return something.
+ */
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, normalize } from 'node:path';
+import sharp from 'sharp';
+import { createFeed } from '#lib/domain/admin/feeds.ts';
+import { searchByImage, type SearchDeps } from '#lib/domain/search.ts';
+import type { Container } from '#lib/container.ts';
+import { startImport } from '#lib/ingest/start-import.ts';
+import { startLocalStack } from '#lib/local/stack.ts';
+import { EVAL_ROOT } from './fetch-data.ts';
+import { seededRandom, type Query, type RetrievalBenchmark } from './retrieval-benchmark.ts';
+
+const FEED_ID = 'benchmark';
+const LIMIT = 10;
+
+/** A named search configuration: what the use case is given on top of the configured container. */
+export interface PipelineVariant {
+  name: string;
+  deps(container: Container): SearchDeps;
+}
+
+/** Re-ranking with the given shortlist sizes (global top N, keypoint shortlist top N). */
+function reranked(c: Container, topN: number, wordTopN: number): SearchDeps['reranking'] {
+  return c.reranking && { ...c.reranking, topN, wordTopN };
+}
+
+/** The stages, each row adding one to the previous or swapping one (see docs/quality.md). */
+export function defaultVariants(): PipelineVariant[] {
+  return [
+    { name: 'global only', deps: (c) => ({ ...c, reranking: undefined, detectorCrop: false }) },
+    {
+      name: 'global, max(whole, detector box)',
+      deps: (c) => ({ ...c, reranking: undefined, detectorCrop: true }),
+    },
+    {
+      name: '+ ORB verification of the global top 20',
+      deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 20, 0) }),
+    },
+    {
+      name: '+ ORB verification of the global top 50',
+      deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 50, 0) }),
+    },
+    {
+      name: 'global top 20 + keypoint shortlist top 20, verified (default)',
+      deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 20, 20) }),
+    },
+    {
+      name: 'global top 10 + keypoint shortlist top 20, verified',
+      deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 10, 20) }),
+    },
+    {
+      name: 'global top 20 + keypoint shortlist top 50, verified',
+      deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 20, 50) }),
+    },
+    {
+      name: 'detector box + global top 20 + keypoint top 20, verified',
+      deps: (c) => ({ ...c, detectorCrop: true, reranking: reranked(c, 20, 20) }),
+    },
+  ];
+}
+
+interface Outcome {
+  query: Query;
+  rank: number;
+  topScore: number;
+  ms: number;
+}
+
+const fmt = (value: number): string => value.toFixed(3);
+const percentile = (values: readonly number[], p: number): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
+};
+
+/** Serves the benchmark folder read-only on 127.0.0.1 so the import fetches images like a shop's. */
+async function serveDirectory(directory: string): Promise<{ server: Server; url: string }> {
+  const server = createServer((request, response) => {
+    const path = normalize(decodeURIComponent(new URL(request.url ?? '/', 'http://x').pathname));
+    if (path.includes('..')) return void response.writeHead(400).end();
+    readFile(join(directory, path)).then(
+      (body) => response.writeHead(200, { 'Content-Type': 'image/png' }).end(body),
+      () => response.writeHead(404).end(),
+    );
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+/**
+ * Unrelated queries: per background wallpaper of the benchmark, a 640×480 crop at a seeded zoom and
+ * position (JPEG q80). They share the scene queries' backgrounds but contain no catalogue object.
+ */
+async function unrelatedQueries(backgrounds: readonly string[], seed: number): Promise<Buffer[]> {
+  const random = seededRandom(seed ^ 0xbadd);
+  const out: Buffer[] = [];
+  for (const background of backgrounds) {
+    const zoom = 1 + random() * 0.8;
+    const [width, height] = [Math.round(640 * zoom), Math.round(480 * zoom)];
+    const resized = await sharp(join(EVAL_ROOT, background))
+      .resize(width, height, { fit: 'cover' })
+      .toBuffer();
+    out.push(
+      await sharp(resized)
+        .extract({
+          left: Math.floor(random() * (width - 640 + 1)),
+          top: Math.floor(random() * (height - 480 + 1)),
+          width: 640,
+          height: 480,
+        })
+        .jpeg({ quality: 80 })
+        .toBuffer(),
+    );
+  }
+  return out;
+}
+
+export interface PipelineEvalOptions {
+  benchmark: RetrievalBenchmark;
+  queries: readonly Query[];
+  seed: number;
+  variants?: PipelineVariant[];
+  /** Configuration of the local stack (process.env by default), e.g. RERANK_TOP_N or MIN_SCORE. */
+  env?: Record<string, string | undefined>;
+}
+
+/** Imports the benchmark catalogue into a temporary local stack and prints one row per variant. */
+export async function evaluatePipelines(options: PipelineEvalOptions): Promise<void> {
+  const { benchmark, queries } = options;
+  const dataDir = await mkdtemp(join(tmpdir(), 'vps-eval-pipeline-'));
+  const files = await serveDirectory(benchmark.directory);
+  const stack = await startLocalStack({
+    ...(options.env ?? process.env),
+    LOG_LEVEL: 'silent',
+    PORT: '0',
+    DATA_DIR: dataDir,
+    DEMO_SEED: 'false',
+  });
+  try {
+    const c = stack.container;
+    await stack.importsIdle();
+    await createFeed(
+      { ...c, planLimits: c.config.planLimits },
+      { feedId: FEED_ID, name: 'Project benchmark', plan: 'pro', domains: [], requireOrigin: false },
+    );
+    const feed = benchmark.items
+      .map((item) =>
+        JSON.stringify({ id: `item-${item.id}`, title: item.stamp, image_link: `${files.url}/${item.file}` }),
+      )
+      .join('\n');
+    const importStarted = performance.now();
+    const record = await startImport(c, FEED_ID, { content: feed, format: 'jsonl', mode: 'full' });
+    await stack.importsIdle();
+    const imported = await c.imports.get(FEED_ID, record.importId);
+    const importSeconds = (performance.now() - importStarted) / 1000;
+    console.log(
+      `pipeline: imported ${imported?.embedded ?? 0}/${benchmark.items.length} items (status ${imported?.status}, ${imported?.failed ?? 0} failed) in ${importSeconds.toFixed(1)} s` +
+        ` = ${((imported?.embedded ?? 0) / importSeconds).toFixed(1)} items/s, ${(await c.objects.list(`features/${FEED_ID}/`)).length} feature records`,
+    );
+    if (imported?.status !== 'succeeded') throw new Error(`benchmark import ${imported?.status}`);
+
+    const images = queries.map((query) => readFileSync(join(benchmark.directory, query.file)));
+    const unrelated = await unrelatedQueries(
+      (
+        JSON.parse(readFileSync(join(benchmark.directory, 'benchmark.json'), 'utf8')) as {
+          backgrounds: string[];
+        }
+      ).backgrounds,
+      options.seed,
+    );
+    const minScore = c.config.search.minScore;
+    console.log(
+      `pipeline: ${queries.length} queries, ${unrelated.length} unrelated photos, limit ${LIMIT}, MIN_SCORE ${minScore} (recall is measured with no cut-off)`,
+    );
+    console.log(
+      '| pipeline | R@1 | R@10 | mAP@10 | R@1 scene | R@10 scene | R@1 flat | R@10 flat | held-aside R@1 | held-aside R@10 | held-aside scene R@1 | held-aside scene R@10 | ms p50 | ms p90 | top-1 ≥ MIN_SCORE | unrelated answered |',
+    );
+    console.log(`|${'---|'.repeat(16)}`);
+    for (const variant of options.variants ?? defaultVariants()) {
+      const deps = variant.deps(c);
+      const search = (image: Buffer, cutOff: number) =>
+        searchByImage({ ...deps, minScore: cutOff }, { feedId: FEED_ID, image, limit: LIMIT, offset: 0 });
+      // Warm-up: models, OpenCV and the feature cache, outside the timings.
+      for (const image of images.slice(0, 3)) await search(image, 0);
+      const outcomes: Outcome[] = [];
+      for (const [i, query] of queries.entries()) {
+        const started = performance.now();
+        const hits = await search(images[i]!, 0);
+        const ms = performance.now() - started;
+        const rank = hits.findIndex((hit) => hit.product.product_id === `item-${query.item}`);
+        outcomes.push({
+          query,
+          rank: rank < 0 ? Number.POSITIVE_INFINITY : rank,
+          topScore: hits[0]?.score ?? 0,
+          ms,
+        });
+      }
+      let answered = 0;
+      for (const image of unrelated) if ((await search(image, minScore)).length > 0) answered += 1;
+      const of = (keep: (q: Query) => boolean) => outcomes.filter((o) => keep(o.query));
+      const recall = (set: Outcome[], k: number) => fmt(set.filter((o) => o.rank < k).length / set.length);
+      const meanAp = (set: Outcome[]) =>
+        fmt(set.reduce((sum, o) => sum + (o.rank < LIMIT ? 1 / (o.rank + 1) : 0), 0) / set.length);
+      const scene = of((q) => q.kind === 'scene');
+      const flat = of((q) => q.kind === 'flat');
+      const held = of((q) => q.id % 2 === 1);
+      const heldScene = held.filter((o) => o.query.kind === 'scene');
+      const top1 = outcomes.filter((o) => o.rank === 0);
+      const kept = top1.filter((o) => o.topScore >= minScore).length;
+      const times = outcomes.map((o) => o.ms);
+      console.log(
+        `| ${variant.name} | ${recall(outcomes, 1)} | ${recall(outcomes, 10)} | ${meanAp(outcomes)} | ${recall(scene, 1)} | ${recall(scene, 10)} | ${recall(flat, 1)} | ${recall(flat, 10)} | ${recall(held, 1)} | ${recall(held, 10)} | ${recall(heldScene, 1)} | ${recall(heldScene, 10)} | ${percentile(times, 0.5).toFixed(1)} | ${percentile(times, 0.9).toFixed(1)} | ${kept}/${top1.length} | ${answered}/${unrelated.length} |`,
+      );
+    }
+  } finally {
+    await stack.close();
+    files.server.close();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
