@@ -17,6 +17,7 @@ import { HttpImageFetcher } from '#lib/adapters/http-image-fetcher.ts';
 import { createOpenSearchClient, OpenSearchVectorIndex } from '#lib/adapters/opensearch-vector-index.ts';
 import { UsearchVectorIndex } from '#lib/adapters/usearch-vector-index.ts';
 import { LocalVisualWordIndex } from '#lib/adapters/local-visual-word-index.ts';
+import { OpenSearchVisualWordIndex } from '#lib/adapters/opensearch-visual-word-index.ts';
 import { InProcessImportDispatcher, ObjectEventImportDispatcher } from '#lib/ingest/dispatchers.ts';
 import { type IngestDeps, runImport } from '#lib/ingest/run-import.ts';
 import { systemClock } from '#lib/adapters/system-clock.ts';
@@ -212,14 +213,19 @@ async function openVectorIndex(config: Config, container: Pick<Container, 'visio
 }
 
 /**
- * The visual-word index next to the vector index: local files beside the local vectors. Words come from
- * the ORB descriptors, not the embedder, so they do not depend on the model version.
+ * The visual-word index next to the vector index: local files beside the local vectors, or one OpenSearch
+ * index (`${indexPrefix}-visual-words-v1`) beside the k-NN indices. Words come from the ORB descriptors,
+ * not the embedder, so they do not depend on the model version.
  */
 function openVisualWordIndex(config: Config): VisualWordIndex | undefined {
   if (config.search.rerankTopN <= 0 || config.search.wordShortlistTopN <= 0) return undefined;
   const index = config.vectorIndex;
   if (index.kind === 'local') return new LocalVisualWordIndex(join(index.dir, VISUAL_WORDS_FOLDER));
-  return undefined;
+  // One index for every feed next to the vector indices (same cluster, prefix and IAM grants).
+  return new OpenSearchVisualWordIndex({
+    client: createOpenSearchClient({ url: index.url, sigv4: index.sigv4, region: config.region }),
+    indexPrefix: index.indexPrefix,
+  });
 }
 
 /** Bumped with the word definition (lib/vision/local-features/visual-words.ts) or the file format. */

@@ -16,6 +16,14 @@ export const IMPORTS_PREFIX = 'imports/';
 /** Suffix of the marker object whose creation starts an import (lib/domain/catalogue/imports.ts). */
 export const IMPORT_REQUEST_SUFFIX = '/request.json';
 
+/**
+ * The domain's `indices.query.bool.max_clause_count` (default 1024). A visual-word query is one Lucene
+ * clause per word, up to 8 × 1,000 query keypoints (lib/adapters/opensearch-visual-word-index.ts explains
+ * why the limit is raised rather than the query split or cut); an infra test checks this covers the
+ * adapter's VISUAL_WORD_MAX_QUERY_TERMS plus its filter clauses, with headroom.
+ */
+export const SEARCH_MAX_CLAUSE_COUNT = 10_240;
+
 export interface StatefulStackProps extends StackProps {
   stage: Stage;
   config: StageConfig;
@@ -205,6 +213,9 @@ export class StatefulStack extends Stack {
       },
       // The log resource policy is declared below (the CDK default adds a custom-resource Lambda).
       suppressLogsResourcePolicy: true,
+      // A cluster setting the service exposes only as an advanced option. Changing advanced options of an
+      // existing domain runs a blue/green deployment (no data loss, a slower deploy).
+      advancedOptions: { 'indices.query.bool.max_clause_count': String(SEARCH_MAX_CLAUSE_COUNT) },
       removalPolicy,
     });
 

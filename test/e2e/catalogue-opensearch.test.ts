@@ -1,5 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  VISUAL_WORD_FILTER_CLAUSES,
+  VISUAL_WORD_MAX_QUERY_TERMS,
+} from '#lib/adapters/opensearch-visual-word-index.ts';
 import { type FakeOpenSearch, startFakeOpenSearch } from '#test/support/fake-opensearch.ts';
 import { startTestStack, type TestStack } from '#test/support/local-stack.ts';
 
@@ -36,7 +40,10 @@ async function importFeed(ids: string[]) {
 }
 
 beforeAll(async () => {
-  opensearch = await startFakeOpenSearch();
+  // The domain raises the clause limit for visual-word queries (one clause per word); the fake enforces it.
+  opensearch = await startFakeOpenSearch({
+    maxClauseCount: VISUAL_WORD_MAX_QUERY_TERMS + VISUAL_WORD_FILTER_CLAUSES,
+  });
   stack = await startTestStack({
     DEMO_SEED: 'false',
     VECTOR_INDEX: 'opensearch',
@@ -78,5 +85,10 @@ describe('catalogue on the OpenSearch vector index', () => {
     const after = await call('/api/v1/search/image', { imageData: await photo('others-bucket'), limit: 10 });
     expect(after.body.map((p: { product_id: string }) => p.product_id)).not.toContain('others-bucket');
     expect(opensearch.requests.some((r) => r.path.includes('_search'))).toBe(true);
+    // The keypoint shortlist queried the visual-word index beside the k-NN index (it swallows a failing
+    // word index: check the answers, not just the requests).
+    const wordSearches = opensearch.requests.filter((r) => r.path === '/products-visual-words-v1/_search');
+    expect(wordSearches.length).toBeGreaterThan(0);
+    expect(wordSearches.map((r) => r.status)).toEqual(wordSearches.map(() => 200));
   });
 });

@@ -3,14 +3,21 @@ import { join } from 'node:path';
 import { Annotations, Match } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { TABLES } from '#lib/adapters/dynamodb-tables.ts';
+import {
+  VISUAL_WORD_FILTER_CLAUSES,
+  VISUAL_WORD_MAX_QUERY_TERMS,
+  visualWordIndexName,
+} from '#lib/adapters/opensearch-visual-word-index.ts';
 import { CONFIG_ENV_KEYS, loadConfig } from '#lib/config.ts';
 import { ROUTES } from '#lib/http/routes.ts';
 import { REPO_ROOT } from '../../infra/constructs/endpoint-function.ts';
-import { ENV_SCOPE, keysOfScope } from '../../infra/function-environment.ts';
+import { ENV_SCOPE, keysOfScope, OPENSEARCH_INDEX_PREFIX } from '../../infra/function-environment.ts';
 import { ROUTE_ACCESS } from '../../infra/route-access.ts';
 import { IMPORT_WORKER_ENTRY } from '../../infra/stacks/api-stack.ts';
+import { SEARCH_MAX_CLAUSE_COUNT } from '../../infra/stacks/stateful-stack.ts';
 import { STAGE_CONFIG } from '../../infra/stages.ts';
 import {
+  actionsOf,
   actionsOn,
   functionId,
   placeholder,
@@ -286,6 +293,54 @@ describe('stateful resources', () => {
     expect(statements).toHaveLength(1);
     expect(statements[0]!.Effect).toBe('Allow');
     expect(placeholder(statements[0]!.Principal.AWS)).toMatch(/^arn:token:iam::111111111111:root$/);
+  });
+
+  it('raises the clause limit so that a full visual-word query fits', () => {
+    for (const stage of [dev, prod]) {
+      const [domain] = Object.values(resources(stage.stateful, 'AWS::OpenSearchService::Domain'));
+      const options = domain!.Properties!.AdvancedOptions as Record<string, string>;
+      // The service takes advanced options as strings.
+      expect(options['indices.query.bool.max_clause_count']).toBe(String(SEARCH_MAX_CLAUSE_COUNT));
+    }
+    expect(SEARCH_MAX_CLAUSE_COUNT).toBeGreaterThanOrEqual(
+      VISUAL_WORD_MAX_QUERY_TERMS + VISUAL_WORD_FILTER_CLAUSES,
+    );
+  });
+
+  it('covers the visual-word index with the product-index grants of every function that uses OpenSearch', () => {
+    const index = visualWordIndexName(OPENSEARCH_INDEX_PREFIX);
+    const wildcard = (pattern: string): RegExp =>
+      new RegExp(
+        `^${pattern
+          .split('*')
+          .map((part) => part.replace(/[.+?^${}()|[\]\\/]/g, '\\$&'))
+          .join('.*')}$`,
+      );
+    let users = 0;
+    for (const route of ROUTES) {
+      const statements = statementsOf(dev.api, functionId(dev.api, `vps-dev-${route.name}`));
+      const granted = (action: string): string[] =>
+        statements
+          .filter((statement) => statement.Effect === 'Allow' && actionsOf(statement).includes(action))
+          .flatMap((statement) =>
+            Array.isArray(statement.Resource) ? statement.Resource : [statement.Resource],
+          )
+          .map(placeholder)
+          .filter((resource) => resource.includes(`/${OPENSEARCH_INDEX_PREFIX}*`));
+      const posts = granted('es:ESHttpPost');
+      if (posts.length === 0) continue;
+      users += 1;
+      const domain = posts[0]!.slice(0, posts[0]!.indexOf(`/${OPENSEARCH_INDEX_PREFIX}*`));
+      const covers = (patterns: string[], path: string): boolean =>
+        patterns.some((pattern) => wildcard(pattern).test(`${domain}/${path}`));
+      expect(covers(posts, `${index}/_search`), route.name).toBe(true);
+      const puts = granted('es:ESHttpPut');
+      if (puts.length > 0) {
+        expect(covers(puts, index), route.name).toBe(true);
+        expect(covers(posts, `${index}/_delete_by_query`), route.name).toBe(true);
+      }
+    }
+    expect(users).toBeGreaterThan(0);
   });
 
   it('retains data in prod and destroys it in dev', () => {

@@ -2,10 +2,13 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 
 /**
- * A real HTTP server speaking the subset of the OpenSearch REST API that the vector index adapter uses:
- * index exists/create (knn mapping), `_bulk`, `_search` (knn with efficient filter, ids), `_count`,
- * `_delete_by_query`, `_refresh`. It computes exact k-NN itself and returns the k-NN plugin's documented
- * scores, so the adapter's score → similarity mapping is tested against the formula, not against itself.
+ * A real HTTP server speaking the subset of the OpenSearch REST API that the vector and visual-word index
+ * adapters use: index exists/create (knn mapping; text fields with the whitespace analyzer and a custom
+ * BM25 similarity), `_bulk`, `_search` (knn with efficient filter, ids, bool with `match`, sort by score
+ * and a keyword), `_count`, `_delete_by_query`, `_refresh`. It computes exact k-NN itself and returns the
+ * k-NN plugin's documented scores, so the adapter's score → similarity mapping is tested against the
+ * formula, not against itself; likewise it scores `match` with Lucene's BM25 (see `bm25Scorer`) over its
+ * single index, which stands for one shard.
  *
  * It is deliberately stricter than OpenSearch where a lenient answer would hide an adapter bug: unknown
  * body keys, queries on unmapped fields, vectors of the wrong dimension, documents without routing in a
@@ -22,6 +25,8 @@ export interface FakeOpenSearch {
     query: URLSearchParams;
     headers: IncomingMessage['headers'];
     body: unknown;
+    /** The HTTP status answered (callers may swallow errors: tests can still see them here). */
+    status?: number;
   }>;
   close(): Promise<void>;
 }
@@ -38,12 +43,25 @@ interface KnnMapping {
   spaceType: 'innerproduct' | 'cosinesimil' | 'l2';
 }
 
+/** BM25 parameters of a similarity (Lucene's BM25Similarity). */
+interface Bm25 {
+  k1: number;
+  b: number;
+}
+
+interface TextMapping {
+  similarity: Bm25;
+  /** `docs` indexes no frequencies: every matching term has freq 1. */
+  frequencies: boolean;
+}
+
 interface FakeIndex {
   name: string;
   routingRequired: boolean;
   strict: boolean;
   keywordFields: Set<string>;
-  knn: KnnMapping;
+  textFields: Map<string, TextMapping>;
+  knn: KnnMapping | undefined;
   /** Searchable documents (as of the last refresh) and the live ones. */
   visible: Map<string, StoredDocument>;
   live: Map<string, StoredDocument>;
@@ -103,7 +121,68 @@ function knnScore(space: KnnMapping['spaceType'], query: number[], vector: numbe
   return Math.fround(score);
 }
 
-type Matcher = (document: StoredDocument) => boolean;
+/** Score of a matching document (0 in filter context), undefined when it does not match. */
+type Scorer = (document: StoredDocument) => number | undefined;
+
+/** A text field's value analysed (whitespace analyzer): token count and frequency per term. */
+interface Analysed {
+  length: number;
+  frequencies: Map<string, number>;
+}
+
+/** Memoised per stored document (documents are immutable: an upsert stores a new one). */
+const analysedCache = new WeakMap<StoredDocument, Map<string, Analysed>>();
+
+function analysed(document: StoredDocument, field: string): Analysed {
+  let fields = analysedCache.get(document);
+  if (!fields) analysedCache.set(document, (fields = new Map()));
+  let cached = fields.get(field);
+  if (!cached) {
+    const value = document.source[field];
+    const values = Array.isArray(value) ? value.map(String) : value === undefined ? [] : [String(value)];
+    const tokens = values.flatMap((text) => text.split(/\s+/).filter(Boolean));
+    const frequencies = new Map<string, number>();
+    for (const token of tokens) frequencies.set(token, (frequencies.get(token) ?? 0) + 1);
+    cached = { length: tokens.length, frequencies };
+    fields.set(field, cached);
+  }
+  return cached;
+}
+
+/**
+ * A `match` query (operator or) on a text field as Lucene scores it: one SHOULD term clause per query
+ * token, each scoring BM25 = idf · freq / (freq + k1 · (1 − b + b · dl / avgdl)) (Lucene ≥ 8 drops the
+ * (k1 + 1) factor), idf = ln(1 + (N − df + 0.5) / (df + 0.5)), with N = the searchable documents that have
+ * the field and df = those containing the term, both over the whole index (the shard), whatever the filters.
+ * Length norms are the token counts (the fake ignores `norms: false`; with k1 = 0 they are never read).
+ */
+function bm25Scorer(index: FakeIndex, field: string, mapping: TextMapping, queryTokens: string[]): Scorer {
+  const withField = [...index.visible.values()]
+    .map((document) => analysed(document, field))
+    .filter((value) => value.length > 0);
+  const n = withField.length;
+  const avgdl = n === 0 ? 1 : withField.reduce((sum, value) => sum + value.length, 0) / n;
+  const df = new Map<string, number>();
+  for (const token of new Set(queryTokens)) {
+    df.set(token, withField.filter((value) => value.frequencies.has(token)).length);
+  }
+  const { k1, b } = mapping.similarity;
+  return (document) => {
+    const value = analysed(document, field);
+    let score = 0;
+    let matched = false;
+    for (const token of queryTokens) {
+      const count = value.frequencies.get(token) ?? 0;
+      if (count === 0) continue;
+      matched = true;
+      const freq = mapping.frequencies ? count : 1;
+      const documentFrequency = df.get(token) ?? 0;
+      const idf = Math.log(1 + (n - documentFrequency + 0.5) / (documentFrequency + 0.5));
+      score += (idf * freq) / (freq + k1 * (1 - b + (b * value.length) / avgdl));
+    }
+    return matched ? score : undefined;
+  };
+}
 
 function keywordValues(document: StoredDocument, field: string): string[] {
   const value = document.source[field];
@@ -111,8 +190,11 @@ function keywordValues(document: StoredDocument, field: string): string[] {
   return value === undefined || value === null ? [] : [String(value)];
 }
 
-function compileQuery(index: FakeIndex, query: unknown, where = 'query'): Matcher {
+/** Compiles a query; `scoring` is false in filter context (filter, must_not, knn filter, delete/count). */
+function compileQuery(index: FakeIndex, query: unknown, where = 'query', scoring = true): Scorer {
   const [type, body] = singleEntry(query, where);
+  // Term-level queries score a constant 1 when scoring: the adapters only rank by `match` and knn.
+  const constant = scoring ? 1 : 0;
   const keywordField = (field: string): void => {
     if (!index.keywordFields.has(field))
       fail('query_shard_exception', `[${type}] field [${field}] is not a mapped keyword`);
@@ -121,13 +203,13 @@ function compileQuery(index: FakeIndex, query: unknown, where = 'query'): Matche
     case 'match_all':
       if (!isObject(body) || Object.keys(body).length > 0)
         fail('parsing_exception', '[match_all] takes no fields');
-      return () => true;
+      return () => constant;
     case 'term': {
       const [field, raw] = singleEntry(body, 'term');
       keywordField(field);
       const value = isObject(raw) ? raw.value : raw;
       if (typeof value !== 'string') fail('parsing_exception', `[term] value of [${field}] must be a string`);
-      return (document) => keywordValues(document, field).includes(value);
+      return (document) => (keywordValues(document, field).includes(value) ? constant : undefined);
     }
     case 'terms': {
       const [field, values] = singleEntry(body, 'terms');
@@ -136,42 +218,135 @@ function compileQuery(index: FakeIndex, query: unknown, where = 'query'): Matche
         fail('parsing_exception', `[terms] values of [${field}] must be an array of strings`);
       }
       const wanted = new Set(values as string[]);
-      return (document) => keywordValues(document, field).some((value) => wanted.has(value));
+      return (document) =>
+        keywordValues(document, field).some((value) => wanted.has(value)) ? constant : undefined;
     }
     case 'ids': {
       if (!isObject(body)) fail('parsing_exception', '[ids] malformed');
       onlyKeys(body, ['values'], 'ids');
       if (!Array.isArray(body.values)) fail('parsing_exception', '[ids] values must be an array');
       const ids = new Set(body.values as string[]);
-      return (document) => ids.has(document.id);
+      return (document) => (ids.has(document.id) ? constant : undefined);
+    }
+    case 'match': {
+      const [field, raw] = singleEntry(body, 'match');
+      const mapping = index.textFields.get(field);
+      if (!mapping) fail('query_shard_exception', `[match] field [${field}] is not a mapped text field`);
+      const clause = isObject(raw) ? raw : { query: raw };
+      onlyKeys(clause, ['query', 'operator'], `match.${field}`);
+      if (typeof clause.query !== 'string')
+        fail('parsing_exception', `[match] query of [${field}] must be a string`);
+      if (clause.operator !== undefined && String(clause.operator).toLowerCase() !== 'or')
+        fail('parsing_exception', '[match] the fake supports operator or only');
+      const queryTokens = clause.query.split(/\s+/).filter(Boolean);
+      if (queryTokens.length === 0) return () => undefined;
+      const score = bm25Scorer(index, field, mapping, queryTokens);
+      return scoring ? score : (document) => (score(document) === undefined ? undefined : 0);
     }
     case 'bool': {
       if (!isObject(body)) fail('parsing_exception', '[bool] malformed');
       onlyKeys(body, ['filter', 'must', 'must_not', 'should', 'minimum_should_match'], 'bool');
-      const clauses = (key: string): Matcher[] => {
+      const clauses = (key: string, clauseScoring: boolean): Scorer[] => {
         const value = body[key];
         if (value === undefined) return [];
         return (Array.isArray(value) ? value : [value]).map((clause) =>
-          compileQuery(index, clause, `bool.${key}`),
+          compileQuery(index, clause, `bool.${key}`, clauseScoring),
         );
       };
-      const required = [...clauses('filter'), ...clauses('must')];
-      const excluded = clauses('must_not');
-      const optional = clauses('should');
+      const required = [...clauses('filter', false), ...clauses('must', scoring)];
+      const excluded = clauses('must_not', false);
+      const optional = clauses('should', scoring);
       const minimumShould =
         typeof body.minimum_should_match === 'number'
           ? body.minimum_should_match
           : required.length > 0
             ? 0
             : 1;
-      return (document) =>
-        required.every((matches) => matches(document)) &&
-        !excluded.some((matches) => matches(document)) &&
-        (optional.length === 0 || optional.filter((matches) => matches(document)).length >= minimumShould);
+      return (document) => {
+        let score = 0;
+        for (const clause of required) {
+          const clauseScore = clause(document);
+          if (clauseScore === undefined) return undefined;
+          score += clauseScore;
+        }
+        if (excluded.some((clause) => clause(document) !== undefined)) return undefined;
+        let matchedShould = 0;
+        for (const clause of optional) {
+          const clauseScore = clause(document);
+          if (clauseScore === undefined) continue;
+          matchedShould += 1;
+          score += clauseScore;
+        }
+        if (optional.length > 0 && matchedShould < minimumShould) return undefined;
+        return score;
+      };
     }
     default:
       return fail('parsing_exception', `unknown query [${type}]`);
   }
+}
+
+/**
+ * Leaf clauses of a query as Lucene ≥ 9 counts them against `indices.query.bool.max_clause_count`
+ * (IndexSearcher: every leaf of the rewritten tree, nested or not): a `match` (operator or) rewrites to one
+ * term clause per token, a `terms` query is one clause.
+ */
+function leafClauses(query: unknown): number {
+  if (!isObject(query)) return 1;
+  const [type, body] = Object.entries(query)[0] ?? ['', undefined];
+  if (type === 'bool' && isObject(body)) {
+    return ['filter', 'must', 'must_not', 'should']
+      .flatMap((key) => (body[key] === undefined ? [] : Array.isArray(body[key]) ? body[key] : [body[key]]))
+      .reduce((sum: number, clause) => sum + leafClauses(clause), 0);
+  }
+  if (type === 'match' && isObject(body)) {
+    const clause = Object.values(body)[0];
+    const text = isObject(clause) ? clause.query : clause;
+    return typeof text === 'string' ? text.split(/\s+/).filter(Boolean).length : 1;
+  }
+  return 1;
+}
+
+interface SortKey {
+  field: string;
+  descending: boolean;
+}
+
+/** `sort`: `_score` or keyword fields, as names or `{ field: order | { order } }`. */
+function parseSort(index: FakeIndex, spec: unknown): SortKey[] | undefined {
+  if (spec === undefined) return undefined;
+  const entries = Array.isArray(spec) ? spec : [spec];
+  return entries.map((entry) => {
+    const [field, raw] = typeof entry === 'string' ? [entry, undefined] : singleEntry(entry, 'sort');
+    const order = isObject(raw) ? (onlyKeys(raw, ['order'], `sort.${field}`), raw.order) : raw;
+    if (order !== undefined && order !== 'asc' && order !== 'desc')
+      fail('parsing_exception', `[sort] unknown order [${String(order)}] of [${field}]`);
+    if (field !== '_score' && !index.keywordFields.has(field))
+      fail('illegal_argument_exception', `No mapping found for [${field}] in order to sort on`);
+    return { field, descending: (order ?? (field === '_score' ? 'desc' : 'asc')) === 'desc' };
+  });
+}
+
+function sortValue(key: SortKey, document: StoredDocument, score: number): number | string | null {
+  return key.field === '_score' ? score : (keywordValues(document, key.field)[0] ?? null);
+}
+
+function compareBySort(
+  sort: SortKey[],
+  a: { document: StoredDocument; score: number },
+  b: { document: StoredDocument; score: number },
+): number {
+  for (const key of sort) {
+    const x = sortValue(key, a.document, a.score);
+    const y = sortValue(key, b.document, b.score);
+    if (x === y) continue;
+    // Missing values sort last (OpenSearch's default `missing: _last`) in either order.
+    if (x === null) return 1;
+    if (y === null) return -1;
+    const order = x < y ? -1 : 1;
+    return key.descending ? -order : order;
+  }
+  return 0;
 }
 
 function projectSource(source: Record<string, unknown>, spec: unknown): Record<string, unknown> | undefined {
@@ -188,8 +363,42 @@ function validIndexName(name: string): boolean {
   );
 }
 
+export interface FakeOpenSearchOptions {
+  /** `indices.query.bool.max_clause_count` of the fake cluster (default 1024, OpenSearch's default). */
+  maxClauseCount?: number;
+}
+
+/** BM25 as OpenSearch defaults it (and the `BM25` built-in similarity name). */
+const DEFAULT_BM25: Bm25 = { k1: 1.2, b: 0.75 };
+
+/** Index similarity settings: `{ name: { type: 'BM25', k1, b } }`; only BM25 is supported. */
+function parseSimilarities(value: unknown): Map<string, Bm25> {
+  const similarities = new Map<string, Bm25>([['BM25', DEFAULT_BM25]]);
+  if (value === undefined) return similarities;
+  if (!isObject(value)) fail('settings_exception', 'index.similarity must be an object');
+  for (const [name, definition] of Object.entries(value)) {
+    if (!isObject(definition)) fail('settings_exception', `similarity [${name}] malformed`);
+    onlyKeys(definition, ['type', 'k1', 'b', 'discount_overlaps'], `index.similarity.${name}`);
+    if (definition.type !== 'BM25')
+      fail(
+        'illegal_argument_exception',
+        `the fake supports similarity type BM25, not [${String(definition.type)}]`,
+      );
+    // Lucene's BM25Similarity: k1 finite and ≥ 0, b in [0, 1]; OpenSearch also accepts numeric strings.
+    const k1 = Number(definition.k1 ?? DEFAULT_BM25.k1);
+    const b = Number(definition.b ?? DEFAULT_BM25.b);
+    if (!Number.isFinite(k1) || k1 < 0)
+      fail('illegal_argument_exception', `illegal k1 value: ${String(definition.k1)}`);
+    if (!Number.isFinite(b) || b < 0 || b > 1)
+      fail('illegal_argument_exception', `illegal b value: ${String(definition.b)}, must be between 0 and 1`);
+    similarities.set(name, { k1, b });
+  }
+  return similarities;
+}
+
 /** Starts the fake on 127.0.0.1 with an ephemeral port. */
-export async function startFakeOpenSearch(): Promise<FakeOpenSearch> {
+export async function startFakeOpenSearch(options: FakeOpenSearchOptions = {}): Promise<FakeOpenSearch> {
+  const maxClauseCount = options.maxClauseCount ?? 1024;
   const indices = new Map<string, FakeIndex>();
   const requests: FakeOpenSearch['requests'] = [];
 
@@ -210,20 +419,48 @@ export async function startFakeOpenSearch(): Promise<FakeOpenSearch> {
     if (!isObject(body)) fail('parsing_exception', 'index body must be an object');
     onlyKeys(body, ['settings', 'mappings'], 'create index');
     const settings = isObject(body.settings) ? body.settings : {};
+    onlyKeys(settings, ['index'], 'settings');
     const indexSettings = isObject(settings.index) ? settings.index : {};
-    if (indexSettings.knn !== true)
-      fail('illegal_argument_exception', 'knn_vector fields need index.knn: true');
+    onlyKeys(
+      indexSettings,
+      ['knn', 'number_of_shards', 'number_of_replicas', 'similarity'],
+      'settings.index',
+    );
+    const similarities = parseSimilarities(indexSettings.similarity);
     const mappings = body.mappings;
     if (!isObject(mappings) || !isObject(mappings.properties))
       fail('mapper_parsing_exception', 'mappings.properties required');
     onlyKeys(mappings, ['dynamic', 'properties', '_routing', '_source'], 'mappings');
+    if (mappings._source !== undefined) {
+      if (!isObject(mappings._source)) fail('mapper_parsing_exception', '[_source] malformed');
+      onlyKeys(mappings._source, ['enabled', 'includes', 'excludes'], '_source');
+    }
     const keywordFields = new Set<string>();
+    const textFields = new Map<string, TextMapping>();
     let knn: KnnMapping | undefined;
     for (const [field, definition] of Object.entries(mappings.properties)) {
       if (!isObject(definition)) fail('mapper_parsing_exception', `field [${field}] malformed`);
       if (definition.type === 'keyword') {
         keywordFields.add(field);
+      } else if (definition.type === 'text') {
+        onlyKeys(definition, ['type', 'analyzer', 'similarity', 'index_options', 'norms'], field);
+        if ((definition.analyzer ?? 'whitespace') !== 'whitespace')
+          fail('mapper_parsing_exception', `[${field}] the fake supports the whitespace analyzer only`);
+        const similarity = similarities.get(String(definition.similarity ?? 'BM25'));
+        if (!similarity)
+          fail(
+            'mapper_parsing_exception',
+            `Unknown Similarity type [${String(definition.similarity)}] for field [${field}]`,
+          );
+        const indexOptions = definition.index_options ?? 'positions';
+        if (!['docs', 'freqs', 'positions', 'offsets'].includes(String(indexOptions)))
+          fail('mapper_parsing_exception', `[${field}] unknown index_options [${String(indexOptions)}]`);
+        if (definition.norms !== undefined && typeof definition.norms !== 'boolean')
+          fail('mapper_parsing_exception', `[${field}] norms must be a boolean`);
+        textFields.set(field, { similarity, frequencies: indexOptions !== 'docs' });
       } else if (definition.type === 'knn_vector') {
+        if (indexSettings.knn !== true)
+          fail('illegal_argument_exception', 'knn_vector fields need index.knn: true');
         if (knn) fail('mapper_parsing_exception', 'the fake supports one knn_vector field');
         onlyKeys(definition, ['type', 'dimension', 'method', 'space_type'], field);
         const method = definition.method;
@@ -247,13 +484,13 @@ export async function startFakeOpenSearch(): Promise<FakeOpenSearch> {
         fail('mapper_parsing_exception', `the fake does not support field type [${String(definition.type)}]`);
       }
     }
-    if (!knn) fail('mapper_parsing_exception', 'a knn_vector field is required');
     const routing = isObject(mappings._routing) ? mappings._routing : {};
     indices.set(name, {
       name,
       routingRequired: routing.required === true,
       strict: mappings.dynamic === 'strict',
       keywordFields,
+      textFields,
       knn,
       visible: new Map(),
       live: new Map(),
@@ -271,7 +508,7 @@ export async function startFakeOpenSearch(): Promise<FakeOpenSearch> {
       fail('routing_missing_exception', `routing is required for [${index.name}]/[${id}]`);
     if (!isObject(source)) fail('mapper_parsing_exception', 'document must be an object');
     for (const [field, value] of Object.entries(source)) {
-      if (field === index.knn.field) {
+      if (index.knn && field === index.knn.field) {
         if (
           !Array.isArray(value) ||
           value.length !== index.knn.dimension ||
@@ -279,6 +516,10 @@ export async function startFakeOpenSearch(): Promise<FakeOpenSearch> {
         ) {
           fail('mapper_parsing_exception', `Vector dimension mismatch. Expected: ${index.knn.dimension}`);
         }
+      } else if (index.textFields.has(field)) {
+        const values = Array.isArray(value) ? value : [value];
+        if (values.some((x) => typeof x !== 'string'))
+          fail('mapper_parsing_exception', `[${field}] must hold strings`);
       } else if (index.keywordFields.has(field)) {
         const values = Array.isArray(value) ? value : [value];
         if (values.some((x) => typeof x !== 'string'))
@@ -341,7 +582,9 @@ export async function startFakeOpenSearch(): Promise<FakeOpenSearch> {
 
   const search = (index: FakeIndex, body: unknown, query: URLSearchParams): unknown => {
     const request = isObject(body) ? body : {};
-    onlyKeys(request, ['size', 'query', '_source'], 'search');
+    onlyKeys(request, ['size', 'query', '_source', 'sort', 'track_total_hits'], 'search');
+    if (request.track_total_hits !== undefined && typeof request.track_total_hits !== 'boolean')
+      fail('parsing_exception', '[track_total_hits] the fake supports booleans only');
     for (const key of query.keys()) {
       if (!['routing'].includes(key))
         fail('illegal_argument_exception', `request contains unrecognized parameter [${key}]`);
@@ -354,9 +597,11 @@ export async function startFakeOpenSearch(): Promise<FakeOpenSearch> {
     let hits: Array<{ document: StoredDocument; score: number }>;
     const [type, knnBody] =
       request.query === undefined ? ['match_all', {}] : singleEntry(request.query, 'query');
+    const sort = parseSort(index, request.sort);
     if (type === 'knn') {
+      if (sort) fail('illegal_argument_exception', 'the fake does not sort knn queries');
       const [field, clause] = singleEntry(knnBody, 'knn');
-      if (field !== index.knn.field)
+      if (!index.knn || field !== index.knn.field)
         fail('query_shard_exception', `[knn] field [${field}] is not a knn_vector`);
       if (!isObject(clause)) fail('parsing_exception', '[knn] malformed');
       onlyKeys(clause, ['vector', 'k', 'filter'], 'knn');
@@ -376,22 +621,32 @@ export async function startFakeOpenSearch(): Promise<FakeOpenSearch> {
         fail('illegal_argument_exception', '[knn] requires k in [1, 10000]');
       }
       const matches =
-        clause.filter === undefined ? () => true : compileQuery(index, clause.filter, 'knn.filter');
+        clause.filter === undefined ? () => 0 : compileQuery(index, clause.filter, 'knn.filter', false);
+      const knn = index.knn;
       hits = documents
-        .filter(matches)
+        .filter((document) => matches(document) !== undefined)
         .map((document) => ({
           document,
-          score: knnScore(
-            index.knn.spaceType,
-            vector as number[],
-            document.source[index.knn.field] as number[],
-          ),
+          score: knnScore(knn.spaceType, vector as number[], document.source[knn.field] as number[]),
         }))
         .sort((a, b) => b.score - a.score)
         .slice(0, k as number);
     } else {
-      const matches = compileQuery(index, request.query ?? { match_all: {} });
-      hits = documents.filter(matches).map((document) => ({ document, score: 1 }));
+      const clauses = leafClauses(request.query);
+      if (clauses > maxClauseCount) {
+        fail(
+          'search_phase_execution_exception',
+          `all shards failed: too_many_clauses: maxClauseCount is set to ${maxClauseCount} (query has ${clauses})`,
+        );
+      }
+      const scorer = compileQuery(index, request.query ?? { match_all: {} });
+      hits = documents.flatMap((document) => {
+        const score = scorer(document);
+        // Scores are Java floats; unsorted queries rank by score, then index order (like Lucene's doc ids).
+        return score === undefined ? [] : [{ document, score: Math.fround(score) }];
+      });
+      hits.sort((a, b) => b.score - a.score);
+      if (sort) hits.sort((a, b) => compareBySort(sort, a, b));
     }
     const page = hits.slice(0, size as number);
     return {
@@ -399,27 +654,34 @@ export async function startFakeOpenSearch(): Promise<FakeOpenSearch> {
       timed_out: false,
       _shards: { total: 1, successful: 1, skipped: 0, failed: 0 },
       hits: {
-        total: { value: hits.length, relation: 'eq' },
+        ...(request.track_total_hits === false ? {} : { total: { value: hits.length, relation: 'eq' } }),
         max_score: page[0]?.score ?? null,
         hits: page.map(({ document, score }) => {
           const source = projectSource(document.source, request._source);
           return {
             _index: index.name,
             _id: document.id,
-            _score: score,
+            // Like OpenSearch, a field sort computes scores only when it sorts on _score.
+            _score: !sort || sort.some((key) => key.field === '_score') ? score : null,
             ...(document.routing === undefined ? {} : { _routing: document.routing }),
             ...(source === undefined ? {} : { _source: source }),
+            ...(sort ? { sort: sort.map((key) => sortValue(key, document, score)) } : {}),
           };
         }),
       },
     };
   };
 
-  const queryOnly = (index: FakeIndex, body: unknown, where: string): Matcher => {
+  const queryOnly = (
+    index: FakeIndex,
+    body: unknown,
+    where: string,
+  ): ((document: StoredDocument) => boolean) => {
     if (!isObject(body)) fail('parsing_exception', `[${where}] body required`);
     onlyKeys(body, ['query'], where);
     if (body.query === undefined) fail('action_request_validation_exception', `[${where}] query is missing`);
-    return compileQuery(index, body.query);
+    const scorer = compileQuery(index, body.query, 'query', false);
+    return (document) => scorer(document) !== undefined;
   };
 
   const route = (method: string, path: string, query: URLSearchParams, raw: string): [number, unknown] => {
@@ -483,6 +745,7 @@ export async function startFakeOpenSearch(): Promise<FakeOpenSearch> {
       const method = request.method ?? 'GET';
       let status: number;
       let payload: unknown;
+      const recorded = requests.length;
       try {
         let body: unknown = raw;
         if (!url.pathname.endsWith('/_bulk') && raw.trim() !== '') body = JSON.parse(raw);
@@ -507,6 +770,8 @@ export async function startFakeOpenSearch(): Promise<FakeOpenSearch> {
           status: http.status,
         };
       }
+      const entry = requests[recorded];
+      if (entry) entry.status = status;
       const text = payload === undefined ? '' : JSON.stringify(payload);
       response.writeHead(status, {
         'content-type': 'application/json; charset=UTF-8',
