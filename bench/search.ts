@@ -9,7 +9,7 @@
  *    features of the real product their vector was drawn around (so every re-ranked candidate has some).
  * 3. Warm image search over HTTP: 1000 × 750 JPEG queries (real demo photos, upscaled), sequential,
  *    everything included (auth, rate limit, decode, embedding, query features, k-NN, re-ranking of the top
- *    RERANK_TOP_N, grouping, hydration, metering). MIN_SCORE defaults to 0 here so that every query
+ *    RERANK_TOP_N and the keypoint shortlist's WORD_SHORTLIST_TOP_N, grouping, hydration, metering). MIN_SCORE defaults to 0 here so that every query
  *    hydrates a full page of 10 (the demo photos are not in this catalogue); RERANK_TOP_N=0 measures the
  *    global-only pipeline.
  * Prints the figures and the process RSS (server and client in one process).
@@ -23,6 +23,8 @@ import sharp from 'sharp';
 import { contentHash, filterFieldsOf, type Product, vectorDocumentId } from '#lib/domain/products.ts';
 import { featuresKey } from '#lib/adapters/object-store-feature-store.ts';
 import { mapLimit } from '#lib/ingest/concurrency.ts';
+import { decodeFeatures } from '#lib/vision/local-features/codec.ts';
+import { visualWords } from '#lib/vision/local-features/visual-words.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
 import type { VectorDocument } from '#lib/ports.ts';
 
@@ -142,6 +144,7 @@ const growStart = performance.now();
 const seedFeatures = await Promise.all(
   photos.map((_, i) => c.objects.get(featuresKey({ feedId, productId: `p${i}`, imageIndex: 0 }))),
 );
+const seedWords = seedFeatures.map((bytes) => (bytes ? visualWords(decodeFeatures(bytes)) : undefined));
 for (let start = INGESTED; start < CATALOGUE; start += 500) {
   const products: Product[] = [];
   const documents: VectorDocument[] = [];
@@ -190,8 +193,26 @@ for (let start = INGESTED; start < CATALOGUE; start += 500) {
     if (bytes)
       await c.objects.put(featuresKey({ feedId, productId: product.product_id, imageIndex: 0 }), bytes);
   });
+  // The same seed's visual words, so the keypoint shortlist searches a word index of the full size.
+  await c.visualWords?.upsert(
+    products.flatMap((product) => {
+      const words = seedWords[Number(product.product_id.slice(1)) % seeds.length];
+      return words
+        ? [
+            {
+              id: vectorDocumentId(feedId, product.product_id, 0),
+              feedId,
+              productId: product.product_id,
+              itemGroupId: product.group,
+              words,
+            },
+          ]
+        : [];
+    }),
+  );
 }
 await vectors.flush();
+await c.visualWords?.flush();
 const growSeconds = (performance.now() - growStart) / 1000;
 
 // --- 3. warm image search over HTTP ---
@@ -229,7 +250,7 @@ for (let i = 0; i < QUERIES; i += 1) latencies.push(await search(queries[i % que
 
 console.log(`catalogue: ${await vectors.count(feedId)} vectors / ${CATALOGUE} products in feed ${feedId}`);
 console.log(
-  `search settings: RERANK_TOP_N ${stack.config.search.rerankTopN}, MIN_SCORE ${stack.config.search.minScore}, ` +
+  `search settings: RERANK_TOP_N ${stack.config.search.rerankTopN}, WORD_SHORTLIST_TOP_N ${stack.config.search.wordShortlistTopN}, MIN_SCORE ${stack.config.search.minScore}, ` +
     `feature records ${(await c.objects.list(`features/`)).length}`,
 );
 console.log(

@@ -22,12 +22,15 @@ import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
  * Search use cases: image search (also the root search), related products and object detection with
  * search. Results are item groups: the best-scoring product of each group with every variant of it.
  *
- * Pipeline of an image query: the global embedding shortlists item groups by cosine similarity (k-NN);
- * the best `reranking.topN` groups are geometrically verified (the query's local features, extracted
- * while the embedding and k-NN run, against the stored features of each group's best image) and
- * re-ordered: verified groups first by inliers, the rest by similarity, groups beyond the top N after
+ * Pipeline of an image query: the global embedding shortlists item groups by cosine similarity (k-NN),
+ * and the query's visual words shortlist the groups whose images share the most keypoints with it (the
+ * keypoint shortlist, which a large background does not drown); the best `reranking.topN` groups of the
+ * first and `reranking.wordTopN` of the second are geometrically verified (the query's local features,
+ * extracted while the embedding and k-NN run, against the stored features of each group's best image)
+ * and re-ordered: verified groups first by inliers, the rest by similarity, groups beyond the top N after
  * them in similarity order. Every result carries the calibrated fused score (docs/api.md), which never
- * increases down the list; results under `minScore` are dropped before paging.
+ * increases down the list; results under `minScore` are dropped before paging. Stage by stage
+ * measurements: docs/quality.md.
  */
 export interface SearchDeps {
   images: ImageInspector;
@@ -92,9 +95,11 @@ function featureRefOf(feedId: string, hit: VectorHit): FeatureRef {
 /**
  * Ranks item groups. Steps:
  * 1. k-NN over the feed (asking for more neighbours while too few groups came back); each group is
- *    represented by its most similar image; groups ordered by similarity, ties by product_id;
- * 2. the top `reranking.topN` groups (when the query has local features) are verified against their
- *    stored features: inlier counts, 0 where nothing is stored;
+ *    represented by its most similar image; groups ordered by similarity, ties by product_id; meanwhile
+ *    (unfiltered queries with local features) the keypoint shortlist: the best `reranking.wordTopN`
+ *    groups by shared visual words, with their global similarity read from their stored vectors;
+ * 2. the top `reranking.topN` groups and the keypoint shortlist (when the query has local features) are
+ *    verified against their stored features: inlier counts, 0 where nothing is stored;
  * 3. fuse: verified groups (≥ 10 inliers) first by inliers, then the rest by similarity; the calibrated
  *    score, non-increasing down the list; drop what falls under `minScore`;
  * 4. page with offset/limit and hydrate only that page (one batch read plus a variants query per real
