@@ -7,10 +7,19 @@
  * or recipe changed (the build fingerprint). When everything is current it costs a few file reads.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelManifest } from '#lib/vision/model-specs.ts';
+import { PROJECTION_SPEC, type ProjectionManifest } from '#lib/vision/projection.ts';
 import { OPSET_VERSION } from './convert/onnx-builder.ts';
 import { convertTfjsGraph } from './convert/tf-to-onnx.ts';
 import { readTfjsGraph } from './convert/tfjs-graph.ts';
@@ -23,7 +32,10 @@ export const DEFAULT_MODEL_DIR = join(root, 'layers/models/build');
 function listTypeScript(directory: string): string[] {
   return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
     const path = join(directory, entry.name);
-    if (entry.isDirectory()) return entry.name === 'build' ? [] : listTypeScript(path);
+    // build/ holds outputs; projection/ is the training code of the projection, whose weights are
+    // committed and shipped as they are (shipProjection below), so it must not force an ONNX rebuild.
+    if (entry.isDirectory())
+      return entry.name === 'build' || entry.name === 'projection' ? [] : listTypeScript(path);
     return entry.name.endsWith('.ts') ? [path] : [];
   });
 }
@@ -87,6 +99,40 @@ export function buildModel(recipe: ModelRecipe, modelDir: string, fingerprint: s
   return manifest;
 }
 
+export const PROJECTION_WEIGHTS_DIR = join(root, 'layers/projection/weights');
+
+/**
+ * Copies the learned projection (trained by `npm run train:projection`, committed with its manifest) into
+ * the layer when it is missing there or differs. Its bytes are checked against their manifest first.
+ * Returns whether it copied.
+ */
+export function shipProjection(modelDir: string): boolean {
+  const names = [PROJECTION_SPEC.file, `${PROJECTION_SPEC.name}.manifest.json`];
+  const source = join(PROJECTION_WEIGHTS_DIR, names[1]!);
+  if (!existsSync(source)) return false;
+  const manifest = JSON.parse(readFileSync(source, 'utf8')) as ProjectionManifest;
+  const weights = readFileSync(join(PROJECTION_WEIGHTS_DIR, PROJECTION_SPEC.file));
+  if (sha256(weights) !== manifest.sha256)
+    throw new Error(`layers/projection/weights/${PROJECTION_SPEC.file} does not match its manifest`);
+  const target = join(modelDir, PROJECTION_SPEC.file);
+  const targetManifest = join(modelDir, names[1]!);
+  if (
+    existsSync(target) &&
+    existsSync(targetManifest) &&
+    sha256(readFileSync(target)) === manifest.sha256 &&
+    readFileSync(targetManifest).equals(readFileSync(source))
+  )
+    return false;
+  mkdirSync(modelDir, { recursive: true });
+  for (const name of names) {
+    const temporary = join(modelDir, `${name}.${process.pid}.partial`);
+    copyFileSync(join(PROJECTION_WEIGHTS_DIR, name), temporary);
+    renameSync(temporary, join(modelDir, name));
+  }
+  console.error(`build:layer: ${relative(root, target)} (learned projection, copied)`);
+  return true;
+}
+
 /**
  * Builds every model into `modelDir`; with `ifStale`, only those not current. Returns the names rebuilt.
  * Tests call this too, so a test run never depends on a previous manual build.
@@ -110,6 +156,7 @@ export function buildLayer({
     );
     rebuilt.push(recipe.name);
   }
+  if (shipProjection(modelDir)) rebuilt.push(PROJECTION_SPEC.name);
   return rebuilt;
 }
 

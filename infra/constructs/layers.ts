@@ -16,7 +16,7 @@ const NO_DOCKER = DockerImage.fromRegistry('local-bundling-only');
 /** The model files of a build directory (models and manifests), or a clear error when it is not built. */
 export function modelFiles(dir: string = MODEL_BUILD_DIR): string[] {
   const files = existsSync(dir)
-    ? readdirSync(dir).filter((name) => /\.(onnx|manifest\.json)$/.test(name))
+    ? readdirSync(dir).filter((name) => /\.(onnx|f32|manifest\.json)$/.test(name))
     : [];
   if (
     !files.some((name) => name.endsWith('.onnx')) ||

@@ -1,0 +1,126 @@
+/**
+ * Trains the projection head on a feature set: W starts as the PCA-whitening of the training features
+ * (the baseline it must beat) and is refined with Adam on the InfoNCE objective of contrastive.ts, plus
+ * an L2 pull towards the start (the data set is small: a few hundred objects). Deterministic: the batch
+ * order comes from a seeded PRNG and every sum runs in a fixed order.
+ */
+import { infoNceLossAndGradient } from './contrastive.ts';
+import type { FeatureSet } from './features.ts';
+import { pcaWhitening } from './linalg.ts';
+import { seededRandom } from './views.ts';
+
+export interface TrainOptions {
+  seed: number;
+  outDim: number;
+  temperature: number;
+  epochs: number;
+  /** Objects per batch (all their views are in it). */
+  batchObjects: number;
+  /** Adam step, relative to the root-mean-square entry of the starting W. */
+  learningRate: number;
+  /** Weight of ‖W − W₀‖² / ‖W₀‖² in the loss. */
+  anchor: number;
+  /** Eigenvalue floor of the whitening start, as a fraction of the mean eigenvalue. */
+  whiteningEpsilon: number;
+}
+
+export interface TrainedProjection {
+  inDim: number;
+  outDim: number;
+  mean: Float64Array;
+  /** outDim×inDim, row-major. */
+  matrix: Float64Array;
+  losses: number[];
+}
+
+export function shuffled(count: number, random: () => number): number[] {
+  const order = Array.from({ length: count }, (_, i) => i);
+  for (let i = count - 1; i > 0; i -= 1) {
+    const j = Math.floor(random() * (i + 1));
+    [order[i], order[j]] = [order[j]!, order[i]!];
+  }
+  return order;
+}
+
+/** The PCA-whitening start alone (the baseline), fitted on every training view. */
+export function whiteningOf(set: FeatureSet, outDim: number, epsilon: number): TrainedProjection {
+  const { mean, matrix } = pcaWhitening(set.features, set.dimension, outDim, epsilon);
+  return { inDim: set.dimension, outDim, mean, matrix, losses: [] };
+}
+
+export function trainProjection(
+  set: FeatureSet,
+  options: TrainOptions,
+  log?: (line: string) => void,
+): TrainedProjection {
+  const d = set.dimension;
+  const start = whiteningOf(set, options.outDim, options.whiteningEpsilon);
+  const { mean } = start;
+  const matrix = Float64Array.from(start.matrix);
+  const initial = start.matrix;
+  let initialSquares = 0;
+  for (const value of initial) initialSquares += value * value;
+  const step = options.learningRate * Math.sqrt(initialSquares / initial.length);
+
+  const rows = set.objects.length;
+  const centred = new Float64Array(rows * d);
+  for (let i = 0; i < rows; i += 1)
+    for (let k = 0; k < d; k += 1) centred[i * d + k] = set.features[i * d + k]! - mean[k]!;
+  const packshotRow = new Int32Array(set.objectNames.length).fill(-1);
+  const queryRows: number[][] = set.objectNames.map(() => []);
+  for (let i = 0; i < rows; i += 1) {
+    if (set.kinds[i] === 'packshot') packshotRow[set.objects[i]!] = i;
+    else queryRows[set.objects[i]!]!.push(i);
+  }
+  const usable = [...packshotRow.keys()].filter((o) => packshotRow[o]! >= 0 && queryRows[o]!.length > 0);
+
+  const m = new Float64Array(matrix.length);
+  const v = new Float64Array(matrix.length);
+  const [beta1, beta2] = [0.9, 0.999];
+  let t = 0;
+  const random = seededRandom(options.seed);
+  const losses: number[] = [];
+  for (let epoch = 0; epoch < options.epochs; epoch += 1) {
+    const order = shuffled(usable.length, random).map((i) => usable[i]!);
+    let epochLoss = 0;
+    let batches = 0;
+    for (let b = 0; b < order.length; b += options.batchObjects) {
+      const objects = order.slice(b, b + options.batchObjects);
+      if (objects.length < 2) continue;
+      const queryIndices = objects.flatMap((object, slot) => queryRows[object]!.map((row) => [row, slot]));
+      const queries = new Float64Array(queryIndices.length * d);
+      const targets = new Int32Array(queryIndices.length);
+      queryIndices.forEach(([row, slot], i) => {
+        queries.set(centred.subarray(row! * d, row! * d + d), i * d);
+        targets[i] = slot!;
+      });
+      const packshots = new Float64Array(objects.length * d);
+      objects.forEach((object, slot) =>
+        packshots.set(centred.subarray(packshotRow[object]! * d, packshotRow[object]! * d + d), slot * d),
+      );
+      const { loss, gradient } = infoNceLossAndGradient(
+        matrix,
+        options.outDim,
+        d,
+        queries,
+        targets,
+        packshots,
+        options.temperature,
+      );
+      t += 1;
+      const correction1 = 1 - beta1 ** t;
+      const correction2 = 1 - beta2 ** t;
+      for (let k = 0; k < matrix.length; k += 1) {
+        const g = gradient[k]! + (2 * options.anchor * (matrix[k]! - initial[k]!)) / initialSquares;
+        m[k] = beta1 * m[k]! + (1 - beta1) * g;
+        v[k] = beta2 * v[k]! + (1 - beta2) * g * g;
+        matrix[k]! -= (step * (m[k]! / correction1)) / (Math.sqrt(v[k]! / correction2) + 1e-12);
+      }
+      epochLoss += loss;
+      batches += 1;
+    }
+    losses.push(epochLoss / Math.max(batches, 1));
+    log?.(`train: epoch ${epoch + 1}/${options.epochs} loss ${losses.at(-1)!.toFixed(4)}`);
+  }
+  return { inDim: d, outDim: options.outDim, mean, matrix, losses };
+}
