@@ -5,14 +5,16 @@
  * pipeline gets its own row (the ablation table of docs/quality.md).
  *
  * Per variant: R@1, R@10 and mAP@10 (one relevant item per query, so AP = 1/rank within the first 10),
- * overall, per kind, and on the held-aside split (odd query ids) that no setting was chosen on; the
+ * overall, per kind, and on the held-aside split that no setting was chosen on: odd query ids that are
+ * not in the 100-query stratified subset (`TUNING_SUBSET`) the pipeline's settings (visual-word
+ * definition, shortlist sizes) were compared on; the
  * median and p90 wall time of the use case per query (embedding, query features, k-NN, verification,
  * hydration; no HTTP); and, for the configured minimum score, how many correct top-1 results survive it
  * and how many unrelated photos (wallpaper crops with no catalogue object) still return something.
  */
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -24,9 +26,20 @@ import type { Container } from '#lib/container.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
 import { EVAL_ROOT } from './fetch-data.ts';
-import { seededRandom, type Query, type RetrievalBenchmark } from './retrieval-benchmark.ts';
+import {
+  seededRandom,
+  stratifiedSubset,
+  type Query,
+  type RetrievalBenchmark,
+} from './retrieval-benchmark.ts';
 
 const FEED_ID = 'benchmark';
+/**
+ * Size of the stratified subset (`stratifiedSubset(queries, 100, seed)`, i.e. `npm run eval -- --queries
+ * 100`) on which the pipeline's settings were chosen; its queries are never counted as held-aside.
+ */
+export const TUNING_SUBSET = 100;
+const RESULTS_DIR = join(import.meta.dirname, '../.cache/eval-results');
 const LIMIT = 10;
 
 /** A named search configuration: what the use case is given on top of the configured container. */
@@ -57,11 +70,11 @@ export function defaultVariants(): PipelineVariant[] {
       deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 50, 0) }),
     },
     {
-      name: 'global top 20 + keypoint shortlist top 20, verified (default)',
+      name: 'global top 20 + keypoint shortlist top 20, verified',
       deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 20, 20) }),
     },
     {
-      name: 'global top 10 + keypoint shortlist top 20, verified',
+      name: 'global top 10 + keypoint shortlist top 20, verified (default)',
       deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 10, 20) }),
     },
     {
@@ -192,6 +205,10 @@ export async function evaluatePipelines(options: PipelineEvalOptions): Promise<v
       '| pipeline | R@1 | R@10 | mAP@10 | R@1 scene | R@10 scene | R@1 flat | R@10 flat | held-aside R@1 | held-aside R@10 | held-aside scene R@1 | held-aside scene R@10 | ms p50 | ms p90 | top-1 ≥ MIN_SCORE | unrelated answered |',
     );
     console.log(`|${'---|'.repeat(16)}`);
+    const tuning = new Set(stratifiedSubset(benchmark.queries, TUNING_SUBSET, options.seed).map((q) => q.id));
+    const heldAside = (q: Query) => q.id % 2 === 1 && !tuning.has(q.id);
+    const perQuery: Record<string, { query: number; rank: number | null; topScore: number; ms: number }[]> =
+      {};
     for (const variant of options.variants ?? defaultVariants()) {
       const deps = variant.deps(c);
       const search = (image: Buffer, cutOff: number) =>
@@ -219,15 +236,30 @@ export async function evaluatePipelines(options: PipelineEvalOptions): Promise<v
         fmt(set.reduce((sum, o) => sum + (o.rank < LIMIT ? 1 / (o.rank + 1) : 0), 0) / set.length);
       const scene = of((q) => q.kind === 'scene');
       const flat = of((q) => q.kind === 'flat');
-      const held = of((q) => q.id % 2 === 1);
+      const held = of(heldAside);
       const heldScene = held.filter((o) => o.query.kind === 'scene');
       const top1 = outcomes.filter((o) => o.rank === 0);
       const kept = top1.filter((o) => o.topScore >= minScore).length;
       const times = outcomes.map((o) => o.ms);
+      perQuery[variant.name] = outcomes.map((o) => ({
+        query: o.query.id,
+        rank: Number.isFinite(o.rank) ? o.rank : null,
+        topScore: o.topScore,
+        ms: Math.round(o.ms * 10) / 10,
+      }));
       console.log(
         `| ${variant.name} | ${recall(outcomes, 1)} | ${recall(outcomes, 10)} | ${meanAp(outcomes)} | ${recall(scene, 1)} | ${recall(scene, 10)} | ${recall(flat, 1)} | ${recall(flat, 10)} | ${recall(held, 1)} | ${recall(held, 10)} | ${recall(heldScene, 1)} | ${recall(heldScene, 10)} | ${percentile(times, 0.5).toFixed(1)} | ${percentile(times, 0.9).toFixed(1)} | ${kept}/${top1.length} | ${answered}/${unrelated.length} |`,
       );
     }
+    await mkdir(RESULTS_DIR, { recursive: true });
+    const resultsFile = join(RESULTS_DIR, `pipeline-seed${options.seed}-${queries.length}q.json`);
+    await writeFile(
+      resultsFile,
+      JSON.stringify({ seed: options.seed, heldAside: queries.filter(heldAside).map((q) => q.id), perQuery }),
+    );
+    console.log(
+      `pipeline: held-aside = ${queries.filter(heldAside).length} queries (odd ids outside the ${TUNING_SUBSET}-query tuning subset); per-query results in ${resultsFile}`,
+    );
   } finally {
     await stack.close();
     files.server.close();

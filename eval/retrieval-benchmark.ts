@@ -214,6 +214,23 @@ export async function makeQuery(
   return { bytes, box, kind, mirrored };
 }
 
+/** Deterministic subset, stratified by query kind (proportional), in query-id order. */
+export function stratifiedSubset(queries: readonly Query[], size: number, subsetSeed: number): Query[] {
+  if (size >= queries.length) return [...queries];
+  const random = seededRandom(subsetSeed ^ 0x5eed);
+  const chosen: Query[] = [];
+  for (const kind of ['scene', 'flat'] as const) {
+    const ofKind = queries.filter((q) => q.kind === kind);
+    const take = Math.round((size * ofKind.length) / queries.length);
+    const shuffled = ofKind
+      .map((query) => ({ query, key: random() }))
+      .sort((a, b) => a.key - b.key)
+      .map(({ query }) => query);
+    chosen.push(...shuffled.slice(0, take));
+  }
+  return chosen.sort((a, b) => a.id - b.id);
+}
+
 export async function loadRetrievalBenchmark(seed: number): Promise<RetrievalBenchmark> {
   const directory = join(EVAL_DATA_DIR, `retrieval-v1-seed${seed}`);
   const indexFile = join(directory, 'benchmark.json');

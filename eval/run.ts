@@ -23,7 +23,7 @@ import { loadDetectionPhotos } from './detection-photos.ts';
 import { loadFashionMnist, precisionAtK } from './fashion-mnist.ts';
 import { meanAveragePrecision, rankOf, recallAtK, type DetectionSample } from './metrics.ts';
 import { evaluatePipelines } from './pipeline.ts';
-import { loadRetrievalBenchmark, seededRandom, type Query } from './retrieval-benchmark.ts';
+import { loadRetrievalBenchmark, stratifiedSubset, type Query } from './retrieval-benchmark.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -41,23 +41,6 @@ const seed = Number(flags.seed);
 const subsetSize = Number(flags.queries);
 if (!Number.isInteger(seed) || !Number.isInteger(subsetSize) || subsetSize <= 0)
   throw new Error('--seed and --queries take positive integers');
-
-/** Deterministic subset, stratified by query kind (proportional), in query-id order. */
-export function stratifiedSubset(queries: readonly Query[], size: number, subsetSeed: number): Query[] {
-  if (size >= queries.length) return [...queries];
-  const random = seededRandom(subsetSeed ^ 0x5eed);
-  const chosen: Query[] = [];
-  for (const kind of ['scene', 'flat'] as const) {
-    const ofKind = queries.filter((q) => q.kind === kind);
-    const take = Math.round((size * ofKind.length) / queries.length);
-    const shuffled = ofKind
-      .map((query) => ({ query, key: random() }))
-      .sort((a, b) => a.key - b.key)
-      .map(({ query }) => query);
-    chosen.push(...shuffled.slice(0, take));
-  }
-  return chosen.sort((a, b) => a.id - b.id);
-}
 
 const fmt = (value: number): string => value.toFixed(3);
 

@@ -14,7 +14,8 @@
  * four quadrants (18 images).
  *
  * Pipelines: global only (k-NN order, calibrated score without verification), + geometric re-ranking
- * of the top 20, and both again with the query's global similarity = max(whole image, NanoDet's top box). Prints R@1 and R@10 (item groups), median ms per query, the share of true top-1 matches
+ * of the top 20, + the keypoint shortlist (visual words, top 20; the default), with a global top 10
+ * instead, and with the query's global similarity = max(whole image, NanoDet's top box). Prints R@1 and R@10 (item groups), median ms per query, the share of true top-1 matches
  * scoring ≥ MIN_SCORE, the best score over the unrelated photos, and a sweep of cut-offs: true top-1
  * matches kept vs unrelated photos that still return something.
  *
@@ -136,11 +137,20 @@ async function main() {
     }
     const unrelatedQueries = (await Promise.all(backgrounds.map(unrelatedOf))).flat();
     const minScore = c.config.search.minScore;
+    const reranked = (topN: number, wordTopN: number) => c.reranking && { ...c.reranking, topN, wordTopN };
     const pipelines: [string, SearchDeps][] = [
       ['global only', { ...c, reranking: undefined, minScore: 0 }],
-      ['+ re-ranking top 20', { ...c, minScore: 0 }],
+      ['+ re-ranking top 20', { ...c, minScore: 0, reranking: reranked(20, 0) }],
+      ['+ keypoint shortlist top 20', { ...c, minScore: 0, reranking: reranked(20, 20) }],
+      [
+        'global top 10 + keypoint shortlist top 20 (default)',
+        { ...c, minScore: 0, reranking: reranked(10, 20) },
+      ],
       ['global, max(whole, detector crop)', { ...c, reranking: undefined, minScore: 0, detectorCrop: true }],
-      ['max(whole, detector crop) + re-ranking top 20', { ...c, minScore: 0, detectorCrop: true }],
+      [
+        'max(whole, detector crop) + re-ranking + keypoint shortlist',
+        { ...c, minScore: 0, detectorCrop: true, reranking: reranked(20, 20) },
+      ],
     ];
     // Warm-up: models, OpenCV, feature cache.
     for (const [, deps] of pipelines)
