@@ -53,8 +53,27 @@ function reranked(c: Container, topN: number, wordTopN: number): SearchDeps['rer
   return c.reranking && { ...c.reranking, topN, wordTopN };
 }
 
-/** The stages, each row adding one to the previous or swapping one (see docs/quality.md). */
-export function defaultVariants(): PipelineVariant[] {
+/**
+ * The stages, each row adding one to the previous or swapping one (see docs/quality.md). `projected`:
+ * the catalogue was embedded with the learned projection; only the rows it can change are run again.
+ */
+export function defaultVariants(projected = false): PipelineVariant[] {
+  if (projected)
+    return [
+      { name: 'projected: global only', deps: (c) => ({ ...c, reranking: undefined, detectorCrop: false }) },
+      {
+        name: 'projected: + ORB verification of the global top 10',
+        deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 10, 0) }),
+      },
+      {
+        name: 'projected: global top 10 + keypoint shortlist top 20, verified',
+        deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 10, 20) }),
+      },
+      {
+        name: 'projected: global top 20 + keypoint shortlist top 50, verified',
+        deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 20, 50) }),
+      },
+    ];
   return [
     { name: 'global only', deps: (c) => ({ ...c, reranking: undefined, detectorCrop: false }) },
     {
@@ -151,6 +170,8 @@ export interface PipelineEvalOptions {
   variants?: PipelineVariant[];
   /** Configuration of the local stack (process.env by default), e.g. RERANK_TOP_N or MIN_SCORE. */
   env?: Record<string, string | undefined>;
+  /** Embed the catalogue and queries with the learned projection (EMBEDDING_PROJECTION). */
+  projection: boolean;
 }
 
 /** Imports the benchmark catalogue into a temporary local stack and prints one row per variant. */
@@ -160,6 +181,7 @@ export async function evaluatePipelines(options: PipelineEvalOptions): Promise<v
   const files = await serveDirectory(benchmark.directory);
   const stack = await startLocalStack({
     ...(options.env ?? process.env),
+    EMBEDDING_PROJECTION: String(options.projection),
     LOG_LEVEL: 'silent',
     PORT: '0',
     DATA_DIR: dataDir,
@@ -209,7 +231,7 @@ export async function evaluatePipelines(options: PipelineEvalOptions): Promise<v
     const heldAside = (q: Query) => q.id % 2 === 1 && !tuning.has(q.id);
     const perQuery: Record<string, { query: number; rank: number | null; topScore: number; ms: number }[]> =
       {};
-    for (const variant of options.variants ?? defaultVariants()) {
+    for (const variant of options.variants ?? defaultVariants(options.projection)) {
       const deps = variant.deps(c);
       const search = (image: Buffer, cutOff: number) =>
         searchByImage({ ...deps, minScore: cutOff }, { feedId: FEED_ID, image, limit: LIMIT, offset: 0 });
@@ -252,7 +274,10 @@ export async function evaluatePipelines(options: PipelineEvalOptions): Promise<v
       );
     }
     await mkdir(RESULTS_DIR, { recursive: true });
-    const resultsFile = join(RESULTS_DIR, `pipeline-seed${options.seed}-${queries.length}q.json`);
+    const resultsFile = join(
+      RESULTS_DIR,
+      `pipeline-seed${options.seed}-${queries.length}q${options.projection ? '-projected' : ''}.json`,
+    );
     await writeFile(
       resultsFile,
       JSON.stringify({ seed: options.seed, heldAside: queries.filter(heldAside).map((q) => q.id), perQuery }),

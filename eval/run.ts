@@ -9,6 +9,7 @@
  *        · --models DIR (default layers/models/build) · --no-detector (skip the detector scores)
  *        · --fashion (also Fashion-MNIST precision@10, 2,000 gallery / 500 queries, about a minute)
  *        · --no-pipeline (skip the full search pipeline) · --pipeline-only (only the full search pipeline)
+ *        · --projection off|on|both (default both): the pipeline with the raw and/or projected embedding
  *
  * Then the full search pipeline (eval/pipeline.ts): the catalogue imported through the real import into a
  * temporary local stack, every query searched through the use case once per stage (the ablation table).
@@ -35,6 +36,7 @@ const { values: flags } = parseArgs({
     fashion: { type: 'boolean', default: false },
     'no-pipeline': { type: 'boolean', default: false },
     'pipeline-only': { type: 'boolean', default: false },
+    projection: { type: 'string', default: 'both' },
   },
 });
 const seed = Number(flags.seed);
@@ -43,6 +45,14 @@ if (!Number.isInteger(seed) || !Number.isInteger(subsetSize) || subsetSize <= 0)
   throw new Error('--seed and --queries take positive integers');
 
 const fmt = (value: number): string => value.toFixed(3);
+
+/** The full pipeline without and/or with the learned projection (`--projection off|on|both`). */
+async function pipelines(): Promise<void> {
+  const benchmark = await loadRetrievalBenchmark(seed);
+  const queries = flags.all ? benchmark.queries : stratifiedSubset(benchmark.queries, subsetSize, seed);
+  const which = flags.projection === 'on' ? [true] : flags.projection === 'off' ? [false] : [false, true];
+  for (const projection of which) await evaluatePipelines({ benchmark, queries, seed, projection });
+}
 
 async function main(): Promise<void> {
   const started = performance.now();
@@ -56,7 +66,7 @@ async function main(): Promise<void> {
   );
 
   if (flags['pipeline-only']) {
-    await evaluatePipelines({ benchmark, queries, seed });
+    await pipelines();
     return;
   }
 
@@ -163,7 +173,7 @@ async function main(): Promise<void> {
   );
 
   // (c) The full search pipeline, stage by stage.
-  if (!flags['no-pipeline']) await evaluatePipelines({ benchmark, queries, seed });
+  if (!flags['no-pipeline']) await pipelines();
 
   // (d) Fashion-MNIST category precision@10.
   if (flags.fashion) {

@@ -35,6 +35,7 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   OPENSEARCH_INDEX_PREFIX: 'every',
   OPENSEARCH_SIGV4: 'every',
   MODEL_DIR: 'every',
+  EMBEDDING_PROJECTION: 'default',
   ADMIN_TOKEN: 'local',
   API_KEY_REGISTRY: 'every',
   REST_API_ID: 'registry',

@@ -36,6 +36,11 @@ const EnvSchema = z.object({
 
   /** Directory holding the converted ONNX models and their manifests (the Lambda layer mounts /opt/models). */
   MODEL_DIR: z.string().min(1).default('layers/models/build'),
+  /**
+   * Apply the learned projection (layers/projection, shipped in the model layer) to every embedding.
+   * It changes the vectors' model version: the next import embeds every product again (docs/vision.md).
+   */
+  EMBEDDING_PROJECTION: booleanString.default(true),
 
   /** Bearer token of the admin API in local mode. Absent in local mode: generated at start. */
   ADMIN_TOKEN: z.string().min(16).optional(),
@@ -118,6 +123,7 @@ export interface Config {
   vectorIndex:
     { kind: 'local'; dir: string } | { kind: 'opensearch'; url: string; indexPrefix: string; sigv4: boolean };
   modelDir: string;
+  embeddingProjection: boolean;
   adminToken: string | undefined;
   apiKeyRegistry:
     | { kind: 'none' }
@@ -199,6 +205,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     s3Endpoint: e.S3_ENDPOINT,
     vectorIndex,
     modelDir: e.MODEL_DIR,
+    embeddingProjection: e.EMBEDDING_PROJECTION,
     adminToken: e.ADMIN_TOKEN,
     apiKeyRegistry,
     gatewaySharedKey: e.GATEWAY_SHARED_KEY,

@@ -17,6 +17,7 @@ import { HttpImageFetcher } from '#lib/adapters/http-image-fetcher.ts';
 import { createOpenSearchClient, OpenSearchVectorIndex } from '#lib/adapters/opensearch-vector-index.ts';
 import { UsearchVectorIndex } from '#lib/adapters/usearch-vector-index.ts';
 import { LocalVisualWordIndex } from '#lib/adapters/local-visual-word-index.ts';
+import { PROJECTED_COSINE_SCALE } from '#lib/vision/projection.ts';
 import { OpenSearchVisualWordIndex } from '#lib/adapters/opensearch-visual-word-index.ts';
 import { InProcessImportDispatcher, ObjectEventImportDispatcher } from '#lib/ingest/dispatchers.ts';
 import { type IngestDeps, runImport } from '#lib/ingest/run-import.ts';
@@ -77,6 +78,8 @@ export interface Container {
   minScore: number;
   /** Image search also ranks by the detector's top box (QUERY_DETECTOR_CROP). */
   detectorCrop: boolean;
+  /** Cosine scale of the calibrated score for the configured embedding (projected or raw). */
+  cosineScale?: { cosineFloor: number; cosineCeiling: number };
 }
 
 let configured: Config | undefined;
@@ -189,6 +192,7 @@ function buildContainer(config: Config): Container {
           }
         : undefined,
     minScore: config.search.minScore,
+    ...(config.embeddingProjection ? { cosineScale: PROJECTED_COSINE_SCALE } : {}),
     detectorCrop: config.search.detectorCrop,
   };
   return container;
@@ -243,7 +247,7 @@ async function loadVisionLayer(config: Config, logger: Logger): Promise<Vision> 
   try {
     // Imported on first use so that handlers that never need the models never load onnxruntime.
     const { loadVision } = await import('#lib/vision/load-vision.ts');
-    const vision = await loadVision(config.modelDir);
+    const vision = await loadVision(config.modelDir, {}, { projection: config.embeddingProjection });
     logger.info('vision loaded', { ms: Date.now() - started });
     return vision;
   } catch (error) {

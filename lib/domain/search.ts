@@ -42,6 +42,11 @@ export interface SearchDeps {
   /** Image queries drop results scoring below this (0 or absent keeps all). */
   minScore?: number;
   /**
+   * Where the global cosine reads as no evidence / full evidence in the calibrated score; the raw
+   * embedder's scale when absent (fusion.ts). Depends on the embedding (projected or not).
+   */
+  cosineScale?: { cosineFloor: number; cosineCeiling: number };
+  /**
    * Image search also embeds the detector's top box and ranks each group by the better of the two
    * similarities (whole image, crop); off when absent.
    */
@@ -165,6 +170,7 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
       globalScore: hit.similarity,
       inliers: inliersOf.get(hit.itemGroupId) ?? 0,
     })),
+    deps.cosineScale ?? {},
   )
     .map(({ hit, score }) => ({ hit, score: Math.round(score * 1e6) / 1e6 }))
     .filter(({ score }) => score >= minScore)

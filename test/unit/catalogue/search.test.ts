@@ -670,3 +670,34 @@ describe('searchByImage with the keypoint shortlist', () => {
     expect(filtered.map((h) => h.product.product_id)).not.toContain('p8');
   });
 });
+
+describe('score calibration', () => {
+  it('reads the global cosine on the configured embedding scale (projected vectors sit lower)', async () => {
+    // Prepare: one product at cosine 0.5 to the query, no verification
+    const w = world();
+    await w.products.putMany([make('s', 'p')]);
+    await w.index.upsert([
+      {
+        id: vectorDocumentId('s', 'p', 0),
+        feedId: 's',
+        productId: 'p',
+        itemGroupId: 'p',
+        vector: near('query photo', 0.5, 'p'),
+        fields: {},
+      },
+    ]);
+    w.embedder.embed = async () => [vectorOf(Buffer.from('query photo'))];
+    const query = { feedId: 's', image: Buffer.from('query photo'), limit: 1, offset: 0 };
+    // Act
+    const [raw] = await searchByImage(deps(w), query);
+    const [projected] = await searchByImage(
+      { ...deps(w), cosineScale: { cosineFloor: 0.2, cosineCeiling: 0.6 } },
+      query,
+    );
+    // Assess: raw scale (0.4 → 0, 0.9 → 1): global evidence 0.5 · 0.2; projected scale (0.2 → 0,
+    // 0.6 → 1): 0.5 · 0.75; no inliers leave the geometric evidence at 1 / (1 + e^(12 / 2.5))
+    const geometric = 1 / (1 + Math.exp(12 / 2.5));
+    expect(raw!.score).toBeCloseTo(1 - (1 - geometric) * (1 - 0.1), 5);
+    expect(projected!.score).toBeCloseTo(1 - (1 - geometric) * (1 - 0.375), 5);
+  });
+});
