@@ -139,6 +139,13 @@ async function serveDirectory(directory: string): Promise<{ server: Server; url:
  * Unrelated queries: per background wallpaper of the benchmark, a 640×480 crop at a seeded zoom and
  * position (JPEG q80). They share the scene queries' backgrounds but contain no catalogue object.
  */
+export async function unrelatedQueriesFor(benchmark: RetrievalBenchmark, seed: number): Promise<Buffer[]> {
+  const index = JSON.parse(readFileSync(join(benchmark.directory, 'benchmark.json'), 'utf8')) as {
+    backgrounds: string[];
+  };
+  return unrelatedQueries(index.backgrounds, seed);
+}
+
 async function unrelatedQueries(backgrounds: readonly string[], seed: number): Promise<Buffer[]> {
   const random = seededRandom(seed ^ 0xbadd);
   const out: Buffer[] = [];

@@ -10,12 +10,15 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 /**
- * Cosine scale of projected vectors for the calibrated score (lib/vision/local-features/fusion.ts): the
- * projection spreads cosines out (benchmark queries against their item: median 0.31; against other items:
- * median 0.01, p90 0.19, p99 0.39; raw vectors: 0.58 vs 0.46 / 0.62), so the raw scale (0.4 → 0, 0.9 → 1)
- * would read almost every projected match as no global evidence.
+ * Cosine scale of projected vectors for the calibrated score (lib/vision/local-features/fusion.ts). The
+ * projection spreads cosines out: benchmark queries against their own item median 0.31, p90 0.70; the
+ * best catalogue item of a photo with no catalogue object in it 0.26–0.55 (30 wallpaper crops, 3 real
+ * photos: max 0.545); raw vectors sit much higher (0.58 vs 0.46–0.62). With 0.3 → 0 and 0.65 → 1, global
+ * evidence alone passes the default cut-off (MIN_SCORE 0.4, i.e. global ≥ 0.79) only from cosine 0.58,
+ * above every unrelated photo measured; at 0.2/0.6 (cut-off from 0.52) 3 of 30 unrelated photos still
+ * returned a result (docs/quality.md).
  */
-export const PROJECTED_COSINE_SCALE = { cosineFloor: 0.2, cosineCeiling: 0.6 } as const;
+export const PROJECTED_COSINE_SCALE = { cosineFloor: 0.3, cosineCeiling: 0.65 } as const;
 
 export const PROJECTION_SPEC = {
   name: 'projection-contrastive',
