@@ -66,6 +66,10 @@ export function defaultVariants(projected = false): PipelineVariant[] {
         deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 10, 0) }),
       },
       {
+        name: 'projected: global top 10 + keypoint shortlist top 10, verified (default)',
+        deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 10, 10) }),
+      },
+      {
         name: 'projected: global top 10 + keypoint shortlist top 20, verified',
         deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 10, 20) }),
       },
@@ -93,7 +97,7 @@ export function defaultVariants(projected = false): PipelineVariant[] {
       deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 20, 20) }),
     },
     {
-      name: 'global top 10 + keypoint shortlist top 20, verified (default)',
+      name: 'global top 10 + keypoint shortlist top 20, verified',
       deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 10, 20) }),
     },
     {

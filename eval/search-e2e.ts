@@ -14,8 +14,8 @@
  * four quadrants (18 images).
  *
  * Pipelines: global only (k-NN order, calibrated score without verification), + geometric re-ranking
- * of the top 20, + the keypoint shortlist (visual words, top 20; the default), with a global top 10
- * instead, and with the query's global similarity = max(whole image, NanoDet's top box). Prints R@1 and R@10 (item groups), median ms per query, the share of true top-1 matches
+ * of the top 20, + the keypoint shortlist (visual words, top 20), the default (global top 10 + keypoint
+ * top 10), and with the query's global similarity = max(whole image, NanoDet's top box). Prints R@1 and R@10 (item groups), median ms per query, the share of true top-1 matches
  * scoring ≥ MIN_SCORE, the best score over the unrelated photos, and a sweep of cut-offs: true top-1
  * matches kept vs unrelated photos that still return something.
  *
@@ -143,13 +143,13 @@ async function main() {
       ['+ re-ranking top 20', { ...c, minScore: 0, reranking: reranked(20, 0) }],
       ['+ keypoint shortlist top 20', { ...c, minScore: 0, reranking: reranked(20, 20) }],
       [
-        'global top 10 + keypoint shortlist top 20 (default)',
-        { ...c, minScore: 0, reranking: reranked(10, 20) },
+        'global top 10 + keypoint shortlist top 10 (default)',
+        { ...c, minScore: 0, reranking: reranked(10, 10) },
       ],
       ['global, max(whole, detector crop)', { ...c, reranking: undefined, minScore: 0, detectorCrop: true }],
       [
         'max(whole, detector crop) + re-ranking + keypoint shortlist',
-        { ...c, minScore: 0, detectorCrop: true, reranking: reranked(20, 20) },
+        { ...c, minScore: 0, detectorCrop: true, reranking: reranked(10, 10) },
       ],
     ];
     // Warm-up: models, OpenCV, feature cache.

@@ -86,9 +86,11 @@ const EnvSchema = z.object({
   /**
    * Image search: how many of the best item groups by shared visual words (the keypoint shortlist) are
    * verified along with the RERANK_TOP_N global ones; 0 turns the keypoint shortlist off. Needs
-   * RERANK_TOP_N > 0. The local index keeps the words in memory (docs/benchmarks.md).
+   * RERANK_TOP_N > 0. The local index keeps the words in memory (docs/benchmarks.md). 10: each verified
+   * candidate costs ~1.3 ms at 10k products, and 20 gained 0.4 points of R@1 for 14 ms more at p50
+   * (over the 80 ms budget); docs/quality.md.
    */
-  WORD_SHORTLIST_TOP_N: z.coerce.number().int().min(0).max(100).default(20),
+  WORD_SHORTLIST_TOP_N: z.coerce.number().int().min(0).max(100).default(10),
   /**
    * Image queries drop results whose calibrated score is below this (docs/api.md); 0 keeps every result.
    * 0.4: on the measurement in docs/quality.md, 1 of 18 unrelated photos still returned a result and
