@@ -194,7 +194,7 @@ for (let start = INGESTED; start < CATALOGUE; start += 500) {
       await c.objects.put(featuresKey({ feedId, productId: product.product_id, imageIndex: 0 }), bytes);
   });
   // The same seed's visual words, so the keypoint shortlist searches a word index of the full size.
-  await c.visualWords?.upsert(
+  await c.visualWords.upsert(
     products.flatMap((product) => {
       const words = seedWords[Number(product.product_id.slice(1)) % seeds.length];
       return words
@@ -212,7 +212,7 @@ for (let start = INGESTED; start < CATALOGUE; start += 500) {
   );
 }
 await vectors.flush();
-await c.visualWords?.flush();
+await c.visualWords.flush();
 const growSeconds = (performance.now() - growStart) / 1000;
 
 // --- 3. warm image search over HTTP ---

@@ -67,11 +67,8 @@ export interface Container {
   ingest: IngestDeps;
   /** The vector index of the loaded embedding model (one index per model version), opened on first use. */
   vectors(): Promise<VectorIndex>;
-  /**
-   * Visual words of the catalogue's images (the keypoint shortlist, WORD_SHORTLIST_TOP_N); undefined
-   * when the shortlist is off or the configured vector index has no word index.
-   */
-  visualWords: VisualWordIndex | undefined;
+  /** Visual words of the catalogue's images (the keypoint shortlist, WORD_SHORTLIST_TOP_N). */
+  visualWords: VisualWordIndex;
   /** Geometric re-ranking of image searches (RERANK_TOP_N; undefined when it is 0). */
   reranking: Reranking | undefined;
   /** Minimum score of image-query results (MIN_SCORE). */
@@ -108,7 +105,7 @@ function buildContainer(config: Config): Container {
   const visualWords = openVisualWordIndex(config);
   const localFeatures = {
     store: features,
-    ...(visualWords ? { words: visualWords } : {}),
+    words: visualWords,
     matcher(): Promise<LocalFeatureMatcher> {
       // Imported on first use: handlers that never search or import never load the OpenCV module.
       matcher ??= import('#lib/adapters/orb-local-feature-matcher.ts')
@@ -188,7 +185,8 @@ function buildContainer(config: Config): Container {
             matcher: localFeatures.matcher,
             features,
             topN: config.search.rerankTopN,
-            ...(visualWords ? { words: visualWords, wordTopN: config.search.wordShortlistTopN } : {}),
+            words: visualWords,
+            wordTopN: config.search.wordShortlistTopN,
           }
         : undefined,
     minScore: config.search.minScore,
@@ -219,10 +217,11 @@ async function openVectorIndex(config: Config, container: Pick<Container, 'visio
 /**
  * The visual-word index next to the vector index: local files beside the local vectors, or one OpenSearch
  * index (`${indexPrefix}-visual-words-v1`) beside the k-NN indices. Words come from the ORB descriptors,
- * not the embedder, so they do not depend on the model version.
+ * not the embedder, so they do not depend on the model version. Kept up to date (written and deleted with
+ * the features) even while WORD_SHORTLIST_TOP_N or RERANK_TOP_N switch the shortlist off: turning it on
+ * again then finds a current index, not orphans of deleted products.
  */
-function openVisualWordIndex(config: Config): VisualWordIndex | undefined {
-  if (config.search.rerankTopN <= 0 || config.search.wordShortlistTopN <= 0) return undefined;
+function openVisualWordIndex(config: Config): VisualWordIndex {
   const index = config.vectorIndex;
   if (index.kind === 'local') return new LocalVisualWordIndex(join(index.dir, VISUAL_WORDS_FOLDER));
   // One index for every feed next to the vector indices (same cluster, prefix and IAM grants).
@@ -233,7 +232,7 @@ function openVisualWordIndex(config: Config): VisualWordIndex | undefined {
 }
 
 /** Bumped with the word definition (lib/vision/local-features/visual-words.ts) or the file format. */
-const VISUAL_WORDS_FOLDER = 'visual-words-v1';
+const VISUAL_WORDS_FOLDER = 'visual-words-v2';
 
 /** AWS mirrors search ids into the gateway's usage plans; local mode has no gateway. */
 function buildApiKeyRegistry(config: Config): ApiKeyRegistry {

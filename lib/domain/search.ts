@@ -15,7 +15,7 @@ import type {
   VisualWordIndex,
 } from '#lib/ports.ts';
 import { visualWords } from '#lib/vision/local-features/visual-words.ts';
-import { rerankCandidates } from '#lib/vision/local-features/fusion.ts';
+import { fusedScore, rerankCandidates } from '#lib/vision/local-features/fusion.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 
 /**
@@ -105,15 +105,17 @@ function featureRefOf(feedId: string, hit: VectorHit): FeatureRef {
  *    groups by shared visual words, with their global similarity read from their stored vectors;
  * 2. the top `reranking.topN` groups and the keypoint shortlist (when the query has local features) are
  *    verified against their stored features: inlier counts, 0 where nothing is stored;
- * 3. fuse: verified groups (≥ 10 inliers) first by inliers, then the rest by similarity; the calibrated
- *    score, non-increasing down the list; drop what falls under `minScore`;
+ * 3. fuse: verified groups (≥ 10 inliers) first by inliers, then the rest by similarity; candidates whose
+ *    own calibrated score is under `minScore` are dropped, then scores are capped down the list so they
+ *    never increase;
  * 4. page with offset/limit and hydrate only that page (one batch read plus a variants query per real
  *    item group). The same request always yields the same page.
  */
 async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[]> {
   const vectors = await deps.vectors();
   const topN = query.queryFeatures && deps.reranking ? deps.reranking.topN : 0;
-  const wordGroups = keypointShortlist(deps, query);
+  // Settles to [] on any failure: the keypoint shortlist may only add candidates, never fail a search.
+  const wordGroups = keypointShortlist(deps, query).catch((): VisualWordHit[] => []);
   const window = Math.max(query.offset + query.limit, topN);
   let k = Math.min(MAX_K, window * 3 + 20);
   let best = new Map<string, VectorHit>();
@@ -150,7 +152,9 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     )
     .slice(0, window);
 
-  // Groups the keypoint shortlist adds: verified with the global top N, ranked by their own similarity.
+  // Groups the keypoint shortlist adds: verified with the global top N on the image whose words matched,
+  // and represented by that image wherever they rank (inside the k-NN window or not), so that a group's
+  // score and product never depend on offset/limit.
   const added = await similarityOf(
     vectors,
     query.vectors,
@@ -162,15 +166,18 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   const verified = [...shortlist.slice(0, topN), ...added];
   const inliers = await verifyShortlist(deps, query, verified);
   const inliersOf = new Map(verified.map((hit, i) => [hit.itemGroupId, inliers[i] ?? 0]));
-  const candidates = [...shortlist, ...added.filter((hit) => !inWindow.has(hit.itemGroupId))];
+  const addedByGroup = new Map(added.map((hit) => [hit.itemGroupId, hit]));
+  const candidates = [
+    ...shortlist.map((hit) => addedByGroup.get(hit.itemGroupId) ?? hit),
+    ...added.filter((hit) => !inWindow.has(hit.itemGroupId)),
+  ].map((hit) => ({ hit, globalScore: hit.similarity, inliers: inliersOf.get(hit.itemGroupId) ?? 0 }));
   const minScore = query.minScore ?? 0;
+  const scale = deps.cosineScale ?? {};
+  // Verified groups lead and cap the scores below them: one under the cut-off on its own evidence is
+  // dropped first, or it would pull every better-scoring unverified group under the cut-off with it.
   const ranked = rerankCandidates(
-    candidates.map((hit) => ({
-      hit,
-      globalScore: hit.similarity,
-      inliers: inliersOf.get(hit.itemGroupId) ?? 0,
-    })),
-    deps.cosineScale ?? {},
+    minScore > 0 ? candidates.filter((c) => fusedScore(c, scale) >= minScore) : candidates,
+    scale,
   )
     .map(({ hit, score }) => ({ hit, score: Math.round(score * 1e6) / 1e6 }))
     .filter(({ score }) => score >= minScore)
@@ -198,8 +205,8 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
 /**
  * The best `wordTopN` item groups by shared visual words (one image each, its best), or none: when the
  * query has no local features, is filtered, or no word index is configured. Starts as soon as the
- * query's features are ready, so it runs while the embedding and k-NN do; a failing word index only
- * costs the extra candidates, never the search.
+ * query's features are ready (extracted while the embedding ran), so it overlaps the k-NN; a failing
+ * word index only costs the extra candidates, never the search.
  */
 async function keypointShortlist(deps: SearchDeps, query: RankQuery): Promise<VisualWordHit[]> {
   const reranking = deps.reranking;
@@ -228,7 +235,10 @@ async function similarityOf(
   hits: readonly VisualWordHit[],
 ): Promise<VectorHit[]> {
   if (hits.length === 0) return [];
-  const stored = await vectors.getVectors(hits.map((hit) => hit.id));
+  // Unreadable vectors cost the extra candidates, never the search.
+  const stored = await vectors
+    .getVectors(hits.map((hit) => hit.id))
+    .catch(() => new Map<string, Float32Array>());
   return hits.flatMap(({ id, productId, itemGroupId }) => {
     const vector = stored.get(id);
     // An image without a vector (deleted meanwhile) cannot be ranked: left out.

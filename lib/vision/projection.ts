@@ -14,8 +14,8 @@ import { join, resolve } from 'node:path';
  * projection spreads cosines out: benchmark queries against their own item median 0.31, p90 0.70; the
  * best catalogue item of a photo with no catalogue object in it 0.26–0.55 (30 wallpaper crops, 3 real
  * photos: max 0.545); raw vectors sit much higher (0.58 vs 0.46–0.62). With 0.3 → 0 and 0.65 → 1, global
- * evidence alone passes the default cut-off (MIN_SCORE 0.4, i.e. global ≥ 0.79) only from cosine 0.58,
- * above every unrelated photo measured; at 0.2/0.6 (cut-off from 0.52) 3 of 30 unrelated photos still
+ * evidence alone passes the default cut-off (MIN_SCORE 0.4) from cosine 0.58 with no inliers, ~0.53 with
+ * 6–7 chance inliers; none of the 30 + 18 unrelated photos passed, while at 0.2/0.6 3 of the 30 still
  * returned a result (docs/quality.md).
  */
 export const PROJECTED_COSINE_SCALE = { cosineFloor: 0.3, cosineCeiling: 0.65 } as const;

@@ -93,7 +93,7 @@ describe('search quality (default configuration)', () => {
   });
 
   it('deletes a feed’s stored features and visual words with the feed', async () => {
-    const words = stack.container.visualWords!;
+    const words = stack.container.visualWords;
     const any = { feedId: stack.demo.feedId, k: 5 };
     const [stored] = await stack.container.reranking!.features.getMany([
       { feedId: stack.demo.feedId, productId: 'multimeter', imageIndex: 0 },

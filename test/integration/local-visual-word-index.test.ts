@@ -1,6 +1,7 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
 import { LocalVisualWordIndex } from '#lib/adapters/local-visual-word-index.ts';
 import { describeVisualWordIndexContract } from './visual-word-index.contract.ts';
 
@@ -16,3 +17,102 @@ describeVisualWordIndexContract(
   },
   { persistent: true },
 );
+
+describe('local visual-word index: writes after a search, and what a reopen sees', () => {
+  const doc = (id: string, words: number[], group = id) => ({
+    id: `f/${id}/0`,
+    feedId: 'f',
+    productId: id,
+    itemGroupId: group,
+    words: Float64Array.from(words),
+  });
+  const ids = (hits: { productId: string }[]) => hits.map((hit) => hit.productId);
+
+  it('merges replacements and deletions into the searched structure and persists the merged state', async () => {
+    // Prepare: three images, searched once (so they are merged into the sorted slices)
+    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
+    try {
+      const index = new LocalVisualWordIndex(dir);
+      await index.upsert([doc('a', [1, 2, 3]), doc('b', [2, 3, 4]), doc('c', [5, 6, 7 * 2 ** 32 + 9])]);
+      expect(ids(await index.search({ feedId: 'f', words: Float64Array.from([2, 3]), k: 10 }))).toEqual([
+        'a',
+        'b',
+      ]);
+      // Act: b gets other words, a goes, d arrives; then flush and reopen
+      await index.upsert([doc('b', [5, 6], 'g'), doc('d', [7 * 2 ** 32 + 9])]);
+      await index.deleteProducts('f', ['a']);
+      const before = await index.search({ feedId: 'f', words: Float64Array.from([2, 3, 5, 6]), k: 10 });
+      await index.flush();
+      const reopened = new LocalVisualWordIndex(dir);
+      const after = await reopened.search({ feedId: 'f', words: Float64Array.from([2, 3, 5, 6]), k: 10 });
+      const slice7 = await reopened.search({
+        feedId: 'f',
+        words: Float64Array.from([7 * 2 ** 32 + 9]),
+        k: 10,
+      });
+      // Assess
+      expect(ids(before)).toEqual(['b', 'c']);
+      expect(before.find((hit) => hit.productId === 'b')?.itemGroupId).toBe('g');
+      expect(after).toEqual(before);
+      expect(ids(slice7)).toEqual(['c', 'd']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('local visual-word index: damaged files and failed writes', () => {
+  const doc = (id: string, words: number[]) => ({
+    id: `f/${id}/0`,
+    feedId: 'f',
+    productId: id,
+    itemGroupId: id,
+    words: Float64Array.from(words),
+  });
+
+  it('starts a feed with an unreadable file empty, keeps accepting writes and rewrites the file', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
+    try {
+      // Prepare: a truncated file, as a crash could leave
+      await writeFile(join(dir, 'f.words'), Buffer.from([7, 0, 0, 0, 123]));
+      const index = new LocalVisualWordIndex(dir);
+      // Act
+      const before = await index.search({ feedId: 'f', words: Float64Array.from([1]), k: 5 });
+      await index.upsert([doc('a', [1, 2])]);
+      await index.flush();
+      const reopened = await new LocalVisualWordIndex(dir).search({
+        feedId: 'f',
+        words: Float64Array.from([1]),
+        k: 5,
+      });
+      // Assess
+      expect(before).toEqual([]);
+      expect(reopened.map((hit) => hit.productId)).toEqual(['a']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('keeps unwritten changes after a failed flush and writes them at the next one', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
+    try {
+      // Prepare: the temporary file's name is taken by a folder, so the write fails
+      const index = new LocalVisualWordIndex(dir);
+      await index.upsert([doc('a', [1, 2])]);
+      await mkdir(join(dir, 'f.words.tmp'));
+      // Act
+      await expect(index.flush()).rejects.toThrow();
+      await rm(join(dir, 'f.words.tmp'), { recursive: true });
+      await index.flush();
+      const reopened = await new LocalVisualWordIndex(dir).search({
+        feedId: 'f',
+        words: Float64Array.from([2]),
+        k: 5,
+      });
+      // Assess
+      expect(reopened.map((hit) => hit.productId)).toEqual(['a']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -16,8 +16,11 @@
  */
 import { DESCRIPTOR_WORDS, type FeatureSet, type LocalFeatures } from '#lib/vision/local-features/types.ts';
 
-/** Bumped whenever the words of the same features change (products are then indexed again). */
-export const VISUAL_WORDS_VERSION = 1;
+/**
+ * Bumped whenever the words of the same features change or the local index's file format does (products
+ * are then indexed again at the next import). 2: the local index stores its sorted slices.
+ */
+export const VISUAL_WORDS_VERSION = 2;
 
 /** Multiplier of the slice tag: a word is `slice * SLICE_SPAN + bits` (exact in a double: < 2³⁵). */
 export const SLICE_SPAN = 2 ** 32;

@@ -10,6 +10,7 @@ import {
 } from '#lib/domain/products.ts';
 import { detectObjects, relatedProducts, searchByImage, type SearchDeps } from '#lib/domain/search.ts';
 import type { VisualWordIndex, VisualWordQuery } from '#lib/ports.ts';
+import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 import { fakeInspector, vectorOf, world, type World } from './fakes.ts';
 
 /** Search deps with geometric re-ranking over the world's feature store and fake matcher. */
@@ -619,6 +620,85 @@ describe('searchByImage with the keypoint shortlist', () => {
       offset: 0,
     });
     expect(without[0]!.product.product_id).toBe('p0');
+  });
+
+  it('drops a weakly verified word hit under the cut-off before it can cap the others', async () => {
+    // Prepare: p8 is verified with just 10 inliers and looks nothing like the photo (own score ~0.31)
+    const w = await catalogue();
+    await w.index.upsert([
+      {
+        id: vectorDocumentId('s', 'p8', 0),
+        feedId: 's',
+        productId: 'p8',
+        itemGroupId: 'p8',
+        vector: near('query photo', 0.1, 'p8'),
+        fields: {},
+      },
+    ]);
+    const matcher = {
+      extract: w.matcher.extract.bind(w.matcher),
+      verify: (q: LocalFeatures, cs: readonly (LocalFeatures | undefined)[]) =>
+        w.matcher.verify(q, cs).map((inliers) => (inliers === 40 ? 10 : inliers)),
+    };
+    const d: SearchDeps = {
+      ...withWords(w, wordIndex(['p8']).index),
+      reranking: {
+        matcher: async () => matcher,
+        features: w.features,
+        topN: 3,
+        words: wordIndex(['p8']).index,
+        wordTopN: 1,
+      },
+      minScore: 0.4,
+    };
+    // Act
+    const hits = await searchByImage(d, { feedId: 's', image: scene, limit: 5, offset: 0 });
+    const all = await searchByImage(
+      { ...d, minScore: 0 },
+      { feedId: 's', image: scene, limit: 5, offset: 0 },
+    );
+    // Assess: without the cut-off p8 leads (verified) and caps everything under it at its ~0.31
+    expect(all[0]!.product.product_id).toBe('p8');
+    expect(all[1]!.score).toBeLessThan(0.4);
+    expect(hits.map((h) => h.product.product_id)).toEqual(['p0', 'p1', 'p2', 'p3']);
+    expect(hits.every((h) => h.score >= 0.4)).toBe(true);
+  });
+
+  it('represents a word-shortlisted group by its verified image whatever the page size', async () => {
+    // Prepare: p8 has a second image (the one whose words match, and that verifies)
+    const w = await catalogue();
+    await w.index.upsert([
+      {
+        id: vectorDocumentId('s', 'p8', 1),
+        feedId: 's',
+        productId: 'p8',
+        itemGroupId: 'p8',
+        vector: near('query photo', 0.3, 'p8-side'),
+        fields: {},
+      },
+    ]);
+    await w.features.put(
+      { feedId: 's', productId: 'p8', imageIndex: 0 },
+      await w.matcher.extract(Buffer.from('item p8'), 'catalogue'),
+    );
+    await w.features.put(
+      { feedId: 's', productId: 'p8', imageIndex: 1 },
+      await w.matcher.extract(Buffer.from('red mug'), 'catalogue'),
+    );
+    const words = wordIndex(['p8']);
+    words.index.search = async () => [
+      { id: vectorDocumentId('s', 'p8', 1), productId: 'p8', itemGroupId: 'p8', score: 5 },
+    ];
+    const d = withWords(w, words.index, 3, 1);
+    // Act: a page of 5 (p8 outside the k-NN window) and of 10 (inside it)
+    const five = await searchByImage(d, { feedId: 's', image: scene, limit: 5, offset: 0 });
+    const ten = await searchByImage(d, { feedId: 's', image: scene, limit: 10, offset: 0 });
+    const second = await searchByImage(d, { feedId: 's', image: scene, limit: 5, offset: 5 });
+    // Assess
+    expect(five[0]!.product.product_id).toBe('p8');
+    expect(ten[0]).toEqual(five[0]);
+    expect(ten.slice(0, 5)).toEqual(five);
+    expect(second).toEqual(ten.slice(5, 10));
   });
 
   it('a word hit whose vector is gone is left out, and a failing word index only loses its candidates', async () => {
