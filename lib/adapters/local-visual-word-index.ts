@@ -137,6 +137,35 @@ function merge(feed: FeedWords): void {
   feed.dead = 0;
 }
 
+/**
+ * Ordinals of the k best positive scores, best first, ties by id. A selection, not a sort of every
+ * scored image: most images of a feed share a few common words with any query, and sorting ~10k hit
+ * objects cost more than the word lookup itself.
+ */
+function bestOf(
+  scores: Float64Array,
+  k: number,
+  rows: readonly Row[],
+  keep: (row: Row) => boolean,
+): number[] {
+  const byRank = (a: number, b: number) =>
+    scores[b]! - scores[a]! || (rows[a]!.id < rows[b]!.id ? -1 : rows[a]!.id > rows[b]!.id ? 1 : 0);
+  // Candidates at or above the k-th best score seen so far; trimmed (ties kept) when the buffer fills.
+  let floor = 0;
+  let picked: number[] = [];
+  for (let ordinal = 0; ordinal < scores.length; ordinal += 1) {
+    const score = scores[ordinal]!;
+    if (score <= 0 || score < floor || !keep(rows[ordinal]!)) continue;
+    picked.push(ordinal);
+    if (picked.length >= 4 * k + 64) {
+      picked.sort(byRank);
+      floor = scores[picked[k - 1]!]!;
+      picked = picked.filter((candidate) => scores[candidate]! >= floor);
+    }
+  }
+  return picked.sort(byRank).slice(0, k);
+}
+
 export class LocalVisualWordIndex implements VisualWordIndex {
   private readonly feeds = new Map<string, Promise<FeedWords>>();
   /** Flushes and feed deletions run one at a time (they write and remove the same files). */
@@ -241,22 +270,20 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       if (!postings) continue;
       const base = (word - slice * SLICE_SPAN) * ORDINAL_SPAN;
       const start = lowerBound(postings, base);
-      const end = lowerBound(postings, base + ORDINAL_SPAN);
+      // Postings runs are short (a word's images), so the end is found by scanning, not a second search.
+      const limit = base + ORDINAL_SPAN;
+      let end = start;
+      while (end < postings.length && postings[end]! < limit) end += 1;
       if (end === start) continue;
       // idf: a word most images have says little about which one the query shows.
       const weight = Math.log(1 + rows.length / (end - start));
       for (let i = start; i < end; i += 1) scores[postings[i]! - base]! += weight;
     }
     const excluded = new Set(query.excludeItemGroupIds ?? []);
-    const hits: VisualWordHit[] = [];
-    scores.forEach((score, ordinal) => {
-      const row = rows[ordinal]!;
-      if (score > 0 && !excluded.has(row.itemGroupId))
-        hits.push({ id: row.id, productId: row.productId, itemGroupId: row.itemGroupId, score });
+    return bestOf(scores, query.k, rows, (row) => !excluded.has(row.itemGroupId)).map((ordinal) => {
+      const { id, productId, itemGroupId } = rows[ordinal]!;
+      return { id, productId, itemGroupId, score: scores[ordinal]! };
     });
-    return hits
-      .sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-      .slice(0, query.k);
   }
 
   flush(): Promise<void> {

@@ -116,3 +116,28 @@ describe('local visual-word index: damaged files and failed writes', () => {
     }
   });
 });
+
+describe('local visual-word index: top k among many scored images', () => {
+  it('returns the k best of hundreds of matches, ties at the k-th place by id', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
+    try {
+      // Prepare: 300 images share word 1; i7 and i150 also share the rarer word 2
+      const index = new LocalVisualWordIndex(dir);
+      await index.upsert(
+        Array.from({ length: 300 }, (_, i) => ({
+          id: `f/i${String(i).padStart(3, '0')}/0`,
+          feedId: 'f',
+          productId: `i${i}`,
+          itemGroupId: `i${i}`,
+          words: Float64Array.from(i === 7 || i === 150 ? [1, 2] : [1, 3 + i]),
+        })),
+      );
+      // Act
+      const hits = await index.search({ feedId: 'f', words: Float64Array.from([1, 2]), k: 5 });
+      // Assess: the two with the rare word, then the smallest ids among the 298 equal ones
+      expect(hits.map((hit) => hit.productId)).toEqual(['i7', 'i150', 'i0', 'i1', 'i2']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
