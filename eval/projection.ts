@@ -14,7 +14,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import sharp from 'sharp';
 import { PROJECTION_RECIPE, recipeFeatures, type ProjectionRecipe } from '#layers/projection/recipe.ts';
 import { trainProjection, whiteningOf, type TrainedProjection } from '#layers/projection/train.ts';
 import { loadVision } from '#lib/vision/load-vision.ts';
@@ -27,7 +26,7 @@ import {
 } from '#lib/vision/projection.ts';
 import { ensureEvalData } from './fetch-data.ts';
 import { rankOf, recallAtK } from './metrics.ts';
-import { loadRetrievalBenchmark, type Query } from './retrieval-benchmark.ts';
+import { cropToBox, loadRetrievalBenchmark, type Query } from './retrieval-benchmark.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -64,19 +63,6 @@ interface RawFeatures {
   catalogue: Float32Array[];
   queries: Float32Array[];
   crops: Float32Array[];
-}
-
-async function cropToBox(bytes: Buffer, box: Query['box']): Promise<Buffer> {
-  const image = sharp(bytes);
-  const { width = 0, height = 0 } = await image.metadata();
-  const [x0, y0, x1, y1] = box;
-  const left = Math.max(0, Math.floor(x0));
-  const top = Math.max(0, Math.floor(y0));
-  const right = Math.min(width, Math.ceil(x1));
-  const bottom = Math.min(height, Math.ceil(y1));
-  return image
-    .extract({ left, top, width: Math.max(1, right - left), height: Math.max(1, bottom - top) })
-    .toBuffer();
 }
 
 const toProjection = (trained: TrainedProjection): Projection =>

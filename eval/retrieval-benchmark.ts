@@ -231,6 +231,20 @@ export function stratifiedSubset(queries: readonly Query[], size: number, subset
   return chosen.sort((a, b) => a.id - b.id);
 }
 
+/** A query image cut to its true object box (clamped to the image): the perfect-detector crop. */
+export async function cropToBox(bytes: Buffer, box: Query['box']): Promise<Buffer> {
+  const image = sharp(bytes);
+  const { width = 0, height = 0 } = await image.metadata();
+  const [x0, y0, x1, y1] = box;
+  const left = Math.max(0, Math.floor(x0));
+  const top = Math.max(0, Math.floor(y0));
+  const right = Math.min(width, Math.ceil(x1));
+  const bottom = Math.min(height, Math.ceil(y1));
+  return image
+    .extract({ left, top, width: Math.max(1, right - left), height: Math.max(1, bottom - top) })
+    .toBuffer();
+}
+
 export async function loadRetrievalBenchmark(seed: number): Promise<RetrievalBenchmark> {
   const directory = join(EVAL_DATA_DIR, `retrieval-v1-seed${seed}`);
   const indexFile = join(directory, 'benchmark.json');

@@ -17,14 +17,13 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import sharp from 'sharp';
 import { loadVision } from '#lib/vision/load-vision.ts';
 import { ensureEvalData } from './fetch-data.ts';
 import { loadDetectionPhotos } from './detection-photos.ts';
 import { loadFashionMnist, precisionAtK } from './fashion-mnist.ts';
 import { meanAveragePrecision, rankOf, recallAtK, type DetectionSample } from './metrics.ts';
 import { evaluatePipelines } from './pipeline.ts';
-import { loadRetrievalBenchmark, stratifiedSubset, type Query } from './retrieval-benchmark.ts';
+import { cropToBox, loadRetrievalBenchmark, stratifiedSubset, type Query } from './retrieval-benchmark.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -128,18 +127,9 @@ async function main(): Promise<void> {
   const cropVectors: Float32Array[] = [];
   for (let i = 0; i < queries.length; i += 16) {
     const crops = await Promise.all(
-      queries.slice(i, i + 16).map(async (query) => {
-        const image = sharp(readFileSync(join(benchmark.directory, query.file)));
-        const { width = 0, height = 0 } = await image.metadata();
-        const [x0, y0, x1, y1] = query.box;
-        const left = Math.max(0, Math.floor(x0));
-        const top = Math.max(0, Math.floor(y0));
-        const right = Math.min(width, Math.ceil(x1));
-        const bottom = Math.min(height, Math.ceil(y1));
-        return image
-          .extract({ left, top, width: Math.max(1, right - left), height: Math.max(1, bottom - top) })
-          .toBuffer();
-      }),
+      queries
+        .slice(i, i + 16)
+        .map((query) => cropToBox(readFileSync(join(benchmark.directory, query.file)), query.box)),
     );
     cropVectors.push(...(await vision.embedder.embed(crops)));
   }
