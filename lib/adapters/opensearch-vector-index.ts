@@ -1,4 +1,5 @@
 import { Client } from '@opensearch-project/opensearch';
+import { createIndexIfMissing, deleteFeedDocuments, statusOf } from '#lib/adapters/opensearch-index-ops.ts';
 import { AwsSigv4Signer } from '@opensearch-project/opensearch/aws-v3';
 import type { VectorDocument, VectorFilter, VectorHit, VectorIndex, VectorQuery } from '#lib/ports.ts';
 
@@ -129,11 +130,6 @@ function compareHits(a: VectorHit, b: VectorHit): number {
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }
 
-function statusOf(error: unknown): number | undefined {
-  const meta = (error as { meta?: { statusCode?: number } } | undefined)?.meta;
-  return meta?.statusCode;
-}
-
 interface SearchHit {
   _id: string;
   _score: number | null;
@@ -203,11 +199,14 @@ export class OpenSearchVectorIndex implements VectorIndex {
 
   async deleteProducts(feedId: string, productIds: string[]): Promise<void> {
     if (productIds.length === 0) return;
-    await this.#deleteByQuery(feedId, [{ term: { feed_id: feedId } }, { terms: { product_id: productIds } }]);
+    await deleteFeedDocuments(this.#client, this.indexName, feedId, [
+      { term: { feed_id: feedId } },
+      { terms: { product_id: productIds } },
+    ]);
   }
 
   async deleteFeed(feedId: string): Promise<void> {
-    await this.#deleteByQuery(feedId, [{ term: { feed_id: feedId } }]);
+    await deleteFeedDocuments(this.#client, this.indexName, feedId, [{ term: { feed_id: feedId } }]);
   }
 
   async search(query: VectorQuery): Promise<VectorHit[]> {
@@ -291,46 +290,21 @@ export class OpenSearchVectorIndex implements VectorIndex {
     }
   }
 
-  async #deleteByQuery(feedId: string, filter: Array<Record<string, unknown>>): Promise<void> {
-    try {
-      await this.#client.deleteByQuery({
-        index: this.indexName,
-        routing: feedId,
-        // Deletes must be visible to the next search, like upserts; conflicts with a concurrent re-index of
-        // the same document are resolved in favour of the newer write.
-        refresh: true,
-        conflicts: 'proceed',
-        body: { query: { bool: { filter } } },
-      });
-    } catch (error) {
-      if (statusOf(error) === 404) return;
-      throw error;
-    }
-  }
-
   /** Creates the model version's index on first write; tolerates a concurrent creator. */
   #ensureIndex(): Promise<void> {
-    this.#created ??= (async () => {
-      const exists = await this.#client.indices.exists({ index: this.indexName });
-      if (exists.body) return;
-      try {
-        await this.#client.indices.create({
-          index: this.indexName,
-          body: vectorIndexBody({
-            dimension: this.dimension,
-            spaceType: this.#spaceType,
-            engine: this.#engine,
-            shards: this.#options.shards,
-            replicas: this.#options.replicas,
-            m: this.#options.m,
-            efConstruction: this.#options.efConstruction,
-          }),
-        });
-      } catch (error) {
-        const type = (error as { meta?: { body?: { error?: { type?: string } } } }).meta?.body?.error?.type;
-        if (type !== 'resource_already_exists_exception') throw error;
-      }
-    })().catch((error: unknown) => {
+    this.#created ??= createIndexIfMissing(
+      this.#client,
+      this.indexName,
+      vectorIndexBody({
+        dimension: this.dimension,
+        spaceType: this.#spaceType,
+        engine: this.#engine,
+        shards: this.#options.shards,
+        replicas: this.#options.replicas,
+        m: this.#options.m,
+        efConstruction: this.#options.efConstruction,
+      }),
+    ).catch((error: unknown) => {
       this.#created = undefined;
       throw error;
     });

@@ -1,4 +1,5 @@
 import type { Client } from '@opensearch-project/opensearch';
+import { createIndexIfMissing, deleteFeedDocuments, statusOf } from '#lib/adapters/opensearch-index-ops.ts';
 import type { VisualWordDocument, VisualWordHit, VisualWordIndex, VisualWordQuery } from '#lib/ports.ts';
 import { wordTerm } from '#lib/vision/local-features/visual-words.ts';
 
@@ -130,10 +131,6 @@ export function thinWords(words: Float64Array, max: number): Float64Array {
   return kept;
 }
 
-function statusOf(error: unknown): number | undefined {
-  return (error as { meta?: { statusCode?: number } } | undefined)?.meta?.statusCode;
-}
-
 function compareHits(a: VisualWordHit, b: VisualWordHit): number {
   if (a.score !== b.score) return b.score - a.score;
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
@@ -203,7 +200,7 @@ export class OpenSearchVisualWordIndex implements VisualWordIndex {
   async deleteProducts(feedId: string, productIds: string[]): Promise<void> {
     const unique = [...new Set(productIds)];
     for (let start = 0; start < unique.length; start += PRODUCT_IDS_CHUNK) {
-      await this.#deleteByQuery(feedId, [
+      await deleteFeedDocuments(this.#client, this.indexName, feedId, [
         { term: { feed_id: feedId } },
         { terms: { product_id: unique.slice(start, start + PRODUCT_IDS_CHUNK) } },
       ]);
@@ -211,7 +208,7 @@ export class OpenSearchVisualWordIndex implements VisualWordIndex {
   }
 
   async deleteFeed(feedId: string): Promise<void> {
-    await this.#deleteByQuery(feedId, [{ term: { feed_id: feedId } }]);
+    await deleteFeedDocuments(this.#client, this.indexName, feedId, [{ term: { feed_id: feedId } }]);
   }
 
   async search(query: VisualWordQuery): Promise<VisualWordHit[]> {
@@ -255,37 +252,13 @@ export class OpenSearchVisualWordIndex implements VisualWordIndex {
   /** Writes are durable once acknowledged (translog); nothing to do. */
   async flush(): Promise<void> {}
 
-  async #deleteByQuery(feedId: string, filter: Array<Record<string, unknown>>): Promise<void> {
-    try {
-      await this.#client.deleteByQuery({
-        index: this.indexName,
-        routing: feedId,
-        // Deletes are visible to the next search, like upserts; a concurrent re-index of the same document wins.
-        refresh: true,
-        conflicts: 'proceed',
-        body: { query: { bool: { filter } } },
-      });
-    } catch (error) {
-      if (statusOf(error) === 404) return;
-      throw error;
-    }
-  }
-
   /** Creates the index on first write; tolerates a concurrent creator. */
   #ensureIndex(): Promise<void> {
-    this.#created ??= (async () => {
-      const exists = await this.#client.indices.exists({ index: this.indexName });
-      if (exists.body) return;
-      try {
-        await this.#client.indices.create({
-          index: this.indexName,
-          body: visualWordIndexBody({ shards: this.#options.shards, replicas: this.#options.replicas }),
-        });
-      } catch (error) {
-        const type = (error as { meta?: { body?: { error?: { type?: string } } } }).meta?.body?.error?.type;
-        if (type !== 'resource_already_exists_exception') throw error;
-      }
-    })().catch((error: unknown) => {
+    this.#created ??= createIndexIfMissing(
+      this.#client,
+      this.indexName,
+      visualWordIndexBody({ shards: this.#options.shards, replicas: this.#options.replicas }),
+    ).catch((error: unknown) => {
       this.#created = undefined;
       throw error;
     });
