@@ -27,22 +27,14 @@ import { decodeFeatures } from '#lib/vision/local-features/codec.ts';
 import { visualWords } from '#lib/vision/local-features/visual-words.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
 import type { VectorDocument } from '#lib/ports.ts';
+import { seededRandom } from '#lib/vision/seeded-random.ts';
 
 const INGESTED = Number(process.env.BENCH_INGESTED ?? 300);
 const CATALOGUE = Number(process.env.BENCH_CATALOGUE ?? 10_000);
 const QUERIES = Number(process.env.BENCH_QUERIES ?? 200);
 
-/** Deterministic pseudo-random numbers (mulberry32), so every run builds the same catalogue. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const rand = random(42);
+// Deterministic (mulberry32), so every run builds the same catalogue.
+const rand = seededRandom(42);
 const colour = () =>
   `rgb(${Math.floor(rand() * 256)},${Math.floor(rand() * 256)},${Math.floor(rand() * 256)})`;
 

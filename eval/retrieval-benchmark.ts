@@ -13,6 +13,7 @@ import sharp, { type CreateRaw, type Sharp } from 'sharp';
 import type { Box } from '#lib/vision/image-input.ts';
 import { EVAL_DATA_DIR, EVAL_ROOT } from './fetch-data.ts';
 import { cocoLabelOfStamp } from './stamp-labels.ts';
+import { seededRandom } from '#lib/vision/seeded-random.ts';
 
 export interface CatalogueItem {
   id: number;
@@ -43,17 +44,8 @@ const WALLPAPERS_DIR = 'usr/share/wallpapers';
 const SCENE_SIZE = { width: 640, height: 480 };
 const FLAT_SIZE = 480;
 
-/** mulberry32: small, fast, good enough for reproducible sampling. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The benchmark's generator (re-exported: eval scripts import it from here). */
+export { seededRandom };
 
 function listFiles(directory: string, accept: (path: string) => boolean): string[] {
   return readdirSync(directory, { withFileTypes: true })

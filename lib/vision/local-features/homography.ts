@@ -11,6 +11,7 @@
  * refitted by least squares (normal equations of the DLT system) on its inliers and kept if it explains
  * more matches.
  */
+import { seededRandom } from '#lib/vision/seeded-random.ts';
 
 export interface RansacOptions {
   /** Reprojection error (px, in the candidate image) under which a match is an inlier. Default 5. */
@@ -36,18 +37,6 @@ const DEFAULT_SEED = 0x2545f491;
 const MAX_AREA_SCALE = 64;
 /** Twice the area (px²) below which three sample points count as collinear. */
 const MIN_DOUBLE_AREA_PX = 16;
-
-/** mulberry32: tiny, fast, good enough to draw samples, and reproducible from a 32-bit seed. */
-function prng(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Normalisation {
   cx: number;
@@ -269,7 +258,7 @@ export function ransacHomography(
   const threshold = options.threshold ?? 5;
   const maxIterations = options.maxIterations ?? 500;
   const confidence = options.confidence ?? 0.995;
-  const random = prng(options.seed ?? DEFAULT_SEED);
+  const random = seededRandom(options.seed ?? DEFAULT_SEED);
 
   const sx = new Float64Array(n);
   const sy = new Float64Array(n);
