@@ -61,6 +61,8 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   MIN_SCORE: 'default',
   FEATURE_CACHE_ITEMS: 'default',
   QUERY_DETECTOR_CROP: 'default',
+  REGIONAL_MATCHING: 'default',
+  REGIONAL_TOP_N: 'default',
   DEMO_SEED: 'local',
   PORT: 'local',
   DATA_DIR: 'local',

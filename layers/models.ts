@@ -2,7 +2,7 @@
  * The recipes of the model layer: for each model, its pinned source and how its TF graph is cut and
  * renamed into the ONNX graph the run time expects (names and shapes from lib/vision/model-specs.ts).
  */
-import { DETECTOR_SPEC, EMBEDDER_SPEC } from '#lib/vision/model-specs.ts';
+import { DETECTOR_SPEC, EMBEDDER_SPEC, REGIONAL_SPEC } from '#lib/vision/model-specs.ts';
 import type { ConversionSpec } from './convert/tf-to-onnx.ts';
 import {
   HUMAN_MODELS_SOURCE,
@@ -48,6 +48,31 @@ export const EMBEDDER_RECIPE: ModelRecipe = {
   embeddingDimension: EMBEDDER_SPEC.dimension,
 };
 
+/** The embedder's graph with a free spatial size, returning the block-16 map unpooled (regional matching). */
+export const REGIONAL_RECIPE: ModelRecipe = {
+  ...EMBEDDER_RECIPE,
+  name: REGIONAL_SPEC.name,
+  file: REGIONAL_SPEC.file,
+  conversion: {
+    ...EMBEDDER_RECIPE.conversion,
+    inputShape: ['batch', 'height', 'width', 3],
+    outputs: [
+      {
+        name: REGIONAL_SPEC.outputName,
+        tensor: `${MOBILENET_PREFIX}/expanded_conv_16/project/BatchNorm/FusedBatchNormV3`,
+        shape: ['batch', 'cells_y', 'cells_x', REGIONAL_SPEC.channels],
+      },
+      {
+        name: REGIONAL_SPEC.projectedOutputName,
+        tensor: `${MOBILENET_PREFIX}/expanded_conv_16/project/BatchNorm/FusedBatchNormV3`,
+        times: { input: REGIONAL_SPEC.projectionInputName, shape: [REGIONAL_SPEC.channels, 'projected'] },
+        shape: ['batch', 'cells_y', 'cells_x', 'projected'],
+      },
+    ],
+  },
+  preprocessing: REGIONAL_SPEC.preprocessing,
+};
+
 /** NanoDet's TF graph names its six outputs Identity…Identity_5: class maps first, then box distributions. */
 const NANODET_OUTPUTS = [
   { name: DETECTOR_SPEC.classOutputs[0], tensor: 'Identity', cells: 2704, channels: 80 },
@@ -82,4 +107,4 @@ export const DETECTOR_RECIPE: ModelRecipe = {
   labels: DETECTOR_SPEC.labels,
 };
 
-export const RECIPES: readonly ModelRecipe[] = [EMBEDDER_RECIPE, DETECTOR_RECIPE];
+export const RECIPES: readonly ModelRecipe[] = [EMBEDDER_RECIPE, REGIONAL_RECIPE, DETECTOR_RECIPE];

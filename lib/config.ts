@@ -102,6 +102,14 @@ const EnvSchema = z.object({
    * crop. Off by default: +5 points R@1 on scene queries but ~60 ms more per query (docs/quality.md).
    */
   QUERY_DETECTOR_CROP: booleanString.default(false),
+  /**
+   * Image search also compares the query's regions (3/5/7-cell windows of a 448-px backbone pass,
+   * lib/vision/regional.ts) with the shortlisted products: their best window is their global evidence
+   * when it beats the whole image. Needs EMBEDDING_PROJECTION (ignored without it). docs/quality.md.
+   */
+  REGIONAL_MATCHING: booleanString.default(true),
+  /** With REGIONAL_MATCHING: how many of the best item groups by region k-NN join the verified shortlist. */
+  REGIONAL_TOP_N: z.coerce.number().int().min(0).max(100).default(10),
   /** Decoded catalogue features kept in memory per process (≈ 32 KB each). */
   FEATURE_CACHE_ITEMS: z.coerce.number().int().min(0).default(2000),
   /** Local mode only: import the committed demo catalogue into the demo feed at start. */
@@ -149,6 +157,8 @@ export interface Config {
     minScore: number;
     featureCacheItems: number;
     detectorCrop: boolean;
+    regionalMatching: boolean;
+    regionalTopN: number;
   };
   demoSeed: boolean;
   local: { port: number; dataDir: string };
@@ -229,6 +239,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       minScore: e.MIN_SCORE,
       featureCacheItems: e.FEATURE_CACHE_ITEMS,
       detectorCrop: e.QUERY_DETECTOR_CROP,
+      regionalMatching: e.REGIONAL_MATCHING && e.EMBEDDING_PROJECTION,
+      regionalTopN: e.REGIONAL_TOP_N,
     },
     demoSeed: e.DEMO_SEED,
     local: { port: e.PORT, dataDir: e.DATA_DIR },

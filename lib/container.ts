@@ -75,6 +75,8 @@ export interface Container {
   minScore: number;
   /** Image search also ranks by the detector's top box (QUERY_DETECTOR_CROP). */
   detectorCrop: boolean;
+  /** Regional matching of image searches (REGIONAL_MATCHING, REGIONAL_TOP_N); undefined when off. */
+  regional: { topN: number } | undefined;
   /** Cosine scale of the calibrated score for the configured embedding (projected or raw). */
   cosineScale?: { cosineFloor: number; cosineCeiling: number };
 }
@@ -192,6 +194,7 @@ function buildContainer(config: Config): Container {
     minScore: config.search.minScore,
     ...(config.embeddingProjection ? { cosineScale: PROJECTED_COSINE_SCALE } : {}),
     detectorCrop: config.search.detectorCrop,
+    regional: config.search.regionalMatching ? { topN: config.search.regionalTopN } : undefined,
   };
   return container;
 }
@@ -246,7 +249,11 @@ async function loadVisionLayer(config: Config, logger: Logger): Promise<Vision> 
   try {
     // Imported on first use so that handlers that never need the models never load onnxruntime.
     const { loadVision } = await import('#lib/vision/load-vision.ts');
-    const vision = await loadVision(config.modelDir, {}, { projection: config.embeddingProjection });
+    const vision = await loadVision(
+      config.modelDir,
+      {},
+      { projection: config.embeddingProjection, regional: config.search.regionalMatching },
+    );
     logger.info('vision loaded', { ms: Date.now() - started });
     return vision;
   } catch (error) {

@@ -125,10 +125,20 @@ export interface Embedder {
   embed(images: Buffer[]): Promise<Float32Array[]>;
 }
 
+/**
+ * Regional descriptors of a query: one vector per window of the image, in the embedder's vector space,
+ * so a product filling part of a photo is compared by the window that holds it (lib/vision/regional.ts).
+ */
+export interface RegionalEmbedder {
+  regions(image: Buffer): Promise<Float32Array[]>;
+}
+
 /** The model layer, loaded lazily once per process. */
 export interface Vision {
   embedder: Embedder;
   detector: Detector;
+  /** Present when the layer was loaded with regional matching (it needs the learned projection). */
+  regional?: RegionalEmbedder;
 }
 
 /** Which side of a search an image is on: a stored catalogue image or a submitted query. */
@@ -210,6 +220,12 @@ export interface VectorIndex {
   deleteFeed(feedId: string): Promise<void>;
   /** Nearest documents first; ties broken by productId for stable paging. */
   search(query: VectorQuery): Promise<VectorHit[]>;
+  /**
+   * Several searches in one call, one result list per query in query order, each exactly what `search`
+   * returns for it (the regional shortlist asks ~75 small k-NN queries per image search: one round trip
+   * on OpenSearch, `_msearch`, instead of 75).
+   */
+  searchMany(queries: VectorQuery[]): Promise<VectorHit[][]>;
   /** Stored vectors of documents (related products by productId reuse the product's own vectors). */
   getVectors(ids: string[]): Promise<Map<string, Float32Array>>;
   count(feedId: string): Promise<number>;

@@ -27,6 +27,12 @@ export interface OutputSpec {
   tensor: string;
   /** `spatial-mean`: global average pooling over H and W of an NHWC tensor (a feature vector). */
   reduce?: 'spatial-mean';
+  /**
+   * The output is the tensor times a matrix given at run time through an extra graph input of this name
+   * and shape ([channels, k]; MatMul over the last axis): weights that ship apart from the model (the
+   * learned projection) are applied inside the graph without being baked into it.
+   */
+  times?: { input: string; shape: (number | string)[] };
   shape: (number | string)[];
 }
 
@@ -83,6 +89,9 @@ class Converter {
       const source = this.tensor(output.tensor);
       if (output.reduce === 'spatial-mean') {
         builder.addNode('ReduceMean', [source], [output.name], { axes: [1, 2], keepdims: 0 });
+      } else if (output.times) {
+        builder.addInput({ name: output.times.input, shape: output.times.shape });
+        builder.addNode('MatMul', [source, output.times.input], [output.name]);
       } else {
         builder.addNode('Identity', [source], [output.name]);
       }

@@ -36,6 +36,8 @@ const VECTOR_FIELD = 'vector';
 const BULK_CHUNK = 200;
 const IDS_CHUNK = 1000;
 const MAX_K = 10_000;
+/** Searches per `_msearch` request: bounds the request and the coordinating node's buffered responses. */
+const MSEARCH_CHUNK = 100;
 
 /**
  * Index settings and mapping of one embedding model version. Exported so a test can check that the mapped
@@ -210,38 +212,58 @@ export class OpenSearchVectorIndex implements VectorIndex {
   }
 
   async search(query: VectorQuery): Promise<VectorHit[]> {
-    this.#assertVector(query.vector, 'query');
-    // OpenSearch caps k and size at 10,000 (index.max_result_window).
-    const k = Math.min(Math.floor(query.k), MAX_K);
-    if (k <= 0) return [];
-    const excluded = [...new Set(query.excludeItemGroupIds ?? [])];
-    const filter = {
-      bool: {
-        filter: [{ term: { feed_id: query.feedId } }, ...filterClauses(query.filter)],
-        ...(excluded.length > 0 ? { must_not: [{ terms: { item_group_id: excluded } }] } : {}),
-      },
-    };
+    const request = this.#searchRequest(query);
+    if (!request) return [];
     try {
       const response = await this.#client.search({
         index: this.indexName,
         routing: query.feedId,
-        body: {
-          size: k,
-          _source: ['product_id', 'item_group_id'],
-          query: { knn: { [VECTOR_FIELD]: { vector: Array.from(query.vector), k, filter } } },
-        },
+        body: request.body,
       });
-      const hits = (response.body.hits.hits as SearchHit[]).map((hit) => ({
-        id: hit._id,
-        productId: hit._source?.product_id ?? '',
-        itemGroupId: hit._source?.item_group_id ?? '',
-        similarity: similarityFromScore(hit._score ?? 0, this.#spaceType),
-      }));
-      return hits.sort(compareHits).slice(0, k);
+      return this.#hitsOf(response.body.hits.hits as SearchHit[], request.k);
     } catch (error) {
       if (statusOf(error) === 404) return [];
       throw error;
     }
+  }
+
+  /**
+   * One `_msearch` per {@link MSEARCH_CHUNK} queries, each search routed by its feed id and built like
+   * `search`'s. A search failing on a missing index answers [] like `search`; any other failed search throws.
+   */
+  async searchMany(queries: VectorQuery[]): Promise<VectorHit[][]> {
+    // Every vector is checked before anything is asked, so a bad query fails the call without a request.
+    const requests = queries.map((query) => this.#searchRequest(query));
+    const results: VectorHit[][] = queries.map(() => []);
+    const asked = requests.flatMap((request, i) =>
+      request ? [{ i, routing: queries[i]?.feedId, request }] : [],
+    );
+    for (let start = 0; start < asked.length; start += MSEARCH_CHUNK) {
+      const chunk = asked.slice(start, start + MSEARCH_CHUNK);
+      let responses;
+      try {
+        const response = await this.#client.msearch({
+          index: this.indexName,
+          body: chunk.flatMap(({ routing, request }) => [{ routing }, request.body]),
+        });
+        responses = response.body.responses;
+      } catch (error) {
+        if (statusOf(error) === 404) continue;
+        throw error;
+      }
+      if (responses.length !== chunk.length) {
+        throw new Error(`OpenSearch msearch answered ${responses.length} of ${chunk.length} searches`);
+      }
+      chunk.forEach(({ i, request }, j) => {
+        const item = responses[j];
+        if (item && 'error' in item) {
+          if (item.status === 404) return;
+          throw new Error(`OpenSearch msearch failed: ${item.error.type}: ${item.error.reason ?? ''}`);
+        }
+        results[i] = this.#hitsOf((item?.hits.hits ?? []) as SearchHit[], request.k);
+      });
+    }
+    return results;
   }
 
   async getVectors(ids: string[]): Promise<Map<string, Float32Array>> {
@@ -283,6 +305,44 @@ export class OpenSearchVectorIndex implements VectorIndex {
 
   /** Writes are durable once acknowledged (translog); nothing to do. */
   async flush(): Promise<void> {}
+
+  /**
+   * The `_search` body of a query and its effective k (capped at 10,000, OpenSearch's
+   * index.max_result_window), shared by `search` and `searchMany`; undefined when k asks for nothing.
+   */
+  #searchRequest(query: VectorQuery) {
+    this.#assertVector(query.vector, 'query');
+    const k = Math.min(Math.floor(query.k), MAX_K);
+    if (k <= 0) return undefined;
+    const excluded = [...new Set(query.excludeItemGroupIds ?? [])];
+    const filter = {
+      bool: {
+        filter: [{ term: { feed_id: query.feedId } }, ...filterClauses(query.filter)],
+        ...(excluded.length > 0 ? { must_not: [{ terms: { item_group_id: excluded } }] } : {}),
+      },
+    };
+    return {
+      k,
+      body: {
+        size: k,
+        _source: ['product_id', 'item_group_id'],
+        query: { knn: { [VECTOR_FIELD]: { vector: Array.from(query.vector), k, filter } } },
+      },
+    };
+  }
+
+  /** Hits of one search, nearest first with `compareHits`'s tie order. */
+  #hitsOf(hits: SearchHit[], k: number): VectorHit[] {
+    return hits
+      .map((hit) => ({
+        id: hit._id,
+        productId: hit._source?.product_id ?? '',
+        itemGroupId: hit._source?.item_group_id ?? '',
+        similarity: similarityFromScore(hit._score ?? 0, this.#spaceType),
+      }))
+      .sort(compareHits)
+      .slice(0, k);
+  }
 
   #assertVector(vector: Float32Array, what: string): void {
     if (!(vector instanceof Float32Array) || vector.length !== this.dimension) {

@@ -350,6 +350,21 @@ export class UsearchVectorIndex implements VectorIndex {
   async search(query: VectorQuery): Promise<VectorHit[]> {
     this.#assertVector(query.vector, 'query');
     await this.#ready();
+    return this.#search(query);
+  }
+
+  /**
+   * Each query answered by the same code as `search`, synchronously once loaded: every query sees the same
+   * state (no write can land between two of them), and no microtask hop is paid per query.
+   */
+  async searchMany(queries: VectorQuery[]): Promise<VectorHit[][]> {
+    for (const query of queries) this.#assertVector(query.vector, 'query');
+    if (queries.length === 0) return [];
+    await this.#ready();
+    return queries.map((query) => this.#search(query));
+  }
+
+  #search(query: VectorQuery): VectorHit[] {
     const shard = this.#feeds.get(query.feedId);
     if (!shard || shard.live === 0 || query.k <= 0) return [];
     const filter = normaliseFilter(query.filter);

@@ -15,8 +15,9 @@ import type {
   VisualWordIndex,
 } from '#lib/ports.ts';
 import { visualWords } from '#lib/vision/local-features/visual-words.ts';
-import { fusedScore, rerankCandidates } from '#lib/vision/local-features/fusion.ts';
+import { DEFAULT_COSINE_SCALE, fusedScore, rerankCandidates } from '#lib/vision/local-features/fusion.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
+import { REGIONAL_COSINE_SCALE } from '#lib/vision/regional.ts';
 
 /**
  * Search use cases: image search (also the root search), related products and object detection with
@@ -28,7 +29,9 @@ import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
  * first and `reranking.wordTopN` of the second are geometrically verified (the query's local features,
  * extracted while the embedding and k-NN run, against the stored features of each group's best image)
  * and re-ordered: verified groups first by inliers, the rest by similarity, groups beyond the top N after
- * them in similarity order. Every result carries the calibrated fused score (docs/api.md), which never
+ * them in similarity order. Image search with `regional` also describes ~75 windows of the photo
+ * (lib/vision/regional.ts): their k-NN proposes `regional.topN` more groups to verify, and a group's
+ * similarity becomes the better of whole image and best window. Every result carries the calibrated fused score (docs/api.md), which never
  * increases down the list; results under `minScore` are dropped before paging. Stage by stage
  * measurements: docs/quality.md.
  */
@@ -51,6 +54,13 @@ export interface SearchDeps {
    * similarities (whole image, crop); off when absent.
    */
   detectorCrop?: boolean;
+  /**
+   * Regional matching of image searches (Vision.regional): the best `topN` groups by their best
+   * region's k-NN join the shortlist (verified like the others), and every candidate's global evidence
+   * is the better of whole image and best region. Off when absent or when the vision layer has no
+   * regional embedder.
+   */
+  regional?: { topN: number };
 }
 
 /** What geometric re-ranking needs: the matcher, the catalogue's stored features and the shortlist size. */
@@ -75,6 +85,24 @@ export interface ImageQuery {
   offset: number;
 }
 
+/**
+ * Inliers from which a verified candidate is taken as the answer without waiting for the regional
+ * evidence (its calibrated score is ≥ 0.96; unrelated pairs stay ≤ 10, docs/quality.md).
+ */
+const CONFIDENT_INLIERS = 20;
+
+/** The refs whose item group is not among `hits`, first of each group only. */
+function notIn(refs: readonly ImageRef[], hits: readonly ImageRef[]): ImageRef[] {
+  const seen = new Set(hits.map((hit) => hit.itemGroupId));
+  return refs.filter((ref) => !seen.has(ref.itemGroupId) && (seen.add(ref.itemGroupId), true));
+}
+
+/** A catalogue image a side shortlist proposes (keypoint or regional), before its global similarity is read. */
+type ImageRef = Pick<VisualWordHit, 'id' | 'productId' | 'itemGroupId'>;
+
+/** Neighbours asked of the vector index per query region (the regional shortlist). */
+const REGION_NEIGHBOURS = 5;
+
 /** Largest k asked of the vector index; offset + limit ≤ 1000 groups with a few images each fit. */
 const MAX_K = 5000;
 
@@ -88,6 +116,8 @@ interface RankQuery {
   excludeItemGroupIds?: string[];
   /** Local features of the query, when it can be verified (settles to undefined when it cannot). */
   queryFeatures?: Promise<LocalFeatures | undefined>;
+  /** Vectors of the query's regions (settles to [] when there are none or they failed). */
+  regions?: Promise<Float32Array[]>;
   minScore?: number;
 }
 
@@ -105,17 +135,22 @@ function featureRefOf(feedId: string, hit: VectorHit): FeatureRef {
  *    groups by shared visual words, with their global similarity read from their stored vectors;
  * 2. the top `reranking.topN` groups and the keypoint shortlist (when the query has local features) are
  *    verified against their stored features: inlier counts, 0 where nothing is stored;
- * 3. fuse: verified groups (≥ 10 inliers) first by inliers, then the rest by similarity; candidates whose
+ * 3. with query regions, unless step 2 already verified a group with `CONFIDENT_INLIERS`: the regional
+ *    shortlist's groups are verified too, and every candidate's similarity becomes the better of whole
+ *    image and best region (on the whole image's scale);
+ * 4. fuse: verified groups (≥ 10 inliers) first by inliers, then the rest by similarity; candidates whose
  *    own calibrated score is under `minScore` are dropped, then scores are capped down the list so they
  *    never increase;
- * 4. page with offset/limit and hydrate only that page (one batch read plus a variants query per real
+ * 5. page with offset/limit and hydrate only that page (one batch read plus a variants query per real
  *    item group). The same request always yields the same page.
  */
 async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[]> {
   const vectors = await deps.vectors();
   const topN = query.queryFeatures && deps.reranking ? deps.reranking.topN : 0;
-  // Settles to [] on any failure: the keypoint shortlist may only add candidates, never fail a search.
+  // Settle to [] on any failure: the keypoint and regional shortlists may only add candidates, never fail
+  // a search.
   const wordGroups = keypointShortlist(deps, query).catch((): VisualWordHit[] => []);
+  const regionGroups = regionalShortlist(deps, query, vectors).catch((): ImageRef[] => []);
   const window = Math.max(query.offset + query.limit, topN);
   let k = Math.min(MAX_K, window * 3 + 20);
   let best = new Map<string, VectorHit>();
@@ -152,25 +187,40 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     )
     .slice(0, window);
 
-  // Groups the keypoint shortlist adds: verified with the global top N on the image whose words matched,
-  // and represented by that image wherever they rank (inside the k-NN window or not), so that a group's
-  // score and product never depend on offset/limit.
-  const added = await similarityOf(
-    vectors,
-    query.vectors,
-    (await wordGroups).filter(
-      (hit) => !shortlist.slice(0, topN).some((s) => s.itemGroupId === hit.itemGroupId),
-    ),
-  );
+  // Groups the keypoint shortlist adds, then the regional one: verified with the global top N on the
+  // image whose words or region matched, and represented by that image wherever they rank (inside the
+  // k-NN window or not), so that a group's score and product never depend on offset/limit. The first
+  // verification runs as soon as the words are in, while the regional pass is still on the model thread.
+  const globalTop = shortlist.slice(0, topN);
+  const wordAdded = await similarityOf(vectors, query.vectors, notIn(await wordGroups, globalTop));
+  const firstVerified = [...globalTop, ...wordAdded];
+  const firstInliers = await verifyShortlist(deps, query, firstVerified);
+  // A confident verification settles the first place whatever the regions say: the search answers
+  // without waiting for them (the pass finishes unused). Decided by inlier counts only, so the same
+  // request always gives the same page.
+  const confident = firstInliers.some((n) => n >= CONFIDENT_INLIERS);
+  const regionAdded = confident
+    ? []
+    : await similarityOf(vectors, query.vectors, notIn(await regionGroups, firstVerified));
+  const regionInliers = await verifyShortlist(deps, query, regionAdded);
+  const added = [...wordAdded, ...regionAdded];
+  const verified = [...firstVerified, ...regionAdded];
+  const inliers = [...firstInliers, ...regionInliers];
   const inWindow = new Set(shortlist.map((hit) => hit.itemGroupId));
-  const verified = [...shortlist.slice(0, topN), ...added];
-  const inliers = await verifyShortlist(deps, query, verified);
-  const inliersOf = new Map(verified.map((hit, i) => [hit.itemGroupId, inliers[i] ?? 0]));
   const addedByGroup = new Map(added.map((hit) => [hit.itemGroupId, hit]));
-  const candidates = [
+  const hits = [
     ...shortlist.map((hit) => addedByGroup.get(hit.itemGroupId) ?? hit),
     ...added.filter((hit) => !inWindow.has(hit.itemGroupId)),
-  ].map((hit) => ({ hit, globalScore: hit.similarity, inliers: inliersOf.get(hit.itemGroupId) ?? 0 }));
+  ];
+  const regional = confident
+    ? []
+    : await regionalSimilarity(vectors, query.regions, hits, deps.cosineScale ?? DEFAULT_COSINE_SCALE);
+  const inliersOf = new Map(verified.map((hit, i) => [hit.itemGroupId, inliers[i] ?? 0]));
+  const candidates = hits.map((hit, i) => ({
+    hit,
+    globalScore: Math.max(hit.similarity, regional[i] ?? Number.NEGATIVE_INFINITY),
+    inliers: inliersOf.get(hit.itemGroupId) ?? 0,
+  }));
   const minScore = query.minScore ?? 0;
   const scale = deps.cosineScale ?? {};
   // Verified groups lead and cap the scores below them: one under the cut-off on its own evidence is
@@ -228,11 +278,45 @@ async function keypointShortlist(deps: SearchDeps, query: RankQuery): Promise<Vi
   return [...best.values()].slice(0, wordTopN);
 }
 
+/**
+ * The best `regional.topN` item groups by their best region: a k-NN per region of the query, each
+ * group scored by its most similar image to any region. None when regional matching is off, the query
+ * has no regions or is filtered (like the keypoint shortlist, it serves image search).
+ */
+async function regionalShortlist(
+  deps: SearchDeps,
+  query: RankQuery,
+  vectors: VectorIndex,
+): Promise<ImageRef[]> {
+  const topN = deps.regional?.topN ?? 0;
+  const filtered = query.filter !== undefined && Object.keys(query.filter).length > 0;
+  if (topN <= 0 || !query.regions || filtered) return [];
+  const windows = await query.regions;
+  if (windows.length === 0) return [];
+  const lists = await vectors.searchMany(
+    windows.map((vector) => ({
+      feedId: query.feedId,
+      vector,
+      k: REGION_NEIGHBOURS,
+      ...(query.excludeItemGroupIds ? { excludeItemGroupIds: query.excludeItemGroupIds } : {}),
+    })),
+  );
+  const best = new Map<string, VectorHit>();
+  for (const hit of lists.flat()) {
+    const current = best.get(hit.itemGroupId);
+    if (!current || hit.similarity > current.similarity) best.set(hit.itemGroupId, hit);
+  }
+  return [...best.values()]
+    .sort((a, b) => b.similarity - a.similarity || (a.productId < b.productId ? -1 : 1))
+    .slice(0, topN)
+    .map(({ id, productId, itemGroupId }) => ({ id, productId, itemGroupId }));
+}
+
 /** Vector hits for word hits: the global similarity of each image (best over the query vectors). */
 async function similarityOf(
   vectors: VectorIndex,
   queryVectors: readonly Float32Array[],
-  hits: readonly VisualWordHit[],
+  hits: readonly ImageRef[],
 ): Promise<VectorHit[]> {
   if (hits.length === 0) return [];
   // Unreadable vectors cost the extra candidates, never the search.
@@ -250,6 +334,41 @@ async function similarityOf(
       similarity = Math.max(similarity, dot);
     }
     return [{ id, productId, itemGroupId, similarity }];
+  });
+}
+
+/**
+ * Per hit, the best cosine between its stored vector and any of the query's regions, mapped from
+ * `REGIONAL_COSINE_SCALE` onto the whole image's scale (the best of ~75 windows runs higher than one
+ * whole-image cosine, for unrelated photos too), so the two compare and calibrate alike. Empty when the
+ * query has no regions; a failing vector read costs the regional evidence, never the search.
+ */
+async function regionalSimilarity(
+  vectors: VectorIndex,
+  regions: Promise<Float32Array[]> | undefined,
+  hits: readonly VectorHit[],
+  whole: { cosineFloor: number; cosineCeiling: number },
+): Promise<number[]> {
+  const windows = regions ? await regions : [];
+  if (windows.length === 0 || hits.length === 0) return [];
+  const stored = await vectors
+    .getVectors(hits.map((hit) => hit.id))
+    .catch(() => new Map<string, Float32Array>());
+  const regional = REGIONAL_COSINE_SCALE;
+  return hits.map(({ id }) => {
+    const vector = stored.get(id);
+    if (!vector) return Number.NEGATIVE_INFINITY;
+    let best = Number.NEGATIVE_INFINITY;
+    for (const window of windows) {
+      let dot = 0;
+      for (let d = 0; d < window.length; d += 1) dot += window[d]! * vector[d]!;
+      if (dot > best) best = dot;
+    }
+    return (
+      whole.cosineFloor +
+      ((best - regional.cosineFloor) / (regional.cosineCeiling - regional.cosineFloor)) *
+        (whole.cosineCeiling - whole.cosineFloor)
+    );
   });
 }
 
@@ -276,6 +395,18 @@ function startQueryFeatures(deps: SearchDeps, image: Buffer): Promise<LocalFeatu
     .matcher()
     .then((matcher) => matcher.extract(image, 'query'))
     .catch(() => undefined);
+}
+
+/**
+ * Starts the query's regional descriptors (on the regional graph's own session, while the whole image
+ * is embedded); undefined when regional matching is off, [] on any failure (it only adds evidence).
+ */
+function startRegions(deps: SearchDeps, image: Buffer): Promise<Float32Array[]> | undefined {
+  if (!deps.regional) return undefined;
+  return deps
+    .vision()
+    .then((vision) => vision.regional?.regions(image) ?? [])
+    .catch((): Float32Array[] => []);
 }
 
 async function embedOne(deps: SearchDeps, image: Buffer): Promise<Float32Array> {
@@ -311,12 +442,14 @@ export async function searchByImage(deps: SearchDeps, query: ImageQuery): Promis
   await deps.images.inspect(query.image);
   if (!(await deps.products.hasProducts(query.feedId))) return [];
   const queryFeatures = startQueryFeatures(deps, query.image);
+  const regions = startRegions(deps, query.image);
   return rankGroups(deps, {
     feedId: query.feedId,
     vectors: await queryVectors(deps, query.image),
     limit: query.limit,
     offset: query.offset,
     ...(queryFeatures ? { queryFeatures } : {}),
+    ...(regions ? { regions } : {}),
     ...(deps.minScore ? { minScore: deps.minScore } : {}),
   });
 }

@@ -73,7 +73,14 @@ export const ProductSchema = z
     sale_price: z.union([cents, z.string()]).optional(),
     currency: z.string().optional(),
     product_highlight: z.union([z.array(z.string()), z.string()]).optional(),
-    score: z.number().min(0).max(1).optional().describe('Cosine similarity mapped to [0, 1]; 1 = identical.'),
+    score: z
+      .number()
+      .min(0)
+      .max(1)
+      .optional()
+      .describe(
+        'Calibrated relevance in [0, 1], the same scale for every query (docs/api.md); results under the minimum score are left out.',
+      ),
     variants: z.array(VariantSchema).optional(),
     variant_count: z.number().int().optional(),
     created_at: z.string().optional(),

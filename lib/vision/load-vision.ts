@@ -6,15 +6,22 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { OnnxDetector, type DetectorOptions } from '#lib/adapters/onnx-detector.ts';
 import { OnnxEmbedder } from '#lib/adapters/onnx-embedder.ts';
+import { OnnxRegionalEmbedder } from '#lib/adapters/onnx-regional-embedder.ts';
 import type { Vision } from '#lib/ports.ts';
-import { DETECTOR_SPEC, EMBEDDER_SPEC, type ModelManifest } from './model-specs.ts';
+import { DETECTOR_SPEC, EMBEDDER_SPEC, REGIONAL_SPEC, type ModelManifest } from './model-specs.ts';
 import { createSession } from './onnx-session.ts';
 import { readProjection, type ProjectionManifest } from './projection.ts';
 
 export interface LoadedVision extends Vision {
   embedder: OnnxEmbedder;
   detector: OnnxDetector;
-  manifests: { embedder: ModelManifest; detector: ModelManifest; projection?: ProjectionManifest };
+  regional?: OnnxRegionalEmbedder;
+  manifests: {
+    embedder: ModelManifest;
+    detector: ModelManifest;
+    regional?: ModelManifest;
+    projection?: ProjectionManifest;
+  };
 }
 
 export interface VisionOptions {
@@ -23,7 +30,20 @@ export interface VisionOptions {
    * projection") to every embedding. Changes the embedder's dimension and modelVersion.
    */
   projection?: boolean;
+  /**
+   * Also load the regional descriptors' graph (REGIONAL_SPEC), whose windows are compared in the
+   * projected space: needs `projection`.
+   */
+  regional?: boolean;
 }
+
+/**
+ * The regional pass (448 px, ~3.5× the embedder's pixels) is the longest step of an image search and the
+ * only one that waits on nothing else: two intra-op threads took it from ~72 to ~48 ms after the
+ * embedding at 10k products (bench:search, docs/benchmarks.md), where one thread left a core idle while
+ * the query's keypoints were being matched.
+ */
+const REGIONAL_THREADS = 2;
 
 function readManifest(modelDir: string, spec: { name: string; file: string }): ModelManifest {
   const manifestFile = join(modelDir, `${spec.name}.manifest.json`);
@@ -85,16 +105,24 @@ export async function loadVision(
   const projected = options.projection
     ? readProjection(modelDir, { sha256: embedderManifest.sha256, dimension: EMBEDDER_SPEC.dimension })
     : undefined;
-  const [embedderSession, detectorSession] = await Promise.all([
+  if (options.regional && !projected)
+    throw new Error('Regional matching compares windows in the projected space: it needs the projection.');
+  const regionalManifest = options.regional ? readManifest(modelDir, REGIONAL_SPEC) : undefined;
+  const [embedderSession, detectorSession, regionalSession] = await Promise.all([
     createSession(join(modelDir, EMBEDDER_SPEC.file)),
     createSession(join(modelDir, DETECTOR_SPEC.file)),
+    regionalManifest ? createSession(join(modelDir, REGIONAL_SPEC.file), REGIONAL_THREADS) : undefined,
   ]);
   return {
     embedder: new OnnxEmbedder(embedderSession, embedderManifest.sha256, undefined, projected?.projection),
     detector: new OnnxDetector(detectorSession, detectorOptions),
+    ...(regionalSession && projected
+      ? { regional: new OnnxRegionalEmbedder(regionalSession, projected.projection) }
+      : {}),
     manifests: {
       embedder: embedderManifest,
       detector: detectorManifest,
+      ...(regionalManifest ? { regional: regionalManifest } : {}),
       ...(projected ? { projection: projected.manifest } : {}),
     },
   };

@@ -23,6 +23,30 @@ export const EMBEDDER_SPEC = {
   preprocessing: 'EXIF-rotate, flatten alpha on white, resize to 224×224 (fill), RGB/255, NHWC',
 } as const;
 
+/**
+ * Regional matching: the same MobileNetV2-mid graph cut at the same block-16 projection, but with a free
+ * input size and the spatial feature map as output (no pooling), so one pass over a larger raster gives
+ * the features of every region of the query (lib/vision/regional.ts). A separate file because the
+ * embedder's bytes (its sha256) version every stored vector and the learned projection.
+ */
+export const REGIONAL_SPEC = {
+  name: 'mobilenet-v2-mid-block16-map',
+  file: 'mobilenet-v2-mid-block16-map.onnx',
+  inputName: 'images',
+  outputName: 'feature_map',
+  /**
+   * The map times the learned projection's matrix (transposed, channels × out), which the run time feeds
+   * through `projectionInputName`: 150 cells × 448 × 256 multiply-adds cost ~16 ms in JS, ~2 in the graph.
+   */
+  projectedOutputName: 'projected_map',
+  projectionInputName: 'projection',
+  /** Cells of the map per input pixel: the block-16 output has stride 32. */
+  stride: 32,
+  channels: EMBEDDER_SPEC.dimension,
+  preprocessing:
+    'EXIF-rotate, flatten alpha on white, resize (fill) to a multiple of 32 per side, RGB/255, NHWC',
+} as const;
+
 /** Detection: NanoDet-m 416, COCO-80, GFL head (class sigmoid maps + 4×11-bin side distributions). */
 export const DETECTOR_SPEC = {
   name: 'nanodet-m-416',

@@ -4,13 +4,13 @@ import ort from 'onnxruntime-node';
 export type InferenceSession = ort.InferenceSession;
 
 /**
- * One intra-op thread: on a loaded 2-core box (or a 1–2 vCPU Lambda) it is steadier than two, and
- * concurrent requests already use the other core.
+ * One intra-op thread by default: on a loaded 2-core box (or a 1–2 vCPU Lambda) it is steadier than two,
+ * and concurrent requests already use the other core. `threads` raises it for a model on the critical path.
  */
-export function createSession(modelPath: string): Promise<ort.InferenceSession> {
+export function createSession(modelPath: string, threads = 1): Promise<ort.InferenceSession> {
   return ort.InferenceSession.create(modelPath, {
     executionProviders: ['cpu'],
-    intraOpNumThreads: 1,
+    intraOpNumThreads: threads,
     interOpNumThreads: 1,
     graphOptimizationLevel: 'all',
   });

@@ -84,12 +84,45 @@ describe('search quality (default configuration)', () => {
     const withWords = { ...c.reranking!, topN: 1, wordTopN: 5 };
     const query = { feedId: stack.demo.feedId, image: scene, limit: 5, offset: 0 };
     // Act
-    const without = await searchByImage({ ...c, reranking: globalOnly, minScore: 0 }, query);
-    const found = await searchByImage({ ...c, reranking: withWords, minScore: 0 }, query);
+    const without = await searchByImage(
+      { ...c, regional: undefined, reranking: globalOnly, minScore: 0 },
+      query,
+    );
+    const found = await searchByImage(
+      { ...c, regional: undefined, reranking: withWords, minScore: 0 },
+      query,
+    );
     // Assess
     expect(without[0]?.product.group).not.toBe('multimeter');
     expect(found[0]?.product.group).toBe('multimeter');
     expect(found[0]?.score).toBeGreaterThan(0.9);
+  });
+
+  it('finds a product too smooth to verify by the region of the photo that holds it', async () => {
+    // Prepare: the bucket photo at 22 % of the dinner photo's width; it has too few keypoints to verify
+    // there, and the whole photo ranks it 7th
+    const c = stack.container;
+    const bucket = await sharp(
+      await readFile(new URL('../../demo/images/others-bucket.webp', import.meta.url)),
+    )
+      .flatten({ background: '#ffffff' })
+      .resize({ width: 220 })
+      .png()
+      .toBuffer();
+    const scene = await sharp(await fixture('fixtures/vision/voc-dinner.jpg'))
+      .resize({ width: 1000 })
+      .composite([{ input: bucket, left: 560, top: 180 }])
+      .jpeg({ quality: 80 })
+      .toBuffer();
+    const query = { feedId: stack.demo.feedId, image: scene, limit: 10, offset: 0 };
+    // Act: the default configuration (regional matching on), and without it
+    const found = await searchByImage({ ...c, minScore: 0 }, query);
+    const without = await searchByImage({ ...c, regional: undefined, minScore: 0 }, query);
+    // Assess: first by its regional evidence alone, so its score stays that of an unverified match
+    expect(c.regional).toBeDefined();
+    expect(found[0]?.product.group).toBe('bucket');
+    expect(found[0]?.score).toBeLessThan(0.5);
+    expect(without.findIndex((hit) => hit.product.group === 'bucket')).toBeGreaterThan(0);
   });
 
   it('deletes a feed’s stored features and visual words with the feed', async () => {

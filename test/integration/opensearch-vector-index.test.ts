@@ -8,7 +8,14 @@ import {
   vectorIndexName,
 } from '#lib/adapters/opensearch-vector-index.ts';
 import { startFakeOpenSearch, type FakeOpenSearch } from '#test/support/fake-opensearch.ts';
-import { CONTRACT_DIMENSION, describeVectorIndexContract, doc, unit } from './vector-index.contract.ts';
+import type { VectorHit } from '#lib/ports.ts';
+import {
+  CONTRACT_DIMENSION,
+  describeVectorIndexContract,
+  doc,
+  randomUnit,
+  unit,
+} from './vector-index.contract.ts';
 
 let fake: FakeOpenSearch;
 let run = 0;
@@ -115,6 +122,87 @@ describe('OpenSearchVectorIndex', () => {
         },
       },
     });
+  });
+
+  it('asks several queries in one _msearch, each routed by its feed with the body search sends', async () => {
+    // Prepare
+    const index = freshIndex();
+    await index.upsert([doc('feed-a', 'p1', unit(1, 0)), doc('feed-b', 'p2', unit(0, 1))]);
+    const single = { feedId: 'feed-b', vector: unit(1, 0), k: 5, filter: { color: ['Red'] } };
+    const searchStart = fake.requests.length;
+    await index.search(single);
+    const searchBody = fake.requests
+      .slice(searchStart)
+      .find((request) => request.path.endsWith('/_search'))?.body;
+    const before = fake.requests.length;
+
+    // Act
+    await index.searchMany([
+      { feedId: 'feed-a', vector: unit(1, 0), k: 3, excludeItemGroupIds: ['g1'] },
+      { feedId: 'feed-a', vector: unit(0, 1), k: 0 },
+      single,
+    ]);
+
+    // Assess
+    const sent = fake.requests.slice(before);
+    expect(sent.map((request) => [request.method, request.path, request.status])).toEqual([
+      ['POST', `/${index.indexName}/_msearch`, 200],
+    ]);
+    const lines = String(sent[0]?.body)
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as unknown);
+    expect(lines).toHaveLength(4);
+    expect(lines[0]).toEqual({ routing: 'feed-a' });
+    expect(lines[1]).toMatchObject({
+      size: 3,
+      query: {
+        knn: { vector: { k: 3, filter: { bool: { must_not: [{ terms: { item_group_id: ['g1'] } }] } } } },
+      },
+    });
+    expect(lines[2]).toEqual({ routing: 'feed-b' });
+    expect(lines[3]).toEqual(searchBody);
+  });
+
+  it('splits many queries into several _msearch requests and keeps their order', async () => {
+    // Prepare
+    const index = freshIndex();
+    await index.upsert(Array.from({ length: 30 }, (_, i) => doc('f1', `p${i}`, randomUnit(i + 1))));
+    const queries = Array.from({ length: 230 }, (_, i) => ({
+      feedId: 'f1',
+      vector: randomUnit(1000 + i),
+      k: 1 + (i % 7),
+    }));
+    const expected: VectorHit[][] = [];
+    for (const query of queries) expected.push(await index.search(query));
+    const before = fake.requests.length;
+
+    // Act
+    const lists = await index.searchMany(queries);
+
+    // Assess
+    expect(lists).toEqual(expected);
+    const sent = fake.requests.slice(before);
+    expect(sent.map((request) => request.path)).toEqual(Array(3).fill(`/${index.indexName}/_msearch`));
+  });
+
+  it('fails several queries when one of the searches fails other than on a missing index', async () => {
+    // Prepare: an index created elsewhere with another dimension rejects our query vectors.
+    const index = freshIndex();
+    await new Client({ node: fake.url }).indices.create({
+      index: index.indexName,
+      body: vectorIndexBody({
+        dimension: CONTRACT_DIMENSION * 2,
+        spaceType: 'innerproduct',
+        engine: 'faiss',
+      }),
+    });
+
+    // Act
+    const lists = index.searchMany([{ feedId: 'f1', vector: unit(1, 0), k: 5 }]);
+
+    // Assess
+    await expect(lists).rejects.toThrow(/illegal_argument_exception/);
   });
 
   it('maps engine scores back to cosine similarity', () => {

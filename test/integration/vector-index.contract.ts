@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { VectorDocument, VectorIndex } from '#lib/ports.ts';
+import type { VectorDocument, VectorHit, VectorIndex, VectorQuery } from '#lib/ports.ts';
 
 /** Dimension of every contract vector: small enough to reason about, large enough for real graphs. */
 export const CONTRACT_DIMENSION = 8;
@@ -353,6 +353,89 @@ export function describeVectorIndexContract(
       // Assess
       expect(emptied).toEqual([]);
       expect(unknown).toEqual([]);
+    });
+
+    it('answers several queries at once, each exactly as search does, in query order', async () => {
+      // Prepare
+      await index.upsert([
+        doc('f1', 'shirt-s', unit(1, 0), {
+          itemGroupId: 'shirt',
+          fields: { color: ['red'], brand: ['acme'] },
+        }),
+        doc('f1', 'shirt-m', unit(1, 0.05), { itemGroupId: 'shirt', fields: { color: ['red'] } }),
+        doc('f1', 'dress', unit(0.8, 0.6), { fields: { color: ['blue'], brand: ['acme'] } }),
+        doc('f1', 'hat', unit(0, 1), { fields: { color: ['red'], brand: ['other'] } }),
+        doc('f1', 'boot', unit(-1, 0.2), { fields: { color: ['black'] } }),
+        doc('f2', 'coat', unit(1, 0)),
+        doc('f2', 'scarf', unit(0.3, 1)),
+      ]);
+      const queries: VectorQuery[] = [
+        { feedId: 'f1', vector: unit(1, 0), k: 3 },
+        { feedId: 'f1', vector: unit(0, 1), k: 1 },
+        { feedId: 'f1', vector: unit(1, 0), k: 10, filter: { color: ['red'], brand: ['acme', 'other'] } },
+        { feedId: 'f1', vector: unit(1, 0.1), k: 10, excludeItemGroupIds: ['shirt', 'hat'] },
+        { feedId: 'f2', vector: unit(0, 1), k: 5 },
+        { feedId: 'nobody', vector: unit(1, 0), k: 5 },
+        { feedId: 'f1', vector: unit(1, 0), k: 0 },
+        { feedId: 'f1', vector: unit(1, 0), k: 10, filter: { color: ['green'] } },
+        { feedId: 'f1', vector: unit(1, 0), k: 3 },
+      ];
+      const expected: VectorHit[][] = [];
+      for (const query of queries) expected.push(await index.search(query));
+
+      // Act
+      const lists = await index.searchMany(queries);
+
+      // Assess
+      expect(lists).toEqual(expected);
+      expect(lists.map((hits) => hits.map((hit) => hit.productId))).toEqual([
+        ['shirt-s', 'shirt-m', 'dress'],
+        ['hat'],
+        ['shirt-s', 'hat'],
+        ['dress', 'boot'],
+        ['scarf', 'coat'],
+        [],
+        [],
+        [],
+        ['shirt-s', 'shirt-m', 'dress'],
+      ]);
+    });
+
+    it('answers no queries with no lists', async () => {
+      // Prepare
+      await index.upsert([doc('f1', 'p1', unit(1, 0))]);
+
+      // Act
+      const lists = await index.searchMany([]);
+
+      // Assess
+      expect(lists).toEqual([]);
+    });
+
+    it('answers several queries with empty lists before anything is indexed', async () => {
+      // Act
+      const lists = await index.searchMany([
+        { feedId: 'f1', vector: unit(1, 0), k: 5 },
+        { feedId: 'f2', vector: unit(0, 1), k: 5, filter: { color: ['red'] } },
+      ]);
+
+      // Assess
+      expect(lists).toEqual([[], []]);
+    });
+
+    it('rejects several queries when one vector has the wrong dimension', async () => {
+      // Prepare
+      await index.upsert([doc('f1', 'p1', unit(1, 0))]);
+      const wrong = new Float32Array(CONTRACT_DIMENSION + 1).fill(0.1);
+
+      // Act
+      const lists = index.searchMany([
+        { feedId: 'f1', vector: unit(1, 0), k: 5 },
+        { feedId: 'f1', vector: wrong, k: 5 },
+      ]);
+
+      // Assess
+      await expect(lists).rejects.toThrow();
     });
 
     it('rejects vectors of the wrong dimension', async () => {

@@ -5,10 +5,10 @@ import type { AddressInfo } from 'node:net';
  * A real HTTP server speaking the subset of the OpenSearch REST API that the vector and visual-word index
  * adapters use: index exists/create (knn mapping; text fields with the whitespace analyzer and a custom
  * BM25 similarity), `_bulk`, `_search` (knn with efficient filter, ids, bool with `match`, sort by score
- * and a keyword), `_count`, `_delete_by_query`, `_refresh`. It computes exact k-NN itself and returns the
- * k-NN plugin's documented scores, so the adapter's score → similarity mapping is tested against the
- * formula, not against itself; likewise it scores `match` with Lucene's BM25 (see `bm25Scorer`) over its
- * single index, which stands for one shard.
+ * and a keyword), `_msearch` of such searches, `_count`, `_delete_by_query`, `_refresh`. It computes exact
+ * k-NN itself and returns the k-NN plugin's documented scores, so the adapter's score → similarity mapping
+ * is tested against the formula, not against itself; likewise it scores `match` with Lucene's BM25 (see
+ * `bm25Scorer`) over its single index, which stands for one shard.
  *
  * It is deliberately stricter than OpenSearch where a lenient answer would hide an adapter bug: unknown
  * body keys, queries on unmapped fields, vectors of the wrong dimension, documents without routing in a
@@ -672,6 +672,47 @@ export async function startFakeOpenSearch(options: FakeOpenSearchOptions = {}): 
     };
   };
 
+  /**
+   * `_msearch`: NDJSON pairs of a header (`index`, `routing`) and a `_search` body, each answered by `search`
+   * (validation included). A failing search becomes an error entry with its status, like OpenSearch; an
+   * unparsable line or a malformed header fails the whole request.
+   */
+  const msearch = (pathIndex: string | undefined, raw: string, query: URLSearchParams): unknown => {
+    for (const key of query.keys())
+      fail('illegal_argument_exception', `request contains unrecognized parameter [${key}]`);
+    const lines = raw.split('\n').filter((line) => line.trim() !== '');
+    if (lines.length === 0)
+      fail('action_request_validation_exception', 'Validation Failed: 1: no requests added;');
+    if (lines.length % 2 !== 0) fail('parse_exception', 'msearch: the last header has no search body');
+    const responses: unknown[] = [];
+    for (let i = 0; i < lines.length; i += 2) {
+      const header = JSON.parse(lines[i] as string) as unknown;
+      if (!isObject(header)) fail('parse_exception', 'msearch header must be an object');
+      onlyKeys(header, ['index', 'routing'], 'msearch header');
+      const indexName = header.index ?? pathIndex;
+      if (typeof indexName !== 'string')
+        fail('action_request_validation_exception', 'msearch: every search needs an index');
+      if (header.routing !== undefined && typeof header.routing !== 'string')
+        fail('parse_exception', 'msearch header routing must be a string');
+      const body = JSON.parse(lines[i + 1] as string) as unknown;
+      const params = new URLSearchParams(header.routing === undefined ? {} : { routing: header.routing });
+      try {
+        responses.push({ ...(search(getIndex(indexName), body, params) as object), status: 200 });
+      } catch (error) {
+        if (!(error instanceof HttpError)) throw error;
+        responses.push({
+          error: {
+            root_cause: [{ type: error.type, reason: error.message }],
+            type: error.type,
+            reason: error.message,
+          },
+          status: error.status,
+        });
+      }
+    }
+    return { took: 1, responses };
+  };
+
   const queryOnly = (
     index: FakeIndex,
     body: unknown,
@@ -689,6 +730,8 @@ export async function startFakeOpenSearch(options: FakeOpenSearchOptions = {}): 
     const json = (): unknown => (raw.trim() === '' ? undefined : JSON.parse(raw));
     const [first, second] = parts;
     if (first === '_bulk' && method === 'POST') return [200, bulk(undefined, raw, query)];
+    if (first === '_msearch' && (method === 'POST' || method === 'GET'))
+      return [200, msearch(undefined, raw, query)];
     if (first === undefined) return [200, { version: { distribution: 'opensearch', number: 'fake' } }];
     if (parts.length === 1) {
       if (method === 'HEAD') return [indices.has(first) ? 200 : 404, undefined];
@@ -703,6 +746,9 @@ export async function startFakeOpenSearch(options: FakeOpenSearchOptions = {}): 
     }
     if (parts.length === 2 && second?.startsWith('_')) {
       if (second === '_bulk' && method === 'POST') return [200, bulk(first, raw, query)];
+      // Before getIndex: a missing index fails each search in the response, not the request.
+      if (second === '_msearch' && (method === 'POST' || method === 'GET'))
+        return [200, msearch(first, raw, query)];
       const index = getIndex(first);
       if (second === '_search' && (method === 'POST' || method === 'GET'))
         return [200, search(index, json(), query)];
@@ -748,7 +794,8 @@ export async function startFakeOpenSearch(options: FakeOpenSearchOptions = {}): 
       const recorded = requests.length;
       try {
         let body: unknown = raw;
-        if (!url.pathname.endsWith('/_bulk') && raw.trim() !== '') body = JSON.parse(raw);
+        // NDJSON bodies (`_bulk`, `_msearch`) are recorded as they came.
+        if (!/\/_(bulk|msearch)$/.test(url.pathname) && raw.trim() !== '') body = JSON.parse(raw);
         requests.push({
           method,
           path: url.pathname,

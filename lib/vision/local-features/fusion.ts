@@ -61,6 +61,12 @@ const DEFAULTS = {
   globalWeight: 0.5,
 } as const;
 
+/** The global cosine's scale when none is given (the raw embedder's). */
+export const DEFAULT_COSINE_SCALE = {
+  cosineFloor: DEFAULTS.cosineFloor,
+  cosineCeiling: DEFAULTS.cosineCeiling,
+} as const;
+
 /** The calibrated score of one candidate before the ordering cap (see the module comment). */
 export function fusedScore(input: FusionInput, options: FusionOptions = {}): number {
   const o = { ...DEFAULTS, ...options };

@@ -242,6 +242,11 @@ export class MemoryVectorIndex implements VectorIndex {
       .sort((a, b) => b.similarity - a.similarity || (a.productId < b.productId ? -1 : 1))
       .slice(0, query.k);
   }
+  async searchMany(queries: VectorQuery[]): Promise<VectorHit[][]> {
+    const lists: VectorHit[][] = [];
+    for (const query of queries) lists.push(await this.search(query));
+    return lists;
+  }
   async getVectors(ids: string[]) {
     const out = new Map<string, Float32Array>();
     for (const id of ids) {

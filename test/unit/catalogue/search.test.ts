@@ -781,3 +781,135 @@ describe('score calibration', () => {
     expect(projected!.score).toBeCloseTo(1 - (1 - geometric) * (1 - 0.375), 5);
   });
 });
+
+describe('searchByImage with regional matching', () => {
+  /** Twelve products at decreasing global similarity to the photo; p11 (the pasted mug) comes last. */
+  async function catalogue() {
+    const w = world();
+    const ids = Array.from({ length: 12 }, (_, i) => `p${i}`);
+    await w.products.putMany(ids.map((id) => make('s', id)));
+    await w.index.upsert(
+      ids.map((id, i) => ({
+        id: vectorDocumentId('s', id, 0),
+        feedId: 's',
+        productId: id,
+        itemGroupId: id,
+        vector: near('query photo', 0.6 - i * 0.05, id),
+        fields: {},
+      })),
+    );
+    await storeFeatures(
+      w,
+      ids.map((id) => ({ productId: id, image: `item ${id}` })),
+    );
+    w.embedder.embed = async () => [vectorOf(Buffer.from('query photo'))];
+    return w;
+  }
+  const photo = Buffer.from('query photo');
+
+  /** A regional embedder whose windows are the given products' vectors (one each) and a stranger. */
+  function withRegions(w: World, windows: Float32Array[] | Error, topN = 2): SearchDeps {
+    const base = reranked(w, 3);
+    return {
+      ...base,
+      vision: async () => ({
+        ...(await w.deps.vision()),
+        regional: {
+          regions: async () => {
+            if (windows instanceof Error) throw windows;
+            return windows;
+          },
+        },
+      }),
+      regional: { topN },
+    };
+  }
+
+  it('finds a product by the region that holds it, beyond the global shortlist, first', async () => {
+    // Prepare: one window is p11's image (cosine ~1), another a stranger
+    const w = await catalogue();
+    const p11 = (await w.index.getVectors([vectorDocumentId('s', 'p11', 0)])).get(
+      vectorDocumentId('s', 'p11', 0),
+    )!;
+    const d = withRegions(w, [vectorOf(Buffer.from('a window of wall')), p11]);
+    // Act
+    const hits = await searchByImage(d, { feedId: 's', image: photo, limit: 5, offset: 0 });
+    const page = await searchByImage(d, { feedId: 's', image: photo, limit: 2, offset: 1 });
+    // Assess: p11 leads on its regional evidence (mapped onto the raw scale: well above p0's 0.6) and was
+    // verified with the shortlist; paging agrees with the full list
+    expect(hits[0]!.product.product_id).toBe('p11');
+    expect(page.map((h) => h.product.product_id)).toEqual(hits.slice(1, 3).map((h) => h.product.product_id));
+    expect(w.matcher.verified).toBeGreaterThanOrEqual(3 + 2);
+    expect(hits[0]!.score).toBeGreaterThan(hits[1]!.score);
+    expect(hits[0]!.score).toBeLessThan(0.52);
+    // Without regional matching p11 is not even in the first five.
+    const without = await searchByImage(
+      { ...d, regional: undefined },
+      { feedId: 's', image: photo, limit: 5, offset: 0 },
+    );
+    expect(without.map((h) => h.product.product_id)).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
+    expect(hits.map((h) => h.product.product_id)).toContain('p0');
+  });
+
+  it('answers a confidently verified query without waiting for the regions', async () => {
+    // Prepare: p2's image is in the photo (40 inliers; p2 is in the global top 3); the regional pass
+    // never finishes
+    const w = await catalogue();
+    await storeFeatures(w, [{ productId: 'p2', image: 'red mug' }]);
+    const d = withRegions(w, []);
+    const stuck: SearchDeps = {
+      ...d,
+      vision: async () => ({
+        ...(await w.deps.vision()),
+        regional: { regions: () => new Promise<Float32Array[]>(() => undefined) },
+      }),
+    };
+    // Act
+    const hits = await searchByImage(stuck, {
+      feedId: 's',
+      image: Buffer.from('query photo: a red mug on a table'),
+      limit: 3,
+      offset: 0,
+    });
+    // Assess
+    expect(hits.map((h) => h.product.product_id)).toEqual(['p2', 'p0', 'p1']);
+    expect(hits[0]!.score).toBeGreaterThan(0.9);
+  });
+
+  it('a failing regional embedder or no regions only loses the regional evidence', async () => {
+    const w = await catalogue();
+    for (const windows of [new Error('model crashed'), []]) {
+      const hits = await searchByImage(withRegions(w, windows), {
+        feedId: 's',
+        image: photo,
+        limit: 3,
+        offset: 0,
+      });
+      expect(hits.map((h) => h.product.product_id)).toEqual(['p0', 'p1', 'p2']);
+    }
+  });
+
+  it('keeps an unrelated photo under the cut-off when only a region resembles a product', async () => {
+    // Prepare: the best window sits at the regional floor's level of an unrelated photo (cosine 0.6)
+    const w = await catalogue();
+    const window = near('a window of wall', 1, 'x');
+    await w.index.upsert([
+      {
+        id: vectorDocumentId('s', 'p11', 0),
+        feedId: 's',
+        productId: 'p11',
+        itemGroupId: 'p11',
+        vector: near('a window of wall', 0.6, 'p11'),
+        fields: {},
+      },
+    ]);
+    w.embedder.embed = async () => [vectorOf(Buffer.from('unrelated photo'))];
+    // Act
+    const hits = await searchByImage(
+      { ...withRegions(w, [window]), cosineScale: { cosineFloor: 0.3, cosineCeiling: 0.65 }, minScore: 0.4 },
+      { feedId: 's', image: photo, limit: 5, offset: 0 },
+    );
+    // Assess
+    expect(hits).toEqual([]);
+  });
+});

@@ -1,0 +1,55 @@
+/**
+ * Regional descriptors of a query image (lib/vision/regional.ts) on the free-size block-16 graph
+ * (REGIONAL_SPEC): one pass over the image at 448 px on its long side, which also multiplies each cell by
+ * the learned projection; every 3/5/7-cell window of the map is then pooled and projected into the
+ * embedder's (projected) vector space.
+ */
+import type { RegionalEmbedder } from '#lib/ports.ts';
+import { decoding, openImage, writeRgbUnit } from '#lib/vision/image-input.ts';
+import { REGIONAL_SPEC } from '#lib/vision/model-specs.ts';
+import { floatTensor, outputData, type InferenceSession } from '#lib/vision/onnx-session.ts';
+import type { Projection } from '#lib/vision/projection.ts';
+import { projectionInput, regionalRasterSize, regionalVectors } from '#lib/vision/regional.ts';
+
+export class OnnxRegionalEmbedder implements RegionalEmbedder {
+  /** The projection's matrix as the graph's second input (Wᵀ), built once. */
+  private readonly projectionTensor;
+
+  constructor(
+    private readonly session: InferenceSession,
+    private readonly projection: Projection,
+  ) {
+    this.projectionTensor = floatTensor(projectionInput(projection), [projection.inDim, projection.outDim]);
+  }
+
+  /** Encoded image → its regions' vectors. Throws InvalidImageError on undecodable input. */
+  async regions(image: Buffer): Promise<Float32Array[]> {
+    const oriented = await openImage(image);
+    const size = regionalRasterSize(oriented.width, oriented.height);
+    const rgb = await decoding(() =>
+      oriented.pipeline
+        .clone()
+        .resize(size.width, size.height, { fit: 'fill' })
+        .removeAlpha()
+        .raw()
+        .toBuffer(),
+    );
+    const input = new Float32Array(size.width * size.height * 3);
+    writeRgbUnit(rgb, input, 0);
+    const outputs = await this.session.run({
+      [REGIONAL_SPEC.inputName]: floatTensor(input, [1, size.height, size.width, 3]),
+      [REGIONAL_SPEC.projectionInputName]: this.projectionTensor,
+    });
+    const [, rows = 0, cols = 0, channels = 0] = outputs[REGIONAL_SPEC.outputName]?.dims ?? [];
+    return regionalVectors(
+      {
+        rows,
+        cols,
+        channels,
+        data: outputData(outputs, REGIONAL_SPEC.outputName),
+        projected: outputData(outputs, REGIONAL_SPEC.projectedOutputName),
+      },
+      this.projection,
+    );
+  }
+}
