@@ -60,53 +60,67 @@ function reranked(c: Container, topN: number, wordTopN: number): SearchDeps['rer
 export function defaultVariants(projected = false): PipelineVariant[] {
   if (projected)
     return [
-      { name: 'projected: global only', deps: (c) => ({ ...c, reranking: undefined, detectorCrop: false }) },
       {
-        name: 'projected: + ORB verification of the global top 10',
-        deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 10, 0) }),
+        name: 'projected: global only',
+        deps: (c) => ({ ...c, regional: undefined, reranking: undefined, detectorCrop: false }),
       },
       {
-        name: 'projected: global top 10 + keypoint shortlist top 10, verified (default)',
-        deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 10, 10) }),
+        name: 'projected: + ORB verification of the global top 10',
+        deps: (c) => ({ ...c, regional: undefined, detectorCrop: false, reranking: reranked(c, 10, 0) }),
+      },
+      {
+        name: 'projected: global top 10 + keypoint shortlist top 10, verified',
+        deps: (c) => ({ ...c, regional: undefined, detectorCrop: false, reranking: reranked(c, 10, 10) }),
+      },
+      {
+        name: 'projected: global 10 + keypoint 10 + regional evidence (no regional shortlist)',
+        deps: (c) => ({ ...c, detectorCrop: false, regional: { topN: 0 }, reranking: reranked(c, 10, 10) }),
+      },
+      {
+        name: 'projected: global 10 + keypoint 10 + regional shortlist 10 and evidence (default)',
+        deps: (c) => ({ ...c, detectorCrop: false, regional: { topN: 10 }, reranking: reranked(c, 10, 10) }),
       },
       {
         name: 'projected: global top 10 + keypoint shortlist top 20, verified',
-        deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 10, 20) }),
+        deps: (c) => ({ ...c, regional: undefined, detectorCrop: false, reranking: reranked(c, 10, 20) }),
       },
       {
         name: 'projected: global top 20 + keypoint shortlist top 50, verified',
-        deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 20, 50) }),
+        deps: (c) => ({ ...c, regional: undefined, detectorCrop: false, reranking: reranked(c, 20, 50) }),
       },
     ];
   return [
-    { name: 'global only', deps: (c) => ({ ...c, reranking: undefined, detectorCrop: false }) },
+    {
+      name: 'global only',
+      deps: (c) => ({ ...c, regional: undefined, reranking: undefined, detectorCrop: false }),
+    },
     {
       name: 'global, max(whole, detector box)',
-      deps: (c) => ({ ...c, reranking: undefined, detectorCrop: true }),
+      deps: (c) => ({ ...c, regional: undefined, reranking: undefined, detectorCrop: true }),
     },
     {
       name: '+ ORB verification of the global top 20',
-      deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 20, 0) }),
+      deps: (c) => ({ ...c, regional: undefined, detectorCrop: false, reranking: reranked(c, 20, 0) }),
     },
     {
       name: '+ ORB verification of the global top 50',
-      deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 50, 0) }),
+      deps: (c) => ({ ...c, regional: undefined, detectorCrop: false, reranking: reranked(c, 50, 0) }),
     },
     {
       name: 'global top 20 + keypoint shortlist top 20, verified',
-      deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 20, 20) }),
+      deps: (c) => ({ ...c, regional: undefined, detectorCrop: false, reranking: reranked(c, 20, 20) }),
     },
     {
       name: 'global top 10 + keypoint shortlist top 20, verified',
-      deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 10, 20) }),
+      deps: (c) => ({ ...c, regional: undefined, detectorCrop: false, reranking: reranked(c, 10, 20) }),
     },
     {
       name: 'global top 20 + keypoint shortlist top 50, verified',
-      deps: (c) => ({ ...c, detectorCrop: false, reranking: reranked(c, 20, 50) }),
+      deps: (c) => ({ ...c, regional: undefined, detectorCrop: false, reranking: reranked(c, 20, 50) }),
     },
     {
       name: 'detector box + global top 20 + keypoint top 20, verified',
-      deps: (c) => ({ ...c, detectorCrop: true, reranking: reranked(c, 20, 20) }),
+      deps: (c) => ({ ...c, regional: undefined, detectorCrop: true, reranking: reranked(c, 20, 20) }),
     },
   ];
 }

@@ -53,6 +53,68 @@ async function pipelines(): Promise<void> {
   for (const projection of which) await evaluatePipelines({ benchmark, queries, seed, projection });
 }
 
+/**
+ * Regional descriptors on their own (lib/vision/regional.ts): each catalogue item scored by the best of
+ * the query's ~75 windows, brute force over the catalogue, next to the whole image, both in the projected
+ * space (the regional windows only exist there).
+ */
+async function regionalRows(
+  items: number,
+  itemIndex: Map<number, number>,
+  queries: readonly Query[],
+  directory: string,
+): Promise<void> {
+  const projected = await loadVision(flags.models, {}, { projection: true, regional: true });
+  const benchmark = await loadRetrievalBenchmark(seed);
+  const read = (file: string) => readFileSync(join(directory, file));
+  const catalogue: Float32Array[] = [];
+  for (let i = 0; i < items; i += 16)
+    catalogue.push(
+      ...(await projected.embedder.embed(benchmark.items.slice(i, i + 16).map((item) => read(item.file)))),
+    );
+  const best = (vectors: readonly Float32Array[]) =>
+    catalogue.map((item) => {
+      let top = Number.NEGATIVE_INFINITY;
+      for (const vector of vectors) {
+        let dot = 0;
+        for (let d = 0; d < vector.length; d += 1) dot += vector[d]! * item[d]!;
+        top = Math.max(top, dot);
+      }
+      return top;
+    });
+  const wholeRanks: number[] = [];
+  const regionRanks: number[] = [];
+  let regionMs = 0;
+  for (const query of queries) {
+    const image = read(query.file);
+    const target = itemIndex.get(query.item)!;
+    wholeRanks.push(rankOf(best(await projected.embedder.embed([image])), target));
+    const started = performance.now();
+    const windows = await projected.regional!.regions(image);
+    regionMs += performance.now() - started;
+    regionRanks.push(rankOf(best(windows), target));
+  }
+  const row = (name: string, ranks: number[], keep: (query: Query) => boolean): void => {
+    const selected = ranks.filter((_, i) => keep(queries[i]!));
+    if (selected.length === 0) return;
+    console.log(
+      `projected ${name.padEnd(30)} n=${String(selected.length).padStart(4)}  R@1 ${fmt(recallAtK(selected, 1))}  R@5 ${fmt(recallAtK(selected, 5))}  R@10 ${fmt(recallAtK(selected, 10))}`,
+    );
+  };
+  for (const [name, ranks] of [
+    ['whole image', wholeRanks],
+    ['best region', regionRanks],
+  ] as const) {
+    row(`${name}, all`, ranks, () => true);
+    row(`${name}, scene`, ranks, (q) => q.kind === 'scene');
+    row(`${name}, flat`, ranks, (q) => q.kind === 'flat');
+    row(`${name}, held-aside scene`, ranks, (q) => q.id % 2 === 1 && q.kind === 'scene');
+  }
+  console.log(
+    `regional descriptors: ${(regionMs / queries.length).toFixed(1)} ms/query (decode, 448-px pass, windows)`,
+  );
+}
+
 async function main(): Promise<void> {
   const started = performance.now();
   ensureEvalData();
@@ -161,6 +223,7 @@ async function main(): Promise<void> {
   console.log(
     `embedding: ${msPerQuery.toFixed(1)} ms/query (embed + brute-force cosine over ${catalogue.length}); total ${((performance.now() - started) / 1000).toFixed(1)} s`,
   );
+  await regionalRows(catalogue.length, itemIndex, queries, benchmark.directory);
 
   // (c) The full search pipeline, stage by stage.
   if (!flags['no-pipeline']) await pipelines();

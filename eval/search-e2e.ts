@@ -138,18 +138,21 @@ async function main() {
     const unrelatedQueries = (await Promise.all(backgrounds.map(unrelatedOf))).flat();
     const minScore = c.config.search.minScore;
     const reranked = (topN: number, wordTopN: number) => c.reranking && { ...c.reranking, topN, wordTopN };
+    // Every row but the default switches regional matching off, so each adds or swaps one stage.
+    const base = { ...c, regional: undefined, minScore: 0 };
     const pipelines: [string, SearchDeps][] = [
-      ['global only', { ...c, reranking: undefined, minScore: 0 }],
-      ['+ re-ranking top 20', { ...c, minScore: 0, reranking: reranked(20, 0) }],
-      ['+ keypoint shortlist top 20', { ...c, minScore: 0, reranking: reranked(20, 20) }],
+      ['global only', { ...base, reranking: undefined }],
+      ['+ re-ranking top 20', { ...base, reranking: reranked(20, 0) }],
+      ['+ keypoint shortlist top 20', { ...base, reranking: reranked(20, 20) }],
+      ['global top 10 + keypoint shortlist top 10', { ...base, reranking: reranked(10, 10) }],
       [
-        'global top 10 + keypoint shortlist top 10 (default)',
-        { ...c, minScore: 0, reranking: reranked(10, 10) },
+        '+ regional shortlist top 10 and regional evidence (default)',
+        { ...base, regional: { topN: 10 }, reranking: reranked(10, 10) },
       ],
-      ['global, max(whole, detector crop)', { ...c, reranking: undefined, minScore: 0, detectorCrop: true }],
+      ['global, max(whole, detector crop)', { ...base, reranking: undefined, detectorCrop: true }],
       [
         'max(whole, detector crop) + re-ranking + keypoint shortlist',
-        { ...c, minScore: 0, detectorCrop: true, reranking: reranked(10, 10) },
+        { ...base, detectorCrop: true, reranking: reranked(10, 10) },
       ],
     ];
     // Warm-up: models, OpenCV, feature cache.
