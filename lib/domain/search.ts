@@ -31,7 +31,7 @@ import { REGIONAL_COSINE_SCALE } from '#lib/vision/regional.ts';
  * and re-ordered: verified groups first by inliers, the rest by similarity, groups beyond the top N after
  * them in similarity order. Image search with `regional` also describes ~75 windows of the photo
  * (lib/vision/regional.ts): their k-NN proposes `regional.topN` more groups to verify, and a group's
- * similarity becomes the better of whole image and best window. Every result carries the calibrated fused score (docs/api.md), which never
+ * similarity (for the shortlisted groups) becomes the better of whole image and best window. Every result carries the calibrated fused score (docs/api.md), which never
  * increases down the list; results under `minScore` are dropped before paging. Stage by stage
  * measurements: docs/quality.md.
  */
@@ -56,8 +56,8 @@ export interface SearchDeps {
   detectorCrop?: boolean;
   /**
    * Regional matching of image searches (Vision.regional): the best `topN` groups by their best
-   * region's k-NN join the shortlist (verified like the others), and every candidate's global evidence
-   * is the better of whole image and best region. Off when absent or when the vision layer has no
+   * region's k-NN join the shortlist (verified like the others), and every shortlisted group's global
+   * evidence is the better of whole image and best region. Off when absent or when the vision layer has no
    * regional embedder.
    */
   regional?: { topN: number };
@@ -136,8 +136,8 @@ function featureRefOf(feedId: string, hit: VectorHit): FeatureRef {
  * 2. the top `reranking.topN` groups and the keypoint shortlist (when the query has local features) are
  *    verified against their stored features: inlier counts, 0 where nothing is stored;
  * 3. with query regions, unless step 2 already verified a group with `CONFIDENT_INLIERS`: the regional
- *    shortlist's groups are verified too, and every candidate's similarity becomes the better of whole
- *    image and best region (on the whole image's scale);
+ *    shortlist's groups are verified too, and every verified candidate's similarity becomes the better of
+ *    whole image and best region (on the whole image's scale);
  * 4. fuse: verified groups (≥ 10 inliers) first by inliers, then the rest by similarity; candidates whose
  *    own calibrated score is under `minScore` are dropped, then scores are capped down the list so they
  *    never increase;
@@ -147,10 +147,8 @@ function featureRefOf(feedId: string, hit: VectorHit): FeatureRef {
 async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[]> {
   const vectors = await deps.vectors();
   const topN = query.queryFeatures && deps.reranking ? deps.reranking.topN : 0;
-  // Settle to [] on any failure: the keypoint and regional shortlists may only add candidates, never fail
-  // a search.
+  // Settles to [] on any failure: the keypoint shortlist may only add candidates, never fail a search.
   const wordGroups = keypointShortlist(deps, query).catch((): VisualWordHit[] => []);
-  const regionGroups = regionalShortlist(deps, query, vectors).catch((): ImageRef[] => []);
   const window = Math.max(query.offset + query.limit, topN);
   let k = Math.min(MAX_K, window * 3 + 20);
   let best = new Map<string, VectorHit>();
@@ -199,9 +197,12 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   // without waiting for them (the pass finishes unused). Decided by inlier counts only, so the same
   // request always gives the same page.
   const confident = firstInliers.some((n) => n >= CONFIDENT_INLIERS);
-  const regionAdded = confident
+  // The regional shortlist only starts here (its k-NN needs the regions, which come last anyway), so a
+  // confident search sends no regional queries; like the keypoint one, it never fails a search.
+  const regionGroups = confident
     ? []
-    : await similarityOf(vectors, query.vectors, notIn(await regionGroups, firstVerified));
+    : await regionalShortlist(deps, query, vectors).catch((): ImageRef[] => []);
+  const regionAdded = await similarityOf(vectors, query.vectors, notIn(regionGroups, firstVerified));
   const regionInliers = await verifyShortlist(deps, query, regionAdded);
   const added = [...wordAdded, ...regionAdded];
   const verified = [...firstVerified, ...regionAdded];
@@ -212,13 +213,16 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     ...shortlist.map((hit) => addedByGroup.get(hit.itemGroupId) ?? hit),
     ...added.filter((hit) => !inWindow.has(hit.itemGroupId)),
   ];
+  // Regional evidence for the verified candidates only: they are the same groups whatever the page, so
+  // the order stays one list that every page is a slice of (the rest keep their whole-image order).
   const regional = confident
     ? []
-    : await regionalSimilarity(vectors, query.regions, hits, deps.cosineScale ?? DEFAULT_COSINE_SCALE);
+    : await regionalSimilarity(vectors, query.regions, verified, deps.cosineScale ?? DEFAULT_COSINE_SCALE);
+  const regionalOf = new Map(verified.map((hit, i) => [hit.itemGroupId, regional[i]]));
   const inliersOf = new Map(verified.map((hit, i) => [hit.itemGroupId, inliers[i] ?? 0]));
-  const candidates = hits.map((hit, i) => ({
+  const candidates = hits.map((hit) => ({
     hit,
-    globalScore: Math.max(hit.similarity, regional[i] ?? Number.NEGATIVE_INFINITY),
+    globalScore: Math.max(hit.similarity, regionalOf.get(hit.itemGroupId) ?? Number.NEGATIVE_INFINITY),
     inliers: inliersOf.get(hit.itemGroupId) ?? 0,
   }));
   const minScore = query.minScore ?? 0;

@@ -108,6 +108,14 @@ export async function loadVision(
   if (options.regional && !projected)
     throw new Error('Regional matching compares windows in the projected space: it needs the projection.');
   const regionalManifest = options.regional ? readManifest(modelDir, REGIONAL_SPEC) : undefined;
+  // Its windows are compared with the embedder's vectors: both graphs must come from the same weights.
+  if (
+    regionalManifest &&
+    JSON.stringify(regionalManifest.source.files) !== JSON.stringify(embedderManifest.source.files)
+  )
+    throw new Error(
+      `Model ${REGIONAL_SPEC.name} was not built from the embedder's weights: run \`npm run build:layer\`.`,
+    );
   const [embedderSession, detectorSession, regionalSession] = await Promise.all([
     createSession(join(modelDir, EMBEDDER_SPEC.file)),
     createSession(join(modelDir, DETECTOR_SPEC.file)),

@@ -29,6 +29,16 @@ afterAll(async () => {
 });
 
 /** Each test gets its own model version, hence its own index: tests share the server, never documents. */
+/** An adapter whose index was created elsewhere with twice the dimension: its writes and searches fail. */
+async function indexOfAnotherDimension(): Promise<OpenSearchVectorIndex> {
+  const index = freshIndex();
+  await new Client({ node: fake.url }).indices.create({
+    index: index.indexName,
+    body: vectorIndexBody({ dimension: CONTRACT_DIMENSION * 2, spaceType: 'innerproduct', engine: 'faiss' }),
+  });
+  return index;
+}
+
 function freshIndex(
   options: Partial<ConstructorParameters<typeof OpenSearchVectorIndex>[0]> = {},
 ): OpenSearchVectorIndex {
@@ -188,15 +198,7 @@ describe('OpenSearchVectorIndex', () => {
 
   it('fails several queries when one of the searches fails other than on a missing index', async () => {
     // Prepare: an index created elsewhere with another dimension rejects our query vectors.
-    const index = freshIndex();
-    await new Client({ node: fake.url }).indices.create({
-      index: index.indexName,
-      body: vectorIndexBody({
-        dimension: CONTRACT_DIMENSION * 2,
-        spaceType: 'innerproduct',
-        engine: 'faiss',
-      }),
-    });
+    const index = await indexOfAnotherDimension();
 
     // Act
     const lists = index.searchMany([{ feedId: 'f1', vector: unit(1, 0), k: 5 }]);
@@ -221,15 +223,7 @@ describe('OpenSearchVectorIndex', () => {
 
   it('reports a rejected bulk item as an error', async () => {
     // Prepare: an index created elsewhere with another dimension rejects our documents.
-    const index = freshIndex();
-    await new Client({ node: fake.url }).indices.create({
-      index: index.indexName,
-      body: vectorIndexBody({
-        dimension: CONTRACT_DIMENSION * 2,
-        spaceType: 'innerproduct',
-        engine: 'faiss',
-      }),
-    });
+    const index = await indexOfAnotherDimension();
 
     // Act
     const upsert = index.upsert([doc('f1', 'p1', unit(1, 0))]);

@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -98,5 +99,24 @@ describe('OnnxRegionalEmbedder', () => {
       InvalidImageError,
     );
     await expect(loadVision(MODEL_DIR, {}, { regional: true })).rejects.toThrow(/projection/);
+  });
+
+  it('refuses a regional graph built from other weights than the embedder', async () => {
+    // Prepare: the layer as built, but the regional manifest records another source file
+    const directory = mkdtempSync(join(tmpdir(), 'regional-'));
+    try {
+      for (const name of readdirSync(MODEL_DIR)) symlinkSync(join(MODEL_DIR, name), join(directory, name));
+      const manifestFile = `${REGIONAL_SPEC.name}.manifest.json`;
+      const manifest = JSON.parse(readFileSync(join(MODEL_DIR, manifestFile), 'utf8'));
+      manifest.source.files[0].sha256 = '0'.repeat(64);
+      rmSync(join(directory, manifestFile));
+      writeFileSync(join(directory, manifestFile), JSON.stringify(manifest));
+      // Act + Assess
+      await expect(loadVision(directory, {}, { projection: true, regional: true })).rejects.toThrow(
+        /not built from the embedder/,
+      );
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
   });
 });

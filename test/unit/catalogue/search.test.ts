@@ -41,6 +41,39 @@ function near(image: string, similarity: number, salt: string): Float32Array {
   return a.map((x, i) => similarity * x + Math.sqrt(1 - similarity ** 2) * (orth[i]! / norm));
 }
 
+/**
+ * Feed "s" with products p0, p1, … (one group each) at cosine `top`, `top` − 0.05, … to "query photo",
+ * each with stored features of the image "item <id>" — except `mug`, whose image is "red mug", which
+ * the fake matcher verifies in any query photo mentioning a red mug. The embedder answers the photo's
+ * vector.
+ */
+async function rankedCatalogue(options: {
+  count: number;
+  top: number;
+  mug?: string;
+  fieldsOf?: (id: string) => Record<string, string[]>;
+}): Promise<World> {
+  const w = world();
+  const ids = Array.from({ length: options.count }, (_, i) => `p${i}`);
+  await w.products.putMany(ids.map((id) => make('s', id)));
+  await w.index.upsert(
+    ids.map((id, i) => ({
+      id: vectorDocumentId('s', id, 0),
+      feedId: 's',
+      productId: id,
+      itemGroupId: id,
+      vector: near('query photo', options.top - i * 0.05, id),
+      fields: options.fieldsOf?.(id) ?? {},
+    })),
+  );
+  await storeFeatures(
+    w,
+    ids.map((id) => ({ productId: id, image: id === options.mug ? 'red mug' : `item ${id}` })),
+  );
+  w.embedder.embed = async () => [vectorOf(Buffer.from('query photo'))];
+  return w;
+}
+
 function make(feedId: string, productId: string, extra: Partial<Product> = {}): Product {
   const p: Product = {
     feed_id: feedId,
@@ -204,26 +237,7 @@ describe('searchByImage', () => {
 
 describe('searchByImage with geometric re-ranking', () => {
   /** Ten products at decreasing global similarity to "query photo"; p7's image is in the photo. */
-  async function catalogue() {
-    const w = world();
-    const ids = ['p0', 'p1', 'p2', 'p3', 'p4', 'p5', 'p6', 'p7', 'p8', 'p9'];
-    await w.products.putMany(ids.map((id) => make('s', id)));
-    await w.index.upsert(
-      ids.map((id, i) => ({
-        id: vectorDocumentId('s', id, 0),
-        feedId: 's',
-        productId: id,
-        itemGroupId: id,
-        vector: near('query photo', 0.95 - i * 0.05, id),
-        fields: {},
-      })),
-    );
-    await storeFeatures(
-      w,
-      ids.map((id) => ({ productId: id, image: id === 'p7' ? 'red mug' : `item ${id}` })),
-    );
-    return w;
-  }
+  const catalogue = () => rankedCatalogue({ count: 10, top: 0.95, mug: 'p7' });
   const photo = Buffer.from('query photo');
   const scene = Buffer.from('query photo: a red mug on a table');
 
@@ -532,27 +546,13 @@ describe('response shapes', () => {
 
 describe('searchByImage with the keypoint shortlist', () => {
   /** Ten products at decreasing global similarity; p8 (the red mug) is far down the global order. */
-  async function catalogue() {
-    const w = world();
-    const ids = ['p0', 'p1', 'p2', 'p3', 'p4', 'p5', 'p6', 'p7', 'p8', 'p9'];
-    await w.products.putMany(ids.map((id) => make('s', id)));
-    await w.index.upsert(
-      ids.map((id, i) => ({
-        id: vectorDocumentId('s', id, 0),
-        feedId: 's',
-        productId: id,
-        itemGroupId: id,
-        vector: near('query photo', 0.95 - i * 0.05, id),
-        fields: { brand: [id === 'p8' ? 'acme' : 'other'] },
-      })),
-    );
-    await storeFeatures(
-      w,
-      ids.map((id) => ({ productId: id, image: id === 'p8' ? 'red mug' : `item ${id}` })),
-    );
-    w.embedder.embed = async () => [vectorOf(Buffer.from('query photo'))];
-    return w;
-  }
+  const catalogue = () =>
+    rankedCatalogue({
+      count: 10,
+      top: 0.95,
+      mug: 'p8',
+      fieldsOf: (id) => ({ brand: [id === 'p8' ? 'acme' : 'other'] }),
+    });
   const scene = Buffer.from('query photo: a red mug on a table');
 
   /** A word index answering with fixed hits (p8 and p9 share words with any query), recording queries. */
@@ -783,28 +783,8 @@ describe('score calibration', () => {
 });
 
 describe('searchByImage with regional matching', () => {
-  /** Twelve products at decreasing global similarity to the photo; p11 (the pasted mug) comes last. */
-  async function catalogue() {
-    const w = world();
-    const ids = Array.from({ length: 12 }, (_, i) => `p${i}`);
-    await w.products.putMany(ids.map((id) => make('s', id)));
-    await w.index.upsert(
-      ids.map((id, i) => ({
-        id: vectorDocumentId('s', id, 0),
-        feedId: 's',
-        productId: id,
-        itemGroupId: id,
-        vector: near('query photo', 0.6 - i * 0.05, id),
-        fields: {},
-      })),
-    );
-    await storeFeatures(
-      w,
-      ids.map((id) => ({ productId: id, image: `item ${id}` })),
-    );
-    w.embedder.embed = async () => [vectorOf(Buffer.from('query photo'))];
-    return w;
-  }
+  /** Twelve products at decreasing global similarity to the photo (0.6 down to 0.05), none verifiable. */
+  const catalogue = () => rankedCatalogue({ count: 12, top: 0.6 });
   const photo = Buffer.from('query photo');
 
   /** A regional embedder whose windows are the given products' vectors (one each) and a stranger. */
@@ -834,12 +814,14 @@ describe('searchByImage with regional matching', () => {
     const d = withRegions(w, [vectorOf(Buffer.from('a window of wall')), p11]);
     // Act
     const hits = await searchByImage(d, { feedId: 's', image: photo, limit: 5, offset: 0 });
+    const verified = w.matcher.verified;
     const page = await searchByImage(d, { feedId: 's', image: photo, limit: 2, offset: 1 });
     // Assess: p11 leads on its regional evidence (mapped onto the raw scale: well above p0's 0.6) and was
-    // verified with the shortlist; paging agrees with the full list
+    // verified along with the global top 3 (and the other regional group, unless it is in that top 3);
+    // paging agrees with the full list
     expect(hits[0]!.product.product_id).toBe('p11');
     expect(page.map((h) => h.product.product_id)).toEqual(hits.slice(1, 3).map((h) => h.product.product_id));
-    expect(w.matcher.verified).toBeGreaterThanOrEqual(3 + 2);
+    expect(verified).toBeGreaterThanOrEqual(3 + 1);
     expect(hits[0]!.score).toBeGreaterThan(hits[1]!.score);
     expect(hits[0]!.score).toBeLessThan(0.52);
     // Without regional matching p11 is not even in the first five.
@@ -851,12 +833,35 @@ describe('searchByImage with regional matching', () => {
     expect(hits.map((h) => h.product.product_id)).toContain('p0');
   });
 
+  it('keeps every page a slice of one list when a region resembles a product beyond the shortlists', async () => {
+    // Prepare: a window that is p8's image; p8 is outside the global top 3 and no regional shortlist
+    // proposes it (top 0), so only a deeper page's k-NN window reaches it
+    const w = await catalogue();
+    const p8 = (await w.index.getVectors([vectorDocumentId('s', 'p8', 0)])).get(
+      vectorDocumentId('s', 'p8', 0),
+    )!;
+    const d = withRegions(w, [p8], 0);
+    const query = (offset: number, limit: number) => ({ feedId: 's', image: photo, limit, offset });
+    // Act
+    const all = await searchByImage(d, query(0, 12));
+    const pages = [];
+    for (const offset of [0, 3, 6, 9]) pages.push(...(await searchByImage(d, query(offset, 3))));
+    // Assess: the same groups in the same order with the same scores, p8 in its whole-image place
+    expect(pages.map((h) => [h.product.product_id, h.score])).toEqual(
+      all.map((h) => [h.product.product_id, h.score]),
+    );
+    expect(all.map((h) => h.product.product_id).indexOf('p8')).toBe(8);
+  });
+
   it('answers a confidently verified query without waiting for the regions', async () => {
     // Prepare: p2's image is in the photo (40 inliers; p2 is in the global top 3); the regional pass
     // never finishes
     const w = await catalogue();
     await storeFeatures(w, [{ productId: 'p2', image: 'red mug' }]);
     const d = withRegions(w, []);
+    let regionalQueries = 0;
+    const searchMany = w.index.searchMany.bind(w.index);
+    w.index.searchMany = (queries) => ((regionalQueries += queries.length), searchMany(queries));
     const stuck: SearchDeps = {
       ...d,
       vision: async () => ({
@@ -871,9 +876,10 @@ describe('searchByImage with regional matching', () => {
       limit: 3,
       offset: 0,
     });
-    // Assess
+    // Assess: and no regional k-NN was asked for
     expect(hits.map((h) => h.product.product_id)).toEqual(['p2', 'p0', 'p1']);
     expect(hits[0]!.score).toBeGreaterThan(0.9);
+    expect(regionalQueries).toBe(0);
   });
 
   it('a failing regional embedder or no regions only loses the regional evidence', async () => {
