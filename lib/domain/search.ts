@@ -190,7 +190,8 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   // k-NN window or not), so that a group's score and product never depend on offset/limit. The first
   // verification runs as soon as the words are in, while the regional pass is still on the model thread.
   const globalTop = shortlist.slice(0, topN);
-  const wordAdded = await similarityOf(vectors, query.vectors, notIn(await wordGroups, globalTop));
+  const read = storedVectorReader(vectors);
+  const wordAdded = await similarityOf(read, query.vectors, notIn(await wordGroups, globalTop));
   const firstVerified = [...globalTop, ...wordAdded];
   const firstInliers = await verifyShortlist(deps, query, firstVerified);
   // A confident verification settles the first place whatever the regions say: the search answers
@@ -202,7 +203,7 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   const regionGroups = confident
     ? []
     : await regionalShortlist(deps, query, vectors).catch((): ImageRef[] => []);
-  const regionAdded = await similarityOf(vectors, query.vectors, notIn(regionGroups, firstVerified));
+  const regionAdded = await similarityOf(read, query.vectors, notIn(regionGroups, firstVerified));
   const regionInliers = await verifyShortlist(deps, query, regionAdded);
   const added = [...wordAdded, ...regionAdded];
   const verified = [...firstVerified, ...regionAdded];
@@ -217,7 +218,7 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   // the order stays one list that every page is a slice of (the rest keep their whole-image order).
   const regional = confident
     ? []
-    : await regionalSimilarity(vectors, query.regions, verified, deps.cosineScale ?? DEFAULT_COSINE_SCALE);
+    : await regionalSimilarity(read, query.regions, verified, deps.cosineScale ?? DEFAULT_COSINE_SCALE);
   const regionalOf = new Map(verified.map((hit, i) => [hit.itemGroupId, regional[i]]));
   const inliersOf = new Map(verified.map((hit, i) => [hit.itemGroupId, inliers[i] ?? 0]));
   const candidates = hits.map((hit) => ({
@@ -316,28 +317,50 @@ async function regionalShortlist(
     .map(({ id, productId, itemGroupId }) => ({ id, productId, itemGroupId }));
 }
 
+/** Reads stored vectors by document id. */
+type VectorReader = (ids: readonly string[]) => Promise<Map<string, Float32Array>>;
+
+/**
+ * A reader that fetches each stored vector at most once per search: the side shortlists and the regional
+ * evidence ask for overlapping images (one round trip each on OpenSearch). Unreadable vectors are simply
+ * missing from the answer: they cost candidates or evidence, never the search.
+ */
+function storedVectorReader(vectors: VectorIndex): VectorReader {
+  const known = new Map<string, Float32Array>();
+  return async (ids) => {
+    const missing = [...new Set(ids)].filter((id) => !known.has(id));
+    if (missing.length > 0) {
+      const read = await vectors.getVectors(missing).catch(() => new Map<string, Float32Array>());
+      for (const [id, vector] of read) known.set(id, vector);
+    }
+    return known;
+  };
+}
+
+/** The largest dot product of `vector` with any of `others` (cosines: all are unit vectors). */
+function bestCosine(others: readonly Float32Array[], vector: Float32Array): number {
+  let best = Number.NEGATIVE_INFINITY;
+  for (const other of others) {
+    let dot = 0;
+    for (let d = 0; d < other.length; d += 1) dot += other[d]! * vector[d]!;
+    if (dot > best) best = dot;
+  }
+  return best;
+}
+
 /** Vector hits for word hits: the global similarity of each image (best over the query vectors). */
 async function similarityOf(
-  vectors: VectorIndex,
+  read: VectorReader,
   queryVectors: readonly Float32Array[],
   hits: readonly ImageRef[],
 ): Promise<VectorHit[]> {
   if (hits.length === 0) return [];
-  // Unreadable vectors cost the extra candidates, never the search.
-  const stored = await vectors
-    .getVectors(hits.map((hit) => hit.id))
-    .catch(() => new Map<string, Float32Array>());
+  const stored = await read(hits.map((hit) => hit.id));
   return hits.flatMap(({ id, productId, itemGroupId }) => {
     const vector = stored.get(id);
     // An image without a vector (deleted meanwhile) cannot be ranked: left out.
     if (!vector) return [];
-    let similarity = Number.NEGATIVE_INFINITY;
-    for (const q of queryVectors) {
-      let dot = 0;
-      for (let d = 0; d < q.length; d += 1) dot += q[d]! * vector[d]!;
-      similarity = Math.max(similarity, dot);
-    }
-    return [{ id, productId, itemGroupId, similarity }];
+    return [{ id, productId, itemGroupId, similarity: bestCosine(queryVectors, vector) }];
   });
 }
 
@@ -345,32 +368,25 @@ async function similarityOf(
  * Per hit, the best cosine between its stored vector and any of the query's regions, mapped from
  * `REGIONAL_COSINE_SCALE` onto the whole image's scale (the best of ~75 windows runs higher than one
  * whole-image cosine, for unrelated photos too), so the two compare and calibrate alike. Empty when the
- * query has no regions; a failing vector read costs the regional evidence, never the search.
+ * query has no regions; a hit whose vector cannot be read gets no regional evidence.
  */
 async function regionalSimilarity(
-  vectors: VectorIndex,
+  read: VectorReader,
   regions: Promise<Float32Array[]> | undefined,
   hits: readonly VectorHit[],
   whole: { cosineFloor: number; cosineCeiling: number },
 ): Promise<number[]> {
   const windows = regions ? await regions : [];
   if (windows.length === 0 || hits.length === 0) return [];
-  const stored = await vectors
-    .getVectors(hits.map((hit) => hit.id))
-    .catch(() => new Map<string, Float32Array>());
+  const stored = await read(hits.map((hit) => hit.id));
   const regional = REGIONAL_COSINE_SCALE;
   return hits.map(({ id }) => {
     const vector = stored.get(id);
     if (!vector) return Number.NEGATIVE_INFINITY;
-    let best = Number.NEGATIVE_INFINITY;
-    for (const window of windows) {
-      let dot = 0;
-      for (let d = 0; d < window.length; d += 1) dot += window[d]! * vector[d]!;
-      if (dot > best) best = dot;
-    }
     return (
       whole.cosineFloor +
-      ((best - regional.cosineFloor) / (regional.cosineCeiling - regional.cosineFloor)) *
+      ((bestCosine(windows, vector) - regional.cosineFloor) /
+        (regional.cosineCeiling - regional.cosineFloor)) *
         (whole.cosineCeiling - whole.cosineFloor)
     );
   });
