@@ -14,12 +14,25 @@ import { projectionInput, regionalRasterSize, regionalVectors } from '#lib/visio
 export class OnnxRegionalEmbedder implements RegionalEmbedder {
   /** The projection's matrix as the graph's second input (Wᵀ), built once. */
   private readonly projectionTensor;
+  private session: Promise<InferenceSession> | undefined;
 
+  /**
+   * @param openSession creates the graph's session; called on the first `regions` (and again after a
+   *   failed creation), so a process that never searches by image never loads it
+   */
   constructor(
-    private readonly session: InferenceSession,
+    private readonly openSession: () => Promise<InferenceSession>,
     private readonly projection: Projection,
   ) {
     this.projectionTensor = floatTensor(projectionInput(projection), [projection.inDim, projection.outDim]);
+  }
+
+  private loaded(): Promise<InferenceSession> {
+    this.session ??= this.openSession().catch((error: unknown) => {
+      this.session = undefined;
+      throw error;
+    });
+    return this.session;
   }
 
   /** Encoded image → its regions' vectors. Throws InvalidImageError on undecodable input. */
@@ -36,7 +49,8 @@ export class OnnxRegionalEmbedder implements RegionalEmbedder {
     );
     const input = new Float32Array(size.width * size.height * 3);
     writeRgbUnit(rgb, input, 0);
-    const outputs = await this.session.run({
+    const session = await this.loaded();
+    const outputs = await session.run({
       [REGIONAL_SPEC.inputName]: floatTensor(input, [1, size.height, size.width, 3]),
       [REGIONAL_SPEC.projectionInputName]: this.projectionTensor,
     });

@@ -116,16 +116,23 @@ export async function loadVision(
     throw new Error(
       `Model ${REGIONAL_SPEC.name} was not built from the embedder's weights: run \`npm run build:layer\`.`,
     );
-  const [embedderSession, detectorSession, regionalSession] = await Promise.all([
+  const [embedderSession, detectorSession] = await Promise.all([
     createSession(join(modelDir, EMBEDDER_SPEC.file)),
     createSession(join(modelDir, DETECTOR_SPEC.file)),
-    regionalManifest ? createSession(join(modelDir, REGIONAL_SPEC.file), REGIONAL_THREADS) : undefined,
   ]);
+  // The regional session is created on the first image search: imports, detection and related products
+  // never use it (~80 MB of RSS they need not carry).
+  const regionalFile = join(modelDir, REGIONAL_SPEC.file);
   return {
     embedder: new OnnxEmbedder(embedderSession, embedderManifest.sha256, undefined, projected?.projection),
     detector: new OnnxDetector(detectorSession, detectorOptions),
-    ...(regionalSession && projected
-      ? { regional: new OnnxRegionalEmbedder(regionalSession, projected.projection) }
+    ...(regionalManifest && projected
+      ? {
+          regional: new OnnxRegionalEmbedder(
+            () => createSession(regionalFile, REGIONAL_THREADS),
+            projected.projection,
+          ),
+        }
       : {}),
     manifests: {
       embedder: embedderManifest,

@@ -4,13 +4,22 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { InvalidImageError } from '#lib/domain/errors.ts';
+import { OnnxRegionalEmbedder } from '#lib/adapters/onnx-regional-embedder.ts';
 import { loadVision, type LoadedVision } from '#lib/vision/load-vision.ts';
+import { readProjection } from '#lib/vision/projection.ts';
 import { openImage, rgbSquares, writeRgbUnit } from '#lib/vision/image-input.ts';
 import { EMBEDDER_SPEC, REGIONAL_SPEC } from '#lib/vision/model-specs.ts';
 import { createSession, floatTensor, outputData } from '#lib/vision/onnx-session.ts';
 import { ensureModels, fixture, MODEL_DIR } from './vision-fixture.ts';
 
 const DEMO_IMAGES = join(import.meta.dirname, '../../../demo/images');
+
+/** The shipped projection, as loadVision reads it. */
+function projectedWeights() {
+  const embedder = JSON.parse(readFileSync(join(MODEL_DIR, `${EMBEDDER_SPEC.name}.manifest.json`), 'utf8'));
+  return readProjection(MODEL_DIR, { sha256: embedder.sha256, dimension: EMBEDDER_SPEC.dimension })
+    .projection;
+}
 
 function cosine(a: Float32Array, b: Float32Array): number {
   let dot = 0;
@@ -99,6 +108,23 @@ describe('OnnxRegionalEmbedder', () => {
       InvalidImageError,
     );
     await expect(loadVision(MODEL_DIR, {}, { regional: true })).rejects.toThrow(/projection/);
+  });
+
+  it('creates its session on the first search only, and again after a failed creation', async () => {
+    // Prepare: a session factory that fails once, then opens the real graph
+    let opened = 0;
+    const embedder = new OnnxRegionalEmbedder(async () => {
+      opened += 1;
+      if (opened === 1) throw new Error('out of memory');
+      return createSession(join(MODEL_DIR, REGIONAL_SPEC.file));
+    }, projectedWeights());
+    const photo = fixture('voc-dinner.jpg');
+    // Act + Assess
+    expect(opened).toBe(0);
+    await expect(embedder.regions(photo)).rejects.toThrow('out of memory');
+    expect(await embedder.regions(photo)).toHaveLength(75);
+    expect(await embedder.regions(photo)).toHaveLength(75);
+    expect(opened).toBe(2);
   });
 
   it('refuses a regional graph built from other weights than the embedder', async () => {
