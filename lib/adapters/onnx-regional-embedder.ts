@@ -5,7 +5,7 @@
  * embedder's (projected) vector space.
  */
 import type { RegionalEmbedder } from '#lib/ports.ts';
-import { decoding, openImage, writeRgbUnit } from '#lib/vision/image-input.ts';
+import { openImage, rgbFilled, writeRgbUnit } from '#lib/vision/image-input.ts';
 import { REGIONAL_SPEC } from '#lib/vision/model-specs.ts';
 import { floatTensor, outputData, type InferenceSession } from '#lib/vision/onnx-session.ts';
 import type { Projection } from '#lib/vision/projection.ts';
@@ -39,14 +39,7 @@ export class OnnxRegionalEmbedder implements RegionalEmbedder {
   async regions(image: Buffer): Promise<Float32Array[]> {
     const oriented = await openImage(image);
     const size = regionalRasterSize(oriented.width, oriented.height);
-    const rgb = await decoding(() =>
-      oriented.pipeline
-        .clone()
-        .resize(size.width, size.height, { fit: 'fill' })
-        .removeAlpha()
-        .raw()
-        .toBuffer(),
-    );
+    const rgb = await rgbFilled(oriented.pipeline.clone(), size.width, size.height);
     const input = new Float32Array(size.width * size.height * 3);
     writeRgbUnit(rgb, input, 0);
     const session = await this.loaded();

@@ -97,6 +97,11 @@ export function clampToPixels(
   return { left, top, width: right - left, height: bottom - top };
 }
 
+/** RGB bytes of the whole image squashed ("fill") to width×height; `pipeline` is consumed (clone first). */
+export function rgbFilled(pipeline: Sharp, width: number, height: number): Promise<Buffer> {
+  return decoding(() => pipeline.resize(width, height, { fit: 'fill' }).removeAlpha().raw().toBuffer());
+}
+
 /**
  * RGB bytes of size×size squares, one per requested region (`undefined` = the whole image), each
  * squashed to the square ("fill"): the whole object is kept, at the cost of its aspect ratio.
@@ -106,8 +111,7 @@ export async function rgbSquares(
   size: number,
   regions: readonly (Box | undefined)[],
 ): Promise<Buffer[]> {
-  const square = (pipeline: Sharp): Promise<Buffer> =>
-    decoding(() => pipeline.resize(size, size, { fit: 'fill' }).removeAlpha().raw().toBuffer());
+  const square = (pipeline: Sharp): Promise<Buffer> => rgbFilled(pipeline, size, size);
   if (regions.every((region) => region === undefined))
     return Promise.all(regions.map(() => square(image.pipeline.clone())));
   // Orientation must happen before extraction: materialise the oriented pixels once, then cut regions from them.

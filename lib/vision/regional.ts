@@ -68,8 +68,14 @@ export function regionalRasterSize(width: number, height: number): { width: numb
   return { width: side(width), height: side(height) };
 }
 
-/** Summed-area table of a map's cells: (rows+1)×(cols+1)×dim, zero first row and column. */
-function summedArea(values: Float32Array, rows: number, cols: number, dim: number): Float64Array {
+/** Summed-area table of a map's cells: (rows+1)×(cols+1) entries of `dim`, zero first row and column. */
+interface SummedArea {
+  table: Float64Array;
+  cols: number;
+  dim: number;
+}
+
+function summedArea(values: Float32Array, rows: number, cols: number, dim: number): SummedArea {
   const table = new Float64Array((rows + 1) * (cols + 1) * dim);
   const at = (r: number, c: number) => (r * (cols + 1) + c) * dim;
   for (let r = 1; r <= rows; r += 1) {
@@ -83,7 +89,27 @@ function summedArea(values: Float32Array, rows: number, cols: number, dim: numbe
         table[out + k] = values[cell + k]! + table[up + k]! + table[left + k]! - table[diagonal + k]!;
     }
   }
-  return table;
+  return { table, cols, dim };
+}
+
+/** The sum of a window's cells, from four corners of the table, written into `out` (length `dim`). */
+function windowSum(
+  { table, cols, dim }: SummedArea,
+  top: number,
+  left: number,
+  height: number,
+  width: number,
+  out: Float64Array,
+): Float64Array {
+  const at = (r: number, c: number) => (r * (cols + 1) + c) * dim;
+  const [a, b, c, d] = [
+    at(top + height, left + width),
+    at(top, left + width),
+    at(top + height, left),
+    at(top, left),
+  ];
+  for (let k = 0; k < dim; k += 1) out[k] = table[a + k]! - table[b + k]! - table[c + k]! + table[d + k]!;
+  return out;
 }
 
 /**
@@ -110,6 +136,8 @@ export function regionalVectors(map: FeatureMap, projection: Projection): Float3
   }
   const sums = summedArea(data, rows, cols, inDim);
   const projectedSums = summedArea(projected, rows, cols, outDim);
+  const sum = new Float64Array(inDim);
+  const projectedSum = new Float64Array(outDim);
 
   const windows = new Set<string>();
   const out: Float32Array[] = [];
@@ -122,9 +150,9 @@ export function regionalVectors(map: FeatureMap, projection: Projection): Float3
         const key = `${top},${left},${height},${width}`;
         if (windows.has(key)) continue;
         windows.add(key);
-        out.push(
-          windowVector(sums, projectedSums, projectedMean, cols, inDim, outDim, top, left, height, width),
-        );
+        const norm = euclidean(windowSum(sums, top, left, height, width, sum));
+        const y = windowSum(projectedSums, top, left, height, width, projectedSum);
+        out.push(projectedWindow(y, norm, projectedMean));
       }
     }
   }
@@ -140,58 +168,24 @@ function positions(length: number, side: number): number[] {
   return out;
 }
 
-function windowVector(
-  sums: Float64Array,
-  projectedSums: Float64Array,
-  projectedMean: Float64Array,
-  cols: number,
-  inDim: number,
-  outDim: number,
-  top: number,
-  left: number,
-  height: number,
-  width: number,
-): Float32Array {
-  const corner = (r: number, c: number, dim: number) => (r * (cols + 1) + c) * dim;
-  const [a, b, c, d] = [
-    [top + height, left + width],
-    [top, left + width],
-    [top + height, left],
-    [top, left],
-  ] as const;
-  let normSquared = 0;
-  {
-    const [pa, pb, pc, pd] = [a, b, c, d].map(([r, col]) => corner(r, col, inDim)) as [
-      number,
-      number,
-      number,
-      number,
-    ];
-    for (let k = 0; k < inDim; k += 1) {
-      const s = sums[pa + k]! - sums[pb + k]! - sums[pc + k]! + sums[pd + k]!;
-      normSquared += s * s;
-    }
-  }
-  const norm = Math.sqrt(normSquared);
-  const vector = new Float32Array(outDim);
+function euclidean(values: Float64Array): number {
+  let squares = 0;
+  for (const value of values) squares += value * value;
+  return Math.sqrt(squares);
+}
+
+/** normalise(y / |s| − W·μ): the window's projected vector from its sums; zero for an all-zero window. */
+function projectedWindow(y: Float64Array, norm: number, projectedMean: Float64Array): Float32Array {
+  const vector = new Float32Array(y.length);
   if (norm === 0) return vector;
-  const [pa, pb, pc, pd] = [a, b, c, d].map(([r, col]) => corner(r, col, outDim)) as [
-    number,
-    number,
-    number,
-    number,
-  ];
   let length = 0;
-  for (let o = 0; o < outDim; o += 1) {
-    const z =
-      (projectedSums[pa + o]! - projectedSums[pb + o]! - projectedSums[pc + o]! + projectedSums[pd + o]!) /
-        norm -
-      projectedMean[o]!;
+  for (let o = 0; o < y.length; o += 1) {
+    const z = y[o]! / norm - projectedMean[o]!;
     vector[o] = z;
     length += z * z;
   }
   length = Math.sqrt(length);
-  if (length > 0) for (let o = 0; o < outDim; o += 1) vector[o] = vector[o]! / length;
+  if (length > 0) for (let o = 0; o < y.length; o += 1) vector[o] = vector[o]! / length;
   return vector;
 }
 
