@@ -23,7 +23,13 @@ import { loadDetectionPhotos } from './detection-photos.ts';
 import { loadFashionMnist, precisionAtK } from './fashion-mnist.ts';
 import { meanAveragePrecision, rankOf, recallAtK, type DetectionSample } from './metrics.ts';
 import { evaluatePipelines } from './pipeline.ts';
-import { cropToBox, loadRetrievalBenchmark, stratifiedSubset, type Query } from './retrieval-benchmark.ts';
+import {
+  cropToBox,
+  loadRetrievalBenchmark,
+  stratifiedSubset,
+  type Query,
+  type RetrievalBenchmark,
+} from './retrieval-benchmark.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -54,45 +60,54 @@ async function pipelines(): Promise<void> {
 }
 
 /**
+ * Rank of `target` in the catalogue when each item scores its best dot product with any of `vectors`
+ * (one vector: plain cosine retrieval; a query's windows: the best window), brute force.
+ */
+function bestRank(
+  catalogue: readonly Float32Array[],
+  vectors: readonly Float32Array[],
+  target: number,
+): number {
+  const scores = catalogue.map((item) => {
+    let top = Number.NEGATIVE_INFINITY;
+    for (const vector of vectors) {
+      let dot = 0;
+      for (let d = 0; d < vector.length; d += 1) dot += vector[d]! * item[d]!;
+      top = Math.max(top, dot);
+    }
+    return top;
+  });
+  return rankOf(scores, target);
+}
+
+/**
  * Regional descriptors on their own (lib/vision/regional.ts): each catalogue item scored by the best of
  * the query's ~75 windows, brute force over the catalogue, next to the whole image, both in the projected
  * space (the regional windows only exist there).
  */
 async function regionalRows(
-  items: number,
+  benchmark: RetrievalBenchmark,
   itemIndex: Map<number, number>,
   queries: readonly Query[],
-  directory: string,
 ): Promise<void> {
   const projected = await loadVision(flags.models, {}, { projection: true, regional: true });
-  const benchmark = await loadRetrievalBenchmark(seed);
-  const read = (file: string) => readFileSync(join(directory, file));
+  const read = (file: string) => readFileSync(join(benchmark.directory, file));
   const catalogue: Float32Array[] = [];
-  for (let i = 0; i < items; i += 16)
+  for (let i = 0; i < benchmark.items.length; i += 16)
     catalogue.push(
       ...(await projected.embedder.embed(benchmark.items.slice(i, i + 16).map((item) => read(item.file)))),
     );
-  const best = (vectors: readonly Float32Array[]) =>
-    catalogue.map((item) => {
-      let top = Number.NEGATIVE_INFINITY;
-      for (const vector of vectors) {
-        let dot = 0;
-        for (let d = 0; d < vector.length; d += 1) dot += vector[d]! * item[d]!;
-        top = Math.max(top, dot);
-      }
-      return top;
-    });
   const wholeRanks: number[] = [];
   const regionRanks: number[] = [];
   let regionMs = 0;
   for (const query of queries) {
     const image = read(query.file);
     const target = itemIndex.get(query.item)!;
-    wholeRanks.push(rankOf(best(await projected.embedder.embed([image])), target));
+    wholeRanks.push(bestRank(catalogue, await projected.embedder.embed([image]), target));
     const started = performance.now();
     const windows = await projected.regional!.regions(image);
     regionMs += performance.now() - started;
-    regionRanks.push(rankOf(best(windows), target));
+    regionRanks.push(bestRank(catalogue, windows, target));
   }
   const row = (name: string, ranks: number[], keep: (query: Query) => boolean): void => {
     const selected = ranks.filter((_, i) => keep(queries[i]!));
@@ -176,14 +191,9 @@ async function main(): Promise<void> {
   const itemIndex = new Map(benchmark.items.map((item, index) => [item.id, index]));
   const t0 = performance.now();
   const queryVectors = await embedAll(queries.map((q) => q.file));
-  const ranks = queryVectors.map((vector, q) => {
-    const scores = catalogue.map((item) => {
-      let dot = 0;
-      for (let d = 0; d < vector.length; d += 1) dot += vector[d]! * item[d]!;
-      return dot;
-    });
-    return rankOf(scores, itemIndex.get(queries[q]!.item)!);
-  });
+  const ranks = queryVectors.map((vector, q) =>
+    bestRank(catalogue, [vector], itemIndex.get(queries[q]!.item)!),
+  );
   const msPerQuery = (performance.now() - t0) / queries.length;
   // Upper bound of global features with a perfect detector: the query cropped to its true box.
   const cropVectors: Float32Array[] = [];
@@ -195,14 +205,9 @@ async function main(): Promise<void> {
     );
     cropVectors.push(...(await vision.embedder.embed(crops)));
   }
-  const cropRanks = cropVectors.map((vector, q) => {
-    const scores = catalogue.map((item) => {
-      let dot = 0;
-      for (let d = 0; d < vector.length; d += 1) dot += vector[d]! * item[d]!;
-      return dot;
-    });
-    return rankOf(scores, itemIndex.get(queries[q]!.item)!);
-  });
+  const cropRanks = cropVectors.map((vector, q) =>
+    bestRank(catalogue, [vector], itemIndex.get(queries[q]!.item)!),
+  );
   const report = (name: string, keep: (query: Query) => boolean, source = ranks): void => {
     const selected = source.filter((_, i) => keep(queries[i]!));
     if (selected.length === 0) return;
@@ -223,7 +228,7 @@ async function main(): Promise<void> {
   console.log(
     `embedding: ${msPerQuery.toFixed(1)} ms/query (embed + brute-force cosine over ${catalogue.length}); total ${((performance.now() - started) / 1000).toFixed(1)} s`,
   );
-  await regionalRows(catalogue.length, itemIndex, queries, benchmark.directory);
+  await regionalRows(benchmark, itemIndex, queries);
 
   // (c) The full search pipeline, stage by stage.
   if (!flags['no-pipeline']) await pipelines();
