@@ -33,9 +33,10 @@ function listTypeScript(directory: string): string[] {
   return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
     const path = join(directory, entry.name);
     // build/ holds outputs; projection/ is the training code of the projection, whose weights are
-    // committed and shipped as they are (shipProjection below), so it must not force an ONNX rebuild.
+    // committed and shipped as they are (shipProjection below), so it must not force an ONNX rebuild;
+    // calibration/ likewise: what reaches the graph is its committed ranges, hashed per recipe below.
     if (entry.isDirectory())
-      return entry.name === 'build' || entry.name === 'projection' ? [] : listTypeScript(path);
+      return ['build', 'projection', 'calibration'].includes(entry.name) ? [] : listTypeScript(path);
     return entry.name.endsWith('.ts') ? [path] : [];
   });
 }
@@ -50,6 +51,8 @@ export function buildFingerprint(recipe: ModelRecipe): string {
   ];
   for (const file of files.sort()) hash.update(relative(root, file)).update(readFileSync(file));
   hash.update(recipe.name);
+  if (recipe.calibration)
+    hash.update(recipe.calibration).update(readFileSync(join(root, recipe.calibration)));
   return hash.digest('hex');
 }
 
@@ -74,8 +77,10 @@ function writeAtomically(path: string, bytes: Uint8Array | string): void {
 export function buildModel(recipe: ModelRecipe, modelDir: string, fingerprint: string): ModelManifest {
   const source = recipe.load(root);
   const graph = readTfjsGraph(source.model, source.weightBytes);
+  const calibration = recipe.calibration ? readFileSync(join(root, recipe.calibration)) : undefined;
   const bytes = convertTfjsGraph(graph, {
     ...recipe.conversion,
+    ...(calibration ? { quantization: { ranges: calibrationRanges(calibration) } } : {}),
     producer: 'visual-product-search/layers/build.ts',
     metadata: { source: `${recipe.source.package}@${recipe.source.version}`, model: recipe.name },
   });
@@ -92,11 +97,27 @@ export function buildModel(recipe: ModelRecipe, modelDir: string, fingerprint: s
     preprocessing: recipe.preprocessing,
     ...(recipe.embeddingDimension === undefined ? {} : { embeddingDimension: recipe.embeddingDimension }),
     ...(recipe.labels === undefined ? {} : { labels: recipe.labels }),
+    ...(calibration
+      ? {
+          quantization: {
+            scheme:
+              'static 8-bit QDQ: uint8 activations over calibrated ranges, int8 weights per output channel',
+            calibration: recipe.calibration!,
+            calibrationSha256: sha256(calibration),
+          },
+        }
+      : {}),
   };
   mkdirSync(modelDir, { recursive: true });
   writeAtomically(join(modelDir, recipe.file), bytes);
   writeAtomically(manifestPath(modelDir, recipe.name), `${JSON.stringify(manifest, null, 2)}\n`);
   return manifest;
+}
+
+function calibrationRanges(json: Buffer): Record<string, readonly [number, number]> {
+  const { ranges } = JSON.parse(json.toString('utf8')) as { ranges?: Record<string, [number, number]> };
+  if (!ranges) throw new Error('calibration file has no ranges: run `npm run calibrate:layer`');
+  return ranges;
 }
 
 export const PROJECTION_WEIGHTS_DIR = join(root, 'layers/projection/weights');

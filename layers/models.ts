@@ -21,6 +21,11 @@ export interface ModelRecipe {
   preprocessing: string;
   embeddingDimension?: number;
   labels?: readonly string[];
+  /**
+   * Path (from the repository root) of the committed activation ranges (layers/calibration/): when set,
+   * the build quantises the graph to 8 bits with them (ConversionSpec.quantization).
+   */
+  calibration?: string;
 }
 
 const MOBILENET_PREFIX =
@@ -71,6 +76,10 @@ export const REGIONAL_RECIPE: ModelRecipe = {
     ],
   },
   preprocessing: REGIONAL_SPEC.preprocessing,
+  // 8-bit: the regional pass is the longest model run of a search (448 px, ~3× the embedder's pixels),
+  // and int8 runs it ~2× faster with the same retrieval (docs/quality.md). The embedder stays float: its
+  // bytes version every stored vector and the learned projection.
+  calibration: 'layers/calibration/regional-ranges.json',
 };
 
 /** NanoDet's TF graph names its six outputs Identity…Identity_5: class maps first, then box distributions. */

@@ -49,6 +49,23 @@ export class OnnxGraphBuilder {
     return this.addInitializer(name, shape, onnx.TensorProto.DataType.FLOAT, bytes);
   }
 
+  /** 8-bit tensors (quantised weights and zero points): an Int8Array is stored as INT8, a Uint8Array as UINT8. */
+  addByteInitializer(name: string, shape: number[], data: Int8Array | Uint8Array): string {
+    const dataType =
+      data instanceof Int8Array ? onnx.TensorProto.DataType.INT8 : onnx.TensorProto.DataType.UINT8;
+    return this.addInitializer(
+      name,
+      shape,
+      dataType,
+      new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+    );
+  }
+
+  addInt32Initializer(name: string, shape: number[], data: Int32Array): string {
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    return this.addInitializer(name, shape, onnx.TensorProto.DataType.INT32, bytes);
+  }
+
   addInt64Initializer(name: string, shape: number[], values: readonly number[]): string {
     const data = new BigInt64Array(values.map((value) => BigInt(value)));
     return this.addInitializer(name, shape, onnx.TensorProto.DataType.INT64, new Uint8Array(data.buffer));

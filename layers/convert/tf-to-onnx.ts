@@ -44,6 +44,15 @@ export interface ConversionSpec {
   outputs: OutputSpec[];
   producer: string;
   metadata: Record<string, string>;
+  /**
+   * Static 8-bit quantisation in ONNX's QDQ form: every activation entering a Conv or an Add between two
+   * activations is quantised to uint8 over the calibrated range of its TF tensor (key: TF tensor
+   * reference), conv weights to int8 per output channel, biases to int32. onnxruntime fuses each
+   * DequantizeLinear → Conv → QuantizeLinear group into one integer convolution.
+   */
+  quantization?: { ranges: Readonly<Record<string, readonly [number, number]>> };
+  /** For calibration: also output every activation `quantization` would quantise, named by its TF tensor. */
+  exposeActivations?: boolean;
 }
 
 interface TensorRef {
@@ -70,6 +79,9 @@ class Converter {
   /** ONNX tensor name of each converted (non-constant) TF tensor. */
   private readonly onnxNames = new Map<string, string>();
   private readonly visited = new Set<string>();
+  /** Dequantised twin (and scale) of each activation quantised so far, by TF tensor key. */
+  private readonly quantized = new Map<string, { name: string; scale: number }>();
+  private readonly exposed = new Set<string>();
   readonly builder = new OnnxGraphBuilder();
 
   constructor(
@@ -168,9 +180,12 @@ class Converter {
         this.setOutput(node, input(0));
         return;
       case 'Add':
-      case 'AddV2':
-        this.setOutput(node, builder.add('Add', [input(0), input(1)], base));
+      case 'AddV2': {
+        const activations = inputs.every((ref) => !this.constants.has(refKey(parseRef(ref))));
+        const operand = (i: number) => (activations ? this.activation8(inputs[i]!).name : input(i));
+        this.setOutput(node, builder.add('Add', [operand(0), operand(1)], base));
         return;
+      }
       case 'Sub':
         this.setOutput(node, builder.add('Sub', [input(0), input(1)], base));
         return;
@@ -313,22 +328,121 @@ class Converter {
     if (depthwise) attributes['group'] = cin;
     const weights = depthwise ? depthwiseFilterToOihw(filter) : convFilterToOihw(filter);
     const outChannels = depthwise ? cin * channelOut : channelOut;
-    const weightName = builder.addFloatInitializer(
-      builder.uniqueName(`${node.name}/W`),
-      [outChannels, depthwise ? 1 : cin, kh, kw],
-      weights,
-    );
-    const convInputs = [this.toNchw(this.tensor(inputs[0]!)), weightName];
+    const weightShape = [outChannels, depthwise ? 1 : cin, kh, kw];
     const fusedOps = attrStrings(node, 'fused_ops');
     for (const op of fusedOps) {
       if (!['BiasAdd', 'Relu', 'Relu6', 'LeakyRelu', 'Sigmoid'].includes(op))
         throw new Error(`${node.name}: fused op ${op} is not supported`);
     }
-    if (fusedOps.includes('BiasAdd')) convInputs.push(this.tensor(inputs[2]!));
+    const bias = fusedOps.includes('BiasAdd') ? inputs[2]! : undefined;
+    let convInputs: string[];
+    if (this.spec.quantization) {
+      const activation = this.activation8(inputs[0]!);
+      const weightScales = perChannelScales(weights, outChannels);
+      convInputs = [
+        this.toNchw(activation.name),
+        this.dequantized(node.name, 'W', weightShape, quantizeWeights(weights, weightScales), weightScales),
+      ];
+      if (bias !== undefined) {
+        const biasScales = weightScales.map((scale) => scale * activation.scale);
+        const biasValues = Int32Array.from(this.constant(bias).data, (value, o) =>
+          Math.round(value / biasScales[o]!),
+        );
+        convInputs.push(this.dequantized(node.name, 'b', [outChannels], biasValues, biasScales));
+      }
+    } else {
+      const weightName = builder.addFloatInitializer(
+        builder.uniqueName(`${node.name}/W`),
+        weightShape,
+        weights,
+      );
+      convInputs = [this.toNchw(this.tensor(inputs[0]!)), weightName];
+      if (bias !== undefined) convInputs.push(this.tensor(bias));
+    }
+    if (this.spec.exposeActivations) this.expose(inputs[0]!);
     let output = builder.add('Conv', convInputs, node.name, attributes);
     for (const op of fusedOps.filter((fused) => fused !== 'BiasAdd'))
       output = this.activation(op, output, node.name, node);
     return this.toNhwc(output, node.name);
+  }
+
+  /**
+   * The activation `ref` through QuantizeLinear → DequantizeLinear (uint8 over its calibrated range,
+   * widened to hold 0), once per tensor however many ops read it.
+   */
+  private activation8(ref: string): { name: string; scale: number } {
+    const key = refKey(parseRef(ref));
+    const source = this.tensor(ref);
+    if (!this.spec.quantization) {
+      if (this.spec.exposeActivations) this.expose(ref);
+      return { name: source, scale: 1 };
+    }
+    const done = this.quantized.get(key);
+    if (done) return done;
+    const range = this.spec.quantization.ranges[key];
+    if (!range) throw new Error(`no calibrated range for activation ${key}`);
+    const low = Math.min(0, range[0]);
+    const high = Math.max(0, range[1], low + 1e-6);
+    const scale = (high - low) / 255;
+    const zeroPoint = Math.min(255, Math.max(0, Math.round(-low / scale)));
+    const { builder } = this;
+    const scaleName = builder.addFloatInitializer(
+      builder.uniqueName(`${key}/scale`),
+      [],
+      Float32Array.of(scale),
+    );
+    const zeroName = builder.addByteInitializer(
+      builder.uniqueName(`${key}/zero`),
+      [],
+      Uint8Array.of(zeroPoint),
+    );
+    const quantized = builder.add('QuantizeLinear', [source, scaleName, zeroName], `${key}/q`);
+    const dequantized = builder.add('DequantizeLinear', [quantized, scaleName, zeroName], `${key}/dq`);
+    const entry = { name: dequantized, scale };
+    this.quantized.set(key, entry);
+    return entry;
+  }
+
+  /** A per-output-channel quantised constant (int8 weights or int32 biases) and its DequantizeLinear. */
+  private dequantized(
+    base: string,
+    kind: string,
+    shape: number[],
+    values: Int8Array | Int32Array,
+    scales: Float32Array,
+  ): string {
+    const { builder } = this;
+    const valuesName =
+      values instanceof Int8Array
+        ? builder.addByteInitializer(builder.uniqueName(`${base}/${kind}q`), shape, values)
+        : builder.addInt32Initializer(builder.uniqueName(`${base}/${kind}q`), shape, values);
+    const scaleName = builder.addFloatInitializer(
+      builder.uniqueName(`${base}/${kind}scale`),
+      [scales.length],
+      scales,
+    );
+    const zeros =
+      values instanceof Int8Array
+        ? builder.addByteInitializer(
+            builder.uniqueName(`${base}/${kind}zero`),
+            [scales.length],
+            new Int8Array(scales.length),
+          )
+        : builder.addInt32Initializer(
+            builder.uniqueName(`${base}/${kind}zero`),
+            [scales.length],
+            new Int32Array(scales.length),
+          );
+    return builder.add('DequantizeLinear', [valuesName, scaleName, zeros], `${base}/${kind}`, { axis: 0 });
+  }
+
+  /** Calibration output: the float activation `ref`, as graph output `ref` (its TF tensor key). */
+  private expose(ref: string): void {
+    const key = refKey(parseRef(ref));
+    if (this.exposed.has(key) || this.constants.has(key)) return;
+    this.exposed.add(key);
+    this.builder.addNode('Identity', [this.tensor(ref)], [key]);
+    this.builder.addOutput({ name: key, shape: ['n', 'h', 'w', 'c'] });
   }
 
   private pool(node: TfNode, input: string): string {
@@ -360,6 +474,26 @@ class Converter {
     });
     return this.toNhwc(resized, node.name);
   }
+}
+
+/** Symmetric int8 scale of each output channel of OIHW weights: its largest magnitude maps to 127. */
+export function perChannelScales(weights: Float32Array, outChannels: number): Float32Array {
+  const perChannel = weights.length / outChannels;
+  const scales = new Float32Array(outChannels);
+  for (let o = 0; o < outChannels; o += 1) {
+    let largest = 0;
+    for (let i = o * perChannel; i < (o + 1) * perChannel; i += 1)
+      largest = Math.max(largest, Math.abs(weights[i]!));
+    scales[o] = largest > 0 ? largest / 127 : 1;
+  }
+  return scales;
+}
+
+export function quantizeWeights(weights: Float32Array, scales: Float32Array): Int8Array {
+  const perChannel = weights.length / scales.length;
+  return Int8Array.from(weights, (value, i) =>
+    Math.max(-127, Math.min(127, Math.round(value / scales[Math.floor(i / perChannel)]!))),
+  );
 }
 
 /** [kh, kw, cin, cout] → [cout, cin, kh, kw]. */

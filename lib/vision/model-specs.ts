@@ -87,4 +87,6 @@ export interface ModelManifest {
   preprocessing: string;
   embeddingDimension?: number;
   labels?: readonly string[];
+  /** Present when the graph was quantised to 8 bits (layers/calibration/). */
+  quantization?: { scheme: string; calibration: string; calibrationSha256: string };
 }

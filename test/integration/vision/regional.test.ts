@@ -6,13 +6,60 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { InvalidImageError } from '#lib/domain/errors.ts';
 import { OnnxRegionalEmbedder } from '#lib/adapters/onnx-regional-embedder.ts';
 import { loadVision, type LoadedVision } from '#lib/vision/load-vision.ts';
-import { readProjection } from '#lib/vision/projection.ts';
-import { openImage, rgbSquares, writeRgbUnit } from '#lib/vision/image-input.ts';
+import { readProjection, type Projection } from '#lib/vision/projection.ts';
+import ort from 'onnxruntime-node';
+import onnxProto from 'onnx-proto';
+import { convertTfjsGraph } from '#layers/convert/tf-to-onnx.ts';
+import { readTfjsGraph } from '#layers/convert/tfjs-graph.ts';
+import { REGIONAL_RECIPE } from '#layers/models.ts';
+import { openImage, rgbFilled, writeRgbUnit } from '#lib/vision/image-input.ts';
 import { EMBEDDER_SPEC, REGIONAL_SPEC } from '#lib/vision/model-specs.ts';
 import { createSession, floatTensor, outputData } from '#lib/vision/onnx-session.ts';
+import { projectionInput, regionalVectors } from '#lib/vision/regional.ts';
 import { ensureModels, fixture, MODEL_DIR } from './vision-fixture.ts';
 
-const DEMO_IMAGES = join(import.meta.dirname, '../../../demo/images');
+const ROOT = join(import.meta.dirname, '../../..');
+const DEMO_IMAGES = join(ROOT, 'demo/images');
+
+/** The regional recipe converted as it is, without the build's 8-bit quantisation. */
+function floatRegionalGraph(): Uint8Array {
+  const source = REGIONAL_RECIPE.load(ROOT);
+  return convertTfjsGraph(readTfjsGraph(source.model, source.weightBytes), {
+    ...REGIONAL_RECIPE.conversion,
+    producer: 'test',
+    metadata: {},
+  });
+}
+
+/**
+ * The map graph's inputs for a photo filled into width×height, with the projection (or a zero matrix of
+ * that many columns).
+ */
+async function mapInputs(photo: Buffer, width: number, height: number, projection: Projection | number) {
+  const rgb = await rgbFilled((await openImage(photo)).pipeline, width, height);
+  const input = new Float32Array(width * height * 3);
+  writeRgbUnit(rgb, input, 0);
+  const matrix =
+    typeof projection === 'number'
+      ? floatTensor(new Float32Array(448 * projection), [448, projection])
+      : floatTensor(projectionInput(projection), [projection.inDim, projection.outDim]);
+  return {
+    [REGIONAL_SPEC.inputName]: floatTensor(input, [1, height, width, 3]),
+    [REGIONAL_SPEC.projectionInputName]: matrix,
+  };
+}
+
+function cellMean(map: Float32Array, channels: number): Float32Array {
+  const mean = new Float32Array(channels);
+  for (let cell = 0; cell < map.length / channels; cell += 1)
+    for (let k = 0; k < channels; k += 1) mean[k]! += map[cell * channels + k]!;
+  return mean;
+}
+
+function normalised(vector: Float32Array): Float32Array {
+  const norm = Math.hypot(...vector);
+  return vector.map((value) => value / norm);
+}
 
 /** The shipped projection, as loadVision reads it. */
 function projectedWeights() {
@@ -73,34 +120,76 @@ describe('OnnxRegionalEmbedder', () => {
     expect(best).toBeGreaterThan(cosine(whole!, product!) + 0.2);
   });
 
-  it('is the embedder’s network: its 224-px map, averaged, is the embedder’s raw vector', async () => {
-    // Prepare: the embedder's own preprocessing of a photo, and the raw (unprojected) embedder
+  it('is the embedder’s network: the float graph’s 224-px map, averaged, is the embedder’s raw vector', async () => {
+    // Prepare: the embedder's own preprocessing of a photo, the raw (unprojected) embedder, and the
+    // regional recipe converted without its 8-bit quantisation
     const photo = fixture('voc-dinner.jpg');
-    const [rgb] = await rgbSquares(await openImage(photo), EMBEDDER_SPEC.inputSize, [undefined]);
-    const input = new Float32Array(rgb!.length);
-    writeRgbUnit(rgb!, input, 0);
-    const session = await createSession(join(MODEL_DIR, REGIONAL_SPEC.file));
     const raw = await loadVision(MODEL_DIR);
+    const session = await ort.InferenceSession.create(floatRegionalGraph());
     // Act
-    const outputs = await session.run({
-      [REGIONAL_SPEC.inputName]: floatTensor(input, [1, 224, 224, 3]),
-      [REGIONAL_SPEC.projectionInputName]: floatTensor(new Float32Array(448 * 2), [448, 2]),
-    });
+    const outputs = await session.run(await mapInputs(photo, 224, 224, 2));
     const map = outputData(outputs, REGIONAL_SPEC.outputName);
     const [expected] = await raw.embedder.embed([photo]);
     // Assess: 7×7 cells of 448 channels, whose mean points exactly where the embedder's vector does
     expect(outputs[REGIONAL_SPEC.outputName]!.dims).toEqual([1, 7, 7, 448]);
     expect(outputs[REGIONAL_SPEC.projectedOutputName]!.dims).toEqual([1, 7, 7, 2]);
-    const mean = new Float32Array(448);
-    for (let cell = 0; cell < 49; cell += 1)
-      for (let k = 0; k < 448; k += 1) mean[k]! += map[cell * 448 + k]!;
-    const norm = Math.hypot(...mean);
-    expect(
-      cosine(
-        mean.map((v) => v / norm),
-        expected!,
-      ),
-    ).toBeGreaterThan(0.99999);
+    expect(cosine(normalised(cellMean(map, 448)), expected!)).toBeGreaterThan(0.99999);
+  });
+
+  it('ships the map graph in 8 bits, whose windows point where the float graph’s do', async () => {
+    // Prepare: the shipped graph and the float conversion of the same recipe, on a 448-px photo
+    const manifest = vision.manifests.regional!;
+    const shipped = await createSession(join(MODEL_DIR, REGIONAL_SPEC.file));
+    const float = await ort.InferenceSession.create(floatRegionalGraph());
+    const projection = projectedWeights();
+    const inputs = await mapInputs(fixture('voc-dinner.jpg'), 448, 352, projection);
+    // Act
+    const [quantised, reference] = await Promise.all(
+      [shipped, float].map(async (session) => {
+        const outputs = await session.run(inputs);
+        const [, rows = 0, cols = 0, channels = 0] = outputs[REGIONAL_SPEC.outputName]!.dims;
+        const map = {
+          rows,
+          cols,
+          channels,
+          data: outputData(outputs, REGIONAL_SPEC.outputName),
+          projected: outputData(outputs, REGIONAL_SPEC.projectedOutputName),
+        };
+        return regionalVectors(map, projection);
+      }),
+    );
+    // Assess: quantised as the manifest says, well under the float graph's size, and every window close
+    // to its float twin in the projected space
+    expect(manifest.quantization?.calibration).toBe('layers/calibration/regional-ranges.json');
+    expect(manifest.bytes).toBeLessThan(vision.manifests.embedder.bytes / 3);
+    expect(quantised).toHaveLength(reference!.length);
+    const agreement = quantised!.map((window, i) => cosine(window, reference![i]!));
+    // (measured: min 0.973, mean 0.983 on this photo; a wrong scale or zero point gives ~0.5)
+    expect(Math.min(...agreement)).toBeGreaterThan(0.95);
+    expect(agreement.reduce((sum, value) => sum + value, 0) / agreement.length).toBeGreaterThan(0.975);
+  });
+
+  it('runs as integer convolutions: onnxruntime fuses every quantised Conv and Add', async () => {
+    // Prepare: where onnxruntime writes the graph it actually runs
+    const directory = mkdtempSync(join(tmpdir(), 'regional-optimised-'));
+    try {
+      const optimised = join(directory, 'optimised.onnx');
+      // Act
+      await ort.InferenceSession.create(join(MODEL_DIR, REGIONAL_SPEC.file), {
+        graphOptimizationLevel: 'extended',
+        optimizedModelFilePath: optimised,
+      });
+      // Assess: all but the last conv (whose float output is the map) run in 8 bits
+      const ops = onnxProto.onnx.ModelProto.decode(readFileSync(optimised)).graph!.node!.map(
+        (node) => node.opType,
+      );
+      const count = (op: string) => ops.filter((type) => type === op).length;
+      expect(count('QLinearConv')).toBe(50);
+      expect(count('QLinearAdd')).toBe(10);
+      expect(count('Conv')).toBe(1);
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
   });
 
   it('rejects an undecodable image with InvalidImageError and needs the projection', async () => {

@@ -1,10 +1,22 @@
+import ort from 'onnxruntime-node';
+import onnxProto from 'onnx-proto';
 import { describe, expect, it } from 'vitest';
-import { convFilterToOihw, depthwiseFilterToOihw, foldConstant } from '#layers/convert/tf-to-onnx.ts';
+import {
+  convertTfjsGraph,
+  convFilterToOihw,
+  depthwiseFilterToOihw,
+  foldConstant,
+  perChannelScales,
+  quantizeWeights,
+  type ConversionSpec,
+} from '#layers/convert/tf-to-onnx.ts';
 import {
   float16ToFloat32,
   readTfjsGraph,
   type HostTensor,
+  type TfjsGraph,
   type TfjsModelJson,
+  type TfNode,
 } from '#layers/convert/tfjs-graph.ts';
 
 describe('float16ToFloat32', () => {
@@ -130,5 +142,114 @@ describe('foldConstant', () => {
 
   it('refuses ops it cannot evaluate', () => {
     expect(() => foldConstant({ name: 'w', op: 'Where' }, [int([1], [1])])).toThrow(/cannot fold/);
+  });
+});
+
+describe('8-bit quantisation', () => {
+  it('maps each output channel’s largest weight magnitude to ±127 and rounds the rest to its scale', () => {
+    // Prepare: two output channels of three weights each (OIHW, channel-major)
+    const weights = Float32Array.of(0.5, -1, 0.25, 0, 0, 0);
+    // Act
+    const scales = perChannelScales(weights, 2);
+    const quantised = quantizeWeights(weights, scales);
+    // Assess: the all-zero channel keeps a usable scale of 1
+    expect(Array.from(scales)).toEqual([Math.fround(1 / 127), 1]);
+    expect(Array.from(quantised)).toEqual([64, -127, 32, 0, 0, 0]);
+  });
+
+  /**
+   * A residual block like MobileNetV2's (1×1 conv + Relu6, 3×3 depthwise + Relu6, linear 1×1 conv, plus
+   * the input), then a linear 1×1 head.
+   */
+  function residualBlock(): TfjsGraph {
+    const b64 = (text: string) => Buffer.from(text).toString('base64');
+    const ints = (...values: number[]) => ({ list: { i: values.map(String) } });
+    const conv = (name: string, op: string, input: string, fused: string[]): TfNode => ({
+      name,
+      op,
+      input: [input, `${name}/w`, `${name}/b`],
+      attr: {
+        strides: ints(1, 1, 1, 1),
+        padding: { s: b64('SAME') },
+        fused_ops: { list: { s: fused.map(b64) } },
+      },
+    });
+    const random = (seed: number, length: number, amplitude: number) =>
+      Float32Array.from({ length }, (_, i) => amplitude * Math.sin(seed * 7.1 + i * 1.37));
+    const weights = new Map<string, HostTensor>([
+      ['expand/w', { dtype: 'float32', shape: [1, 1, 4, 8], data: random(1, 32, 0.6) }],
+      ['expand/b', { dtype: 'float32', shape: [8], data: random(2, 8, 0.2) }],
+      ['depthwise/w', { dtype: 'float32', shape: [3, 3, 8, 1], data: random(3, 72, 0.4) }],
+      ['depthwise/b', { dtype: 'float32', shape: [8], data: random(4, 8, 0.1) }],
+      ['project/w', { dtype: 'float32', shape: [1, 1, 8, 4], data: random(5, 32, 0.5) }],
+      ['project/b', { dtype: 'float32', shape: [4], data: random(6, 4, 0.1) }],
+      ['head/w', { dtype: 'float32', shape: [1, 1, 4, 4], data: random(7, 16, 0.5) }],
+      ['head/b', { dtype: 'float32', shape: [4], data: random(8, 4, 0.1) }],
+    ]);
+    return {
+      weights,
+      nodes: [
+        { name: 'input', op: 'Placeholder' },
+        conv('expand', '_FusedConv2D', 'input', ['BiasAdd', 'Relu6']),
+        conv('depthwise', 'FusedDepthwiseConv2dNative', 'expand', ['BiasAdd', 'Relu6']),
+        conv('project', '_FusedConv2D', 'depthwise', ['BiasAdd']),
+        { name: 'sum', op: 'AddV2', input: ['project', 'input'] },
+        conv('head', '_FusedConv2D', 'sum', ['BiasAdd']),
+      ],
+    };
+  }
+
+  const spec: ConversionSpec = {
+    placeholder: 'input',
+    inputName: 'x',
+    inputShape: [1, 6, 6, 4],
+    outputs: [{ name: 'y', tensor: 'head', shape: [1, 6, 6, 4] }],
+    producer: 'test',
+    metadata: {},
+  };
+
+  async function run(model: Uint8Array, input: Float32Array): Promise<Float32Array> {
+    const session = await ort.InferenceSession.create(model);
+    const outputs = await session.run({ x: new ort.Tensor('float32', input, [1, 6, 6, 4]) });
+    return outputs['y']!.data as Float32Array;
+  }
+
+  it('exposes, then quantises, every activation entering a Conv or an Add, and stays close to float', async () => {
+    // Prepare: an input in [0, 1) and the float graph's activations over it
+    const graph = residualBlock();
+    const input = Float32Array.from({ length: 144 }, (_, i) => (i * 0.618) % 1);
+    const exposed = await ort.InferenceSession.create(
+      convertTfjsGraph(graph, { ...spec, exposeActivations: true }),
+    );
+    const outputs = await exposed.run({ x: new ort.Tensor('float32', input, [1, 6, 6, 4]) });
+    const ranges = Object.fromEntries(
+      exposed.outputNames
+        .filter((name) => name !== 'y')
+        .map((name) => {
+          const values = Array.from(outputs[name]!.data as Float32Array);
+          return [name, [Math.min(...values), Math.max(...values)] as const];
+        }),
+    );
+    // Act
+    const quantisedModel = convertTfjsGraph(graph, { ...spec, quantization: { ranges } });
+    const [float, quantised] = await Promise.all([
+      run(convertTfjsGraph(graph, spec), input),
+      run(quantisedModel, input),
+    ]);
+    // Assess: the inputs of the four convs and of the Add (input, expand, depthwise, project, sum)
+    expect(Object.keys(ranges).sort()).toEqual(['depthwise', 'expand', 'input', 'project', 'sum']);
+    const ops = onnxProto.onnx.ModelProto.decode(quantisedModel).graph!.node!.map((node) => node.opType);
+    expect(ops.filter((op) => op === 'QuantizeLinear')).toHaveLength(5);
+    expect(ops.filter((op) => op === 'Conv')).toHaveLength(4);
+    const largest = Math.max(...float.map(Math.abs));
+    const error = Math.max(...float.map((value, i) => Math.abs(value - quantised[i]!)));
+    expect(error / largest).toBeLessThan(0.03);
+    expect(error).toBeGreaterThan(0); // it did run in 8 bits
+  });
+
+  it('refuses an activation without a calibrated range', () => {
+    expect(() => convertTfjsGraph(residualBlock(), { ...spec, quantization: { ranges: {} } })).toThrow(
+      /no calibrated range for activation input/,
+    );
   });
 });
