@@ -47,8 +47,8 @@ export interface ConversionSpec {
   /**
    * Static 8-bit quantisation in ONNX's QDQ form: every activation entering a Conv or an Add between two
    * activations is quantised to uint8 over the calibrated range of its TF tensor (key: TF tensor
-   * reference), conv weights to int8 per output channel, biases to int32. onnxruntime fuses each
-   * DequantizeLinear → Conv → QuantizeLinear group into one integer convolution.
+   * reference), conv weights to int8 per output channel (within ±WEIGHT_LEVELS), biases to int32.
+   * onnxruntime fuses each DequantizeLinear → Conv → QuantizeLinear group into one integer convolution.
    */
   quantization?: { ranges: Readonly<Record<string, readonly [number, number]>> };
   /** For calibration: also output every activation `quantization` would quantise, named by its TF tensor. */
@@ -338,17 +338,17 @@ class Converter {
     let convInputs: string[];
     if (this.spec.quantization) {
       const activation = this.activation8(inputs[0]!);
-      const weightScales = perChannelScales(weights, outChannels);
+      const biasValues = bias === undefined ? undefined : this.constant(bias).data;
+      const weightScales = perChannelScales(weights, outChannels, biasValues, activation.scale);
       convInputs = [
         this.toNchw(activation.name),
         this.dequantized(node.name, 'W', weightShape, quantizeWeights(weights, weightScales), weightScales),
       ];
-      if (bias !== undefined) {
+      if (biasValues !== undefined) {
         const biasScales = weightScales.map((scale) => scale * activation.scale);
-        const biasValues = Int32Array.from(this.constant(bias).data, (value, o) =>
-          Math.round(value / biasScales[o]!),
+        convInputs.push(
+          this.dequantized(node.name, 'b', [outChannels], quantizeBias(biasValues, biasScales), biasScales),
         );
-        convInputs.push(this.dequantized(node.name, 'b', [outChannels], biasValues, biasScales));
       }
     } else {
       const weightName = builder.addFloatInitializer(
@@ -476,15 +476,35 @@ class Converter {
   }
 }
 
-/** Symmetric int8 scale of each output channel of OIHW weights: its largest magnitude maps to 127. */
-export function perChannelScales(weights: Float32Array, outChannels: number): Float32Array {
+/**
+ * Largest weight magnitude: ±63, i.e. 7 bits. On x86 CPUs without VNNI, onnxruntime's uint8×int8 kernels
+ * add pairs of products in 16 bits (vpmaddubsw), which saturate past 255·127·2; 255·63·2 stays inside.
+ * The same graph then computes the same thing on every x86 host (Lambda's included).
+ */
+export const WEIGHT_LEVELS = 63;
+const INT32_LIMIT = 2 ** 31 - 1;
+
+/**
+ * Symmetric scale of each output channel of OIHW weights: its largest magnitude maps to WEIGHT_LEVELS.
+ * With a bias (its int32 scale is the activation scale × this one), a channel whose weights are all zero
+ * gets a scale that keeps its bias exact rather than 1, and no channel's bias overflows int32.
+ */
+export function perChannelScales(
+  weights: Float32Array,
+  outChannels: number,
+  bias?: ArrayLike<number>,
+  activationScale = 1,
+): Float32Array {
   const perChannel = weights.length / outChannels;
   const scales = new Float32Array(outChannels);
   for (let o = 0; o < outChannels; o += 1) {
     let largest = 0;
     for (let i = o * perChannel; i < (o + 1) * perChannel; i += 1)
       largest = Math.max(largest, Math.abs(weights[i]!));
-    scales[o] = largest > 0 ? largest / 127 : 1;
+    const magnitude = Math.abs(bias?.[o] ?? 0);
+    if (largest > 0)
+      scales[o] = Math.max(largest / WEIGHT_LEVELS, magnitude / (activationScale * INT32_LIMIT));
+    else scales[o] = magnitude > 0 ? magnitude / (activationScale * 2 ** 30) : 1;
   }
   return scales;
 }
@@ -492,7 +512,17 @@ export function perChannelScales(weights: Float32Array, outChannels: number): Fl
 export function quantizeWeights(weights: Float32Array, scales: Float32Array): Int8Array {
   const perChannel = weights.length / scales.length;
   return Int8Array.from(weights, (value, i) =>
-    Math.max(-127, Math.min(127, Math.round(value / scales[Math.floor(i / perChannel)]!))),
+    Math.max(
+      -WEIGHT_LEVELS,
+      Math.min(WEIGHT_LEVELS, Math.round(value / scales[Math.floor(i / perChannel)]!)),
+    ),
+  );
+}
+
+/** Biases as int32 at `scales` (activation scale × weight scale per channel), clamped to int32. */
+export function quantizeBias(bias: ArrayLike<number>, scales: Float32Array): Int32Array {
+  return Int32Array.from(scales, (scale, o) =>
+    Math.max(-INT32_LIMIT, Math.min(INT32_LIMIT, Math.round(bias[o]! / scale))),
   );
 }
 

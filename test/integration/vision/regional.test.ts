@@ -164,9 +164,10 @@ describe('OnnxRegionalEmbedder', () => {
     expect(manifest.bytes).toBeLessThan(vision.manifests.embedder.bytes / 3);
     expect(quantised).toHaveLength(reference!.length);
     const agreement = quantised!.map((window, i) => cosine(window, reference![i]!));
-    // (measured: min 0.973, mean 0.983 on this photo; a wrong scale or zero point gives ~0.5)
-    expect(Math.min(...agreement)).toBeGreaterThan(0.95);
-    expect(agreement.reduce((sum, value) => sum + value, 0) / agreement.length).toBeGreaterThan(0.975);
+    // (measured: min 0.940, mean 0.958 on this photo with 7-bit weights; 0.973 / 0.983 with 8-bit ones;
+    // a wrong scale or zero point gives ~0.5)
+    expect(Math.min(...agreement)).toBeGreaterThan(0.9);
+    expect(agreement.reduce((sum, value) => sum + value, 0) / agreement.length).toBeGreaterThan(0.94);
   });
 
   it('runs as integer convolutions: onnxruntime fuses every quantised Conv and Add', async () => {

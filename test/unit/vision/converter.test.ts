@@ -7,7 +7,9 @@ import {
   depthwiseFilterToOihw,
   foldConstant,
   perChannelScales,
+  quantizeBias,
   quantizeWeights,
+  WEIGHT_LEVELS,
   type ConversionSpec,
 } from '#layers/convert/tf-to-onnx.ts';
 import {
@@ -146,15 +148,34 @@ describe('foldConstant', () => {
 });
 
 describe('8-bit quantisation', () => {
-  it('maps each output channel’s largest weight magnitude to ±127 and rounds the rest to its scale', () => {
+  it('maps each output channel’s largest weight magnitude to ±63 and rounds the rest to its scale', () => {
     // Prepare: two output channels of three weights each (OIHW, channel-major)
-    const weights = Float32Array.of(0.5, -1, 0.25, 0, 0, 0);
+    const weights = Float32Array.of(0.6, -1, 0.25, 0, 0, 0);
     // Act
     const scales = perChannelScales(weights, 2);
     const quantised = quantizeWeights(weights, scales);
-    // Assess: the all-zero channel keeps a usable scale of 1
-    expect(Array.from(scales)).toEqual([Math.fround(1 / 127), 1]);
-    expect(Array.from(quantised)).toEqual([64, -127, 32, 0, 0, 0]);
+    // Assess: 7 bits (no 16-bit saturation without VNNI); the all-zero channel keeps a usable scale of 1
+    expect(WEIGHT_LEVELS).toBe(63);
+    expect(Array.from(scales)).toEqual([Math.fround(1 / 63), 1]);
+    expect(Array.from(quantised)).toEqual([38, -63, 16, 0, 0, 0]);
+  });
+
+  it('keeps biases exact on all-zero channels and inside int32 on tiny-weight channels', () => {
+    // Prepare: channel 0 all zero with a bias of 0.713; channel 1 with tiny weights and a large bias;
+    // channel 2 ordinary. Activations quantised at a scale of 0.02.
+    const weights = Float32Array.of(0, 0, 1e-9, -1e-9, 0.5, -0.25);
+    const bias = Float32Array.of(0.713, 50, 0.1);
+    const activationScale = 0.02;
+    // Act
+    const scales = perChannelScales(weights, 3, bias, activationScale);
+    const biasScales = scales.map((scale) => scale * activationScale);
+    const quantised = quantizeBias(bias, biasScales);
+    // Assess: every bias dequantises to itself (to float32 rounding) and none wrapped around
+    for (let o = 0; o < 3; o += 1) {
+      expect(quantised[o]! * biasScales[o]!).toBeCloseTo(bias[o]!, 5);
+      expect(Math.abs(quantised[o]!)).toBeLessThanOrEqual(2 ** 31 - 1);
+    }
+    expect(scales[2]).toBe(Math.fround(0.5 / 63)); // the ordinary channel is untouched
   });
 
   /**
@@ -239,12 +260,13 @@ describe('8-bit quantisation', () => {
     // Assess: the inputs of the four convs and of the Add (input, expand, depthwise, project, sum)
     expect(Object.keys(ranges).sort()).toEqual(['depthwise', 'expand', 'input', 'project', 'sum']);
     const ops = onnxProto.onnx.ModelProto.decode(quantisedModel).graph!.node!.map((node) => node.opType);
+    // One QDQ pair per activation, and a DequantizeLinear for each conv's weights and bias
     expect(ops.filter((op) => op === 'QuantizeLinear')).toHaveLength(5);
-    expect(ops.filter((op) => op === 'Conv')).toHaveLength(4);
+    expect(ops.filter((op) => op === 'DequantizeLinear')).toHaveLength(5 + 4 + 4);
     const largest = Math.max(...float.map(Math.abs));
     const error = Math.max(...float.map((value, i) => Math.abs(value - quantised[i]!)));
     expect(error / largest).toBeLessThan(0.03);
-    expect(error).toBeGreaterThan(0); // it did run in 8 bits
+    expect(error).toBeGreaterThan(0); // the values went through 8-bit rounding
   });
 
   it('refuses an activation without a calibrated range', () => {
