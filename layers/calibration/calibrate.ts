@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import ort from 'onnxruntime-node';
+import sharp from 'sharp';
 import { openImage, rgbFilled, writeRgbUnit } from '#lib/vision/image-input.ts';
 import { REGIONAL_SPEC } from '#lib/vision/model-specs.ts';
 import { regionalRasterSize } from '#lib/vision/regional.ts';
@@ -40,6 +41,11 @@ export interface Calibration {
   /** What was measured, for the reader of the JSON. */
   method: string;
   dataSources: typeof TRAIN_PACKAGES;
+  /**
+   * The decoder that rasterised them (sharp and its libvips): an upgrade may move the extremes a little,
+   * which the reproducibility test would report; this says which versions the committed ranges saw.
+   */
+  decoder: { sharp: string; vips: string };
   /** The calibration images, by their stable source name, with their content hash. */
   images: { name: string; sha256: string }[];
   /** TF tensor reference → [min, max] over every image. */
@@ -112,6 +118,7 @@ export async function calibrate(images: readonly SourceImage[]): Promise<Calibra
   return {
     method: `min/max of each activation entering a Conv or an Add, float graph, one intra-op thread, each image at the regional raster (${REGIONAL_SPEC.preprocessing})`,
     dataSources: TRAIN_PACKAGES,
+    decoder: { sharp: sharp.versions.sharp ?? 'unknown', vips: sharp.versions.vips },
     images: images.map(({ name, bytes: content }) => ({ name, sha256: sha256(content) })),
     ranges: Object.fromEntries(
       activationNames.sort().map((name) => [name, [rounded(low.get(name)!), rounded(high.get(name)!)]]),

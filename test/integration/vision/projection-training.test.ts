@@ -61,6 +61,7 @@ describe('activation calibration of the 8-bit regional graph', () => {
     expect(committed.dataSources).toEqual(TRAIN_PACKAGES);
     expect(Object.keys(result.ranges)).toEqual(Object.keys(committed.ranges));
     // Stored to 5 significant digits; float sums may differ in the last bits between CPUs.
-    expect(rangeDrift(result, committed)).toBeLessThan(1e-3);
+    const decoders = `committed with sharp ${committed.decoder.sharp} / libvips ${committed.decoder.vips}, now ${result.decoder.sharp} / ${result.decoder.vips}`;
+    expect(rangeDrift(result, committed), decoders).toBeLessThan(1e-3);
   }, 300_000);
 });
