@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 import type { ModelManifest } from '#lib/vision/model-specs.ts';
 import { PROJECTION_SPEC, type ProjectionManifest } from '#lib/vision/projection.ts';
 import { OPSET_VERSION } from './convert/onnx-builder.ts';
-import { convertTfjsGraph } from './convert/tf-to-onnx.ts';
+import { convertTfjsGraph, WEIGHT_LEVELS } from './convert/tf-to-onnx.ts';
 import { readTfjsGraph } from './convert/tfjs-graph.ts';
 import { RECIPES, type ModelRecipe } from './models.ts';
 import { sha256 } from './sources.ts';
@@ -100,8 +100,7 @@ export function buildModel(recipe: ModelRecipe, modelDir: string, fingerprint: s
     ...(calibration
       ? {
           quantization: {
-            scheme:
-              'static 8-bit QDQ: uint8 activations over calibrated ranges, int8 weights per output channel',
+            scheme: `static QDQ: uint8 activations over calibrated ranges, int8 weights per output channel within ±${WEIGHT_LEVELS}, int32 biases`,
             calibration: recipe.calibration!,
             calibrationSha256: sha256(calibration),
           },

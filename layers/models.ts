@@ -76,9 +76,10 @@ export const REGIONAL_RECIPE: ModelRecipe = {
     ],
   },
   preprocessing: REGIONAL_SPEC.preprocessing,
-  // 8-bit: the regional pass is the longest model run of a search (448 px, ~3× the embedder's pixels),
-  // and int8 runs it ~2× faster with the same retrieval (docs/quality.md). The embedder stays float: its
-  // bytes version every stored vector and the learned projection.
+  // Quantised: the regional pass is the longest model run of a search (448 px, ~3× the embedder's
+  // pixels), and integer kernels run it ~2.5× faster, retrieval within a few queries of the float graph
+  // (docs/vision.md, docs/quality.md). The embedder stays float: its bytes version every stored vector
+  // and the learned projection.
   calibration: 'layers/calibration/regional-ranges.json',
 };
 
