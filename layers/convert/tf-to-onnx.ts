@@ -356,10 +356,9 @@ class Converter {
         weightShape,
         weights,
       );
-      convInputs = [this.toNchw(this.tensor(inputs[0]!)), weightName];
+      convInputs = [this.toNchw(this.activation8(inputs[0]!).name), weightName];
       if (bias !== undefined) convInputs.push(this.tensor(bias));
     }
-    if (this.spec.exposeActivations) this.expose(inputs[0]!);
     let output = builder.add('Conv', convInputs, node.name, attributes);
     for (const op of fusedOps.filter((fused) => fused !== 'BiasAdd'))
       output = this.activation(op, output, node.name, node);
@@ -368,7 +367,8 @@ class Converter {
 
   /**
    * The activation `ref` through QuantizeLinear → DequantizeLinear (uint8 over its calibrated range,
-   * widened to hold 0), once per tensor however many ops read it.
+   * widened to hold 0), once per tensor however many ops read it. Without quantisation, the activation
+   * itself (exposed as a graph output when calibrating).
    */
   private activation8(ref: string): { name: string; scale: number } {
     const key = refKey(parseRef(ref));
@@ -412,27 +412,16 @@ class Converter {
     scales: Float32Array,
   ): string {
     const { builder } = this;
-    const valuesName =
-      values instanceof Int8Array
-        ? builder.addByteInitializer(builder.uniqueName(`${base}/${kind}q`), shape, values)
-        : builder.addInt32Initializer(builder.uniqueName(`${base}/${kind}q`), shape, values);
-    const scaleName = builder.addFloatInitializer(
-      builder.uniqueName(`${base}/${kind}scale`),
-      [scales.length],
-      scales,
-    );
-    const zeros =
-      values instanceof Int8Array
-        ? builder.addByteInitializer(
-            builder.uniqueName(`${base}/${kind}zero`),
-            [scales.length],
-            new Int8Array(scales.length),
-          )
-        : builder.addInt32Initializer(
-            builder.uniqueName(`${base}/${kind}zero`),
-            [scales.length],
-            new Int32Array(scales.length),
-          );
+    const channels = scales.length;
+    const name = (part: string) => builder.uniqueName(`${base}/${kind}${part}`);
+    const weights = values instanceof Int8Array;
+    const valuesName = weights
+      ? builder.addByteInitializer(name('q'), shape, values)
+      : builder.addInt32Initializer(name('q'), shape, values);
+    const scaleName = builder.addFloatInitializer(name('scale'), [channels], scales);
+    const zeros = weights
+      ? builder.addByteInitializer(name('zero'), [channels], new Int8Array(channels))
+      : builder.addInt32Initializer(name('zero'), [channels], new Int32Array(channels));
     return builder.add('DequantizeLinear', [valuesName, scaleName, zeros], `${base}/${kind}`, { axis: 0 });
   }
 
