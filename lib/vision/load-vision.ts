@@ -35,6 +35,11 @@ export interface VisionOptions {
    * projected space: needs `projection`.
    */
   regional?: boolean;
+  /**
+   * Intra-op threads of the embedder's session (default 1, as the service runs it). Batch jobs that embed
+   * thousands of images with nothing else to do, like the projection's feature extraction, use more.
+   */
+  embedderThreads?: number;
 }
 
 /**
@@ -117,7 +122,7 @@ export async function loadVision(
       `Model ${REGIONAL_SPEC.name} was not built from the embedder's weights: run \`npm run build:layer\`.`,
     );
   const [embedderSession, detectorSession] = await Promise.all([
-    createSession(join(modelDir, EMBEDDER_SPEC.file)),
+    createSession(join(modelDir, EMBEDDER_SPEC.file), options.embedderThreads),
     createSession(join(modelDir, DETECTOR_SPEC.file)),
   ]);
   // The regional session is created on the first image search: imports, detection and related products
