@@ -7,9 +7,9 @@
  * hashing everything that decides them (view and data code, seed, packages, embedder sha256, sharp and
  * libvips versions); the cache is only ever written by the same extraction code, and its content hash must
  * equal the one recorded in the shipped manifest. On a fresh clone the first run downloads ~240 MB of
- * Debian packages and extracts the features of 6,858 views (measured 333 s on the shared 2-core machine at
- * load average 4–6 with one intra-op thread; the extraction now uses every core); with the cache the
- * test takes 40–70 s (training alone). PROJECTION_REEXTRACT=1 ignores the cache and re-extracts.
+ * Debian packages and extracts the features of 6,858 views on every core (the whole test: 336 s on a fresh
+ * clone of the shared 2-core machine at load average 4–5, docs/vision.md); with the cache it takes
+ * 40–70 s (training alone). PROJECTION_REEXTRACT=1 ignores the cache and re-extracts.
  *
  * The regional graph's activation ranges come from the same packages: calibration.test.ts, in parallel
  * (layers/projection/fetch.ts makes one of the two fetch them while the other waits).
