@@ -80,7 +80,7 @@ export function buildModel(recipe: ModelRecipe, modelDir: string, fingerprint: s
   const calibration = recipe.calibration ? readFileSync(join(root, recipe.calibration)) : undefined;
   const bytes = convertTfjsGraph(graph, {
     ...recipe.conversion,
-    ...(calibration ? { quantization: { ranges: calibrationRanges(calibration) } } : {}),
+    ...(calibration ? { quantization: calibrationQuantization(calibration) } : {}),
     producer: 'visual-product-search/layers/build.ts',
     metadata: { source: `${recipe.source.package}@${recipe.source.version}`, model: recipe.name },
   });
@@ -100,7 +100,7 @@ export function buildModel(recipe: ModelRecipe, modelDir: string, fingerprint: s
     ...(calibration
       ? {
           quantization: {
-            scheme: `static QDQ: uint8 activations over calibrated ranges, int8 weights per output channel within ±${WEIGHT_LEVELS}, int32 biases`,
+            scheme: `static QDQ: uint8 activations over calibrated ranges, int8 weights per output channel within ±${WEIGHT_LEVELS}, int32 biases corrected for the weights' rounding with calibrated channel means`,
             calibration: recipe.calibration!,
             calibrationSha256: sha256(calibration),
           },
@@ -113,10 +113,17 @@ export function buildModel(recipe: ModelRecipe, modelDir: string, fingerprint: s
   return manifest;
 }
 
-function calibrationRanges(json: Buffer): Record<string, readonly [number, number]> {
-  const { ranges } = JSON.parse(json.toString('utf8')) as { ranges?: Record<string, [number, number]> };
-  if (!ranges) throw new Error('calibration file has no ranges: run `npm run calibrate:layer`');
-  return ranges;
+function calibrationQuantization(json: Buffer): {
+  ranges: Record<string, readonly [number, number]>;
+  means: Record<string, readonly number[]>;
+} {
+  const { ranges, means } = JSON.parse(json.toString('utf8')) as {
+    ranges?: Record<string, [number, number]>;
+    means?: Record<string, number[]>;
+  };
+  if (!ranges || !means)
+    throw new Error('calibration file lacks ranges or channel means: run `npm run calibrate:layer`');
+  return { ranges, means };
 }
 
 export const PROJECTION_WEIGHTS_DIR = join(root, 'layers/projection/weights');

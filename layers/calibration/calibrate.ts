@@ -1,7 +1,9 @@
 /**
- * Activation ranges for the 8-bit regional graph (layers/models.ts REGIONAL_RECIPE): the float graph is
- * converted with every activation that quantisation will touch exposed as an output, run over a fixed set
- * of training images at the regional pass's own raster, and the min/max of each activation is kept.
+ * Activation statistics for the 8-bit regional graph (layers/models.ts REGIONAL_RECIPE): the float graph
+ * is converted with every activation that quantisation will touch exposed as an output, run over a fixed
+ * set of training images at the regional pass's own raster, and the min/max of each activation is kept
+ * (its uint8 range) with the mean of each of its channels (the bias correction of the convolutions that
+ * read it, layers/convert/tf-to-onnx.ts `correctedBias`).
  *
  * `npm run calibrate:layer` writes layers/calibration/regional-ranges.json (committed; the layer build
  * reads it, and its hash is part of the build fingerprint). `--check` writes nothing and exits 1 when the
@@ -50,6 +52,8 @@ export interface Calibration {
   images: { name: string; sha256: string }[];
   /** TF tensor reference → [min, max] over every image. */
   ranges: Record<string, [number, number]>;
+  /** TF tensor reference → the mean of each channel over every position of every image. */
+  means: Record<string, number[]>;
 }
 
 function evenly<T>(items: readonly T[], count: number): T[] {
@@ -90,6 +94,8 @@ export async function calibrate(images: readonly SourceImage[]): Promise<Calibra
   );
   const low = new Map<string, number>();
   const high = new Map<string, number>();
+  const sums = new Map<string, Float64Array>();
+  const counts = new Map<string, number>();
   const projection = new ort.Tensor('float32', new Float32Array(REGIONAL_SPEC.channels), [
     REGIONAL_SPEC.channels,
     1,
@@ -107,21 +113,36 @@ export async function calibrate(images: readonly SourceImage[]): Promise<Calibra
     for (const name of activationNames) {
       let min = low.get(name) ?? Number.POSITIVE_INFINITY;
       let max = high.get(name) ?? Number.NEGATIVE_INFINITY;
-      for (const value of outputs[name]!.data as Float32Array) {
+      // NHWC: the channel is the last axis.
+      const output = outputs[name]!;
+      const channels = output.dims[output.dims.length - 1]!;
+      const data = output.data as Float32Array;
+      let sum = sums.get(name);
+      if (!sum) sums.set(name, (sum = new Float64Array(channels)));
+      for (let i = 0; i < data.length; i += 1) {
+        const value = data[i]!;
         if (value < min) min = value;
         if (value > max) max = value;
+        sum[i % channels]! += value;
       }
       low.set(name, min);
       high.set(name, max);
+      counts.set(name, (counts.get(name) ?? 0) + data.length / channels);
     }
   }
   return {
-    method: `min/max of each activation entering a Conv or an Add, float graph, one intra-op thread, each image at the regional raster (${REGIONAL_SPEC.preprocessing})`,
+    method: `min/max of each activation entering a Conv or an Add, and the mean of each of its channels; float graph, one intra-op thread, each image at the regional raster (${REGIONAL_SPEC.preprocessing})`,
     dataSources: TRAIN_PACKAGES,
     decoder: { sharp: sharp.versions.sharp ?? 'unknown', vips: sharp.versions.vips },
     images: images.map(({ name, bytes: content }) => ({ name, sha256: sha256(content) })),
     ranges: Object.fromEntries(
       activationNames.sort().map((name) => [name, [rounded(low.get(name)!), rounded(high.get(name)!)]]),
+    ),
+    means: Object.fromEntries(
+      activationNames.map((name) => [
+        name,
+        Array.from(sums.get(name)!, (sum) => rounded(sum / counts.get(name)!)),
+      ]),
     ),
   };
 }
@@ -130,17 +151,29 @@ export function committedCalibration(): Calibration {
   return JSON.parse(readFileSync(CALIBRATION_FILE, 'utf8')) as Calibration;
 }
 
-/** Largest difference between two calibrations' range ends, relative to the range's width. */
-export function rangeDrift(a: Calibration, b: Calibration): number {
+/**
+ * Largest difference between two calibrations, relative to each activation's range width: of the range
+ * ends, and of the channel means. Infinite when they do not cover the same activations and channels.
+ */
+export function calibrationDrift(a: Calibration, b: Calibration): number {
   const names = new Set([...Object.keys(a.ranges), ...Object.keys(b.ranges)]);
   let drift = 0;
   for (const name of names) {
     const [x, y] = [a.ranges[name], b.ranges[name]];
-    if (!x || !y) return Number.POSITIVE_INFINITY;
+    const [meansA, meansB] = [a.means?.[name], b.means?.[name]];
+    if (!x || !y || !meansA || !meansB || meansA.length !== meansB.length) return Number.POSITIVE_INFINITY;
     const width = Math.max(x[1] - x[0], 1e-6);
     drift = Math.max(drift, Math.abs(x[0] - y[0]) / width, Math.abs(x[1] - y[1]) / width);
+    meansA.forEach((mean, c) => {
+      drift = Math.max(drift, Math.abs(mean - meansB[c]!) / width);
+    });
   }
   return drift;
+}
+
+/** Indented JSON with every list of numbers on one line (a range, or one activation's channel means). */
+export function formatted(calibration: Calibration): string {
+  return `${JSON.stringify(calibration, null, 2).replace(/\[\s+(-?[\d.e+-]+(?:,\s+-?[\d.e+-]+)*)\s+\]/g, (_, numbers: string) => `[${numbers.split(/,\s+/).join(', ')}]`)}\n`;
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
@@ -149,11 +182,11 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const result = await calibrate(calibrationImages());
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
   if (values.check) {
-    const drift = rangeDrift(result, committedCalibration());
-    console.error(`calibrate:layer: ${seconds} s, largest drift from the committed ranges ${drift}`);
+    const drift = calibrationDrift(result, committedCalibration());
+    console.error(`calibrate:layer: ${seconds} s, largest drift from the committed calibration ${drift}`);
     process.exit(drift <= 1e-3 ? 0 : 1);
   }
-  writeFileSync(CALIBRATION_FILE, `${JSON.stringify(result, null, 2)}\n`);
+  writeFileSync(CALIBRATION_FILE, formatted(result));
   console.error(
     `calibrate:layer: ${Object.keys(result.ranges).length} activations over ${result.images.length} images, ${seconds} s`,
   );

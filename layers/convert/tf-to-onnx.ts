@@ -49,8 +49,13 @@ export interface ConversionSpec {
    * activations is quantised to uint8 over the calibrated range of its TF tensor (key: TF tensor
    * reference), conv weights to int8 per output channel (within ±WEIGHT_LEVELS), biases to int32.
    * onnxruntime fuses each DequantizeLinear → Conv → QuantizeLinear group into one integer convolution.
+   * With `means` (the calibrated mean of each channel of those activations), each conv's bias is corrected
+   * for the shift its rounded weights cause (`correctedBias`).
    */
-  quantization?: { ranges: Readonly<Record<string, readonly [number, number]>> };
+  quantization?: {
+    ranges: Readonly<Record<string, readonly [number, number]>>;
+    means?: Readonly<Record<string, readonly number[]>>;
+  };
   /** For calibration: also output every activation `quantization` would quantise, named by its TF tensor. */
   exposeActivations?: boolean;
 }
@@ -340,14 +345,22 @@ class Converter {
       const activation = this.activation8(inputs[0]!);
       const biasValues = bias === undefined ? undefined : this.constant(bias).data;
       const weightScales = perChannelScales(weights, outChannels, biasValues, activation.scale);
+      const quantized = quantizeWeights(weights, weightScales);
       convInputs = [
         this.toNchw(activation.name),
-        this.dequantized(node.name, 'W', weightShape, quantizeWeights(weights, weightScales), weightScales),
+        this.dequantized(node.name, 'W', weightShape, quantized, weightScales),
       ];
       if (biasValues !== undefined) {
+        const means = this.calibratedMeans(inputs[0]!);
+        const finalBias = means
+          ? correctedBias(biasValues, weights, quantized, weightScales, means, {
+              kernelArea: kh * kw,
+              ...(depthwise ? { depthwiseMultiplier: channelOut } : {}),
+            })
+          : biasValues;
         const biasScales = weightScales.map((scale) => scale * activation.scale);
         convInputs.push(
-          this.dequantized(node.name, 'b', [outChannels], quantizeBias(biasValues, biasScales), biasScales),
+          this.dequantized(node.name, 'b', [outChannels], quantizeBias(finalBias, biasScales), biasScales),
         );
       }
     } else {
@@ -363,6 +376,15 @@ class Converter {
     for (const op of fusedOps.filter((fused) => fused !== 'BiasAdd'))
       output = this.activation(op, output, node.name, node);
     return this.toNhwc(output, node.name);
+  }
+
+  /** The calibrated channel means of activation `ref`; undefined when the calibration has none at all. */
+  private calibratedMeans(ref: string): readonly number[] | undefined {
+    const means = this.spec.quantization?.means;
+    if (!means) return undefined;
+    const key = refKey(parseRef(ref));
+    if (!means[key]) throw new Error(`no calibrated channel means for activation ${key}`);
+    return means[key];
   }
 
   /**
@@ -506,6 +528,43 @@ export function quantizeWeights(weights: Float32Array, scales: Float32Array): In
       Math.min(WEIGHT_LEVELS, Math.round(value / scales[Math.floor(i / perChannel)]!)),
     ),
   );
+}
+
+/**
+ * Bias correction (Nagel et al., "Data-Free Quantization Through Weight Equalization and Bias Correction",
+ * 2019): rounding a channel's weights to its scale shifts that channel's expected output by
+ * Σ (dequantised − float weight) × the mean of the input each weight multiplies; subtracting the shift
+ * from the bias gives back the float graph's expected output. `inputMeans` holds one mean per input
+ * channel; OIHW weights, `kernelArea` = kh × kw, `depthwiseMultiplier` for depthwise convolutions.
+ * Measured on the regional graph with 7-bit weights: windows' mean cosine to the float graph's 0.933 →
+ * 0.991, above the 0.982 of 8-bit weights without it (docs/vision.md).
+ */
+export function correctedBias(
+  bias: ArrayLike<number>,
+  weights: Float32Array,
+  quantized: Int8Array,
+  scales: Float32Array,
+  inputMeans: readonly number[],
+  layout: { kernelArea: number; depthwiseMultiplier?: number },
+): Float32Array {
+  const outChannels = scales.length;
+  const perChannel = weights.length / outChannels;
+  const corrected = Float32Array.from(bias);
+  for (let o = 0; o < outChannels; o += 1) {
+    let shift = 0;
+    for (let j = 0; j < perChannel; j += 1) {
+      const i = o * perChannel + j;
+      const input =
+        layout.depthwiseMultiplier === undefined
+          ? Math.floor(j / layout.kernelArea)
+          : Math.floor(o / layout.depthwiseMultiplier);
+      const mean = inputMeans[input];
+      if (mean === undefined) throw new Error(`bias correction: no mean for input channel ${input}`);
+      shift += (quantized[i]! * scales[o]! - weights[i]!) * mean;
+    }
+    corrected[o] = corrected[o]! - shift;
+  }
+  return corrected;
 }
 
 /** Biases as int32 at `scales` (activation scale × weight scale per channel), clamped to int32. */

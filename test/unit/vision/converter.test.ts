@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import {
   convertTfjsGraph,
   convFilterToOihw,
+  correctedBias,
   depthwiseFilterToOihw,
   foldConstant,
   perChannelScales,
@@ -267,6 +268,108 @@ describe('8-bit quantisation', () => {
     const error = Math.max(...float.map((value, i) => Math.abs(value - quantised[i]!)));
     expect(error / largest).toBeLessThan(0.03);
     expect(error).toBeGreaterThan(0); // the values went through 8-bit rounding
+  });
+
+  it('corrects each bias for the shift its channel’s rounded weights cause on the mean input', () => {
+    // Prepare: a 2×2-input-channel conv with 1×2 kernels (OIHW) and a depthwise conv with multiplier 2
+    const weights = Float32Array.of(0.3, -0.71, 0.05, 0.9, -0.2, 0.44, 0.61, -0.13);
+    const means = [1.5, -0.4];
+    const bias = Float32Array.of(0.1, -0.2);
+    const depthwiseWeights = Float32Array.of(0.33, -0.5, 0.07, 0.29, -0.81, 0.4, 0.12, 0.5);
+    const depthwiseBias = Float32Array.of(0, 0.1, 0.2, 0.3);
+    /** Σ weight × mean of its input channel + bias, per output channel. */
+    const expected = (
+      w: ArrayLike<number>,
+      b: ArrayLike<number>,
+      inputOf: (o: number, j: number) => number,
+      perChannel: number,
+    ) =>
+      Array.from(b, (value, o) => {
+        let sum = value;
+        for (let j = 0; j < perChannel; j += 1) sum += w[o * perChannel + j]! * means[inputOf(o, j)]!;
+        return sum;
+      });
+    for (const { w, b, layout, inputOf, perChannel } of [
+      {
+        w: weights,
+        b: bias,
+        layout: { kernelArea: 2 },
+        inputOf: (_: number, j: number) => j >> 1,
+        perChannel: 4,
+      },
+      {
+        w: depthwiseWeights,
+        b: depthwiseBias,
+        layout: { kernelArea: 2, depthwiseMultiplier: 2 },
+        inputOf: (o: number) => o >> 1,
+        perChannel: 2,
+      },
+    ]) {
+      const scales = perChannelScales(w, b.length);
+      const quantised = quantizeWeights(w, scales);
+      const dequantised = Array.from(quantised, (q, i) => q * scales[Math.floor(i / perChannel)]!);
+      // Act
+      const corrected = correctedBias(b, w, quantised, scales, means, layout);
+      // Assess: with the corrected bias the rounded weights give the float weights' output on the mean
+      // input (to float32 rounding); with the plain bias they do not
+      const float = expected(w, b, inputOf, perChannel);
+      const rounded = expected(dequantised, corrected, inputOf, perChannel);
+      rounded.forEach((value, o) => expect(value).toBeCloseTo(float[o]!, 6));
+      const uncorrected = expected(dequantised, b, inputOf, perChannel);
+      expect(Math.max(...uncorrected.map((value, o) => Math.abs(value - float[o]!)))).toBeGreaterThan(1e-4);
+    }
+  });
+
+  it('moves the quantised graph’s mean output towards the float graph’s with calibrated channel means', async () => {
+    // Prepare: ranges and channel means of the residual block over its input, as calibration measures them
+    const graph = residualBlock();
+    const input = Float32Array.from({ length: 144 }, (_, i) => (i * 0.618) % 1);
+    const exposed = await ort.InferenceSession.create(
+      convertTfjsGraph(graph, { ...spec, exposeActivations: true }),
+    );
+    const outputs = await exposed.run({ x: new ort.Tensor('float32', input, [1, 6, 6, 4]) });
+    const names = exposed.outputNames.filter((name) => name !== 'y');
+    const values = (name: string) => outputs[name]!.data as Float32Array;
+    const channelMeans = (data: Float32Array, channels: number) =>
+      Array.from({ length: channels }, (_, c) => {
+        let sum = 0;
+        for (let i = c; i < data.length; i += channels) sum += data[i]!;
+        return sum / (data.length / channels);
+      });
+    const ranges = Object.fromEntries(
+      names.map((name) => [name, [Math.min(...values(name)), Math.max(...values(name))] as const]),
+    );
+    const means = Object.fromEntries(
+      names.map((name) => [name, channelMeans(values(name), outputs[name]!.dims[3]!)]),
+    );
+    // Act
+    const [float, plain, corrected] = await Promise.all([
+      run(convertTfjsGraph(graph, spec), input),
+      run(convertTfjsGraph(graph, { ...spec, quantization: { ranges } }), input),
+      run(convertTfjsGraph(graph, { ...spec, quantization: { ranges, means } }), input),
+    ]);
+    // Assess: the per-channel mean error of the output shrinks
+    const meanError = (output: Float32Array) => {
+      const [a, b] = [channelMeans(output, 4), channelMeans(float, 4)];
+      return a.reduce((sum, value, c) => sum + Math.abs(value - b[c]!), 0) / 4;
+    };
+    expect(meanError(corrected)).toBeLessThan(meanError(plain) / 2);
+  });
+
+  it('refuses an activation without calibrated channel means when means are given', () => {
+    const ranges = {
+      input: [0, 1],
+      expand: [0, 6],
+      depthwise: [0, 6],
+      project: [-1, 1],
+      sum: [-1, 2],
+    } as const;
+    expect(() =>
+      convertTfjsGraph(residualBlock(), {
+        ...spec,
+        quantization: { ranges, means: { input: [0.5, 0.5, 0.5, 0.5] } },
+      }),
+    ).toThrow(/no calibrated channel means for activation expand/);
   });
 
   it('refuses an activation without a calibrated range', () => {
