@@ -11,7 +11,13 @@ import { applyProjection, type Projection } from '#lib/vision/projection.ts';
 
 /** Bumped whenever preprocessing changes in a way that changes vectors (the model hash covers the graph). */
 const PREPROCESSING_REVISION = 'p1';
-const DEFAULT_BATCH_SIZE = 16;
+/**
+ * Images per model run. One: batching buys no throughput on a compute-bound CPU model (docs/benchmarks.md,
+ * "Vision layer"), and onnxruntime's memory arena keeps the largest run's activations for the process's
+ * life — batches of 16 left the bench process ~400 MB larger (1065–1088 MB RSS against 670 MB) for the
+ * same ingestion rate (docs/benchmarks.md, "Memory").
+ */
+const DEFAULT_BATCH_SIZE = 1;
 
 export function l2Normalise(vector: Float32Array): Float32Array {
   let sum = 0;

@@ -1,10 +1,13 @@
+import { join } from 'node:path';
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { OnnxEmbedder } from '#lib/adapters/onnx-embedder.ts';
 import { InvalidImageError } from '#lib/domain/errors.ts';
 import type { Box } from '#lib/vision/image-input.ts';
 import type { LoadedVision } from '#lib/vision/load-vision.ts';
 import { EMBEDDER_SPEC } from '#lib/vision/model-specs.ts';
-import { fixture, sharedVision, vocDinnerTruth } from './vision-fixture.ts';
+import { createSession } from '#lib/vision/onnx-session.ts';
+import { fixture, MODEL_DIR, sharedVision, vocDinnerTruth } from './vision-fixture.ts';
 
 function cosine(a: Float32Array, b: Float32Array): number {
   let dot = 0;
@@ -32,14 +35,23 @@ describe('OnnxEmbedder', () => {
     expect(vision.embedder.modelVersion).toContain(vision.manifests.embedder.sha256.slice(0, 8));
   });
 
-  it('gives the same vectors in a batch as one by one', async () => {
+  it('gives the same vectors in batches as one by one', async () => {
+    // The service runs one image per model call; a batch size is still accepted (two here: 2 + 1 images).
+    const batched = new OnnxEmbedder(
+      await createSession(join(MODEL_DIR, EMBEDDER_SPEC.file)),
+      vision.manifests.embedder.sha256,
+      2,
+    );
     const photo = fixture('voc-dinner.jpg');
     const flipped = await sharp(photo).flop().png().toBuffer();
-    const [a, b] = await vision.embedder.embed([photo, flipped]);
-    const [singleA] = await vision.embedder.embed([photo]);
-    const [singleB] = await vision.embedder.embed([flipped]);
-    expect(cosine(a!, singleA!)).toBeGreaterThan(0.99999);
-    expect(cosine(b!, singleB!)).toBeGreaterThan(0.99999);
+    const small = await sharp(photo).resize(300).jpeg({ quality: 70 }).toBuffer();
+    const inBatches = await batched.embed([photo, flipped, small]);
+    const single = await Promise.all(
+      [photo, flipped, small].map(async (image) => (await vision.embedder.embed([image]))[0]!),
+    );
+    expect(inBatches).toHaveLength(3);
+    inBatches.forEach((vector, i) => expect(cosine(vector, single[i]!)).toBeGreaterThan(0.99999));
+    expect(batched.modelVersion).toBe(vision.embedder.modelVersion);
   });
 
   it('is stable under re-encoding and rescaling of the same photo', async () => {
