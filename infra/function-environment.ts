@@ -60,6 +60,8 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   WORD_SHORTLIST_TOP_N: 'default',
   MIN_SCORE: 'default',
   FEATURE_CACHE_ITEMS: 'default',
+  // The bundles carry no worker entry: extraction stays on the JS thread in AWS (default 0).
+  LOCAL_FEATURE_WORKERS: 'default',
   QUERY_DETECTOR_CROP: 'default',
   REGIONAL_MATCHING: 'default',
   REGIONAL_TOP_N: 'default',

@@ -110,6 +110,11 @@ const EnvSchema = z.object({
   REGIONAL_MATCHING: booleanString.default(true),
   /** With REGIONAL_MATCHING: how many of the best item groups by region k-NN join the verified shortlist. */
   REGIONAL_TOP_N: z.coerce.number().int().min(0).max(100).default(10),
+  /**
+   * Worker threads for ORB extraction (lib/vision/local-features/extract-pool.ts); 0: on the JS thread.
+   * Needs the TypeScript sources (local mode sets 1); the Lambda bundles keep 0.
+   */
+  LOCAL_FEATURE_WORKERS: z.coerce.number().int().min(0).max(8).default(0),
   /** Decoded catalogue features kept in memory per process (≈ 32 KB each). */
   FEATURE_CACHE_ITEMS: z.coerce.number().int().min(0).default(2000),
   /** Local mode only: import the committed demo catalogue into the demo feed at start. */
@@ -156,6 +161,8 @@ export interface Config {
     wordShortlistTopN: number;
     minScore: number;
     featureCacheItems: number;
+    /** ORB extraction threads (0: the JS thread). */
+    localFeatureWorkers: number;
     detectorCrop: boolean;
     regionalMatching: boolean;
     regionalTopN: number;
@@ -238,6 +245,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       wordShortlistTopN: e.WORD_SHORTLIST_TOP_N,
       minScore: e.MIN_SCORE,
       featureCacheItems: e.FEATURE_CACHE_ITEMS,
+      localFeatureWorkers: e.LOCAL_FEATURE_WORKERS,
       detectorCrop: e.QUERY_DETECTOR_CROP,
       regionalMatching: e.REGIONAL_MATCHING && e.EMBEDDING_PROJECTION,
       regionalTopN: e.REGIONAL_TOP_N,

@@ -111,7 +111,10 @@ function buildContainer(config: Config): Container {
     matcher(): Promise<LocalFeatureMatcher> {
       // Imported on first use: handlers that never search or import never load the OpenCV module.
       matcher ??= import('#lib/adapters/orb-local-feature-matcher.ts')
-        .then(({ OrbLocalFeatureMatcher }) => new OrbLocalFeatureMatcher())
+        .then(
+          ({ OrbLocalFeatureMatcher }) =>
+            new OrbLocalFeatureMatcher({ workers: config.search.localFeatureWorkers }),
+        )
         .catch((error: unknown) => {
           matcher = undefined;
           throw error;

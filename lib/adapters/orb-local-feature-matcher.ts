@@ -1,15 +1,28 @@
 import { extractLocalFeatures, verifyCandidates } from '#lib/vision/local-features/index.ts';
+import { ExtractionPool } from '#lib/vision/local-features/extract-pool.ts';
 import type { FeatureRole, LocalFeatureMatcher } from '#lib/ports.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 
 /**
  * Local features with ORB (OpenCV's wasm build, loaded on the first extraction) and the project's own
- * Hamming matcher + RANSAC homography (lib/vision/local-features). Extraction runs on the JS thread;
- * verification of a 20-item shortlist takes ~12–15 ms (docs/benchmarks.md "Geometric re-ranking").
+ * Hamming matcher + RANSAC homography (lib/vision/local-features). Extraction runs on the JS thread, or
+ * with `workers` > 0 on that many worker threads (extract-pool.ts; `LOCAL_FEATURE_WORKERS`); verification
+ * of a 20-item shortlist takes ~12–15 ms on the calling thread (docs/benchmarks.md "Geometric re-ranking").
  */
 export class OrbLocalFeatureMatcher implements LocalFeatureMatcher {
+  private readonly pool: ExtractionPool | undefined;
+
+  constructor(options: { workers?: number } = {}) {
+    this.pool = options.workers ? new ExtractionPool(options.workers) : undefined;
+  }
+
   extract(image: Buffer, role: FeatureRole): Promise<LocalFeatures> {
-    return extractLocalFeatures(image, { role });
+    return this.pool ? this.pool.extract(image, role) : extractLocalFeatures(image, { role });
+  }
+
+  /** Stops the extraction workers, if any. */
+  close(): Promise<void> {
+    return this.pool?.close() ?? Promise.resolve();
   }
 
   verify(query: LocalFeatures, candidates: readonly (LocalFeatures | undefined)[]): number[] {

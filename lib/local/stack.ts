@@ -47,6 +47,8 @@ export async function startLocalStack(
     VECTOR_INDEX_DIR: env.VECTOR_INDEX_DIR ?? join(dataDir, 'vectors'),
     FETCH_ALLOW_PRIVATE: env.FETCH_ALLOW_PRIVATE ?? 'true',
     IMPORT_RUNNER: env.IMPORT_RUNNER ?? 'in-process',
+    // ORB off the JS thread that also serves HTTP and the embedded stores (docs/benchmarks.md).
+    LOCAL_FEATURE_WORKERS: env.LOCAL_FEATURE_WORKERS ?? '1',
   });
   configureContainer(config);
   await ensureStorage(config);

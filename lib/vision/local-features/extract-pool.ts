@@ -1,0 +1,130 @@
+/**
+ * ORB extraction on worker threads. OpenCV's wasm ORB is the longest step of an image search that runs on
+ * the JS thread (~31 ms of a 640-px query), and at import it takes ~22 ms per item for both orientations;
+ * on the JS thread it holds up everything else that thread does meanwhile: the k-NN and the regional
+ * windows' post-processing of the same search, the next item's fetch and store writes of an import. On a
+ * worker it runs beside them (measured: docs/benchmarks.md "ORB on a worker thread").
+ *
+ * The worker runs the same `extractLocalFeatures` on its own OpenCV instance (~0.5 s to load on the first
+ * image, and its own wasm heap). Its entry is TypeScript: this runs where the sources run (local mode and
+ * the tools, through tsx's loader); the Lambda bundles keep extraction on the JS thread
+ * (`LOCAL_FEATURE_WORKERS` 0, lib/config.ts).
+ */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { InvalidImageError } from '#lib/domain/errors.ts';
+import type { FeatureRole } from '#lib/vision/local-features/extract.ts';
+import type { ExtractRequest } from '#lib/vision/local-features/extract-worker.ts';
+import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
+
+type Reply =
+  { id: number; features: LocalFeatures } | { id: number; error: { name: string; message: string } };
+
+interface Pending {
+  worker: number;
+  resolve: (features: LocalFeatures) => void;
+  reject: (error: Error) => void;
+}
+
+const ENTRY = new URL('./extract-worker.ts', import.meta.url);
+
+/** The worker's bootstrap: tsx's ESM loader first (the entry and its `#lib` imports are TypeScript). */
+function bootstrap(): string {
+  return `import('tsx/esm/api').then(async ({ register }) => { const unregister = register(); await import(${JSON.stringify(ENTRY.href)}); await unregister(); });`;
+}
+
+export class ExtractionPool {
+  private readonly workers: Worker[] = [];
+  private readonly pending = new Map<number, Pending>();
+  /** Requests in flight per worker: each image goes to the least busy one. */
+  private readonly load: number[] = [];
+  private nextId = 0;
+  private closed = false;
+
+  /** @throws Error when the worker entry is not next to this module (a bundle without the sources). */
+  constructor(size: number) {
+    if (!existsSync(fileURLToPath(ENTRY)))
+      throw new Error(
+        `LOCAL_FEATURE_WORKERS needs ${fileURLToPath(ENTRY)} (the TypeScript sources); set it to 0 in bundles`,
+      );
+    for (let i = 0; i < size; i += 1) this.workers.push(this.spawn(i));
+  }
+
+  get size(): number {
+    return this.workers.length;
+  }
+
+  extract(image: Buffer, role: FeatureRole): Promise<LocalFeatures> {
+    if (this.closed) return Promise.reject(new Error('the extraction pool is closed'));
+    const index = this.load.indexOf(Math.min(...this.load));
+    const id = this.nextId++;
+    const worker = this.workers[index]!;
+    // A worker with work in flight keeps the process alive until it answers; an idle one does not.
+    if (this.load[index] === 0) worker.ref();
+    this.load[index] = this.load[index]! + 1;
+    const settled = () => {
+      this.load[index] = this.load[index]! - 1;
+      if (this.load[index] === 0) worker.unref();
+    };
+    return new Promise<LocalFeatures>((resolve, reject) => {
+      this.pending.set(id, {
+        worker: index,
+        resolve: (features) => {
+          settled();
+          resolve(features);
+        },
+        reject: (error) => {
+          settled();
+          reject(error);
+        },
+      });
+      // A copy: the caller keeps its buffer (the import stores the image, the search embeds it).
+      const request: ExtractRequest = { id, image: new Uint8Array(image), role };
+      worker.postMessage(request, [request.image.buffer as ArrayBuffer]);
+    });
+  }
+
+  /** Stops the workers; extractions still in flight are rejected. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all(this.workers.map((worker) => worker.terminate()));
+    this.fail(new Error('the extraction pool was closed'));
+  }
+
+  private spawn(index: number): Worker {
+    const worker = new Worker(bootstrap(), { eval: true });
+    this.load[index] = 0;
+    worker.on('message', (reply: Reply) => {
+      const waiting = this.pending.get(reply.id);
+      if (!waiting) return;
+      this.pending.delete(reply.id);
+      if ('features' in reply) waiting.resolve(reply.features);
+      else waiting.reject(reviveError(reply.error));
+    });
+    worker.on('error', (error) => {
+      // A crashed worker fails what it was given; a fresh one takes its place.
+      this.fail(error, index);
+      if (!this.closed) this.workers[index] = this.spawn(index);
+    });
+    // Idle, it must not keep a finished process (a CLI, a test) alive; unref after the listeners, which
+    // would take the reference again.
+    worker.unref();
+    return worker;
+  }
+
+  /** Rejects the extractions in flight (on one worker, or on all). */
+  private fail(error: Error, worker?: number): void {
+    for (const [id, waiting] of this.pending) {
+      if (worker !== undefined && waiting.worker !== worker) continue;
+      this.pending.delete(id);
+      waiting.reject(error);
+    }
+  }
+}
+
+/** Undecodable images stay `InvalidImageError` (a 4xx) across the thread boundary. */
+function reviveError({ name, message }: { name: string; message: string }): Error {
+  if (name === 'InvalidImageError') return new InvalidImageError(message);
+  return Object.assign(new Error(message), { name });
+}

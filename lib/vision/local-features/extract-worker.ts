@@ -1,0 +1,31 @@
+/**
+ * Worker-thread entry of `ExtractionPool` (extract-pool.ts): extracts the local features of each image it
+ * is sent, on this thread's own OpenCV instance, and sends them back with their buffers transferred.
+ */
+import { parentPort } from 'node:worker_threads';
+import { extractLocalFeatures, type FeatureRole } from '#lib/vision/local-features/extract.ts';
+
+export interface ExtractRequest {
+  id: number;
+  image: Uint8Array;
+  role: FeatureRole;
+}
+
+const port = parentPort;
+if (!port) throw new Error('extract-worker.ts runs as a worker thread of ExtractionPool');
+
+port.on('message', ({ id, image, role }: ExtractRequest) => {
+  extractLocalFeatures(Buffer.from(image.buffer, image.byteOffset, image.byteLength), { role }).then(
+    (features) => {
+      const sets = features.mirrored ? [features.original, features.mirrored] : [features.original];
+      port.postMessage(
+        { id, features },
+        sets.flatMap((set) => [set.points.buffer as ArrayBuffer, set.descriptors.buffer as ArrayBuffer]),
+      );
+    },
+    (error: unknown) => {
+      const { name, message } = error instanceof Error ? error : new Error(String(error));
+      port.postMessage({ id, error: { name, message } });
+    },
+  );
+});

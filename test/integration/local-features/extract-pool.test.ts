@@ -1,0 +1,106 @@
+/**
+ * ORB extraction on worker threads (lib/vision/local-features/extract-pool.ts, `LOCAL_FEATURE_WORKERS`):
+ * real workers, each with its own OpenCV instance, must give exactly what the JS thread gives, keep
+ * undecodable input a 4xx error, and never keep a finished process alive.
+ */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OrbLocalFeatureMatcher } from '#lib/adapters/orb-local-feature-matcher.ts';
+import { InvalidImageError } from '#lib/domain/errors.ts';
+import { ExtractionPool } from '#lib/vision/local-features/extract-pool.ts';
+import {
+  extractLocalFeatures,
+  type FeatureSet,
+  type LocalFeatures,
+} from '#lib/vision/local-features/index.ts';
+import { DINNER, GROVE, SHELF } from './images.ts';
+
+function same(a: FeatureSet | undefined, b: FeatureSet | undefined): void {
+  expect(a).toBeDefined();
+  expect(b).toBeDefined();
+  expect([a!.width, a!.height]).toEqual([b!.width, b!.height]);
+  expect(Buffer.from(a!.points.buffer, a!.points.byteOffset, a!.points.byteLength)).toEqual(
+    Buffer.from(b!.points.buffer, b!.points.byteOffset, b!.points.byteLength),
+  );
+  expect(Buffer.from(a!.descriptors.buffer, a!.descriptors.byteOffset, a!.descriptors.byteLength)).toEqual(
+    Buffer.from(b!.descriptors.buffer, b!.descriptors.byteOffset, b!.descriptors.byteLength),
+  );
+}
+
+describe('ExtractionPool', () => {
+  let pool: ExtractionPool;
+  beforeAll(() => {
+    pool = new ExtractionPool(2);
+  });
+  afterAll(() => pool.close());
+
+  it('gives the features the JS thread gives, for queries and catalogue images, concurrently', async () => {
+    // Prepare: three photos, each as a query and as a catalogue image (six extractions over two workers)
+    const photos = [DINNER, GROVE, SHELF];
+    const requests = photos.flatMap((photo) =>
+      (['query', 'catalogue'] as const).map((role) => ({ photo, role })),
+    );
+    // Act
+    const fromPool = await Promise.all(requests.map(({ photo, role }) => pool.extract(photo, role)));
+    const inThread: LocalFeatures[] = [];
+    for (const { photo, role } of requests) inThread.push(await extractLocalFeatures(photo, { role }));
+    // Assess
+    fromPool.forEach((features, i) => {
+      same(features.original, inThread[i]!.original);
+      if (requests[i]!.role === 'catalogue') same(features.mirrored, inThread[i]!.mirrored);
+      else expect(features.mirrored).toBeUndefined();
+    });
+    expect(fromPool[0]!.original.points.length).toBeGreaterThan(100);
+  }, 60_000);
+
+  it('reports an undecodable image as InvalidImageError and keeps working', async () => {
+    await expect(pool.extract(Buffer.from('not an image'), 'query')).rejects.toBeInstanceOf(
+      InvalidImageError,
+    );
+    const features = await pool.extract(DINNER, 'query');
+    expect(features.original.points.length).toBeGreaterThan(100);
+  }, 30_000);
+
+  it('refuses work once closed', async () => {
+    const closing = new ExtractionPool(1);
+    await closing.close();
+    await expect(closing.extract(DINNER, 'query')).rejects.toThrow(/closed/);
+  });
+});
+
+describe('OrbLocalFeatureMatcher with workers', () => {
+  it('lets a finished process exit: an idle worker holds nothing open', async () => {
+    // A process that extracts once through a worker and then has nothing left to do must end by itself.
+    const matcherModule = join(import.meta.dirname, '../../../lib/adapters/orb-local-feature-matcher.ts');
+    const photo = join(import.meta.dirname, 'fixtures/arc2017-shelf.jpg');
+    const script = `
+      import { readFileSync } from 'node:fs';
+      import { OrbLocalFeatureMatcher } from ${JSON.stringify(matcherModule)};
+      const features = await new OrbLocalFeatureMatcher({ workers: 1 }).extract(readFileSync(${JSON.stringify(photo)}), 'query');
+      console.log(features.original.points.length / 2);`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const started = Date.now();
+    const code = await new Promise<number | null>((resolve) => {
+      const timer = setTimeout(() => child.kill(), 20_000);
+      child.on('exit', (exitCode) => {
+        clearTimeout(timer);
+        resolve(exitCode);
+      });
+    });
+    expect(code).toBe(0);
+    expect(Number(output.trim())).toBeGreaterThan(100);
+    expect(Date.now() - started).toBeLessThan(20_000);
+  }, 30_000);
+
+  it('extracts on the JS thread with no workers', async () => {
+    const matcher = new OrbLocalFeatureMatcher();
+    const features = await matcher.extract(DINNER, 'query');
+    same(features.original, (await extractLocalFeatures(DINNER, { role: 'query' })).original);
+    await matcher.close();
+  });
+});
