@@ -11,6 +11,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { processAlive } from '#lib/local/process-alive.ts';
 
 export interface PinnedPackage {
   name: string;
@@ -34,20 +35,11 @@ function sleepSync(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** The holder's pid is gone, or it never wrote one (died between mkdir and write) a while ago. */
 function isStale(lock: string, owner: string): boolean {
   try {
     const holder = Number(readFileSync(owner, 'utf8'));
-    return Number.isInteger(holder) && holder > 0 && !isAlive(holder);
+    return Number.isInteger(holder) && holder > 0 && !processAlive(holder);
   } catch {
     try {
       return Date.now() - statSync(lock).mtimeMs > 10_000;

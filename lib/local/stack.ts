@@ -10,6 +10,7 @@ import { ensureStorage, startEmbeddedStores } from '#lib/local/embedded-stores.t
 import { startHttpServer } from '#lib/local/server.ts';
 import { InProcessImportDispatcher } from '#lib/ingest/dispatchers.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
+import { processAlive } from '#lib/local/process-alive.ts';
 
 export const DEMO_FEED_ID = 'demo';
 
@@ -104,15 +105,6 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   }
   await writeFile(file, String(process.pid));
   return () => rm(file, { force: true });
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** The admin token survives restarts so an open dashboard session stays valid. */
