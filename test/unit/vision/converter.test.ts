@@ -236,22 +236,39 @@ describe('8-bit quantisation', () => {
     return outputs['y']!.data as Float32Array;
   }
 
-  it('exposes, then quantises, every activation entering a Conv or an Add, and stays close to float', async () => {
-    // Prepare: an input in [0, 1) and the float graph's activations over it
-    const graph = residualBlock();
-    const input = Float32Array.from({ length: 144 }, (_, i) => (i * 0.618) % 1);
+  function channelMeans(data: Float32Array, channels: number): number[] {
+    return Array.from({ length: channels }, (_, c) => {
+      let sum = 0;
+      for (let i = c; i < data.length; i += channels) sum += data[i]!;
+      return sum / (data.length / channels);
+    });
+  }
+
+  /** What calibration measures, on one input: every exposed activation's range and channel means. */
+  async function calibrated(graph: TfjsGraph, input: Float32Array) {
     const exposed = await ort.InferenceSession.create(
       convertTfjsGraph(graph, { ...spec, exposeActivations: true }),
     );
     const outputs = await exposed.run({ x: new ort.Tensor('float32', input, [1, 6, 6, 4]) });
-    const ranges = Object.fromEntries(
-      exposed.outputNames
-        .filter((name) => name !== 'y')
-        .map((name) => {
-          const values = Array.from(outputs[name]!.data as Float32Array);
-          return [name, [Math.min(...values), Math.max(...values)] as const];
-        }),
-    );
+    const names = exposed.outputNames.filter((name) => name !== 'y');
+    const values = (name: string) => outputs[name]!.data as Float32Array;
+    return {
+      ranges: Object.fromEntries(
+        names.map((name) => [name, [Math.min(...values(name)), Math.max(...values(name))] as const]),
+      ),
+      means: Object.fromEntries(
+        names.map((name) => [name, channelMeans(values(name), outputs[name]!.dims[3]!)]),
+      ),
+    };
+  }
+
+  const INPUT = Float32Array.from({ length: 144 }, (_, i) => (i * 0.618) % 1);
+
+  it('exposes, then quantises, every activation entering a Conv or an Add, and stays close to float', async () => {
+    // Prepare: an input in [0, 1) and the float graph's activations over it
+    const graph = residualBlock();
+    const input = INPUT;
+    const { ranges } = await calibrated(graph, input);
     // Act
     const quantisedModel = convertTfjsGraph(graph, { ...spec, quantization: { ranges } });
     const [float, quantised] = await Promise.all([
@@ -323,25 +340,8 @@ describe('8-bit quantisation', () => {
   it('moves the quantised graph’s mean output towards the float graph’s with calibrated channel means', async () => {
     // Prepare: ranges and channel means of the residual block over its input, as calibration measures them
     const graph = residualBlock();
-    const input = Float32Array.from({ length: 144 }, (_, i) => (i * 0.618) % 1);
-    const exposed = await ort.InferenceSession.create(
-      convertTfjsGraph(graph, { ...spec, exposeActivations: true }),
-    );
-    const outputs = await exposed.run({ x: new ort.Tensor('float32', input, [1, 6, 6, 4]) });
-    const names = exposed.outputNames.filter((name) => name !== 'y');
-    const values = (name: string) => outputs[name]!.data as Float32Array;
-    const channelMeans = (data: Float32Array, channels: number) =>
-      Array.from({ length: channels }, (_, c) => {
-        let sum = 0;
-        for (let i = c; i < data.length; i += channels) sum += data[i]!;
-        return sum / (data.length / channels);
-      });
-    const ranges = Object.fromEntries(
-      names.map((name) => [name, [Math.min(...values(name)), Math.max(...values(name))] as const]),
-    );
-    const means = Object.fromEntries(
-      names.map((name) => [name, channelMeans(values(name), outputs[name]!.dims[3]!)]),
-    );
+    const input = INPUT;
+    const { ranges, means } = await calibrated(graph, input);
     // Act
     const [float, plain, corrected] = await Promise.all([
       run(convertTfjsGraph(graph, spec), input),
