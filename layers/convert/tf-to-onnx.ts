@@ -536,8 +536,8 @@ export function quantizeWeights(weights: Float32Array, scales: Float32Array): In
  * Σ (dequantised − float weight) × the mean of the input each weight multiplies; subtracting the shift
  * from the bias gives back the float graph's expected output. `inputMeans` holds one mean per input
  * channel; OIHW weights, `kernelArea` = kh × kw, `depthwiseMultiplier` for depthwise convolutions.
- * Measured on the regional graph with 7-bit weights: windows' mean cosine to the float graph's 0.933 →
- * 0.991, above the 0.982 of 8-bit weights without it (docs/vision.md).
+ * Measured on the regional graph with 7-bit weights: windows' mean cosine to the float graph's 0.936 →
+ * 0.991, above the 0.981 of 8-bit weights without it (docs/vision.md).
  */
 export function correctedBias(
   bias: ArrayLike<number>,
