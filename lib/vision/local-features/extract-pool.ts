@@ -31,7 +31,7 @@ const ENTRY = new URL('./extract-worker.ts', import.meta.url);
 
 /** The worker's bootstrap: tsx's ESM loader first (the entry and its `#lib` imports are TypeScript). */
 function bootstrap(): string {
-  return `import('tsx/esm/api').then(async ({ register }) => { const unregister = register(); await import(${JSON.stringify(ENTRY.href)}); await unregister(); });`;
+  return `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(ENTRY.href)}); });`;
 }
 
 export class ExtractionPool {
@@ -49,10 +49,6 @@ export class ExtractionPool {
         `LOCAL_FEATURE_WORKERS needs ${fileURLToPath(ENTRY)} (the TypeScript sources); set it to 0 in bundles`,
       );
     for (let i = 0; i < size; i += 1) this.workers.push(this.spawn(i));
-  }
-
-  get size(): number {
-    return this.workers.length;
   }
 
   extract(image: Buffer, role: FeatureRole): Promise<LocalFeatures> {
