@@ -1,10 +1,13 @@
 /**
- * Lazy, memoised loading of OpenCV's WebAssembly build (`@techstark/opencv-js`), used only for ORB
+ * Lazy, memoised loading of OpenCV's WebAssembly build (`@opencvjs/web`, OpenCV 5.0), used only for ORB
  * keypoint extraction: matching and RANSAC are ours (see `matcher.ts`, `homography.ts`), because every
  * call into the wasm matcher crosses the JS↔wasm boundary and was measured ~100× too slow for re-ranking.
+ *
+ * Why this build: its ORB gives byte-identical keypoints and descriptors to `@techstark/opencv-js` 4.12
+ * (the build stored features were first made with: 374 catalogue and query rasters compared, every
+ * position, angle, response, octave and descriptor bit) in ~55 % of the time on a 640-px query
+ * (docs/benchmarks.md "ORB build"), so stored features stay valid.
  */
-import { createRequire } from 'node:module';
-
 /** The handful of OpenCV objects this module uses; typed here rather than through the package's own
  * declarations, which cover all of OpenCV and would couple our types to its generated ones. */
 export interface CvMat {
@@ -52,41 +55,23 @@ export interface OpenCv {
   CV_8UC1: number;
 }
 
-interface EmscriptenModule {
-  then?: (callback: (module: EmscriptenModule) => void) => unknown;
-  ORB?: unknown;
-}
-
 let loading: Promise<OpenCv> | undefined;
 
 /**
- * Resolves to the initialised OpenCV module; the first call starts the ~0.4 s wasm instantiation and every
- * concurrent or later call shares it. A failed load is not cached, so a later call retries.
+ * Resolves to the initialised OpenCV module; the first call starts the ~0.5 s load and wasm instantiation
+ * and every concurrent or later call shares it (a failed instantiation, like the package's own promise,
+ * stays failed: it means the wasm cannot run in this process).
  */
 export function loadOpenCv(): Promise<OpenCv> {
-  loading ??= instantiate().catch((error: unknown) => {
-    loading = undefined;
-    throw error;
-  });
+  loading ??= instantiate();
   return loading;
 }
 
-function instantiate(): Promise<OpenCv> {
-  // `require`, not `import()`: the CommonJS export has a `then` method, so an ESM namespace of it (and any
-  // promise resolved with it) would try to adopt it as a thenable and never settle.
-  const require = createRequire(import.meta.url);
-  const module = require('@techstark/opencv-js') as EmscriptenModule;
-  return new Promise<OpenCv>((resolve, reject) => {
-    const ready = (initialised: EmscriptenModule): void => {
-      // Same trap: resolving with an object that still has `then` would recurse into it forever.
-      delete initialised.then;
-      if (typeof initialised.ORB !== 'function') {
-        reject(new Error('OpenCV loaded without ORB support'));
-        return;
-      }
-      resolve(initialised as unknown as OpenCv);
-    };
-    if (typeof module.then === 'function') module.then(ready);
-    else ready(module);
-  });
+async function instantiate(): Promise<OpenCv> {
+  // Imported here, not at the top: evaluating the 13 MB module alone takes ~0.26 s, which processes that
+  // never extract features (detection, related products by id) should not pay at start.
+  const { loadOpenCV } = await import('@opencvjs/web');
+  const module = (await loadOpenCV()) as unknown as Partial<OpenCv>;
+  if (typeof module.ORB !== 'function') throw new Error('OpenCV loaded without ORB support');
+  return module as OpenCv;
 }

@@ -3,6 +3,7 @@
  * the catalogue together with tiles of two unrelated photos; queries are transformed views of a product,
  * alone or in its surroundings.
  */
+import { createHash } from 'node:crypto';
 import sharp from 'sharp';
 import { InvalidImageError } from '#lib/domain/errors.ts';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -35,9 +36,50 @@ describe('loadOpenCv', () => {
   it('shares one module between concurrent callers and can be awaited', async () => {
     // Act
     const [a, b] = await Promise.all([loadOpenCv(), loadOpenCv()]);
-    // Assess: awaiting resolved at all (the raw module is a thenable that never settles) and to ORB support
+    // Assess
     expect(a).toBe(b);
     expect(typeof a.ORB).toBe('function');
+  });
+});
+
+/**
+ * sha256 of `encodeFeatures` of each committed photo, recorded with the OpenCV build the catalogue's stored
+ * features were first extracted with (@techstark/opencv-js 4.12, sharp 0.35.5). Stored features are never
+ * re-extracted, so a query's features must come out of the same extraction bit for bit: a change here (an
+ * OpenCV or sharp/libvips upgrade, another resize kernel) means re-importing every catalogue's features.
+ */
+const STORED_FEATURE_FINGERPRINTS = {
+  dinner: {
+    catalogue: '115154d1ee7d08bfc89cdf9940656342ede21fc797a76395d5d42b1a77765f41',
+    query: '7f33652afd71ffb7f7cc3e1cd9ecff6911758af9bde2fc9776f84c422e906782',
+  },
+  grove: {
+    catalogue: '86fc8df726ac61e0bce8baa4f10bd9c6fbc52b7c6877df4fffe63610978e1948',
+    query: '26dac1fd1f2143ef3c5d8a8f4c2e27b66a94374f333ecd2109acd96d227e51f7',
+  },
+  shelf: {
+    catalogue: '1fa26648bf83e4314b357f1efe236f1469a28db28b2cd68258edb49ba55d03cf',
+    query: '190a7a688a9383c97ec658fc6d15634eb9a1a8efe4df48ac100b07ddb09b717b',
+  },
+} as const;
+
+describe('extraction stability', () => {
+  it('extracts the features the stored catalogue records were made with, bit for bit', async () => {
+    // Prepare
+    const photos = { dinner: DINNER, grove: GROVE, shelf: SHELF };
+    const fingerprints: Record<string, Record<string, string>> = {};
+    // Act
+    for (const [name, photo] of Object.entries(photos)) {
+      fingerprints[name] = {};
+      for (const role of ['catalogue', 'query'] as const) {
+        const features = await extractLocalFeatures(photo, { role });
+        fingerprints[name][role] = createHash('sha256').update(encodeFeatures(features)).digest('hex');
+      }
+    }
+    // Assess
+    expect(fingerprints, `sharp ${sharp.versions.sharp}, libvips ${sharp.versions.vips}`).toEqual(
+      STORED_FEATURE_FINGERPRINTS,
+    );
   });
 });
 
