@@ -122,7 +122,12 @@ export async function loadVision(
       `Model ${REGIONAL_SPEC.name} was not built from the embedder's weights: run \`npm run build:layer\`.`,
     );
   const [embedderSession, detectorSession] = await Promise.all([
-    createSession(join(modelDir, EMBEDDER_SPEC.file), options.embedderThreads),
+    // A batch job that sets the threads has nothing else to run: its pool may spin-wait between images.
+    createSession(
+      join(modelDir, EMBEDDER_SPEC.file),
+      options.embedderThreads,
+      options.embedderThreads !== undefined,
+    ),
     createSession(join(modelDir, DETECTOR_SPEC.file)),
   ]);
   // The regional session is created on the first image search: imports, detection and related products
