@@ -68,6 +68,31 @@ describe('UsearchVectorIndex', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('answers a batch of plain queries through one graph call exactly as one by one', async () => {
+    // Prepare: a graph large enough for HNSW to approximate, and ~75 window-like queries of one k
+    const dir = await tempDir();
+    const dimension = 32;
+    const index = new UsearchVectorIndex({ dir, dimension });
+    await index.upsert(
+      Array.from({ length: 3000 }, (_, i) => doc('f1', `p${i}`, randomUnit(i + 1, dimension))),
+    );
+    const queries = Array.from({ length: 75 }, (_, i) => ({
+      feedId: 'f1',
+      vector: randomUnit(50_000 + i, dimension),
+      k: 5,
+    }));
+    const alone = [];
+    for (const query of queries) alone.push(await index.search(query));
+
+    // Act
+    const batched = await index.searchMany(queries);
+
+    // Assess
+    expect(batched).toEqual(alone);
+    expect(batched.every((hits) => hits.length === 5)).toBe(true);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('keeps one folder per feed and removes it with the feed', async () => {
     // Prepare
     const dir = await tempDir();
