@@ -17,9 +17,12 @@ export type LambdaArchitecture = 'x86_64' | 'arm64';
 /**
  * Modules with native binaries that the bundles leave external (esbuild `externalModules`) and this layer
  * provides. usearch is the local-mode vector index: unused in AWS, but lib/container.ts imports it
- * statically and an ESM import of a missing package fails the whole module at cold start.
+ * statically and an ESM import of a missing package fails the whole module at cold start. OpenCV's wasm
+ * build is no native module, but 13 MB of JS with the wasm inside: bundled, every function would parse it
+ * at cold start; from the layer it is read on the first ORB extraction only (lib/vision/local-features/
+ * opencv.ts imports it dynamically).
  */
-export const NATIVE_MODULES = ['onnxruntime-node', 'sharp', 'usearch'] as const;
+export const NATIVE_MODULES = ['onnxruntime-node', 'sharp', 'usearch', '@opencvjs/web'] as const;
 
 /** Install- or build-time-only dependencies (downloaders, C++ headers): not needed at run time. */
 const INSTALL_ONLY = new Set(['adm-zip', 'global-agent', 'node-addon-api']);
