@@ -375,7 +375,9 @@ export class UsearchVectorIndex implements VectorIndex {
       const plain = normaliseFilter(query.filter).length === 0 && !query.excludeItemGroupIds?.length;
       if (!shard || !plain || query.k <= 0) return;
       const key = `${query.feedId}\u0000${Math.min(Math.floor(query.k), shard.live)}`;
-      batches.set(key, [...(batches.get(key) ?? []), i]);
+      const batch = batches.get(key);
+      if (batch) batch.push(i);
+      else batches.set(key, [i]);
     });
     for (const indices of batches.values()) {
       if (indices.length < 2) continue;

@@ -10,8 +10,8 @@ export type InferenceSession = ort.InferenceSession;
  * With more than one thread, onnxruntime's pool threads spin-wait for work after every run unless
  * `spinWait` is set: in a service that CPU is taken from everything else running beside the model (the
  * query's ORB extraction, the embedder, the JS thread). Turning it off cut an image search's CPU from
- * 328 to 262 ms at 10k products (docs/benchmarks.md "Spin-waiting"); a batch job with nothing else to
- * do may keep it.
+ * 328 to 262 ms at 10k products (docs/benchmarks.md "Search CPU on an AVX2 host"); a batch job with
+ * nothing else to do may keep it.
  */
 export function createSession(
   modelPath: string,

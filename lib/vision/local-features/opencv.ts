@@ -6,7 +6,7 @@
  * Why this build: its ORB gives byte-identical keypoints and descriptors to `@techstark/opencv-js` 4.12
  * (the build stored features were first made with: 374 catalogue and query rasters compared, every
  * position, angle, response, octave and descriptor bit) in ~55 % of the time on a 640-px query
- * (docs/benchmarks.md "ORB build"), so stored features stay valid.
+ * (docs/benchmarks.md "Search CPU on an AVX2 host"), so stored features stay valid.
  */
 /** The handful of OpenCV objects this module uses; typed here rather than through the package's own
  * declarations, which cover all of OpenCV and would couple our types to its generated ones. */
@@ -58,7 +58,7 @@ export interface OpenCv {
 let loading: Promise<OpenCv> | undefined;
 
 /**
- * Resolves to the initialised OpenCV module; the first call starts the ~0.5 s load and wasm instantiation
+ * Resolves to the initialised OpenCV module; the first call starts the ~0.9 s load and wasm instantiation
  * and every concurrent or later call shares it (a failed instantiation, like the package's own promise,
  * stays failed: it means the wasm cannot run in this process).
  */
