@@ -369,21 +369,20 @@ export class UsearchVectorIndex implements VectorIndex {
     // Plain queries (no filter, no exclusion) of one feed with one k go to the graph in one call, on every
     // core: an image search's ~75 regional windows took ~15 ms of the JS thread one by one. Each query is
     // answered exactly as alone (usearch searches a batch's queries independently).
-    const batches = new Map<string, number[]>();
+    const batches = new Map<string, { shard: FeedShard; k: number; indices: number[] }>();
     queries.forEach((query, i) => {
       const shard = this.#feeds.get(query.feedId);
       const plain = normaliseFilter(query.filter).length === 0 && !query.excludeItemGroupIds?.length;
-      if (!shard || !plain || query.k <= 0) return;
-      const key = `${query.feedId}\u0000${Math.min(Math.floor(query.k), shard.live)}`;
+      // An empty shard or k ≤ 0 is left to #search, which answers [] (the graph refuses k 0).
+      if (!shard || shard.live === 0 || !plain || query.k <= 0) return;
+      const k = Math.min(Math.floor(query.k), shard.live);
+      const key = `${query.feedId}\u0000${k}`;
       const batch = batches.get(key);
-      if (batch) batch.push(i);
-      else batches.set(key, [i]);
+      if (batch) batch.indices.push(i);
+      else batches.set(key, { shard, k, indices: [i] });
     });
-    for (const indices of batches.values()) {
+    for (const { shard, k, indices } of batches.values()) {
       if (indices.length < 2) continue;
-      const first = queries[indices[0]!]!;
-      const shard = this.#feeds.get(first.feedId)!;
-      const k = Math.min(Math.floor(first.k), shard.live);
       const matrix = new Float32Array(indices.length * this.dimension);
       indices.forEach((index, i) => matrix.set(queries[index]!.vector, i * this.dimension));
       const matches = shard.graph.search(matrix, k, BATCH_SEARCH_THREADS) as BatchMatches;

@@ -423,6 +423,21 @@ export function describeVectorIndexContract(
       expect(lists).toEqual([[], []]);
     });
 
+    it('answers several queries with empty lists once every product of the feed is deleted', async () => {
+      // Prepare
+      await index.upsert([doc('f1', 'p1', unit(1, 0)), doc('f1', 'p2', unit(0, 1))]);
+      await index.deleteProducts('f1', ['p1', 'p2']);
+
+      // Act
+      const lists = await index.searchMany([
+        { feedId: 'f1', vector: unit(1, 0), k: 5 },
+        { feedId: 'f1', vector: unit(0, 1), k: 5 },
+      ]);
+
+      // Assess
+      expect(lists).toEqual([[], []]);
+    });
+
     it('rejects several queries when one vector has the wrong dimension', async () => {
       // Prepare
       await index.upsert([doc('f1', 'p1', unit(1, 0))]);
