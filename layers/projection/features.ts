@@ -12,26 +12,44 @@ export interface FeatureSet {
   dimension: number;
   /** Row-major, one row per view. */
   features: Float32Array;
-  /** Object index of each row. */
+  /** Object index of each row (its position in the full object list, also for a sample). */
   objects: Int32Array;
   kinds: ViewKind[];
   objectNames: string[];
 }
 
-const QUANTUM = 4096;
+/** Features are multiples of 1/QUANTUM (and so stored exactly as int16 × 1/QUANTUM, recipe.ts). */
+export const QUANTUM = 4096;
 /** Objects whose views are made concurrently (sharp uses its own thread pool). */
 const OBJECTS_PER_BATCH = 8;
 
+/** Rounds to a multiple of 1/QUANTUM; zero is +0 (the committed int16 copy cannot keep -0's sign, recipe.ts). */
 export function quantise(value: number): number {
-  return Math.round(value * QUANTUM) / QUANTUM;
+  return Math.round(value * QUANTUM) / QUANTUM || 0;
 }
 
 export async function extractFeatures(
   sources: TrainingSources,
   embedder: OnnxEmbedder,
-  options: { seed: number; pastes: number; log?: (line: string) => void },
+  options: {
+    seed: number;
+    pastes: number;
+    log?: (line: string) => void;
+    /**
+     * Only these objects, by name → index in the full object list (the index seeds their views): a
+     * sample's rows are then the full set's rows of those objects. Throws when one of them is missing.
+     */
+    sample?: ReadonlyMap<string, number>;
+  },
 ): Promise<FeatureSet> {
-  const objects = await prepareObjects(sources, options.seed);
+  const { sample } = options;
+  const objects = await prepareObjects(sources, options.seed, sample && ((name) => sample.has(name)));
+  if (sample && objects.length !== sample.size) {
+    const made = new Set(objects.map(({ name }) => name));
+    const missing = [...sample.keys()].filter((name) => !made.has(name));
+    throw new Error(`training objects not made from the sources: ${missing.join(', ')}`);
+  }
+  const indexOf = (position: number): number => (sample ? sample.get(objects[position]!.name)! : position);
   const backgrounds = await prepareBackgrounds(sources.backgrounds);
   const rows: Float32Array[] = [];
   const objectIds: number[] = [];
@@ -52,7 +70,9 @@ export async function extractFeatures(
     // Views of this batch are drawn while the model embeds the previous batch.
     const views = (
       await Promise.all(
-        batch.map((object, i) => objectViews(object, start + i, backgrounds, options.seed, options.pastes)),
+        batch.map((object, i) =>
+          objectViews(object, indexOf(start + i), backgrounds, options.seed, options.pastes),
+        ),
       )
     ).flat();
     await collect();

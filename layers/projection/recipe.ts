@@ -1,6 +1,6 @@
 /**
  * The shipped projection's recipe (seed, views, hyper-parameters) and the pipeline that turns it into
- * weights: training data → augmented views → frozen features (cached) → PCA-whitening start → contrastive
+ * weights: training data → augmented views → frozen features (committed) → PCA-whitening start → contrastive
  * refinement. `npm run train:projection` (layers/projection/cli.ts) writes the result into
  * layers/projection/weights/; test/integration/vision/projection-training.test.ts re-runs it and compares
  * bytes.
@@ -10,11 +10,12 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { dirname, join } from 'node:path';
+import { brotliCompressSync, brotliDecompressSync, constants as zlib } from 'node:zlib';
 import sharp from 'sharp';
 import type { OnnxEmbedder } from '#lib/adapters/onnx-embedder.ts';
 import { loadTrainingSources, TRAIN_DATA_DIR, TRAIN_PACKAGES } from './data.ts';
-import { extractFeatures, type FeatureSet } from './features.ts';
+import { extractFeatures, QUANTUM, type FeatureSet } from './features.ts';
 import { trainProjection, type TrainedProjection, type TrainOptions } from './train.ts';
 import type { ViewKind } from './views.ts';
 
@@ -39,7 +40,7 @@ export const PROJECTION_RECIPE = {
 
 export type ProjectionRecipe = typeof PROJECTION_RECIPE;
 
-/** The sources that decide the training views and features (part of the cache key and the manifest). */
+/** The sources that decide the training views and features (part of their key and of the manifest). */
 const FEATURE_SOURCES = [
   'layers/projection/data.ts',
   'layers/projection/views.ts',
@@ -71,7 +72,7 @@ function sharpVersion(): string {
   return JSON.stringify(sharp.versions);
 }
 
-export function featureCacheKey(recipe: ProjectionRecipe, embedderSha256: string): string {
+export function featuresKey(recipe: ProjectionRecipe, embedderSha256: string): string {
   return createHash('sha256')
     .update(hashFiles(FEATURE_SOURCES))
     .update(JSON.stringify({ seed: recipe.seed, pastes: recipe.pastes, packages: TRAIN_PACKAGES }))
@@ -90,7 +91,17 @@ export function featuresSha256(set: FeatureSet): string {
     .digest('hex');
 }
 
-interface CachedMeta {
+/**
+ * The training features of the shipped weights, committed beside them (they are derived numbers, not
+ * images): `npm run train:projection` writes them, and a clean checkout re-trains from them in about a
+ * minute instead of re-extracting 6,858 views (~7 min on 2 cores). Whether the script still extracts
+ * exactly these numbers is checked on a sample of objects in npm test and in full by `--no-cache`.
+ */
+export const COMMITTED_FEATURES_FILE = join(root, 'layers/projection/training-set/features.bin.br');
+
+interface FeaturesHeader {
+  /** featuresKey when they were extracted: the view/data code, seed, packages, embedder and sharp. */
+  key: string;
   dimension: number;
   objects: number[];
   kinds: ViewKind[];
@@ -98,46 +109,123 @@ interface CachedMeta {
 }
 
 /**
- * Features of the recipe's views, from `.cache/train-data/features-<key>` when that exists (the key covers
- * everything that decides them: view code, seed, packages, model, sharp), else extracted and cached.
+ * Layout, brotli-compressed: uint32 LE header length, the header as JSON, then every value × 2^12 as an
+ * int16 LE (exact: extraction rounds to multiples of 2^-12 and the vectors have unit length).
+ */
+export function encodeFeatures(set: FeatureSet, key: string): Buffer {
+  const header: FeaturesHeader = {
+    key,
+    dimension: set.dimension,
+    objects: Array.from(set.objects),
+    kinds: set.kinds,
+    objectNames: set.objectNames,
+  };
+  const values = new Int16Array(set.features.length);
+  set.features.forEach((value, i) => {
+    const scaled = value * QUANTUM;
+    if (!Number.isInteger(scaled) || Math.abs(scaled) > 0x7fff)
+      throw new Error(`feature ${i} (${value}) is not a multiple of 2^-12 within int16`);
+    // An int16 has no -0: decoded as +0, its bytes (and so featuresSha256) would change.
+    if (Object.is(value, -0)) throw new Error(`feature ${i} is -0`);
+    values[i] = scaled;
+  });
+  const json = Buffer.from(JSON.stringify(header));
+  const length = Buffer.alloc(4);
+  length.writeUInt32LE(json.length);
+  return brotliCompressSync(Buffer.concat([length, json, new Uint8Array(values.buffer)]), {
+    params: { [zlib.BROTLI_PARAM_QUALITY]: 11, [zlib.BROTLI_PARAM_LGWIN]: 24 },
+  });
+}
+
+export function decodeFeatures(compressed: Buffer): { set: FeatureSet; key: string } {
+  const bytes = brotliDecompressSync(compressed);
+  const headerLength = bytes.readUInt32LE(0);
+  const header = JSON.parse(bytes.subarray(4, 4 + headerLength).toString('utf8')) as FeaturesHeader;
+  const data = bytes.subarray(4 + headerLength);
+  const values = new Int16Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
+  const features = Float32Array.from(values, (value) => value / QUANTUM);
+  const { key, objects, ...rest } = header;
+  return { set: { ...rest, features, objects: Int32Array.from(objects) }, key };
+}
+
+export function committedFeatures(): { set: FeatureSet; key: string } | undefined {
+  if (!existsSync(COMMITTED_FEATURES_FILE)) return undefined;
+  return decodeFeatures(readFileSync(COMMITTED_FEATURES_FILE));
+}
+
+function writeAtomically(file: string, bytes: Buffer): void {
+  mkdirSync(dirname(file), { recursive: true });
+  const partial = `${file}.${process.pid}.partial`;
+  writeFileSync(partial, bytes);
+  renameSync(partial, file);
+}
+
+export function writeCommittedFeatures(set: FeatureSet, key: string): void {
+  writeAtomically(COMMITTED_FEATURES_FILE, encodeFeatures(set, key));
+}
+
+/**
+ * Features of the recipe's views. With `reuse`: the committed ones when they were extracted by the current
+ * code, packages, model and sharp (same featuresKey), else a local copy in .cache/train-data/ (left by an
+ * earlier extraction of another recipe, e.g. by eval/projection.ts). Otherwise extracted from the packages,
+ * and the local copy written.
  */
 export async function recipeFeatures(
   recipe: ProjectionRecipe,
   embedder: OnnxEmbedder,
   embedderSha256: string,
-  options: { useCache: boolean; log?: (line: string) => void },
-): Promise<{ set: FeatureSet; cached: boolean; file: string }> {
-  const base = join(TRAIN_DATA_DIR, `features-${featureCacheKey(recipe, embedderSha256)}`);
-  if (options.useCache && existsSync(`${base}.json`) && existsSync(`${base}.f32`)) {
-    const meta = JSON.parse(readFileSync(`${base}.json`, 'utf8')) as CachedMeta;
-    const bytes = readFileSync(`${base}.f32`);
-    const features = new Float32Array(
-      bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength),
-    );
-    return {
-      set: { ...meta, features, objects: Int32Array.from(meta.objects) },
-      cached: true,
-      file: relative(root, base),
-    };
+  options: { reuse: boolean; log?: (line: string) => void },
+): Promise<{ set: FeatureSet; reused: boolean; key: string }> {
+  const key = featuresKey(recipe, embedderSha256);
+  const local = join(TRAIN_DATA_DIR, `features-${key}.bin.br`);
+  if (options.reuse) {
+    const committed = committedFeatures();
+    if (committed?.key === key) return { set: committed.set, reused: true, key };
+    if (existsSync(local)) return { set: decodeFeatures(readFileSync(local)).set, reused: true, key };
   }
   const set = await extractFeatures(loadTrainingSources(), embedder, {
     seed: recipe.seed,
     pastes: recipe.pastes,
     ...(options.log ? { log: options.log } : {}),
   });
-  mkdirSync(TRAIN_DATA_DIR, { recursive: true });
-  const meta: CachedMeta = {
-    dimension: set.dimension,
-    objects: Array.from(set.objects),
-    kinds: set.kinds,
-    objectNames: set.objectNames,
+  writeAtomically(local, encodeFeatures(set, key));
+  return { set, reused: false, key };
+}
+
+/**
+ * Re-extracts the features of every `stride`-th object of the committed set (from the packages, by the
+ * current code) and returns them with the committed rows of the same objects, for comparison.
+ */
+export async function sampledFeatures(
+  recipe: ProjectionRecipe,
+  embedder: OnnxEmbedder,
+  committed: FeatureSet,
+  stride: number,
+): Promise<{ extracted: FeatureSet; committedRows: FeatureSet }> {
+  const sample = new Map(
+    committed.objectNames.flatMap((name, index) => (index % stride === 0 ? [[name, index] as const] : [])),
+  );
+  const extracted = await extractFeatures(loadTrainingSources(), embedder, {
+    seed: recipe.seed,
+    pastes: recipe.pastes,
+    sample,
+  });
+  const rows = [...committed.objects.keys()].filter((row) => committed.objects[row]! % stride === 0);
+  const { dimension } = committed;
+  const features = new Float32Array(rows.length * dimension);
+  rows.forEach((row, i) =>
+    features.set(committed.features.subarray(row * dimension, (row + 1) * dimension), i * dimension),
+  );
+  return {
+    extracted,
+    committedRows: {
+      dimension,
+      features,
+      objects: Int32Array.from(rows, (row) => committed.objects[row]!),
+      kinds: rows.map((row) => committed.kinds[row]!),
+      objectNames: [...sample.keys()],
+    },
   };
-  const partial = `.${process.pid}.partial`;
-  writeFileSync(`${base}.f32${partial}`, new Uint8Array(set.features.buffer));
-  writeFileSync(`${base}.json${partial}`, JSON.stringify(meta));
-  renameSync(`${base}.f32${partial}`, `${base}.f32`);
-  renameSync(`${base}.json${partial}`, `${base}.json`);
-  return { set, cached: false, file: relative(root, base) };
 }
 
 export function trainRecipe(

@@ -100,6 +100,10 @@ async function cutoutObject(source: SourceImage): Promise<TrainingObject | undef
 /** Distinct objects cut from each full-frame photo (different regions of it). */
 export const CROPS_PER_PHOTO = 3;
 
+function photoObjectName(source: SourceImage, crop: number): string {
+  return `${source.name}#${crop}`;
+}
+
 /** A region of a full-frame photo becomes an object; half of them are cut out as an ellipse. */
 async function photoObject(
   source: SourceImage,
@@ -124,19 +128,32 @@ async function photoObject(
     );
     cropped = await toRgba(sharp(cropped.data, raw(cropped)).composite([{ input: mask, blend: 'dest-in' }]));
   }
-  return { name: `${source.name}#${crop}`, image: cropped };
+  return { name: photoObjectName(source, crop), image: cropped };
 }
 
-export async function prepareObjects(sources: TrainingSources, seed: number): Promise<TrainingObject[]> {
-  const cutouts = await Promise.all([...sources.cutouts, ...sources.clipart].map(cutoutObject));
+/**
+ * The training objects in their fixed order: cut-outs and clip art, then `CROPS_PER_PHOTO` crops of each
+ * photo. `keep` limits the work to the objects it names (a sample); the kept objects are exactly those of
+ * the full list, since every photo's crops are drawn from the photo's own PRNG.
+ */
+export async function prepareObjects(
+  sources: TrainingSources,
+  seed: number,
+  keep: (name: string) => boolean = () => true,
+): Promise<TrainingObject[]> {
+  const cutouts = await Promise.all(
+    [...sources.cutouts, ...sources.clipart].filter(({ name }) => keep(name)).map(cutoutObject),
+  );
   const photos = await Promise.all(
     sources.photos.map(async (source, i) => {
+      const names = Array.from({ length: CROPS_PER_PHOTO }, (_, crop) => photoObjectName(source, crop));
+      if (!names.some(keep)) return [];
       const photo = await shrunk(await toRgba(sharp(source.bytes)), 1024);
       const random = seededRandom(seed * 7919 + 100_000 + i);
       const objects: TrainingObject[] = [];
       for (let crop = 0; crop < CROPS_PER_PHOTO; crop += 1)
         objects.push(await photoObject(source, photo, crop, random));
-      return objects;
+      return objects.filter(({ name }) => keep(name));
     }),
   );
   return [...cutouts.filter((object): object is TrainingObject => object !== undefined), ...photos.flat()];

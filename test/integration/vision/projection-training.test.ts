@@ -1,24 +1,34 @@
 /**
- * The shipped projection weights are reproducible from the committed script: the training recipe is re-run
- * (pinned Debian packages → seeded views → frozen features → PCA-whitening start → InfoNCE refinement) and
- * the result must equal layers/projection/weights/ byte for byte.
+ * The shipped projection weights are reproducible from the committed script, link by link:
+ * - pinned Debian packages → seeded views → frozen features: every 16th object's views are re-extracted
+ *   from the packages and must equal the committed training features (layers/projection/training-set/)
+ *   bit for bit;
+ * - committed features → PCA-whitening start → InfoNCE refinement: re-trained, the result must equal
+ *   layers/projection/weights/ byte for byte.
  *
- * The frozen features of the training views are cached in .cache/train-data/features-<key>, the key
- * hashing everything that decides them (view and data code, seed, packages, embedder sha256, sharp and
- * libvips versions); the cache is only ever written by the same extraction code, and its content hash must
- * equal the one recorded in the shipped manifest. On a fresh clone the first run downloads ~240 MB of
- * Debian packages and extracts the features of 6,858 views on every core (the whole test: 336 s on a fresh
- * clone of the shared 2-core machine at load average 4–5, docs/vision.md); with the cache it takes
- * 40–70 s (training alone). PROJECTION_REEXTRACT=1 ignores the cache and re-extracts.
+ * The features of all 6,858 views take ~7 min to extract on 2 cores (docs/vision.md), more than the rest of
+ * npm test together; the sample (72 objects, 432 views) and the training take about a minute and a half.
+ * The full chain is `npm run train:projection -- --no-cache --check`, or this file with
+ * PROJECTION_REEXTRACT=1 (which re-trains from freshly extracted features instead of the committed ones).
  *
  * The regional graph's activation ranges come from the same packages: calibration.test.ts, in parallel
  * (layers/projection/fetch.ts makes one of the two fetch them while the other waits).
  */
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { committedWeights, trainShippedProjection } from '#layers/projection/cli.ts';
-import { PROJECTION_RECIPE, trainingFingerprint } from '#layers/projection/recipe.ts';
+import { committedWeights, trainingEmbedder, trainShippedProjection } from '#layers/projection/cli.ts';
+import {
+  committedFeatures,
+  featuresKey,
+  featuresSha256,
+  PROJECTION_RECIPE,
+  sampledFeatures,
+  trainingFingerprint,
+} from '#layers/projection/recipe.ts';
 import { TRAIN_PACKAGES } from '#layers/projection/data.ts';
+
+const SAMPLE_STRIDE = 16;
+const reextract = process.env.PROJECTION_REEXTRACT === '1';
 
 describe('learned projection training', () => {
   it('records where the shipped weights come from', () => {
@@ -34,12 +44,54 @@ describe('learned projection training', () => {
     expect(manifest.training.fingerprint).toBe(trainingFingerprint());
   });
 
-  it('re-trains from the script to the same bytes as the shipped weights', async () => {
-    const committed = committedWeights()!;
-    const result = await trainShippedProjection({ useCache: process.env.PROJECTION_REEXTRACT !== '1' });
-    expect(result.manifest.training.featuresSha256).toBe(committed.manifest.training.featuresSha256);
-    expect(result.manifest.sha256).toBe(committed.manifest.sha256);
-    expect(result.bytes.equals(committed.bytes)).toBe(true);
-    expect(result.manifest).toEqual(committed.manifest);
-  }, 1_200_000);
+  it('commits the features the weights were trained on, extracted by the current code', () => {
+    const { manifest } = committedWeights()!;
+    const features = committedFeatures();
+    expect(features).toBeDefined();
+    expect(featuresSha256(features!.set)).toBe(manifest.training.featuresSha256);
+    expect(features!.set.kinds.length).toBe(manifest.training.views);
+    expect(features!.set.objectNames.length).toBe(manifest.training.objects);
+    // Their key covers the view and data code, seed, packages, embedder and sharp: a change to any of them
+    // needs `npm run train:projection` (re-extraction) before they count as the script's output.
+    expect(features!.key).toBe(featuresKey(PROJECTION_RECIPE, manifest.embedderSha256));
+  });
+
+  it.skipIf(reextract)(
+    're-extracts the committed features of a sample of objects, bit for bit',
+    async () => {
+      const { embedder, embedderSha256 } = await trainingEmbedder();
+      expect(embedderSha256).toBe(committedWeights()!.manifest.embedderSha256);
+      const { extracted, committedRows } = await sampledFeatures(
+        PROJECTION_RECIPE,
+        embedder,
+        committedFeatures()!.set,
+        SAMPLE_STRIDE,
+      );
+      expect(extracted.objectNames).toEqual(committedRows.objectNames);
+      expect(extracted.objects).toEqual(committedRows.objects);
+      expect(extracted.kinds).toEqual(committedRows.kinds);
+      expect(extracted.kinds.length).toBeGreaterThan(400);
+      // The first differing value's position, rather than a diff of 190k numbers.
+      const firstDifference = extracted.features.findIndex((value, i) => value !== committedRows.features[i]);
+      expect(firstDifference).toBe(-1);
+      expect(extracted.features.length).toBe(committedRows.features.length);
+    },
+    300_000,
+  );
+
+  it(
+    reextract
+      ? 're-extracts every feature and re-trains to the same bytes as the shipped weights'
+      : 're-trains from the committed features to the same bytes as the shipped weights',
+    async () => {
+      const committed = committedWeights()!;
+      const result = await trainShippedProjection({ reuse: !reextract });
+      expect(result.reusedFeatures).toBe(!reextract);
+      expect(result.manifest.training.featuresSha256).toBe(committed.manifest.training.featuresSha256);
+      expect(result.manifest.sha256).toBe(committed.manifest.sha256);
+      expect(result.bytes.equals(committed.bytes)).toBe(true);
+      expect(result.manifest).toEqual(committed.manifest);
+    },
+    1_200_000,
+  );
 });
