@@ -10,6 +10,7 @@
  *        · --fashion (also Fashion-MNIST precision@10, 2,000 gallery / 500 queries, about a minute)
  *        · --no-pipeline (skip the full search pipeline) · --pipeline-only (only the full search pipeline)
  *        · --projection off|on|both (default both): the pipeline with the raw and/or projected embedding
+ *        · --only TEXT: only the pipeline rows whose name contains TEXT (repeatable)
  *
  * Then the full search pipeline (eval/pipeline.ts): the catalogue imported through the real import into a
  * temporary local stack, every query searched through the use case once per stage (the ablation table).
@@ -22,7 +23,7 @@ import { ensureEvalData } from './fetch-data.ts';
 import { loadDetectionPhotos } from './detection-photos.ts';
 import { loadFashionMnist, precisionAtK } from './fashion-mnist.ts';
 import { meanAveragePrecision, rankOf, recallAtK, type DetectionSample } from './metrics.ts';
-import { evaluatePipelines } from './pipeline.ts';
+import { defaultVariants, evaluatePipelines } from './pipeline.ts';
 import {
   cropToBox,
   loadRetrievalBenchmark,
@@ -42,6 +43,7 @@ const { values: flags } = parseArgs({
     'no-pipeline': { type: 'boolean', default: false },
     'pipeline-only': { type: 'boolean', default: false },
     projection: { type: 'string', default: 'both' },
+    only: { type: 'string', multiple: true },
   },
 });
 const seed = Number(flags.seed);
@@ -56,7 +58,13 @@ async function pipelines(): Promise<void> {
   const benchmark = await loadRetrievalBenchmark(seed);
   const queries = flags.all ? benchmark.queries : stratifiedSubset(benchmark.queries, subsetSize, seed);
   const which = flags.projection === 'on' ? [true] : flags.projection === 'off' ? [false] : [false, true];
-  for (const projection of which) await evaluatePipelines({ benchmark, queries, seed, projection });
+  const only = flags.only;
+  for (const projection of which) {
+    const variants = defaultVariants(projection).filter(
+      ({ name }) => !only || only.some((text) => name.includes(text)),
+    );
+    await evaluatePipelines({ benchmark, queries, seed, projection, variants });
+  }
 }
 
 /**
