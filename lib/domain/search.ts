@@ -190,10 +190,13 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   // k-NN window or not), so that a group's score and product never depend on offset/limit. The first
   // verification runs as soon as the words are in, while the regional pass is still on the model thread.
   const globalTop = shortlist.slice(0, topN);
+  // The global top's stored features are read now, while the query's keypoints are still being
+  // extracted and its words looked up: in AWS each uncached one is an S3 GET.
+  const globalStored = storedFeatures(deps, query, globalTop);
   const read = storedVectorReader(vectors);
   const wordAdded = await similarityOf(read, query.vectors, notIn(await wordGroups, globalTop));
   const firstVerified = [...globalTop, ...wordAdded];
-  const firstInliers = await verifyShortlist(deps, query, firstVerified);
+  const firstInliers = await verifyShortlist(deps, query, firstVerified, globalStored);
   // A confident verification settles the first place whatever the regions say: the search answers
   // without waiting for them (the pass finishes unused). Decided by inlier counts only, so the same
   // request always gives the same page.
@@ -393,15 +396,40 @@ async function regionalSimilarity(
 }
 
 /** Inliers of each shortlisted hit against the query (all 0 when the query has no features). */
-async function verifyShortlist(deps: SearchDeps, query: RankQuery, hits: VectorHit[]): Promise<number[]> {
+async function verifyShortlist(
+  deps: SearchDeps,
+  query: RankQuery,
+  hits: VectorHit[],
+  /** Stored features of the first hits, already being read (storedFeatures). */
+  prefetched?: StoredFeatures,
+): Promise<number[]> {
   if (!deps.reranking || !query.queryFeatures || hits.length === 0) return [];
-  const [queryFeatures, stored, matcher] = await Promise.all([
+  const rest = storedFeatures(deps, query, hits.slice(prefetched?.count ?? 0));
+  const [queryFeatures, first, others, matcher] = await Promise.all([
     query.queryFeatures,
-    deps.reranking.features.getMany(hits.map((hit) => featureRefOf(query.feedId, hit))),
+    prefetched?.features ?? [],
+    rest?.features ?? [],
     deps.reranking.matcher(),
   ]);
   if (!queryFeatures) return [];
-  return matcher.verify(queryFeatures, stored);
+  return matcher.verify(queryFeatures, [...first, ...others]);
+}
+
+interface StoredFeatures {
+  count: number;
+  features: Promise<(LocalFeatures | undefined)[]>;
+}
+
+/**
+ * Starts reading the stored features of `hits` for verification; undefined when the search verifies
+ * nothing. A failed read still fails the search, at verification: until then it is marked handled so
+ * that it cannot end the process as an unhandled rejection.
+ */
+function storedFeatures(deps: SearchDeps, query: RankQuery, hits: VectorHit[]): StoredFeatures | undefined {
+  if (!deps.reranking || !query.queryFeatures || hits.length === 0) return undefined;
+  const features = deps.reranking.features.getMany(hits.map((hit) => featureRefOf(query.feedId, hit)));
+  features.catch(() => undefined);
+  return { count: hits.length, features };
 }
 
 /**

@@ -622,6 +622,62 @@ describe('searchByImage with the keypoint shortlist', () => {
     expect(without[0]!.product.product_id).toBe('p0');
   });
 
+  it('reads the global top’s stored features while the query’s keypoints are still being extracted', async () => {
+    // Prepare: the query's extraction waits until the first stored-features read (or 2 s); every read
+    // records whether the keypoints were out yet
+    const w = await catalogue();
+    const words = wordIndex();
+    let released = false;
+    let release!: () => void;
+    const keypoints = new Promise<void>((resolve) => (release = resolve)).then(() => (released = true));
+    const fallback = setTimeout(release, 2000);
+    const extract = w.matcher.extract.bind(w.matcher);
+    w.matcher.extract = async (image, role) => {
+      if (role === 'query') await keypoints;
+      return extract(image, role);
+    };
+    const reads: { products: string[]; beforeKeypoints: boolean }[] = [];
+    const getMany = w.features.getMany.bind(w.features);
+    w.features.getMany = (refs) => {
+      reads.push({ products: refs.map((ref) => ref.productId), beforeKeypoints: !released });
+      release();
+      return getMany(refs);
+    };
+    // Act
+    const hits = await searchByImage(withWords(w, words.index), {
+      feedId: 's',
+      image: scene,
+      limit: 10,
+      offset: 0,
+    });
+    clearTimeout(fallback);
+    // Assess: the global top 3 first, before the keypoints; then only the word hits it lacks; the
+    // ranking is the one of the test above
+    expect(reads).toEqual([
+      { products: ['p0', 'p1', 'p2'], beforeKeypoints: true },
+      { products: ['p8', 'p9'], beforeKeypoints: false },
+    ]);
+    expect(hits.map((h) => h.product.product_id).slice(0, 3)).toEqual(['p8', 'p0', 'p1']);
+    expect(hits[0]!.score).toBeGreaterThan(0.9);
+  });
+
+  it('a failed early read of stored features fails the search at verification, not the process', async () => {
+    // Prepare: the store fails while the word lookup is still pending (vitest fails the run on an
+    // unhandled rejection)
+    const w = await catalogue();
+    const words = wordIndex();
+    const search = words.index.search;
+    words.index.search = async (query) => {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      return search(query);
+    };
+    w.features.getMany = () => Promise.reject(new Error('S3 unavailable'));
+    // Act / Assess
+    await expect(
+      searchByImage(withWords(w, words.index), { feedId: 's', image: scene, limit: 10, offset: 0 }),
+    ).rejects.toThrow('S3 unavailable');
+  });
+
   it('drops a weakly verified word hit under the cut-off before it can cap the others', async () => {
     // Prepare: p8 is verified with just 10 inliers and looks nothing like the photo (own score ~0.31)
     const w = await catalogue();
