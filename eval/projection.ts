@@ -8,8 +8,8 @@
  *   npx tsx eval/projection.ts [--seed 1] [--dim 256] [--tau 0.1] [--epochs 20] [--lr 0.01] [--anchor 1]
  *                              [--eps 0.1] [--batch 64] [--pastes 4] [--models DIR] [--rows all|short]
  *
- * `--pastes` changes the training views (pasted views per object), so its first run extracts them (~7 min
- * for the recipe's 6,858 views on 2 cores, longer with more); later runs reuse .cache/train-data/.
+ * `--pastes` changes the training views (pasted views per object), so its first run extracts them (341 s
+ * for the recipe's 6,858 views on 2 cores, ~11 min for 11,430 with --pastes 8); later runs reuse .cache/train-data/.
  *
  * Every query of the benchmark is used (as `eval/run.ts --all`). The raw benchmark features are cached in
  * the benchmark folder (keyed by the embedder's sha256), the training features in .cache/train-data/.

@@ -63,6 +63,8 @@ async function pipelines(): Promise<void> {
     const variants = defaultVariants(projection).filter(
       ({ name }) => !only || only.some((text) => name.includes(text)),
     );
+    // Before the catalogue import, which takes minutes.
+    if (variants.length === 0) throw new Error(`--only ${only!.join(', ')} matched no pipeline row`);
     await evaluatePipelines({ benchmark, queries, seed, projection, variants });
   }
 }

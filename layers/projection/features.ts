@@ -23,9 +23,12 @@ export const QUANTUM = 4096;
 /** Objects whose views are made concurrently (sharp uses its own thread pool). */
 const OBJECTS_PER_BATCH = 8;
 
-/** Rounds to a multiple of 1/QUANTUM; zero is +0 (the committed int16 copy cannot keep -0's sign, recipe.ts). */
+/**
+ * Rounds to a multiple of 1/QUANTUM. Adding +0 turns −0 into +0 (the committed int16 copy cannot keep its
+ * sign, recipe.ts) and leaves NaN as it is, for the encoder to refuse.
+ */
 export function quantise(value: number): number {
-  return Math.round(value * QUANTUM) / QUANTUM || 0;
+  return Math.round(value * QUANTUM) / QUANTUM + 0;
 }
 
 export async function extractFeatures(

@@ -94,7 +94,7 @@ export function featuresSha256(set: FeatureSet): string {
 /**
  * The training features of the shipped weights, committed beside them (they are derived numbers, not
  * images): `npm run train:projection` writes them, and a clean checkout re-trains from them in about a
- * minute instead of re-extracting 6,858 views (~7 min on 2 cores). Whether the script still extracts
+ * minute instead of re-extracting 6,858 views (341 s on 2 cores, docs/vision.md). Whether the script still extracts
  * exactly these numbers is checked on a sample of objects in npm test and in full by `--no-cache`.
  */
 export const COMMITTED_FEATURES_FILE = join(root, 'layers/projection/training-set/features.bin.br');
@@ -123,8 +123,8 @@ export function encodeFeatures(set: FeatureSet, key: string): Buffer {
   const values = new Int16Array(set.features.length);
   set.features.forEach((value, i) => {
     const scaled = value * QUANTUM;
-    if (!Number.isInteger(scaled) || Math.abs(scaled) > 0x7fff)
-      throw new Error(`feature ${i} (${value}) is not a multiple of 2^-12 within int16`);
+    if (!Number.isInteger(scaled)) throw new Error(`feature ${i} (${value}) is not a multiple of 2^-12`);
+    if (Math.abs(scaled) > 0x7fff) throw new Error(`feature ${i} (${value}) is outside the int16 range`);
     // An int16 has no -0: decoded as +0, its bytes (and so featuresSha256) would change.
     if (Object.is(value, -0)) throw new Error(`feature ${i} is -0`);
     values[i] = scaled;

@@ -6,8 +6,9 @@
  * - committed features → PCA-whitening start → InfoNCE refinement: re-trained, the result must equal
  *   layers/projection/weights/ byte for byte.
  *
- * The features of all 6,858 views take ~7 min to extract on 2 cores (docs/vision.md), more than the rest of
- * npm test together; the sample (72 objects, 432 views) and the training take about a minute and a half.
+ * The features of all 6,858 views take ~6 min to extract on 2 cores (341 s, docs/vision.md), more than
+ * the rest of npm test together; this file takes ~70 s with the packages unpacked (the sample, 72 objects
+ * and 432 views, ~19 s; the training ~48 s), ~100 s on a fresh clone that downloads them.
  * The full chain is `npm run train:projection -- --no-cache --check`, or this file with
  * PROJECTION_REEXTRACT=1 (which re-trains from freshly extracted features instead of the committed ones).
  *

@@ -32,9 +32,10 @@ describe('committed training features', () => {
     expect(featuresSha256(decoded)).toBe(featuresSha256(set));
   });
 
-  it('stores the extremes of the int16 range, and quantise never yields -0', () => {
+  it('stores the extremes of the int16 range, and quantise never yields -0 (but keeps NaN)', () => {
     const set = featureSet([0x7fff / QUANTUM, -0x7fff / QUANTUM, quantise(-1e-5), 0], 2);
     expect(Object.is(set.features[2], 0)).toBe(true);
+    expect(quantise(Number.NaN)).toBeNaN();
     const { set: decoded } = decodeFeatures(encodeFeatures(set, 'k'));
     expect(Array.from(decoded.features)).toEqual(Array.from(set.features));
     expect(featuresSha256(decoded)).toBe(featuresSha256(set));
@@ -42,7 +43,8 @@ describe('committed training features', () => {
 
   it('refuses values it could not store exactly', () => {
     expect(() => encodeFeatures(featureSet([0.1, 0], 2), 'k')).toThrow(/not a multiple of 2\^-12/);
-    expect(() => encodeFeatures(featureSet([9, 0], 2), 'k')).toThrow(/within int16/);
+    expect(() => encodeFeatures(featureSet([9, 0], 2), 'k')).toThrow(/outside the int16 range/);
+    expect(() => encodeFeatures(featureSet([Number.NaN, 0], 2), 'k')).toThrow(/not a multiple/);
     expect(() => encodeFeatures(featureSet([-0, 0], 2), 'k')).toThrow(/-0/);
   });
 });
