@@ -662,8 +662,10 @@ describe('searchByImage with the keypoint shortlist', () => {
   });
 
   it('a failed early read of stored features fails the search at verification, not the process', async () => {
-    // Prepare: the store fails while the word lookup is still pending (vitest fails the run on an
-    // unhandled rejection)
+    // Prepare: the store fails while the word lookup is still pending; unhandled rejections are recorded
+    const unhandled: unknown[] = [];
+    const record = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', record);
     const w = await catalogue();
     const words = wordIndex();
     const search = words.index.search;
@@ -672,10 +674,17 @@ describe('searchByImage with the keypoint shortlist', () => {
       return search(query);
     };
     w.features.getMany = () => Promise.reject(new Error('S3 unavailable'));
-    // Act / Assess
-    await expect(
-      searchByImage(withWords(w, words.index), { feedId: 's', image: scene, limit: 10, offset: 0 }),
-    ).rejects.toThrow('S3 unavailable');
+    try {
+      // Act / Assess
+      await expect(
+        searchByImage(withWords(w, words.index), { feedId: 's', image: scene, limit: 10, offset: 0 }),
+      ).rejects.toThrow('S3 unavailable');
+      // Node reports an unhandled rejection after the microtask queue drains: give it a macrotask.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', record);
+    }
   });
 
   it('drops a weakly verified word hit under the cut-off before it can cap the others', async () => {
