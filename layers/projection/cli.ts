@@ -55,8 +55,10 @@ export async function trainShippedProjection(options: {
   /** Reuse the committed (or locally cached) features when their key matches; else re-extract. */
   reuse: boolean;
   log?: (line: string) => void;
+  /** An embedder from trainingEmbedder() already loaded by the caller (else one is loaded here). */
+  embedder?: Awaited<ReturnType<typeof trainingEmbedder>>;
 }): Promise<TrainingResult> {
-  const { embedder, embedderSha256 } = await trainingEmbedder();
+  const { embedder, embedderSha256 } = options.embedder ?? (await trainingEmbedder());
   const t0 = performance.now();
   const { set, reused, key } = await recipeFeatures(PROJECTION_RECIPE, embedder, embedderSha256, options);
   const t1 = performance.now();

@@ -30,6 +30,9 @@ import { TRAIN_PACKAGES } from '#layers/projection/data.ts';
 
 const SAMPLE_STRIDE = 16;
 const reextract = process.env.PROJECTION_REEXTRACT === '1';
+/** One embedder session for both tests that need it (loaded on first use). */
+let embedder: ReturnType<typeof trainingEmbedder> | undefined;
+const sharedEmbedder = () => (embedder ??= trainingEmbedder());
 
 describe('learned projection training', () => {
   it('records where the shipped weights come from', () => {
@@ -60,11 +63,11 @@ describe('learned projection training', () => {
   it.skipIf(reextract)(
     're-extracts the committed features of a sample of objects, bit for bit',
     async () => {
-      const { embedder, embedderSha256 } = await trainingEmbedder();
-      expect(embedderSha256).toBe(committedWeights()!.manifest.embedderSha256);
+      const vision = await sharedEmbedder();
+      expect(vision.embedderSha256).toBe(committedWeights()!.manifest.embedderSha256);
       const { extracted, committedRows } = await sampledFeatures(
         PROJECTION_RECIPE,
-        embedder,
+        vision.embedder,
         committedFeatures()!.set,
         SAMPLE_STRIDE,
       );
@@ -86,7 +89,7 @@ describe('learned projection training', () => {
       : 're-trains from the committed features to the same bytes as the shipped weights',
     async () => {
       const committed = committedWeights()!;
-      const result = await trainShippedProjection({ reuse: !reextract });
+      const result = await trainShippedProjection({ reuse: !reextract, embedder: await sharedEmbedder() });
       expect(result.reusedFeatures).toBe(!reextract);
       expect(result.manifest.training.featuresSha256).toBe(committed.manifest.training.featuresSha256);
       expect(result.manifest.sha256).toBe(committed.manifest.sha256);
