@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import sharp from 'sharp';
 import { loadVision } from '#lib/vision/load-vision.ts';
-import { REGION_SIDES, REGION_STEP, regionalRasterSize } from '#lib/vision/regional.ts';
+import { regionalRasterSize, regionWindows } from '#lib/vision/regional.ts';
 import { ensureEvalData } from './fetch-data.ts';
 import { cropToBox, loadRetrievalBenchmark, stratifiedSubset } from './retrieval-benchmark.ts';
 
@@ -38,27 +38,6 @@ const rankOf = (scores: number[], item: number) => {
   return 1 + scores.filter((score) => score > own).length;
 };
 
-/** The windows of a rows × cols map in regionalVectors' order (lib/vision/regional.ts). */
-function windows(rows: number, cols: number): { top: number; left: number; height: number; width: number }[] {
-  const positions = (length: number, side: number) => {
-    const out: number[] = [];
-    for (let start = 0; start < length - side; start += REGION_STEP) out.push(start);
-    return [...out, length - side];
-  };
-  const seen = new Set<string>();
-  const out: { top: number; left: number; height: number; width: number }[] = [];
-  for (const side of REGION_SIDES) {
-    const [height, width] = [Math.min(side, rows), Math.min(side, cols)];
-    for (const top of positions(rows, height))
-      for (const left of positions(cols, width)) {
-        const key = `${top},${left},${height},${width}`;
-        if (!seen.has(key)) out.push({ top, left, height, width });
-        seen.add(key);
-      }
-  }
-  return out;
-}
-
 const PADS = [0, 0.25, 0.5];
 const rows: { kind: string; ranks: Record<string, number> }[] = [];
 for (const query of queries) {
@@ -67,7 +46,7 @@ for (const query of queries) {
   const raster = regionalRasterSize(width, height);
   const [mapRows, mapCols] = [raster.height / 32, raster.width / 32];
   const regions = await regional.regions(bytes);
-  const boxes = windows(mapRows, mapCols);
+  const boxes = regionWindows(mapRows, mapCols);
   if (boxes.length !== regions.length) throw new Error(`${boxes.length} windows, ${regions.length} vectors`);
   const windowScores = catalogue.map((vector) => Math.max(...regions.map((region) => dot(region, vector))));
   let bestWindow = 0;

@@ -139,20 +139,38 @@ export function regionalVectors(map: FeatureMap, projection: Projection): Float3
   const sum = new Float64Array(inDim);
   const projectedSum = new Float64Array(outDim);
 
-  const windows = new Set<string>();
-  const out: Float32Array[] = [];
+  return regionWindows(rows, cols).map(({ top, left, height, width }) => {
+    const norm = euclidean(windowSum(sums, top, left, height, width, sum));
+    const y = windowSum(projectedSums, top, left, height, width, projectedSum);
+    return projectedWindow(y, norm, projectedMean);
+  });
+}
+
+/** A window of the map, in cells. */
+export interface RegionWindow {
+  top: number;
+  left: number;
+  height: number;
+  width: number;
+}
+
+/**
+ * The windows of a `rows`×`cols` map in regionalVectors' order: every square of `REGION_SIDES` cells that
+ * fits (a side larger than the map clipped to it), by side, then row, then column, each window once.
+ */
+export function regionWindows(rows: number, cols: number): RegionWindow[] {
+  const seen = new Set<string>();
+  const out: RegionWindow[] = [];
   for (const side of REGION_SIDES) {
     const height = Math.min(side, rows);
     const width = Math.min(side, cols);
     for (const top of positions(rows, height)) {
       for (const left of positions(cols, width)) {
-        // A clipped side can repeat a window already pooled (a 3-row map has one 5- and one 7-row band).
+        // A clipped side can repeat a window already listed (a 3-row map has one 5- and one 7-row band).
         const key = `${top},${left},${height},${width}`;
-        if (windows.has(key)) continue;
-        windows.add(key);
-        const norm = euclidean(windowSum(sums, top, left, height, width, sum));
-        const y = windowSum(projectedSums, top, left, height, width, projectedSum);
-        out.push(projectedWindow(y, norm, projectedMean));
+        if (seen.has(key)) continue;
+        seen.add(key);
+        out.push({ top, left, height, width });
       }
     }
   }
