@@ -18,7 +18,8 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { PROJECTION_RECIPE, recipeFeatures, type ProjectionRecipe } from '#layers/projection/recipe.ts';
-import { trainProjection, whiteningOf, type TrainedProjection } from '#layers/projection/train.ts';
+import { splitRows, trainProjection, whiteningOf, type TrainedProjection } from '#layers/projection/train.ts';
+import { trainingModels } from '#layers/projection/cli.ts';
 import { loadVision } from '#lib/vision/load-vision.ts';
 import {
   applyProjection,
@@ -115,13 +116,15 @@ async function main(): Promise<void> {
     );
   }
 
-  const { set, reused } = await recipeFeatures(recipe, vision.embedder, embedderSha, {
+  const features = await recipeFeatures(recipe, await trainingModels(flags.models), {
     reuse: true,
     log: (line) => console.error(line),
   });
+  // The view rows: the window rows train the window projection, which this script does not measure.
+  const [, set] = splitRows(features.set, 'window');
   console.log(
     `projection eval: seed ${seed}, ${benchmark.items.length} catalogue items, ${queries.length} queries; ` +
-      `training features: ${set.kinds.length} views of ${set.objectNames.length} objects${reused ? ' (reused)' : ''}`,
+      `training features: ${set.kinds.length} views of ${set.objectNames.length} objects${features.reused ? ' (reused)' : ''}`,
   );
 
   const itemIndex = new Map(benchmark.items.map((item, index) => [item.id, index]));

@@ -19,7 +19,7 @@ import {
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelManifest } from '#lib/vision/model-specs.ts';
-import { PROJECTION_SPEC, type ProjectionManifest } from '#lib/vision/projection.ts';
+import { PROJECTION_SPEC, WINDOW_PROJECTION_SPEC } from '#lib/vision/projection.ts';
 import { OPSET_VERSION } from './convert/onnx-builder.ts';
 import { convertTfjsGraph, WEIGHT_LEVELS } from './convert/tf-to-onnx.ts';
 import { readTfjsGraph } from './convert/tfjs-graph.ts';
@@ -33,7 +33,7 @@ function listTypeScript(directory: string): string[] {
   return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
     const path = join(directory, entry.name);
     // build/ holds outputs; projection/ is the training code of the projection, whose weights are
-    // committed and shipped as they are (shipProjection below), so it must not force an ONNX rebuild;
+    // committed and shipped as they are (shipProjections below), so it must not force an ONNX rebuild;
     // calibration/ likewise: what reaches the graph is its committed ranges, hashed per recipe below.
     if (entry.isDirectory())
       return ['build', 'projection', 'calibration'].includes(entry.name) ? [] : listTypeScript(path);
@@ -129,35 +129,39 @@ function calibrationQuantization(json: Buffer): {
 export const PROJECTION_WEIGHTS_DIR = join(root, 'layers/projection/weights');
 
 /**
- * Copies the learned projection (trained by `npm run train:projection`, committed with its manifest) into
- * the layer when it is missing there or differs. Its bytes are checked against their manifest first.
- * Returns whether it copied.
+ * Copies the learned projections (the projection and the window projection, trained by
+ * `npm run train:projection`, committed with their manifests) into the layer when missing there or
+ * different. Their bytes are checked against their manifests first. Returns the names it copied.
  */
-export function shipProjection(modelDir: string): boolean {
-  const names = [PROJECTION_SPEC.file, `${PROJECTION_SPEC.name}.manifest.json`];
-  const source = join(PROJECTION_WEIGHTS_DIR, names[1]!);
-  if (!existsSync(source)) return false;
-  const manifest = JSON.parse(readFileSync(source, 'utf8')) as ProjectionManifest;
-  const weights = readFileSync(join(PROJECTION_WEIGHTS_DIR, PROJECTION_SPEC.file));
-  if (sha256(weights) !== manifest.sha256)
-    throw new Error(`layers/projection/weights/${PROJECTION_SPEC.file} does not match its manifest`);
-  const target = join(modelDir, PROJECTION_SPEC.file);
-  const targetManifest = join(modelDir, names[1]!);
-  if (
-    existsSync(target) &&
-    existsSync(targetManifest) &&
-    sha256(readFileSync(target)) === manifest.sha256 &&
-    readFileSync(targetManifest).equals(readFileSync(source))
-  )
-    return false;
-  mkdirSync(modelDir, { recursive: true });
-  for (const name of names) {
-    const temporary = join(modelDir, `${name}.${process.pid}.partial`);
-    copyFileSync(join(PROJECTION_WEIGHTS_DIR, name), temporary);
-    renameSync(temporary, join(modelDir, name));
+export function shipProjections(modelDir: string): string[] {
+  const copied: string[] = [];
+  for (const spec of [PROJECTION_SPEC, WINDOW_PROJECTION_SPEC]) {
+    const names = [spec.file, `${spec.name}.manifest.json`];
+    const source = join(PROJECTION_WEIGHTS_DIR, names[1]!);
+    if (!existsSync(source)) continue;
+    const manifest = JSON.parse(readFileSync(source, 'utf8')) as { sha256: string };
+    const weights = readFileSync(join(PROJECTION_WEIGHTS_DIR, spec.file));
+    if (sha256(weights) !== manifest.sha256)
+      throw new Error(`layers/projection/weights/${spec.file} does not match its manifest`);
+    const target = join(modelDir, spec.file);
+    const targetManifest = join(modelDir, names[1]!);
+    if (
+      existsSync(target) &&
+      existsSync(targetManifest) &&
+      sha256(readFileSync(target)) === manifest.sha256 &&
+      readFileSync(targetManifest).equals(readFileSync(source))
+    )
+      continue;
+    mkdirSync(modelDir, { recursive: true });
+    for (const name of names) {
+      const temporary = join(modelDir, `${name}.${process.pid}.partial`);
+      copyFileSync(join(PROJECTION_WEIGHTS_DIR, name), temporary);
+      renameSync(temporary, join(modelDir, name));
+    }
+    console.error(`build:layer: ${relative(root, target)} (learned projection, copied)`);
+    copied.push(spec.name);
   }
-  console.error(`build:layer: ${relative(root, target)} (learned projection, copied)`);
-  return true;
+  return copied;
 }
 
 /**
@@ -183,7 +187,7 @@ export function buildLayer({
     );
     rebuilt.push(recipe.name);
   }
-  if (shipProjection(modelDir)) rebuilt.push(PROJECTION_SPEC.name);
+  rebuilt.push(...shipProjections(modelDir));
   return rebuilt;
 }
 

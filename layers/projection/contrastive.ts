@@ -120,3 +120,49 @@ function accumulate(
     }
   }
 }
+
+/**
+ * InfoNCE of the queries against fixed target vectors (unit rows, n×D, not trained), and its gradient
+ * with respect to W only: the window projection (train.ts) learns to map windows next to the packshots
+ * as the already trained projection places them, so the catalogue's vectors do not move.
+ */
+export function infoNceQueryLossAndGradient(
+  matrix: Float64Array,
+  outDim: number,
+  d: number,
+  queries: Float64Array,
+  targets: Int32Array,
+  fixed: Float64Array,
+  temperature: number,
+): { loss: number; gradient: Float64Array } {
+  const nq = queries.length / d;
+  const np = fixed.length / outDim;
+  const q = projectRows(matrix, outDim, queries, d);
+  const gq = new Float64Array(nq * outDim);
+  const logits = new Float64Array(np);
+  let loss = 0;
+  for (let i = 0; i < nq; i += 1) {
+    let max = -Infinity;
+    for (let j = 0; j < np; j += 1) {
+      let s = 0;
+      for (let o = 0; o < outDim; o += 1) s += q.y[i * outDim + o]! * fixed[j * outDim + o]!;
+      logits[j] = s / temperature;
+      if (logits[j]! > max) max = logits[j]!;
+    }
+    let partition = 0;
+    for (let j = 0; j < np; j += 1) {
+      logits[j] = Math.exp(logits[j]! - max);
+      partition += logits[j]!;
+    }
+    const t = targets[i]!;
+    loss += -Math.log(logits[t]! / partition);
+    for (let j = 0; j < np; j += 1) {
+      const coefficient = (logits[j]! / partition - (j === t ? 1 : 0)) / (temperature * nq);
+      if (coefficient === 0) continue;
+      for (let o = 0; o < outDim; o += 1) gq[i * outDim + o]! += coefficient * fixed[j * outDim + o]!;
+    }
+  }
+  const gradient = new Float64Array(outDim * d);
+  accumulate(gradient, outDim, d, q, gq, queries);
+  return { loss: loss / nq, gradient };
+}

@@ -1,12 +1,17 @@
 /**
  * Frozen features of the training views: every view goes through the unprojected embedder (the
- * L2-normalised 448-d block-16 vector the service computes), then each value is rounded to a multiple of
- * 2^-12, so that a last-bit difference in onnxruntime's float sums cannot change the training input (and so
- * the trained bytes) unless a value sits exactly on a rounding boundary.
+ * L2-normalised 448-d block-16 vector the service computes), and every pasted view also through the
+ * regional pass, whose window around the pasted object gives one 'window' row (windows.ts). Each value is
+ * rounded to a multiple of 2^-12, so that a last-bit difference in onnxruntime's float sums cannot change
+ * the training input (and so the trained bytes) unless a value sits exactly on a rounding boundary.
  */
 import type { OnnxEmbedder } from '#lib/adapters/onnx-embedder.ts';
 import type { TrainingSources } from './data.ts';
 import { objectViews, prepareBackgrounds, prepareObjects, type View, type ViewKind } from './views.ts';
+import { windowFeatures, type FeatureMapSource } from './windows.ts';
+
+/** A row's kind: the view it was embedded from, or 'window' (a pasted view's covering window, windows.ts). */
+export type RowKind = ViewKind | 'window';
 
 export interface FeatureSet {
   dimension: number;
@@ -14,7 +19,8 @@ export interface FeatureSet {
   features: Float32Array;
   /** Object index of each row (its position in the full object list, also for a sample). */
   objects: Int32Array;
-  kinds: ViewKind[];
+  /** Each object's view rows, then its window rows (one per pasted view, in order). */
+  kinds: RowKind[];
   objectNames: string[];
 }
 
@@ -34,6 +40,7 @@ export function quantise(value: number): number {
 export async function extractFeatures(
   sources: TrainingSources,
   embedder: OnnxEmbedder,
+  regional: FeatureMapSource,
   options: {
     seed: number;
     pastes: number;
@@ -56,17 +63,26 @@ export async function extractFeatures(
   const backgrounds = await prepareBackgrounds(sources.backgrounds);
   const rows: Float32Array[] = [];
   const objectIds: number[] = [];
-  const kinds: ViewKind[] = [];
+  const kinds: RowKind[] = [];
   let pending: Promise<Float32Array[]> | undefined;
   let pendingViews: View[] = [];
+  const push = (vector: Float32Array, object: number, kind: RowKind): void => {
+    rows.push(vector.map(quantise));
+    objectIds.push(object);
+    kinds.push(kind);
+  };
   const collect = async (): Promise<void> => {
     if (!pending) return;
     const vectors = await pending;
-    vectors.forEach((vector, i) => {
-      rows.push(vector.map(quantise));
-      objectIds.push(pendingViews[i]!.object);
-      kinds.push(pendingViews[i]!.kind);
-    });
+    // Each object's view rows, then its window rows: the same order for a sample as for the full set.
+    for (let i = 0; i < pendingViews.length; i += 1) {
+      const { object, kind } = pendingViews[i]!;
+      push(vectors[i]!, object, kind);
+      if (pendingViews[i + 1]?.object === object) continue;
+      for (const view of pendingViews)
+        if (view.object === object && view.box)
+          push(await windowFeatures(regional, view.bytes, view.box), object, 'window');
+    }
   };
   for (let start = 0; start < objects.length; start += OBJECTS_PER_BATCH) {
     const batch = objects.slice(start, start + OBJECTS_PER_BATCH);

@@ -37,10 +37,20 @@ export interface TrainingObject {
 
 export type ViewKind = 'packshot' | 'scene' | 'flat' | 'crop';
 
+/** A rectangle in a view's pixels. */
+export interface PixelBox {
+  left: number;
+  top: number;
+  width: number;
+  height: number;
+}
+
 export interface View {
   object: number;
   kind: ViewKind;
   bytes: Buffer;
+  /** Pasted views: where the object is (its rotated, trimmed box, mirrored with the view). */
+  box?: PixelBox;
 }
 
 const SCENE = { width: 640, height: 480 };
@@ -197,7 +207,7 @@ async function pasted(
   object: Rgba,
   backgrounds: readonly Background[],
   random: () => number,
-): Promise<{ bytes: Buffer; crop: Buffer; kind: 'scene' | 'flat' }> {
+): Promise<{ bytes: Buffer; crop: Buffer; kind: 'scene' | 'flat'; box: PixelBox }> {
   const between = (low: number, high: number): number => low + (high - low) * random();
   const kind = random() < 0.7 ? 'scene' : 'flat';
   const { width, height } = kind === 'scene' ? SCENE : { width: FLAT, height: FLAT };
@@ -260,12 +270,14 @@ async function pasted(
   const mirrored = random() < 0.3;
   if (mirrored) output = output.flop();
   const bytes = await output.jpeg({ quality: Math.round(between(40, 90)) }).toBuffer();
-  const boxLeft = mirrored ? width - left - rotated.width : left;
-  const crop = await sharp(bytes)
-    .extract({ left: boxLeft, top, width: rotated.width, height: rotated.height })
-    .png()
-    .toBuffer();
-  return { bytes, crop, kind };
+  const box = {
+    left: mirrored ? width - left - rotated.width : left,
+    top,
+    width: rotated.width,
+    height: rotated.height,
+  };
+  const crop = await sharp(bytes).extract(box).png().toBuffer();
+  return { bytes, crop, kind, box };
 }
 
 /**
@@ -283,7 +295,7 @@ export async function objectViews(
   const views: View[] = [{ object: index, kind: 'packshot', bytes: await packshot(object.image) }];
   const made: Awaited<ReturnType<typeof pasted>>[] = [];
   for (let i = 0; i < pastes; i += 1) made.push(await pasted(object.image, backgrounds, random));
-  for (const view of made) views.push({ object: index, kind: view.kind, bytes: view.bytes });
+  for (const view of made) views.push({ object: index, kind: view.kind, bytes: view.bytes, box: view.box });
   const forCrop = made.find((view) => view.kind === 'scene') ?? made[0];
   if (forCrop) views.push({ object: index, kind: 'crop', bytes: forCrop.crop });
   return views;

@@ -9,7 +9,12 @@ import { openImage, rgbFilled, writeRgbUnit } from '#lib/vision/image-input.ts';
 import { REGIONAL_SPEC } from '#lib/vision/model-specs.ts';
 import { floatTensor, outputData, type InferenceSession } from '#lib/vision/onnx-session.ts';
 import type { Projection } from '#lib/vision/projection.ts';
-import { projectionInput, regionalRasterSize, regionalVectors } from '#lib/vision/regional.ts';
+import {
+  projectionInput,
+  regionalRasterSize,
+  regionalVectors,
+  type FeatureMap,
+} from '#lib/vision/regional.ts';
 
 export class OnnxRegionalEmbedder implements RegionalEmbedder {
   /** The projection's matrix as the graph's second input (Wᵀ), built once. */
@@ -37,6 +42,14 @@ export class OnnxRegionalEmbedder implements RegionalEmbedder {
 
   /** Encoded image → its regions' vectors. Throws InvalidImageError on undecodable input. */
   async regions(image: Buffer): Promise<Float32Array[]> {
+    return regionalVectors((await this.featureMap(image)).map, this.projection);
+  }
+
+  /**
+   * Encoded image → its block-16 map (and the oriented image's size, whose pixels the map's cells cover):
+   * the input of `regions`, also read by the training of the window projection (layers/projection/).
+   */
+  async featureMap(image: Buffer): Promise<{ map: FeatureMap; width: number; height: number }> {
     const oriented = await openImage(image);
     const size = regionalRasterSize(oriented.width, oriented.height);
     const rgb = await rgbFilled(oriented.pipeline.clone(), size.width, size.height);
@@ -48,15 +61,16 @@ export class OnnxRegionalEmbedder implements RegionalEmbedder {
       [REGIONAL_SPEC.projectionInputName]: this.projectionTensor,
     });
     const [, rows = 0, cols = 0, channels = 0] = outputs[REGIONAL_SPEC.outputName]?.dims ?? [];
-    return regionalVectors(
-      {
+    return {
+      map: {
         rows,
         cols,
         channels,
         data: outputData(outputs, REGIONAL_SPEC.outputName),
         projected: outputData(outputs, REGIONAL_SPEC.projectedOutputName),
       },
-      this.projection,
-    );
+      width: oriented.width,
+      height: oriented.height,
+    };
   }
 }

@@ -10,7 +10,12 @@ import { OnnxRegionalEmbedder } from '#lib/adapters/onnx-regional-embedder.ts';
 import type { Vision } from '#lib/ports.ts';
 import { DETECTOR_SPEC, EMBEDDER_SPEC, REGIONAL_SPEC, type ModelManifest } from './model-specs.ts';
 import { createSession } from './onnx-session.ts';
-import { readProjection, type ProjectionManifest } from './projection.ts';
+import {
+  readProjection,
+  readWindowProjection,
+  type ProjectionManifest,
+  type WindowProjectionManifest,
+} from './projection.ts';
 
 export interface LoadedVision extends Vision {
   embedder: OnnxEmbedder;
@@ -21,6 +26,7 @@ export interface LoadedVision extends Vision {
     detector: ModelManifest;
     regional?: ModelManifest;
     projection?: ProjectionManifest;
+    windowProjection?: WindowProjectionManifest;
   };
 }
 
@@ -32,7 +38,8 @@ export interface VisionOptions {
   projection?: boolean;
   /**
    * Also load the regional descriptors' graph (REGIONAL_SPEC), whose windows are compared in the
-   * projected space: needs `projection`.
+   * projected space: needs `projection`, and the window projection trained with it
+   * (WINDOW_PROJECTION_SPEC), which projects the windows.
    */
   regional?: boolean;
   /**
@@ -121,6 +128,14 @@ export async function loadVision(
     throw new Error(
       `Model ${REGIONAL_SPEC.name} was not built from the embedder's weights: run \`npm run build:layer\`.`,
     );
+  // The windows have their own projection, trained against this projection on this regional graph.
+  const windows =
+    regionalManifest && projected
+      ? readWindowProjection(modelDir, {
+          projectionSha256: projected.manifest.sha256,
+          regionalSha256: regionalManifest.sha256,
+        })
+      : undefined;
   const [embedderSession, detectorSession] = await Promise.all([
     // A batch job that sets the threads keeps spin-waiting between images. For the projection's feature
     // extraction it is not free: sharp draws the next views beside the model, and one pair of runs over
@@ -138,11 +153,11 @@ export async function loadVision(
   return {
     embedder: new OnnxEmbedder(embedderSession, embedderManifest.sha256, undefined, projected?.projection),
     detector: new OnnxDetector(detectorSession, detectorOptions),
-    ...(regionalManifest && projected
+    ...(regionalManifest && windows
       ? {
           regional: new OnnxRegionalEmbedder(
             () => createSession(regionalFile, REGIONAL_THREADS),
-            projected.projection,
+            windows.projection,
           ),
         }
       : {}),
@@ -151,6 +166,7 @@ export async function loadVision(
       detector: detectorManifest,
       ...(regionalManifest ? { regional: regionalManifest } : {}),
       ...(projected ? { projection: projected.manifest } : {}),
+      ...(windows ? { windowProjection: windows.manifest } : {}),
     },
   };
 }

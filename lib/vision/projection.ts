@@ -25,6 +25,41 @@ export const PROJECTION_SPEC = {
   file: 'projection-contrastive.f32',
 } as const;
 
+/**
+ * The window projection: the same layout and μ as the projection, another W, applied to the regional
+ * pass's windows only (lib/vision/regional.ts). Trained against the projection's packshot vectors on the
+ * windows around pasted objects (layers/projection/train.ts trainWindowProjection), so that a window is
+ * compared with the catalogue as windows look, not as whole images do.
+ */
+export const WINDOW_PROJECTION_SPEC = {
+  name: 'projection-window',
+  file: 'projection-window.f32',
+} as const;
+
+export interface WindowProjectionManifest {
+  name: string;
+  file: string;
+  sha256: string;
+  bytes: number;
+  inputDimension: number;
+  outputDimension: number;
+  /** The projection whose catalogue vectors it was trained to match: any other makes it meaningless. */
+  projectionSha256: string;
+  embedderSha256: string;
+  /** sha256 of the regional graph whose windows it was trained on. */
+  regionalSha256: string;
+  layout: string;
+  training: {
+    script: string;
+    command: string;
+    recipe: unknown;
+    fingerprint: string;
+    featuresSha256: string;
+    windows: number;
+    objects: number;
+  };
+}
+
 export interface ProjectionManifest {
   name: string;
   file: string;
@@ -133,4 +168,44 @@ export function readProjection(
         `not on the loaded ${embedder.sha256.slice(0, 8)}: retrain it (\`npm run train:projection\`).`,
     );
   return { projection: decodeProjection(bytes, manifest.inputDimension, manifest.outputDimension), manifest };
+}
+
+/**
+ * Reads and checks the shipped window projection of `modelDir` against the projection and the regional
+ * graph it was trained with.
+ * @throws Error naming the command that builds it when it is missing, altered or for other models
+ */
+export function readWindowProjection(
+  modelDir: string,
+  trainedWith: { projectionSha256: string; regionalSha256: string },
+): { projection: Projection; manifest: WindowProjectionManifest } {
+  const manifestFile = join(modelDir, `${WINDOW_PROJECTION_SPEC.name}.manifest.json`);
+  const file = join(modelDir, WINDOW_PROJECTION_SPEC.file);
+  if (!existsSync(manifestFile) || !existsSync(file))
+    throw new Error(
+      `Projection ${WINDOW_PROJECTION_SPEC.name} is missing from ${resolve(modelDir)}: run \`npm run build:layer\`.`,
+    );
+  const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as WindowProjectionManifest;
+  const bytes = readFileSync(file);
+  if (
+    manifest.file !== WINDOW_PROJECTION_SPEC.file ||
+    createHash('sha256').update(bytes).digest('hex') !== manifest.sha256
+  )
+    throw new Error(
+      `Projection in ${resolve(modelDir)} does not match its manifest: run \`npm run build:layer\`.`,
+    );
+  if (
+    manifest.projectionSha256 !== trainedWith.projectionSha256 ||
+    manifest.regionalSha256 !== trainedWith.regionalSha256
+  )
+    throw new Error(
+      `Projection ${WINDOW_PROJECTION_SPEC.name} was trained with projection ${manifest.projectionSha256.slice(0, 8)} ` +
+        `and regional graph ${manifest.regionalSha256.slice(0, 8)}, not the loaded ` +
+        `${trainedWith.projectionSha256.slice(0, 8)} and ${trainedWith.regionalSha256.slice(0, 8)}: retrain it ` +
+        '(`npm run train:projection`).',
+    );
+  return {
+    projection: decodeProjection(bytes, manifest.inputDimension, manifest.outputDimension),
+    manifest,
+  };
 }

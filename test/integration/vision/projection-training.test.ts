@@ -1,10 +1,11 @@
 /**
- * The shipped projection weights are reproducible from the committed script, link by link:
- * - pinned Debian packages → seeded views → frozen features: every 16th object's views are re-extracted
- *   from the packages and must equal the committed training features (layers/projection/training-set/)
- *   bit for bit;
- * - committed features → PCA-whitening start → InfoNCE refinement: re-trained, the result must equal
- *   layers/projection/weights/ byte for byte.
+ * The shipped projection weights (the projection and the window projection) are reproducible from the
+ * committed script, link by link:
+ * - pinned Debian packages → seeded views → frozen features (view rows from the embedder, window rows from
+ *   the regional graph): every 16th object's rows are re-extracted from the packages and must equal the
+ *   committed training features (layers/projection/training-set/) bit for bit;
+ * - committed features → PCA-whitening start → InfoNCE refinement, then the window projection from the
+ *   window rows: re-trained, both must equal layers/projection/weights/ byte for byte.
  *
  * The features of all 6,858 views take ~6 min to extract on 2 cores (341 s, docs/vision.md), more than
  * the rest of npm test together; this file takes ~70 s with the packages unpacked (the sample, 72 objects
@@ -17,7 +18,12 @@
  */
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { committedWeights, trainingEmbedder, trainShippedProjection } from '#layers/projection/cli.ts';
+import {
+  committedWeights,
+  committedWindowWeights,
+  trainingModels,
+  trainShippedProjection,
+} from '#layers/projection/cli.ts';
 import {
   committedFeatures,
   featuresKey,
@@ -30,9 +36,9 @@ import { TRAIN_PACKAGES } from '#layers/projection/data.ts';
 
 const SAMPLE_STRIDE = 16;
 const reextract = process.env.PROJECTION_REEXTRACT === '1';
-/** One embedder session for both tests that need it (loaded on first use). */
-let embedder: ReturnType<typeof trainingEmbedder> | undefined;
-const sharedEmbedder = () => (embedder ??= trainingEmbedder());
+/** One set of model sessions for both tests that need them (loaded on first use). */
+let models: ReturnType<typeof trainingModels> | undefined;
+const sharedModels = () => (models ??= trainingModels());
 
 describe('learned projection training', () => {
   it('records where the shipped weights come from', () => {
@@ -46,6 +52,17 @@ describe('learned projection training', () => {
     expect(manifest.training.dataSources).toEqual(TRAIN_PACKAGES);
     // The training code has not changed since the weights were trained.
     expect(manifest.training.fingerprint).toBe(trainingFingerprint());
+
+    const windows = committedWindowWeights();
+    expect(windows).toBeDefined();
+    expect(createHash('sha256').update(windows!.bytes).digest('hex')).toBe(windows!.manifest.sha256);
+    expect(windows!.manifest.bytes).toBe(windows!.bytes.length);
+    // Trained against these weights' catalogue vectors, on the same features.
+    expect(windows!.manifest.projectionSha256).toBe(manifest.sha256);
+    expect(windows!.manifest.embedderSha256).toBe(manifest.embedderSha256);
+    expect(windows!.manifest.training.recipe).toEqual(PROJECTION_RECIPE.window);
+    expect(windows!.manifest.training.featuresSha256).toBe(manifest.training.featuresSha256);
+    expect(windows!.manifest.training.fingerprint).toBe(trainingFingerprint());
   });
 
   it('commits the features the weights were trained on, extracted by the current code', () => {
@@ -53,21 +70,29 @@ describe('learned projection training', () => {
     const features = committedFeatures();
     expect(features).toBeDefined();
     expect(featuresSha256(features!.set)).toBe(manifest.training.featuresSha256);
-    expect(features!.set.kinds.length).toBe(manifest.training.views);
+    const windowRows = features!.set.kinds.filter((kind) => kind === 'window').length;
+    expect(features!.set.kinds.length - windowRows).toBe(manifest.training.views);
+    expect(windowRows).toBe(committedWindowWeights()!.manifest.training.windows);
     expect(features!.set.objectNames.length).toBe(manifest.training.objects);
-    // Their key covers the view and data code, seed, packages, embedder and sharp: a change to any of them
-    // needs `npm run train:projection` (re-extraction) before they count as the script's output.
-    expect(features!.key).toBe(featuresKey(PROJECTION_RECIPE, manifest.embedderSha256));
+    // Their key covers the view, window and data code, seed, packages, both models and sharp: a change to
+    // any of them needs `npm run train:projection` (re-extraction) before they count as the script's output.
+    expect(features!.key).toBe(
+      featuresKey(PROJECTION_RECIPE, {
+        embedderSha256: manifest.embedderSha256,
+        regionalSha256: committedWindowWeights()!.manifest.regionalSha256,
+      }),
+    );
   });
 
   it.skipIf(reextract)(
     're-extracts the committed features of a sample of objects, bit for bit',
     async () => {
-      const vision = await sharedEmbedder();
-      expect(vision.embedderSha256).toBe(committedWeights()!.manifest.embedderSha256);
+      const loaded = await sharedModels();
+      expect(loaded.embedderSha256).toBe(committedWeights()!.manifest.embedderSha256);
+      expect(loaded.regionalSha256).toBe(committedWindowWeights()!.manifest.regionalSha256);
       const { extracted, committedRows } = await sampledFeatures(
         PROJECTION_RECIPE,
-        vision.embedder,
+        loaded,
         committedFeatures()!.set,
         SAMPLE_STRIDE,
       );
@@ -89,12 +114,16 @@ describe('learned projection training', () => {
       : 're-trains from the committed features to the same bytes as the shipped weights',
     async () => {
       const committed = committedWeights()!;
-      const result = await trainShippedProjection({ reuse: !reextract, embedder: await sharedEmbedder() });
+      const result = await trainShippedProjection({ reuse: !reextract, models: await sharedModels() });
       expect(result.reusedFeatures).toBe(!reextract);
       expect(result.manifest.training.featuresSha256).toBe(committed.manifest.training.featuresSha256);
       expect(result.manifest.sha256).toBe(committed.manifest.sha256);
       expect(result.bytes.equals(committed.bytes)).toBe(true);
       expect(result.manifest).toEqual(committed.manifest);
+      const windows = committedWindowWeights()!;
+      expect(result.window.manifest.sha256).toBe(windows.manifest.sha256);
+      expect(result.window.bytes.equals(windows.bytes)).toBe(true);
+      expect(result.window.manifest).toEqual(windows.manifest);
     },
     1_200_000,
   );

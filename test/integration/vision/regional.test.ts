@@ -6,7 +6,12 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { InvalidImageError } from '#lib/domain/errors.ts';
 import { OnnxRegionalEmbedder } from '#lib/adapters/onnx-regional-embedder.ts';
 import { loadVision, type LoadedVision } from '#lib/vision/load-vision.ts';
-import { readProjection, type Projection } from '#lib/vision/projection.ts';
+import {
+  readProjection,
+  readWindowProjection,
+  WINDOW_PROJECTION_SPEC,
+  type Projection,
+} from '#lib/vision/projection.ts';
 import ort from 'onnxruntime-node';
 import onnxProto from 'onnx-proto';
 import { convertTfjsGraph } from '#layers/convert/tf-to-onnx.ts';
@@ -104,6 +109,22 @@ describe('OnnxRegionalEmbedder', () => {
       expect(Math.hypot(...region)).toBeCloseTo(1, 4);
     }
     expect(vision.manifests.regional?.name).toBe(REGIONAL_SPEC.name);
+  });
+
+  it('projects the windows with the window projection trained for this projection and graph', async () => {
+    // Prepare: the shipped window projection, and the map the regional pass computes for a photo
+    const windows = readWindowProjection(MODEL_DIR, {
+      projectionSha256: vision.manifests.projection!.sha256,
+      regionalSha256: vision.manifests.regional!.sha256,
+    }).projection;
+    const photo = fixture('voc-dinner.jpg');
+    const { map } = await vision.regional!.featureMap(photo);
+    // Act
+    const regions = await vision.regional!.regions(photo);
+    // Assess: the windows are the window projection's, which is not the catalogue's projection
+    expect(regions).toEqual(regionalVectors(map, windows));
+    expect(vision.manifests.windowProjection?.name).toBe(WINDOW_PROJECTION_SPEC.name);
+    expect(windows.version).not.toBe(projectedWeights().version);
   });
 
   it('matches a small product in a scene by the window that holds it, far above the whole photo', async () => {
@@ -216,6 +237,31 @@ describe('OnnxRegionalEmbedder', () => {
     expect(await embedder.regions(photo)).toHaveLength(75);
     expect(await embedder.regions(photo)).toHaveLength(75);
     expect(opened).toBe(2);
+  });
+
+  it('refuses a window projection trained against another projection, or missing', async () => {
+    // Prepare: the layer as built, but the window projection's manifest names another projection
+    const directory = mkdtempSync(join(tmpdir(), 'regional-'));
+    try {
+      for (const name of readdirSync(MODEL_DIR)) symlinkSync(join(MODEL_DIR, name), join(directory, name));
+      const manifestFile = `${WINDOW_PROJECTION_SPEC.name}.manifest.json`;
+      const manifest = JSON.parse(readFileSync(join(MODEL_DIR, manifestFile), 'utf8'));
+      manifest.projectionSha256 = '0'.repeat(64);
+      rmSync(join(directory, manifestFile));
+      writeFileSync(join(directory, manifestFile), JSON.stringify(manifest));
+      // Act + Assess
+      await expect(loadVision(directory, {}, { projection: true, regional: true })).rejects.toThrow(
+        /trained with projection 00000000.*retrain it/,
+      );
+      // Without the regional pass it is not needed
+      await expect(loadVision(directory, {}, { projection: true })).resolves.toBeDefined();
+      rmSync(join(directory, WINDOW_PROJECTION_SPEC.file));
+      await expect(loadVision(directory, {}, { projection: true, regional: true })).rejects.toThrow(
+        /projection-window is missing.*build:layer/,
+      );
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
   });
 
   it('refuses a regional graph built from other weights than the embedder', async () => {

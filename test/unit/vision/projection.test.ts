@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { infoNceLossAndGradient, projectRows } from '#layers/projection/contrastive.ts';
+import {
+  infoNceLossAndGradient,
+  infoNceQueryLossAndGradient,
+  projectRows,
+} from '#layers/projection/contrastive.ts';
 import { pcaWhitening, symmetricEigen } from '#layers/projection/linalg.ts';
 import { seededRandom } from '#layers/projection/views.ts';
 import { applyProjection, decodeProjection, encodeProjection } from '#lib/vision/projection.ts';
@@ -28,6 +32,34 @@ describe('contrastive projection gradient', () => {
         (infoNceLossAndGradient(plus, outDim, d, q, targets, p, temperature).loss -
           infoNceLossAndGradient(minus, outDim, d, q, targets, p, temperature).loss) /
         (2 * h);
+      expect(Math.abs(numeric - gradient[k]!)).toBeLessThan(1e-6 * Math.max(1, Math.abs(numeric)));
+    }
+  });
+
+  it('matches finite differences for the queries alone against fixed targets (the window projection)', () => {
+    const random = seededRandom(5);
+    const [d, outDim, queries, targetsCount] = [6, 4, 5, 3];
+    const matrix = randomArray(outDim * d, random);
+    const q = randomArray(queries * d, random);
+    // Unit target vectors, as the fixed projection's packshots are.
+    const fixed = randomArray(targetsCount * outDim, random);
+    for (let j = 0; j < targetsCount; j += 1) {
+      const row = fixed.subarray(j * outDim, (j + 1) * outDim);
+      const norm = Math.hypot(...row);
+      row.forEach((value, o) => (row[o] = value / norm));
+    }
+    const targets = Int32Array.from([2, 0, 1, 1, 2]);
+    const temperature = 0.2;
+    const loss = (m: Float64Array) =>
+      infoNceQueryLossAndGradient(m, outDim, d, q, targets, fixed, temperature);
+    const { gradient } = loss(matrix);
+    const h = 1e-6;
+    for (let k = 0; k < matrix.length; k += 1) {
+      const plus = Float64Array.from(matrix);
+      const minus = Float64Array.from(matrix);
+      plus[k]! += h;
+      minus[k]! -= h;
+      const numeric = (loss(plus).loss - loss(minus).loss) / (2 * h);
       expect(Math.abs(numeric - gradient[k]!)).toBeLessThan(1e-6 * Math.max(1, Math.abs(numeric)));
     }
   });
