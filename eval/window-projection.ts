@@ -38,6 +38,7 @@ const projection = readProjection(modelDir, {
 const windowProjection = readWindowProjection(modelDir, {
   projectionSha256: service.manifests.projection!.sha256,
   regionalSha256: service.manifests.regional!.sha256,
+  projection,
 }).projection;
 const read = (file: string) => readFileSync(join(benchmark.directory, file));
 const dot = (a: Float32Array, b: Float32Array) => {

@@ -137,7 +137,10 @@ export interface RegionalEmbedder {
 export interface Vision {
   embedder: Embedder;
   detector: Detector;
-  /** Present when the layer was loaded with regional matching (it needs the learned projection). */
+  /**
+   * Present when the layer was loaded with regional matching (it needs the learned projection and the
+   * window projection trained with it).
+   */
   regional?: RegionalEmbedder;
 }
 

@@ -281,12 +281,7 @@ export function trainRecipe(
     outDim: projection.outDim,
   };
   const packshots = splitRows(views, 'packshot')[0];
-  const window = trainWindowProjection(
-    { ...windows, ...joined(packshots, windows) },
-    shipped,
-    recipe.window,
-    log,
-  );
+  const window = trainWindowProjection(joined(packshots, windows), shipped, recipe.window, log);
   return { projection, window };
 }
 

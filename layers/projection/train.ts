@@ -82,6 +82,10 @@ export function trainProjection(
   options: TrainOptions,
   log?: (line: string) => void,
 ): TrainedProjection {
+  // Window rows are the window projection's (trainWindowProjection): here they would join μ, the
+  // whitening and the queries. trainRecipe passes the view rows only (splitRows).
+  if (set.kinds.includes('window'))
+    throw new Error('trainProjection takes view rows only: split the window rows off first (splitRows)');
   const d = set.dimension;
   const start = whiteningOf(set, options.outDim, options.whiteningEpsilon);
   const { mean } = start;

@@ -1,8 +1,8 @@
 /**
  * Regional descriptors of a query image (lib/vision/regional.ts) on the free-size block-16 graph
  * (REGIONAL_SPEC): one pass over the image at 448 px on its long side, which also multiplies each cell by
- * the learned projection; every 3/5/7-cell window of the map is then pooled and projected into the
- * embedder's (projected) vector space.
+ * the window projection (the matrix it is constructed with); every 3/5/7-cell window of the map is then
+ * pooled and projected into the embedder's (projected) vector space.
  */
 import type { RegionalEmbedder } from '#lib/ports.ts';
 import { openImage, rgbFilled, writeRgbUnit } from '#lib/vision/image-input.ts';
@@ -17,7 +17,7 @@ import {
 } from '#lib/vision/regional.ts';
 
 export class OnnxRegionalEmbedder implements RegionalEmbedder {
-  /** The projection's matrix as the graph's second input (Wᵀ), built once. */
+  /** The window projection's matrix as the graph's second input (Wᵀ), built once. */
   private readonly projectionTensor;
   private session: Promise<InferenceSession> | undefined;
 

@@ -134,6 +134,7 @@ export async function loadVision(
       ? readWindowProjection(modelDir, {
           projectionSha256: projected.manifest.sha256,
           regionalSha256: regionalManifest.sha256,
+          projection: projected.projection,
         })
       : undefined;
   const [embedderSession, detectorSession] = await Promise.all([

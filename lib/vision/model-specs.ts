@@ -35,7 +35,7 @@ export const REGIONAL_SPEC = {
   inputName: 'images',
   outputName: 'feature_map',
   /**
-   * The map times the learned projection's matrix (transposed, channels × out), which the run time feeds
+   * The map times the window projection's matrix (transposed, channels × out), which the run time feeds
    * through `projectionInputName`: 150 cells × 448 × 256 multiply-adds cost ~16 ms in JS, ~2 in the graph.
    */
   projectedOutputName: 'projected_map',

@@ -177,7 +177,7 @@ export function readProjection(
  */
 export function readWindowProjection(
   modelDir: string,
-  trainedWith: { projectionSha256: string; regionalSha256: string },
+  trainedWith: { projectionSha256: string; regionalSha256: string; projection: Projection },
 ): { projection: Projection; manifest: WindowProjectionManifest } {
   const manifestFile = join(modelDir, `${WINDOW_PROJECTION_SPEC.name}.manifest.json`);
   const file = join(modelDir, WINDOW_PROJECTION_SPEC.file);
@@ -196,7 +196,9 @@ export function readWindowProjection(
     );
   if (
     manifest.projectionSha256 !== trainedWith.projectionSha256 ||
-    manifest.regionalSha256 !== trainedWith.regionalSha256
+    manifest.regionalSha256 !== trainedWith.regionalSha256 ||
+    manifest.inputDimension !== trainedWith.projection.inDim ||
+    manifest.outputDimension !== trainedWith.projection.outDim
   )
     throw new Error(
       `Projection ${WINDOW_PROJECTION_SPEC.name} was trained with projection ${manifest.projectionSha256.slice(0, 8)} ` +

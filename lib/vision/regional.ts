@@ -2,12 +2,14 @@
  * Regional descriptors of a query (R-MAC-style regions, scored by their best match): one backbone pass
  * over a raster larger than the embedder's 224 px gives a map of block-16 features (stride 32, e.g. 14×11
  * cells for a 640×480 photo); every square window of 3, 5 and 7 cells is mean-pooled, L2-normalised and
- * passed through the learned projection, like a crop of the query embedded on its own. A product covering
- * a quarter of a room photo is then compared by the window that holds it, not by the whole frame.
+ * passed through the window projection (a learned matrix of its own, trained to place windows next to
+ * the catalogue's projected vectors: lib/vision/projection.ts WINDOW_PROJECTION_SPEC), like a crop of the
+ * query embedded on its own. A product covering a quarter of a room photo is then compared by the window
+ * that holds it, not by the whole frame.
  *
- * Measured on the project benchmark (`npm run eval -- --all --no-pipeline`, docs/quality.md): over the
- * whole catalogue, the best window ranks the true item first for 0.45 of the scene queries (R@10 0.75),
- * the whole image for 0.14 (R@10 0.39). The windows (3/5/7 cells every 2nd position, and the whole map)
+ * Measured on the project benchmark (`npx tsx eval/window-projection.ts`, docs/vision.md): over the whole
+ * catalogue, the best window ranks the true item first for 0.49 of the held-aside scene queries (R@10
+ * 0.77; 0.43 / 0.75 through the catalogue's projection), the whole image for 0.14 (R@10 0.39). The windows (3/5/7 cells every 2nd position, and the whole map)
  * scored the same as 3/4/5/6/8 cells at every position on the tuning queries, with a third as many.
  *
  * The projection is linear before its normalisation, which is what makes many regions cheap: each cell is

@@ -10,6 +10,7 @@ import {
 } from '#lib/adapters/opensearch-visual-word-index.ts';
 import { CONFIG_ENV_KEYS, loadConfig } from '#lib/config.ts';
 import { ROUTES } from '#lib/http/routes.ts';
+import { PROJECTION_SPEC, WINDOW_PROJECTION_SPEC } from '#lib/vision/projection.ts';
 import { REPO_ROOT } from '../../infra/constructs/endpoint-function.ts';
 import { ENV_SCOPE, keysOfScope, OPENSEARCH_INDEX_PREFIX } from '../../infra/function-environment.ts';
 import { ROUTE_ACCESS } from '../../infra/route-access.ts';
@@ -527,5 +528,8 @@ describe('layers', () => {
     const files = readdirSync(join(dev.assemblyDir, assetPath!, 'models'));
     expect(files.some((file) => file.endsWith('.onnx'))).toBe(true);
     expect(files.some((file) => file.endsWith('.manifest.json'))).toBe(true);
+    // Both learned projections: the catalogue's and the regional windows'
+    for (const spec of [PROJECTION_SPEC, WINDOW_PROJECTION_SPEC])
+      expect(files).toEqual(expect.arrayContaining([spec.file, `${spec.name}.manifest.json`]));
   });
 });

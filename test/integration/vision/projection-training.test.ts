@@ -7,9 +7,9 @@
  * - committed features → PCA-whitening start → InfoNCE refinement, then the window projection from the
  *   window rows: re-trained, both must equal layers/projection/weights/ byte for byte.
  *
- * The features of all 6,858 views take ~6 min to extract on 2 cores (341 s, docs/vision.md), more than
- * the rest of npm test together; this file takes ~70 s with the packages unpacked (the sample, 72 objects
- * and 432 views, ~19 s; the training ~48 s), ~100 s on a fresh clone that downloads them.
+ * The features of all 6,858 views and 4,572 windows take 8–10 min to extract on 2 cores (500–602 s,
+ * docs/vision.md), more than the rest of npm test together; this file takes ~100 s with the packages
+ * unpacked (the sample, 72 objects, 432 views and 288 windows, ~27 s; training both matrices ~75 s).
  * The full chain is `npm run train:projection -- --no-cache --check`, or this file with
  * PROJECTION_REEXTRACT=1 (which re-trains from freshly extracted features instead of the committed ones).
  *
@@ -100,7 +100,7 @@ describe('learned projection training', () => {
       expect(extracted.objects).toEqual(committedRows.objects);
       expect(extracted.kinds).toEqual(committedRows.kinds);
       expect(extracted.kinds.length).toBeGreaterThan(400);
-      // The first differing value's position, rather than a diff of 190k numbers.
+      // The first differing value's position, rather than a diff of 322k numbers.
       const firstDifference = extracted.features.findIndex((value, i) => value !== committedRows.features[i]);
       expect(firstDifference).toBe(-1);
       expect(extracted.features.length).toBe(committedRows.features.length);

@@ -116,6 +116,7 @@ describe('OnnxRegionalEmbedder', () => {
     const windows = readWindowProjection(MODEL_DIR, {
       projectionSha256: vision.manifests.projection!.sha256,
       regionalSha256: vision.manifests.regional!.sha256,
+      projection: projectedWeights(),
     }).projection;
     const photo = fixture('voc-dinner.jpg');
     const { map } = await vision.regional!.featureMap(photo);
@@ -252,6 +253,23 @@ describe('OnnxRegionalEmbedder', () => {
       // Act + Assess
       await expect(loadVision(directory, {}, { projection: true, regional: true })).rejects.toThrow(
         /trained with projection 00000000.*retrain it/,
+      );
+      // Another regional graph than the one it was trained on
+      manifest.projectionSha256 = vision.manifests.projection!.sha256;
+      manifest.regionalSha256 = '1'.repeat(64);
+      writeFileSync(join(directory, manifestFile), JSON.stringify(manifest));
+      await expect(loadVision(directory, {}, { projection: true, regional: true })).rejects.toThrow(
+        /regional graph 11111111.*retrain it/,
+      );
+      // Weights that are not the manifest's
+      manifest.regionalSha256 = vision.manifests.regional!.sha256;
+      writeFileSync(join(directory, manifestFile), JSON.stringify(manifest));
+      const weights = readFileSync(join(MODEL_DIR, WINDOW_PROJECTION_SPEC.file));
+      weights[100] = weights[100]! ^ 1;
+      rmSync(join(directory, WINDOW_PROJECTION_SPEC.file));
+      writeFileSync(join(directory, WINDOW_PROJECTION_SPEC.file), weights);
+      await expect(loadVision(directory, {}, { projection: true, regional: true })).rejects.toThrow(
+        /does not match its manifest/,
       );
       // Without the regional pass it is not needed
       await expect(loadVision(directory, {}, { projection: true })).resolves.toBeDefined();

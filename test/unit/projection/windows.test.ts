@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { coveringWindow, pooledWindow, windowFeatures } from '#layers/projection/windows.ts';
+import { splitRows, trainProjection } from '#layers/projection/train.ts';
+import { PROJECTION_RECIPE } from '#layers/projection/recipe.ts';
 import type { FeatureMap } from '#lib/vision/regional.ts';
 
 /** A map whose cell (r, c) holds channel values [r, c, 1]. */
@@ -53,5 +55,23 @@ describe('window views of the training objects', () => {
     const features = await windowFeatures(source, bytes, { left: 0, top: 0, width: 130, height: 130 });
     expect(seen).toEqual([bytes]);
     expect(features).toEqual(pooledWindow(map, { top: 0, left: 0, height: 3, width: 3 }));
+  });
+
+  it('keeps the window rows out of the projection’s own training', () => {
+    // Prepare: one object's packshot, a pasted view and its window row
+    const set = {
+      dimension: 2,
+      features: Float32Array.from([1, 0, 0.8, 0.6, 0.6, 0.8]),
+      objects: Int32Array.from([0, 0, 0]),
+      kinds: ['packshot', 'scene', 'window'] as ('packshot' | 'scene' | 'window')[],
+      objectNames: ['a'],
+    };
+    // Act
+    const [windows, views] = splitRows(set, 'window');
+    // Assess
+    expect(windows.kinds).toEqual(['window']);
+    expect(Array.from(windows.features)).toEqual([0.6, 0.8].map(Math.fround));
+    expect(views.kinds).toEqual(['packshot', 'scene']);
+    expect(() => trainProjection(set, PROJECTION_RECIPE.train)).toThrow(/view rows only/);
   });
 });
