@@ -57,19 +57,40 @@ export function infoNceLossAndGradient(
   packshots: Float64Array,
   temperature: number,
 ): { loss: number; gradient: Float64Array } {
-  const nq = queries.length / d;
   const np = packshots.length / d;
   const q = projectRows(matrix, outDim, queries, d);
   const p = projectRows(matrix, outDim, packshots, d);
-  const gq = new Float64Array(nq * outDim);
   const gp = new Float64Array(np * outDim);
+  const { loss, gq } = softmaxGradients(q.y, p.y, outDim, targets, temperature, gp);
+  const gradient = new Float64Array(outDim * d);
+  accumulate(gradient, outDim, d, q, gq, queries);
+  accumulate(gradient, outDim, d, p, gp, packshots);
+  return { loss, gradient };
+}
+
+/**
+ * The InfoNCE loss of unit query rows `qy` against unit target rows `py` (mean over the queries), and
+ * its gradient with respect to the query rows; with `gp`, also the gradient with respect to the target
+ * rows, added into it. Sums run in a fixed order (the trained bytes depend on it).
+ */
+function softmaxGradients(
+  qy: Float64Array,
+  py: Float64Array,
+  outDim: number,
+  targets: Int32Array,
+  temperature: number,
+  gp?: Float64Array,
+): { loss: number; gq: Float64Array } {
+  const nq = qy.length / outDim;
+  const np = py.length / outDim;
+  const gq = new Float64Array(nq * outDim);
   const logits = new Float64Array(np);
   let loss = 0;
   for (let i = 0; i < nq; i += 1) {
     let max = -Infinity;
     for (let j = 0; j < np; j += 1) {
       let s = 0;
-      for (let o = 0; o < outDim; o += 1) s += q.y[i * outDim + o]! * p.y[j * outDim + o]!;
+      for (let o = 0; o < outDim; o += 1) s += qy[i * outDim + o]! * py[j * outDim + o]!;
       logits[j] = s / temperature;
       if (logits[j]! > max) max = logits[j]!;
     }
@@ -84,15 +105,12 @@ export function infoNceLossAndGradient(
       const coefficient = (logits[j]! / partition - (j === t ? 1 : 0)) / (temperature * nq);
       if (coefficient === 0) continue;
       for (let o = 0; o < outDim; o += 1) {
-        gq[i * outDim + o]! += coefficient * p.y[j * outDim + o]!;
-        gp[j * outDim + o]! += coefficient * q.y[i * outDim + o]!;
+        gq[i * outDim + o]! += coefficient * py[j * outDim + o]!;
+        if (gp) gp[j * outDim + o]! += coefficient * qy[i * outDim + o]!;
       }
     }
   }
-  const gradient = new Float64Array(outDim * d);
-  accumulate(gradient, outDim, d, q, gq, queries);
-  accumulate(gradient, outDim, d, p, gp, packshots);
-  return { loss: loss / nq, gradient };
+  return { loss: loss / nq, gq };
 }
 
 /** gradient += Σ_rows (g − y (y·g))/‖z‖ ⊗ c. */
@@ -135,34 +153,9 @@ export function infoNceQueryLossAndGradient(
   fixed: Float64Array,
   temperature: number,
 ): { loss: number; gradient: Float64Array } {
-  const nq = queries.length / d;
-  const np = fixed.length / outDim;
   const q = projectRows(matrix, outDim, queries, d);
-  const gq = new Float64Array(nq * outDim);
-  const logits = new Float64Array(np);
-  let loss = 0;
-  for (let i = 0; i < nq; i += 1) {
-    let max = -Infinity;
-    for (let j = 0; j < np; j += 1) {
-      let s = 0;
-      for (let o = 0; o < outDim; o += 1) s += q.y[i * outDim + o]! * fixed[j * outDim + o]!;
-      logits[j] = s / temperature;
-      if (logits[j]! > max) max = logits[j]!;
-    }
-    let partition = 0;
-    for (let j = 0; j < np; j += 1) {
-      logits[j] = Math.exp(logits[j]! - max);
-      partition += logits[j]!;
-    }
-    const t = targets[i]!;
-    loss += -Math.log(logits[t]! / partition);
-    for (let j = 0; j < np; j += 1) {
-      const coefficient = (logits[j]! / partition - (j === t ? 1 : 0)) / (temperature * nq);
-      if (coefficient === 0) continue;
-      for (let o = 0; o < outDim; o += 1) gq[i * outDim + o]! += coefficient * fixed[j * outDim + o]!;
-    }
-  }
+  const { loss, gq } = softmaxGradients(q.y, fixed, outDim, targets, temperature);
   const gradient = new Float64Array(outDim * d);
   accumulate(gradient, outDim, d, q, gq, queries);
-  return { loss: loss / nq, gradient };
+  return { loss, gradient };
 }

@@ -62,6 +62,36 @@ function anchoredAdam(
   };
 }
 
+/**
+ * The training loop both matrices share: per epoch, the usable objects in a seeded order, cut into
+ * batches of `batchObjects` (a last batch of one is skipped: InfoNCE needs a negative); `step` trains on
+ * one batch and returns its loss. Returns the mean loss of each epoch.
+ */
+function epochs(
+  usable: readonly number[],
+  options: { seed: number; epochs: number; batchObjects: number },
+  label: string,
+  log: ((line: string) => void) | undefined,
+  step: (objects: number[]) => number,
+): number[] {
+  const random = seededRandom(options.seed);
+  const losses: number[] = [];
+  for (let epoch = 0; epoch < options.epochs; epoch += 1) {
+    const order = shuffled(usable.length, random).map((i) => usable[i]!);
+    let epochLoss = 0;
+    let batches = 0;
+    for (let b = 0; b < order.length; b += options.batchObjects) {
+      const objects = order.slice(b, b + options.batchObjects);
+      if (objects.length < 2) continue;
+      epochLoss += step(objects);
+      batches += 1;
+    }
+    losses.push(epochLoss / Math.max(batches, 1));
+    log?.(`${label}: epoch ${epoch + 1}/${options.epochs} loss ${losses.at(-1)!.toFixed(4)}`);
+  }
+  return losses;
+}
+
 export function shuffled(count: number, random: () => number): number[] {
   const order = Array.from({ length: count }, (_, i) => i);
   for (let i = count - 1; i > 0; i -= 1) {
@@ -104,42 +134,30 @@ export function trainProjection(
   }
   const usable = [...packshotRow.keys()].filter((o) => packshotRow[o]! >= 0 && queryRows[o]!.length > 0);
 
-  const random = seededRandom(options.seed);
-  const losses: number[] = [];
-  for (let epoch = 0; epoch < options.epochs; epoch += 1) {
-    const order = shuffled(usable.length, random).map((i) => usable[i]!);
-    let epochLoss = 0;
-    let batches = 0;
-    for (let b = 0; b < order.length; b += options.batchObjects) {
-      const objects = order.slice(b, b + options.batchObjects);
-      if (objects.length < 2) continue;
-      const queryIndices = objects.flatMap((object, slot) => queryRows[object]!.map((row) => [row, slot]));
-      const queries = new Float64Array(queryIndices.length * d);
-      const targets = new Int32Array(queryIndices.length);
-      queryIndices.forEach(([row, slot], i) => {
-        queries.set(centred.subarray(row! * d, row! * d + d), i * d);
-        targets[i] = slot!;
-      });
-      const packshots = new Float64Array(objects.length * d);
-      objects.forEach((object, slot) =>
-        packshots.set(centred.subarray(packshotRow[object]! * d, packshotRow[object]! * d + d), slot * d),
-      );
-      const { loss, gradient } = infoNceLossAndGradient(
-        matrix,
-        options.outDim,
-        d,
-        queries,
-        targets,
-        packshots,
-        options.temperature,
-      );
-      adam(matrix, gradient);
-      epochLoss += loss;
-      batches += 1;
-    }
-    losses.push(epochLoss / Math.max(batches, 1));
-    log?.(`train: epoch ${epoch + 1}/${options.epochs} loss ${losses.at(-1)!.toFixed(4)}`);
-  }
+  const losses = epochs(usable, options, 'train', log, (objects) => {
+    const queryIndices = objects.flatMap((object, slot) => queryRows[object]!.map((row) => [row, slot]));
+    const queries = new Float64Array(queryIndices.length * d);
+    const targets = new Int32Array(queryIndices.length);
+    queryIndices.forEach(([row, slot], i) => {
+      queries.set(centred.subarray(row! * d, row! * d + d), i * d);
+      targets[i] = slot!;
+    });
+    const packshots = new Float64Array(objects.length * d);
+    objects.forEach((object, slot) =>
+      packshots.set(centred.subarray(packshotRow[object]! * d, packshotRow[object]! * d + d), slot * d),
+    );
+    const { loss, gradient } = infoNceLossAndGradient(
+      matrix,
+      options.outDim,
+      d,
+      queries,
+      targets,
+      packshots,
+      options.temperature,
+    );
+    adam(matrix, gradient);
+    return loss;
+  });
   return { inDim: d, outDim: options.outDim, mean, matrix, losses };
 }
 
@@ -198,42 +216,30 @@ export function trainWindowProjection(
   const fixed = projectRows(projection.matrix, outDim, packshots, d).y;
   const slotOf = new Map(usable.map((object, i) => [object, i]));
 
-  const random = seededRandom(options.seed);
-  const losses: number[] = [];
-  for (let epoch = 0; epoch < options.epochs; epoch += 1) {
-    const order = shuffled(usable.length, random).map((i) => usable[i]!);
-    let epochLoss = 0;
-    let batches = 0;
-    for (let b = 0; b < order.length; b += options.batchObjects) {
-      const objects = order.slice(b, b + options.batchObjects);
-      if (objects.length < 2) continue;
-      const rows = objects.flatMap((object, slot) => windowRows[object]!.map((row) => [row, slot] as const));
-      const queries = new Float64Array(rows.length * d);
-      const targets = new Int32Array(rows.length);
-      rows.forEach(([row, slot], i) => {
-        centredRow(row, queries, i);
-        targets[i] = slot;
-      });
-      const batchTargets = new Float64Array(objects.length * outDim);
-      objects.forEach((object, slot) => {
-        const at = slotOf.get(object)! * outDim;
-        batchTargets.set(fixed.subarray(at, at + outDim), slot * outDim);
-      });
-      const { loss, gradient } = infoNceQueryLossAndGradient(
-        matrix,
-        outDim,
-        d,
-        queries,
-        targets,
-        batchTargets,
-        options.temperature,
-      );
-      adam(matrix, gradient);
-      epochLoss += loss;
-      batches += 1;
-    }
-    losses.push(epochLoss / Math.max(batches, 1));
-    log?.(`train windows: epoch ${epoch + 1}/${options.epochs} loss ${losses.at(-1)!.toFixed(4)}`);
-  }
+  const losses = epochs(usable, options, 'train windows', log, (objects) => {
+    const rows = objects.flatMap((object, slot) => windowRows[object]!.map((row) => [row, slot] as const));
+    const queries = new Float64Array(rows.length * d);
+    const targets = new Int32Array(rows.length);
+    rows.forEach(([row, slot], i) => {
+      centredRow(row, queries, i);
+      targets[i] = slot;
+    });
+    const batchTargets = new Float64Array(objects.length * outDim);
+    objects.forEach((object, slot) => {
+      const at = slotOf.get(object)! * outDim;
+      batchTargets.set(fixed.subarray(at, at + outDim), slot * outDim);
+    });
+    const { loss, gradient } = infoNceQueryLossAndGradient(
+      matrix,
+      outDim,
+      d,
+      queries,
+      targets,
+      batchTargets,
+      options.temperature,
+    );
+    adam(matrix, gradient);
+    return loss;
+  });
   return { inDim: d, outDim, mean: Float64Array.from(mean), matrix, losses };
 }

@@ -36,31 +36,8 @@ export const WINDOW_PROJECTION_SPEC = {
   file: 'projection-window.f32',
 } as const;
 
-export interface WindowProjectionManifest {
-  name: string;
-  file: string;
-  sha256: string;
-  bytes: number;
-  inputDimension: number;
-  outputDimension: number;
-  /** The projection whose catalogue vectors it was trained to match: any other makes it meaningless. */
-  projectionSha256: string;
-  embedderSha256: string;
-  /** sha256 of the regional graph whose windows it was trained on. */
-  regionalSha256: string;
-  layout: string;
-  training: {
-    script: string;
-    command: string;
-    recipe: unknown;
-    fingerprint: string;
-    featuresSha256: string;
-    windows: number;
-    objects: number;
-  };
-}
-
-export interface ProjectionManifest {
+/** What every shipped projection's manifest records about its weights file. */
+interface WeightsManifest {
   name: string;
   file: string;
   sha256: string;
@@ -70,6 +47,9 @@ export interface ProjectionManifest {
   /** sha256 of the embedder .onnx whose features it was trained on: any other model makes it meaningless. */
   embedderSha256: string;
   layout: string;
+}
+
+export interface ProjectionManifest extends WeightsManifest {
   training: {
     script: string;
     command: string;
@@ -82,6 +62,22 @@ export interface ProjectionManifest {
     objects: number;
     dataSources: readonly { name: string; version: string; licence: string }[];
     excluded: string;
+  };
+}
+
+export interface WindowProjectionManifest extends WeightsManifest {
+  /** The projection whose catalogue vectors it was trained to match: any other makes it meaningless. */
+  projectionSha256: string;
+  /** sha256 of the regional graph whose windows it was trained on. */
+  regionalSha256: string;
+  training: {
+    script: string;
+    command: string;
+    recipe: unknown;
+    fingerprint: string;
+    featuresSha256: string;
+    windows: number;
+    objects: number;
   };
 }
 
@@ -142,6 +138,29 @@ export function applyProjection(projection: Projection, vector: Float32Array): F
 }
 
 /**
+ * The weights of `spec` in `modelDir` and their manifest, checked against each other.
+ * @throws Error naming the command that builds them when they are missing or altered
+ */
+function readWeights<Manifest extends WeightsManifest>(
+  modelDir: string,
+  spec: { name: string; file: string },
+): { bytes: Buffer; manifest: Manifest } {
+  const manifestFile = join(modelDir, `${spec.name}.manifest.json`);
+  const file = join(modelDir, spec.file);
+  if (!existsSync(manifestFile) || !existsSync(file))
+    throw new Error(
+      `Projection ${spec.name} is missing from ${resolve(modelDir)}: run \`npm run build:layer\`.`,
+    );
+  const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as Manifest;
+  const bytes = readFileSync(file);
+  if (manifest.file !== spec.file || createHash('sha256').update(bytes).digest('hex') !== manifest.sha256)
+    throw new Error(
+      `Projection in ${resolve(modelDir)} does not match its manifest: run \`npm run build:layer\`.`,
+    );
+  return { bytes, manifest };
+}
+
+/**
  * Reads and checks the shipped projection of `modelDir` against the embedder it will sit on.
  * @throws Error naming the command that builds it when it is missing, altered or for another model
  */
@@ -149,19 +168,7 @@ export function readProjection(
   modelDir: string,
   embedder: { sha256: string; dimension: number },
 ): { projection: Projection; manifest: ProjectionManifest } {
-  const manifestFile = join(modelDir, `${PROJECTION_SPEC.name}.manifest.json`);
-  const file = join(modelDir, PROJECTION_SPEC.file);
-  if (!existsSync(manifestFile) || !existsSync(file))
-    throw new Error(
-      `Projection ${PROJECTION_SPEC.name} is missing from ${resolve(modelDir)}: run \`npm run build:layer\`.`,
-    );
-  const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as ProjectionManifest;
-  const bytes = readFileSync(file);
-  const sha256 = createHash('sha256').update(bytes).digest('hex');
-  if (manifest.file !== PROJECTION_SPEC.file || sha256 !== manifest.sha256)
-    throw new Error(
-      `Projection in ${resolve(modelDir)} does not match its manifest: run \`npm run build:layer\`.`,
-    );
+  const { bytes, manifest } = readWeights<ProjectionManifest>(modelDir, PROJECTION_SPEC);
   if (manifest.embedderSha256 !== embedder.sha256 || manifest.inputDimension !== embedder.dimension)
     throw new Error(
       `Projection ${PROJECTION_SPEC.name} was trained on embedder ${manifest.embedderSha256.slice(0, 8)}, ` +
@@ -179,21 +186,7 @@ export function readWindowProjection(
   modelDir: string,
   trainedWith: { projectionSha256: string; regionalSha256: string; projection: Projection },
 ): { projection: Projection; manifest: WindowProjectionManifest } {
-  const manifestFile = join(modelDir, `${WINDOW_PROJECTION_SPEC.name}.manifest.json`);
-  const file = join(modelDir, WINDOW_PROJECTION_SPEC.file);
-  if (!existsSync(manifestFile) || !existsSync(file))
-    throw new Error(
-      `Projection ${WINDOW_PROJECTION_SPEC.name} is missing from ${resolve(modelDir)}: run \`npm run build:layer\`.`,
-    );
-  const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as WindowProjectionManifest;
-  const bytes = readFileSync(file);
-  if (
-    manifest.file !== WINDOW_PROJECTION_SPEC.file ||
-    createHash('sha256').update(bytes).digest('hex') !== manifest.sha256
-  )
-    throw new Error(
-      `Projection in ${resolve(modelDir)} does not match its manifest: run \`npm run build:layer\`.`,
-    );
+  const { bytes, manifest } = readWeights<WindowProjectionManifest>(modelDir, WINDOW_PROJECTION_SPEC);
   if (
     manifest.projectionSha256 !== trainedWith.projectionSha256 ||
     manifest.regionalSha256 !== trainedWith.regionalSha256 ||
