@@ -20,7 +20,6 @@ import { parseArgs } from 'node:util';
 import { PROJECTION_RECIPE, recipeFeatures, type ProjectionRecipe } from '#layers/projection/recipe.ts';
 import { splitRows, trainProjection, whiteningOf, type TrainedProjection } from '#layers/projection/train.ts';
 import { trainingModels } from '#layers/projection/cli.ts';
-import { loadVision } from '#lib/vision/load-vision.ts';
 import {
   applyProjection,
   decodeProjection,
@@ -79,8 +78,10 @@ async function main(): Promise<void> {
   ensureEvalData();
   const seed = Number(flags.seed);
   const benchmark = await loadRetrievalBenchmark(seed);
-  const vision = await loadVision(flags.models, {});
-  const embedderSha = vision.manifests.embedder.sha256;
+  // The training's models, loaded once: their raw embedder (on every core) also embeds the benchmark, whose
+  // raw features are then cached per embedder; the regional graph keys the training features.
+  const models = await trainingModels(flags.models);
+  const embedderSha = models.embedderSha256;
   const queries = benchmark.queries;
 
   const cacheFile = join(benchmark.directory, `raw-features-${embedderSha.slice(0, 12)}.json`);
@@ -97,7 +98,7 @@ async function main(): Promise<void> {
       const all = buffers();
       const out: Float32Array[] = [];
       for (let i = 0; i < all.length; i += 16)
-        out.push(...(await vision.embedder.embed(await Promise.all(all.slice(i, i + 16)))));
+        out.push(...(await models.embedder.embed(await Promise.all(all.slice(i, i + 16)))));
       return out;
     };
     const read = (file: string): Buffer => readFileSync(join(benchmark.directory, file));
@@ -116,7 +117,7 @@ async function main(): Promise<void> {
     );
   }
 
-  const features = await recipeFeatures(recipe, await trainingModels(flags.models), {
+  const features = await recipeFeatures(recipe, models, {
     reuse: true,
     log: (line) => console.error(line),
   });

@@ -14,7 +14,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { OnnxRegionalEmbedder } from '#lib/adapters/onnx-regional-embedder.ts';
-import { loadVision } from '#lib/vision/load-vision.ts';
+import { loadVision, readManifest } from '#lib/vision/load-vision.ts';
 import { createSession } from '#lib/vision/onnx-session.ts';
 import {
   encodeProjection,
@@ -23,7 +23,7 @@ import {
   type ProjectionManifest,
   type WindowProjectionManifest,
 } from '#lib/vision/projection.ts';
-import { EMBEDDER_SPEC, REGIONAL_SPEC, type ModelManifest } from '#lib/vision/model-specs.ts';
+import { EMBEDDER_SPEC, REGIONAL_SPEC } from '#lib/vision/model-specs.ts';
 import { buildLayer, DEFAULT_MODEL_DIR } from '../build.ts';
 import { sha256 } from '../sources.ts';
 import { TRAIN_PACKAGES } from './data.ts';
@@ -59,9 +59,7 @@ export async function trainingModels(modelDir = DEFAULT_MODEL_DIR): Promise<Trai
   // Every core for the extraction's embedder: the features are bit-identical with 1 or 2 intra-op threads
   // (featuresSha256 compared), and 2 threads took the extraction from 272 to 220 s on this 2-core machine.
   const vision = await loadVision(modelDir, {}, { embedderThreads: availableParallelism() });
-  const regionalManifest = JSON.parse(
-    readFileSync(join(modelDir, `${REGIONAL_SPEC.name}.manifest.json`), 'utf8'),
-  ) as ModelManifest;
+  const regionalManifest = readManifest(modelDir, REGIONAL_SPEC);
   // The graph multiplies its map by a projection input; the window rows read the map before it, so any
   // matrix of the right shape will do (the projections are what is being trained).
   const anyProjection = {

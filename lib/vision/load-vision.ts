@@ -57,7 +57,8 @@ export interface VisionOptions {
  */
 const REGIONAL_THREADS = 2;
 
-function readManifest(modelDir: string, spec: { name: string; file: string }): ModelManifest {
+/** A built model's manifest, checked against its file (present, same name and size). */
+export function readManifest(modelDir: string, spec: { name: string; file: string }): ModelManifest {
   const manifestFile = join(modelDir, `${spec.name}.manifest.json`);
   const modelFile = join(modelDir, spec.file);
   if (!existsSync(manifestFile) || !existsSync(modelFile)) {

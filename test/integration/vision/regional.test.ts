@@ -93,6 +93,25 @@ async function pasted(product: string, fraction: number, x: number, y: number): 
     .toBuffer();
 }
 
+/**
+ * Runs `check` on a temporary copy of the built layer (its files linked, not copied); `replace` swaps one
+ * file of the copy for other bytes.
+ */
+async function withLayerCopy(
+  check: (directory: string, replace: (name: string, bytes: string | Buffer) => void) => Promise<void>,
+): Promise<void> {
+  const directory = mkdtempSync(join(tmpdir(), 'regional-'));
+  try {
+    for (const name of readdirSync(MODEL_DIR)) symlinkSync(join(MODEL_DIR, name), join(directory, name));
+    await check(directory, (name, bytes) => {
+      rmSync(join(directory, name), { force: true });
+      writeFileSync(join(directory, name), bytes);
+    });
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
+}
+
 describe('OnnxRegionalEmbedder', () => {
   let vision: LoadedVision;
   beforeAll(async () => {
@@ -241,15 +260,12 @@ describe('OnnxRegionalEmbedder', () => {
   });
 
   it('refuses a window projection trained against another projection, or missing', async () => {
-    // Prepare: the layer as built, but the window projection's manifest names another projection
-    const directory = mkdtempSync(join(tmpdir(), 'regional-'));
-    try {
-      for (const name of readdirSync(MODEL_DIR)) symlinkSync(join(MODEL_DIR, name), join(directory, name));
+    await withLayerCopy(async (directory, replace) => {
+      // Prepare: the layer as built, but the window projection's manifest names another projection
       const manifestFile = `${WINDOW_PROJECTION_SPEC.name}.manifest.json`;
       const manifest = JSON.parse(readFileSync(join(MODEL_DIR, manifestFile), 'utf8'));
       manifest.projectionSha256 = '0'.repeat(64);
-      rmSync(join(directory, manifestFile));
-      writeFileSync(join(directory, manifestFile), JSON.stringify(manifest));
+      replace(manifestFile, JSON.stringify(manifest));
       // Act + Assess
       await expect(loadVision(directory, {}, { projection: true, regional: true })).rejects.toThrow(
         /trained with projection 00000000.*retrain it/,
@@ -257,17 +273,16 @@ describe('OnnxRegionalEmbedder', () => {
       // Another regional graph than the one it was trained on
       manifest.projectionSha256 = vision.manifests.projection!.sha256;
       manifest.regionalSha256 = '1'.repeat(64);
-      writeFileSync(join(directory, manifestFile), JSON.stringify(manifest));
+      replace(manifestFile, JSON.stringify(manifest));
       await expect(loadVision(directory, {}, { projection: true, regional: true })).rejects.toThrow(
         /regional graph 11111111.*retrain it/,
       );
       // Weights that are not the manifest's
       manifest.regionalSha256 = vision.manifests.regional!.sha256;
-      writeFileSync(join(directory, manifestFile), JSON.stringify(manifest));
+      replace(manifestFile, JSON.stringify(manifest));
       const weights = readFileSync(join(MODEL_DIR, WINDOW_PROJECTION_SPEC.file));
       weights[100] = weights[100]! ^ 1;
-      rmSync(join(directory, WINDOW_PROJECTION_SPEC.file));
-      writeFileSync(join(directory, WINDOW_PROJECTION_SPEC.file), weights);
+      replace(WINDOW_PROJECTION_SPEC.file, weights);
       await expect(loadVision(directory, {}, { projection: true, regional: true })).rejects.toThrow(
         /does not match its manifest/,
       );
@@ -277,27 +292,20 @@ describe('OnnxRegionalEmbedder', () => {
       await expect(loadVision(directory, {}, { projection: true, regional: true })).rejects.toThrow(
         /projection-window is missing.*build:layer/,
       );
-    } finally {
-      rmSync(directory, { recursive: true, force: true });
-    }
+    });
   });
 
   it('refuses a regional graph built from other weights than the embedder', async () => {
-    // Prepare: the layer as built, but the regional manifest records another source file
-    const directory = mkdtempSync(join(tmpdir(), 'regional-'));
-    try {
-      for (const name of readdirSync(MODEL_DIR)) symlinkSync(join(MODEL_DIR, name), join(directory, name));
+    await withLayerCopy(async (directory, replace) => {
+      // Prepare: the layer as built, but the regional manifest records another source file
       const manifestFile = `${REGIONAL_SPEC.name}.manifest.json`;
       const manifest = JSON.parse(readFileSync(join(MODEL_DIR, manifestFile), 'utf8'));
       manifest.source.files[0].sha256 = '0'.repeat(64);
-      rmSync(join(directory, manifestFile));
-      writeFileSync(join(directory, manifestFile), JSON.stringify(manifest));
+      replace(manifestFile, JSON.stringify(manifest));
       // Act + Assess
       await expect(loadVision(directory, {}, { projection: true, regional: true })).rejects.toThrow(
         /not built from the embedder/,
       );
-    } finally {
-      rmSync(directory, { recursive: true, force: true });
-    }
+    });
   });
 });

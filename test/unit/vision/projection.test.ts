@@ -12,6 +12,23 @@ function randomArray(length: number, random: () => number): Float64Array {
   return Float64Array.from({ length }, () => random() * 2 - 1);
 }
 
+/** Each entry of `gradient` against the central finite difference of `loss` in that entry of `matrix`. */
+function expectFiniteDifferences(
+  loss: (matrix: Float64Array) => number,
+  matrix: Float64Array,
+  gradient: Float64Array,
+): void {
+  const h = 1e-6;
+  for (let k = 0; k < matrix.length; k += 1) {
+    const plus = Float64Array.from(matrix);
+    const minus = Float64Array.from(matrix);
+    plus[k]! += h;
+    minus[k]! -= h;
+    const numeric = (loss(plus) - loss(minus)) / (2 * h);
+    expect(Math.abs(numeric - gradient[k]!)).toBeLessThan(1e-6 * Math.max(1, Math.abs(numeric)));
+  }
+}
+
 describe('contrastive projection gradient', () => {
   it('matches central finite differences of the InfoNCE loss', () => {
     const random = seededRandom(3);
@@ -21,19 +38,8 @@ describe('contrastive projection gradient', () => {
     const p = randomArray(packshots * d, random);
     const targets = Int32Array.from([0, 1, 2, 1, 0]);
     const temperature = 0.3;
-    const { gradient } = infoNceLossAndGradient(matrix, outDim, d, q, targets, p, temperature);
-    const h = 1e-6;
-    for (let k = 0; k < matrix.length; k += 1) {
-      const plus = Float64Array.from(matrix);
-      const minus = Float64Array.from(matrix);
-      plus[k]! += h;
-      minus[k]! -= h;
-      const numeric =
-        (infoNceLossAndGradient(plus, outDim, d, q, targets, p, temperature).loss -
-          infoNceLossAndGradient(minus, outDim, d, q, targets, p, temperature).loss) /
-        (2 * h);
-      expect(Math.abs(numeric - gradient[k]!)).toBeLessThan(1e-6 * Math.max(1, Math.abs(numeric)));
-    }
+    const loss = (m: Float64Array) => infoNceLossAndGradient(m, outDim, d, q, targets, p, temperature);
+    expectFiniteDifferences((m) => loss(m).loss, matrix, loss(matrix).gradient);
   });
 
   it('matches finite differences for the queries alone against fixed targets (the window projection)', () => {
@@ -52,16 +58,7 @@ describe('contrastive projection gradient', () => {
     const temperature = 0.2;
     const loss = (m: Float64Array) =>
       infoNceQueryLossAndGradient(m, outDim, d, q, targets, fixed, temperature);
-    const { gradient } = loss(matrix);
-    const h = 1e-6;
-    for (let k = 0; k < matrix.length; k += 1) {
-      const plus = Float64Array.from(matrix);
-      const minus = Float64Array.from(matrix);
-      plus[k]! += h;
-      minus[k]! -= h;
-      const numeric = (loss(plus).loss - loss(minus).loss) / (2 * h);
-      expect(Math.abs(numeric - gradient[k]!)).toBeLessThan(1e-6 * Math.max(1, Math.abs(numeric)));
-    }
+    expectFiniteDifferences((m) => loss(m).loss, matrix, loss(matrix).gradient);
   });
 
   it('projects rows to unit vectors', () => {
