@@ -156,14 +156,14 @@ describe('functions and routes', () => {
     }
   });
 
-  it('uses Node.js 20 on one architecture for every function and layer', () => {
+  it('uses Node.js 24 on one architecture for every function and layer', () => {
     for (const fn of Object.values(resources(dev.api, 'AWS::Lambda::Function'))) {
-      expect(fn.Properties).toMatchObject({ Runtime: 'nodejs20.x', Architectures: ['x86_64'] });
+      expect(fn.Properties).toMatchObject({ Runtime: 'nodejs24.x', Architectures: ['x86_64'] });
     }
     for (const layer of Object.values(resources(dev.api, 'AWS::Lambda::LayerVersion'))) {
       expect(layer.Properties).toMatchObject({
         CompatibleArchitectures: ['x86_64'],
-        CompatibleRuntimes: ['nodejs20.x'],
+        CompatibleRuntimes: ['nodejs24.x'],
       });
     }
   });
