@@ -62,6 +62,7 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   FEATURE_CACHE_ITEMS: 'default',
   // The bundles carry no worker entry: extraction stays on the JS thread in AWS (default 0).
   LOCAL_FEATURE_WORKERS: 'default',
+  LOCAL_FEATURE_WORKER_ENTRY: 'local',
   QUERY_DETECTOR_CROP: 'default',
   REGIONAL_MATCHING: 'default',
   REGIONAL_TOP_N: 'default',

@@ -115,6 +115,11 @@ const EnvSchema = z.object({
    * Needs the TypeScript sources (local mode sets 1); the Lambda bundles keep 0.
    */
   LOCAL_FEATURE_WORKERS: z.coerce.number().int().min(0).max(8).default(0),
+  /**
+   * With LOCAL_FEATURE_WORKERS: a plain-JS bundle of the worker's entry to run instead of the TypeScript
+   * one through tsx's loader (local mode builds one at start: lib/local/worker-bundle.ts).
+   */
+  LOCAL_FEATURE_WORKER_ENTRY: z.string().min(1).optional(),
   /** Decoded catalogue features kept in memory per process (≈ 32 KB each). */
   FEATURE_CACHE_ITEMS: z.coerce.number().int().min(0).default(2000),
   /** Local mode only: import the committed demo catalogue into the demo feed at start. */
@@ -163,6 +168,8 @@ export interface Config {
     featureCacheItems: number;
     /** ORB extraction threads (0: the JS thread). */
     localFeatureWorkers: number;
+    /** A bundled worker entry (file path), when there is one. */
+    localFeatureWorkerEntry: string | undefined;
     detectorCrop: boolean;
     regionalMatching: boolean;
     regionalTopN: number;
@@ -246,6 +253,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       minScore: e.MIN_SCORE,
       featureCacheItems: e.FEATURE_CACHE_ITEMS,
       localFeatureWorkers: e.LOCAL_FEATURE_WORKERS,
+      localFeatureWorkerEntry: e.LOCAL_FEATURE_WORKER_ENTRY,
       detectorCrop: e.QUERY_DETECTOR_CROP,
       regionalMatching: e.REGIONAL_MATCHING && e.EMBEDDING_PROJECTION,
       regionalTopN: e.REGIONAL_TOP_N,

@@ -113,7 +113,10 @@ function buildContainer(config: Config): Container {
       matcher ??= import('#lib/adapters/orb-local-feature-matcher.ts')
         .then(
           ({ OrbLocalFeatureMatcher }) =>
-            new OrbLocalFeatureMatcher({ workers: config.search.localFeatureWorkers }),
+            new OrbLocalFeatureMatcher({
+              workers: config.search.localFeatureWorkers,
+              workerEntry: config.search.localFeatureWorkerEntry,
+            }),
         )
         .catch((error: unknown) => {
           matcher = undefined;

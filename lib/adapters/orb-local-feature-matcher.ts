@@ -12,8 +12,9 @@ import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 export class OrbLocalFeatureMatcher implements LocalFeatureMatcher {
   private readonly pool: ExtractionPool | undefined;
 
-  constructor(options: { workers?: number } = {}) {
-    this.pool = options.workers ? new ExtractionPool(options.workers) : undefined;
+  /** @param options.workerEntry a bundled worker entry (extract-pool.ts); the TypeScript one when absent */
+  constructor(options: { workers?: number; workerEntry?: string | undefined } = {}) {
+    this.pool = options.workers ? new ExtractionPool(options.workers, options.workerEntry) : undefined;
   }
 
   extract(image: Buffer, role: FeatureRole): Promise<LocalFeatures> {

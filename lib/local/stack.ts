@@ -11,6 +11,7 @@ import { startHttpServer } from '#lib/local/server.ts';
 import { InProcessImportDispatcher } from '#lib/ingest/dispatchers.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { processAlive } from '#lib/local/process-alive.ts';
+import { bundleExtractionWorker } from '#lib/local/worker-bundle.ts';
 
 export const DEMO_FEED_ID = 'demo';
 
@@ -39,6 +40,16 @@ export async function startLocalStack(
   const releaseLock = await lockDataDir(dataDir);
   const adminToken = base.adminToken ?? (await persistentAdminToken(dataDir));
   const stores = await startEmbeddedStores(dataDir);
+  const workers = env.LOCAL_FEATURE_WORKERS ?? '1';
+  // The worker runs from a plain-JS bundle of its entry when esbuild can make one (worker-bundle.ts);
+  // otherwise through tsx's loader, slower to start but the same features.
+  const bundled =
+    workers !== '0' && env.LOCAL_FEATURE_WORKER_ENTRY === undefined
+      ? await bundleExtractionWorker().then(
+          (entry) => ({ entry }),
+          (error: unknown) => ({ error }),
+        )
+      : undefined;
   const config = loadConfig({
     ...env,
     STAGE: env.STAGE ?? 'local',
@@ -49,11 +60,19 @@ export async function startLocalStack(
     FETCH_ALLOW_PRIVATE: env.FETCH_ALLOW_PRIVATE ?? 'true',
     IMPORT_RUNNER: env.IMPORT_RUNNER ?? 'in-process',
     // ORB off the JS thread that also serves HTTP and the embedded stores (docs/benchmarks.md).
-    LOCAL_FEATURE_WORKERS: env.LOCAL_FEATURE_WORKERS ?? '1',
+    LOCAL_FEATURE_WORKERS: workers,
+    ...(bundled && 'entry' in bundled ? { LOCAL_FEATURE_WORKER_ENTRY: bundled.entry } : {}),
   });
   configureContainer(config);
   await ensureStorage(config);
   const container = getContainer();
+  if (bundled && 'error' in bundled)
+    container.logger.warn('extraction worker runs through tsx: bundling it failed', {
+      error: String(bundled.error),
+    });
+  // The extraction worker starts now and loads OpenCV while the rest starts, rather than on the first
+  // image search or import (the longest part of a first search: docs/benchmarks.md "Cold start").
+  container.ingest.localFeatures?.matcher().catch(() => undefined);
   const demo = await ensureDemoFeed(container);
   let server: Server;
   let url: string;

@@ -5,9 +5,12 @@
  * windows' post-processing of the same search, the next item's fetch and store writes of an import. On a
  * worker it runs beside them (measured: docs/benchmarks.md "ORB on a worker thread").
  *
- * The worker runs the same `extractLocalFeatures` on its own OpenCV instance (~0.5 s to load on the first
- * image, and its own wasm heap). Its entry is TypeScript: this runs where the sources run (local mode and
- * the tools, through tsx's loader); the Lambda bundles keep extraction on the JS thread
+ * The worker runs the same `extractLocalFeatures` on its own OpenCV instance (and its own wasm heap),
+ * which it starts loading as soon as it starts. Its entry is TypeScript: this runs where the sources run
+ * (local mode and the tools, through tsx's loader), or from a plain-JS bundle of that entry when given
+ * one (local mode builds it at start, lib/local/worker-bundle.ts): tsx's loader also passes OpenCV's
+ * 13 MB module through its hooks, and a worker booted through it took ~1.0–1.4 s to its first features
+ * against ~0.8 s from the bundle. The Lambda bundles keep extraction on the JS thread
  * (`LOCAL_FEATURE_WORKERS` 0, lib/config.ts).
  */
 import { existsSync } from 'node:fs';
@@ -42,9 +45,18 @@ export class ExtractionPool {
   private nextId = 0;
   private closed = false;
 
-  /** @throws Error when the worker entry is not next to this module (a bundle without the sources). */
-  constructor(size: number) {
-    if (!existsSync(fileURLToPath(ENTRY)))
+  /**
+   * @param entry a plain-JS bundle of extract-worker.ts to run (a file path); without it, the TypeScript
+   *   entry through tsx's loader
+   * @throws Error when the entry is missing (a bundle without the sources, or a bundled entry deleted)
+   */
+  constructor(
+    size: number,
+    private readonly entry?: string,
+  ) {
+    if (entry !== undefined && !existsSync(entry))
+      throw new Error(`the extraction worker bundle ${entry} does not exist`);
+    if (entry === undefined && !existsSync(fileURLToPath(ENTRY)))
       throw new Error(
         `LOCAL_FEATURE_WORKERS needs ${fileURLToPath(ENTRY)} (the TypeScript sources); set it to 0 in bundles`,
       );
@@ -89,7 +101,7 @@ export class ExtractionPool {
   }
 
   private spawn(index: number): Worker {
-    const worker = new Worker(bootstrap(), { eval: true });
+    const worker = this.entry ? new Worker(this.entry) : new Worker(bootstrap(), { eval: true });
     this.load[index] = 0;
     worker.on('message', (reply: Reply) => {
       const waiting = this.pending.get(reply.id);

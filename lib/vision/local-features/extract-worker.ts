@@ -4,6 +4,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { extractLocalFeatures, type FeatureRole } from '#lib/vision/local-features/extract.ts';
+import { loadOpenCv } from '#lib/vision/local-features/opencv.ts';
 
 export interface ExtractRequest {
   id: number;
@@ -13,6 +14,10 @@ export interface ExtractRequest {
 
 const port = parentPort;
 if (!port) throw new Error('extract-worker.ts runs as a worker thread of ExtractionPool');
+
+// OpenCV loads while the process is still starting, not on the first image it is sent (~0.4 s from a
+// bundle); a failed load is the first extraction's error, as before.
+loadOpenCv().catch(() => undefined);
 
 port.on('message', ({ id, image, role }: ExtractRequest) => {
   extractLocalFeatures(Buffer.from(image.buffer, image.byteOffset, image.byteLength), { role }).then(

@@ -1,13 +1,15 @@
 /**
  * ORB extraction on worker threads (lib/vision/local-features/extract-pool.ts, `LOCAL_FEATURE_WORKERS`):
  * real workers, each with its own OpenCV instance, must give exactly what the JS thread gives, keep
- * undecodable input a 4xx error, and never keep a finished process alive.
+ * undecodable input a 4xx error, and never keep a finished process alive. Workers run either the
+ * TypeScript entry (through tsx) or local mode's plain-JS bundle of it (lib/local/worker-bundle.ts).
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OrbLocalFeatureMatcher } from '#lib/adapters/orb-local-feature-matcher.ts';
 import { InvalidImageError } from '#lib/domain/errors.ts';
+import { bundleExtractionWorker } from '#lib/local/worker-bundle.ts';
 import { ExtractionPool } from '#lib/vision/local-features/extract-pool.ts';
 import {
   extractLocalFeatures,
@@ -28,11 +30,14 @@ function same(a: FeatureSet | undefined, b: FeatureSet | undefined): void {
   );
 }
 
-describe('ExtractionPool', () => {
+describe.each([
+  ['the TypeScript entry', false],
+  ['a bundled entry', true],
+])('ExtractionPool on %s', (_, bundled) => {
   let pool: ExtractionPool;
-  beforeAll(() => {
-    pool = new ExtractionPool(2);
-  });
+  beforeAll(async () => {
+    pool = new ExtractionPool(2, bundled ? await bundleExtractionWorker() : undefined);
+  }, 30_000);
   afterAll(() => pool.close());
 
   it('gives the features the JS thread gives, for queries and catalogue images, concurrently', async () => {
@@ -67,6 +72,17 @@ describe('ExtractionPool', () => {
     await closing.close();
     await expect(closing.extract(DINNER, 'query')).rejects.toThrow(/closed/);
   });
+});
+
+describe('bundleExtractionWorker', () => {
+  it('names the bundle by its contents: the same sources give the same file, which a pool refuses when gone', async () => {
+    // Act
+    const [first, second] = await Promise.all([bundleExtractionWorker(), bundleExtractionWorker()]);
+    // Assess
+    expect(second).toBe(first);
+    expect(first).toMatch(/node_modules\/\.cache\/visual-product-search\/extract-worker-[0-9a-f]{16}\.mjs$/);
+    expect(() => new ExtractionPool(1, `${first}.missing`)).toThrow(/does not exist/);
+  }, 30_000);
 });
 
 describe('OrbLocalFeatureMatcher with workers', () => {
