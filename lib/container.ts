@@ -5,8 +5,6 @@ import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
 import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
 import { DynamoDbProductStore } from '#lib/adapters/dynamodb-product-store.ts';
 import { DynamoDbUsageStore } from '#lib/adapters/dynamodb-usage-store.ts';
-import { APIGatewayClient } from '@aws-sdk/client-api-gateway';
-import { ApiGatewayApiKeyRegistry } from '#lib/adapters/apigateway-api-key-registry.ts';
 import { NoopApiKeyRegistry } from '#lib/adapters/noop-api-key-registry.ts';
 import { S3FeedFileStore } from '#lib/adapters/s3-feed-file-store.ts';
 import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
@@ -14,17 +12,17 @@ import { SharpImageInspector } from '#lib/adapters/sharp-image-inspector.ts';
 import { ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
 import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
 import { HttpImageFetcher } from '#lib/adapters/http-image-fetcher.ts';
-import { createOpenSearchClient, OpenSearchVectorIndex } from '#lib/adapters/opensearch-vector-index.ts';
 import { UsearchVectorIndex } from '#lib/adapters/usearch-vector-index.ts';
 import { LocalVisualWordIndex } from '#lib/adapters/local-visual-word-index.ts';
 import { PROJECTED_COSINE_SCALE } from '#lib/vision/projection.ts';
-import { OpenSearchVisualWordIndex } from '#lib/adapters/opensearch-visual-word-index.ts';
+import { LazyApiKeyRegistry, LazyVisualWordIndex } from '#lib/adapters/lazy-adapters.ts';
 import { InProcessImportDispatcher, ObjectEventImportDispatcher } from '#lib/ingest/dispatchers.ts';
 import { type IngestDeps, runImport } from '#lib/ingest/run-import.ts';
 import { systemClock } from '#lib/adapters/system-clock.ts';
 import { type Config, loadConfig } from '#lib/config.ts';
 import { UnavailableError } from '#lib/domain/errors.ts';
 import type { Reranking } from '#lib/domain/search.ts';
+import type { OrbLocalFeatureMatcher } from '#lib/adapters/orb-local-feature-matcher.ts';
 import { createLogger, type Logger } from '#lib/log.ts';
 import type {
   ApiKeyRegistry,
@@ -79,6 +77,8 @@ export interface Container {
   regional: { topN: number } | undefined;
   /** Cosine scale of the calibrated score for the configured embedding (projected or raw). */
   cosineScale?: { cosineFloor: number; cosineCeiling: number };
+  /** Stops what this process started for the container: the extraction workers, if any. */
+  close(): Promise<void>;
 }
 
 let configured: Config | undefined;
@@ -100,7 +100,7 @@ function buildContainer(config: Config): Container {
   const logger = createLogger(config.logLevel, { stage: config.stage });
   let vision: Promise<Vision> | undefined;
   let vectors: Promise<VectorIndex> | undefined;
-  let matcher: Promise<LocalFeatureMatcher> | undefined;
+  let matcher: Promise<OrbLocalFeatureMatcher> | undefined;
   const s3 = createS3Client(config);
   const objects = new S3ObjectStore(s3, config.assetsBucket);
   const features = new ObjectStoreFeatureStore(objects, { cacheItems: config.search.featureCacheItems });
@@ -109,7 +109,8 @@ function buildContainer(config: Config): Container {
     store: features,
     words: visualWords,
     matcher(): Promise<LocalFeatureMatcher> {
-      // Imported on first use: handlers that never search or import never load the OpenCV module.
+      // Imported on first use: handlers that never search or import never load the OpenCV module (local
+      // mode asks for it at start, so that its extraction worker loads OpenCV before the first request).
       matcher ??= import('#lib/adapters/orb-local-feature-matcher.ts')
         .then(
           ({ OrbLocalFeatureMatcher }) =>
@@ -201,6 +202,11 @@ function buildContainer(config: Config): Container {
     ...(config.embeddingProjection ? { cosineScale: PROJECTED_COSINE_SCALE } : {}),
     detectorCrop: config.search.detectorCrop,
     regional: config.search.regionalMatching ? { topN: config.search.regionalTopN } : undefined,
+    async close() {
+      const started = matcher;
+      matcher = undefined;
+      await (await started?.catch(() => undefined))?.close();
+    },
   };
   return container;
 }
@@ -210,6 +216,9 @@ async function openVectorIndex(config: Config, container: Pick<Container, 'visio
   const { embedder } = await container.vision();
   const index = config.vectorIndex;
   if (index.kind === 'opensearch') {
+    // Imported here: local mode never loads the OpenSearch client (~0.3 s, docs/benchmarks.md "Cold start").
+    const { createOpenSearchClient, OpenSearchVectorIndex } =
+      await import('#lib/adapters/opensearch-vector-index.ts');
     return new OpenSearchVectorIndex({
       client: createOpenSearchClient({ url: index.url, sigv4: index.sigv4, region: config.region }),
       indexPrefix: index.indexPrefix,
@@ -234,9 +243,15 @@ function openVisualWordIndex(config: Config): VisualWordIndex {
   const index = config.vectorIndex;
   if (index.kind === 'local') return new LocalVisualWordIndex(join(index.dir, VISUAL_WORDS_FOLDER));
   // One index for every feed next to the vector indices (same cluster, prefix and IAM grants).
-  return new OpenSearchVisualWordIndex({
-    client: createOpenSearchClient({ url: index.url, sigv4: index.sigv4, region: config.region }),
-    indexPrefix: index.indexPrefix,
+  return new LazyVisualWordIndex(async () => {
+    const [{ createOpenSearchClient }, { OpenSearchVisualWordIndex }] = await Promise.all([
+      import('#lib/adapters/opensearch-vector-index.ts'),
+      import('#lib/adapters/opensearch-visual-word-index.ts'),
+    ]);
+    return new OpenSearchVisualWordIndex({
+      client: createOpenSearchClient({ url: index.url, sigv4: index.sigv4, region: config.region }),
+      indexPrefix: index.indexPrefix,
+    });
   });
 }
 
@@ -247,7 +262,16 @@ const VISUAL_WORDS_FOLDER = 'visual-words-v2';
 function buildApiKeyRegistry(config: Config): ApiKeyRegistry {
   const registry = config.apiKeyRegistry;
   if (registry.kind === 'none') return new NoopApiKeyRegistry();
-  return new ApiGatewayApiKeyRegistry(new APIGatewayClient({ region: config.region }), registry.usagePlanIds);
+  return new LazyApiKeyRegistry(async () => {
+    const [{ APIGatewayClient }, { ApiGatewayApiKeyRegistry }] = await Promise.all([
+      import('@aws-sdk/client-api-gateway'),
+      import('#lib/adapters/apigateway-api-key-registry.ts'),
+    ]);
+    return new ApiGatewayApiKeyRegistry(
+      new APIGatewayClient({ region: config.region }),
+      registry.usagePlanIds,
+    );
+  });
 }
 
 async function loadVisionLayer(config: Config, logger: Logger): Promise<Vision> {

@@ -4,7 +4,8 @@ import type { FeatureRole, LocalFeatureMatcher } from '#lib/ports.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 
 /**
- * Local features with ORB (OpenCV's wasm build, loaded on the first extraction) and the project's own
+ * Local features with ORB (OpenCV's wasm build, loaded on the first extraction, or as soon as an
+ * extraction worker starts) and the project's own
  * Hamming matcher + RANSAC homography (lib/vision/local-features). Extraction runs on the JS thread, or
  * with `workers` > 0 on that many worker threads (extract-pool.ts; `LOCAL_FEATURE_WORKERS`); verification
  * of a 20-item shortlist takes ~12–15 ms on the calling thread (docs/benchmarks.md "Geometric re-ranking").

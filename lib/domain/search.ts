@@ -409,9 +409,11 @@ async function verifyShortlist(
     query.queryFeatures,
     prefetched?.features ?? [],
     rest?.features ?? [],
-    deps.reranking.matcher(),
+    // A matcher that cannot be built (its workers cannot start) means "cannot verify", like a query
+    // whose features failed: never a failed search.
+    deps.reranking.matcher().catch(() => undefined),
   ]);
-  if (!queryFeatures) return [];
+  if (!queryFeatures || !matcher) return [];
   return matcher.verify(queryFeatures, [...first, ...others]);
 }
 

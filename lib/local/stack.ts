@@ -104,6 +104,7 @@ export async function startLocalStack(
       await dispatcher?.stop();
       server.closeAllConnections();
       await new Promise<void>((done) => server.close(() => done()));
+      await container.close();
       await stores.close();
       await releaseLock();
     },

@@ -33,6 +33,8 @@ export async function bundleExtractionWorker(): Promise<string> {
     target: 'node20',
     external: EXTERNAL,
     tsconfig: join(ROOT, 'tsconfig.json'),
+    // The bundle's path comments are relative to this: the same bytes (and file) from any working directory.
+    absWorkingDir: ROOT,
     write: false,
     logLevel: 'silent',
   });

@@ -14,6 +14,7 @@
  * (`LOCAL_FEATURE_WORKERS` 0, lib/config.ts).
  */
 import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { InvalidImageError } from '#lib/domain/errors.ts';
@@ -37,8 +38,16 @@ function bootstrap(): string {
   return `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(ENTRY.href)}); });`;
 }
 
+/** Crashes in a row, without a single answer in between, after which a worker is not started again. */
+const MAX_CRASHES_IN_A_ROW = 3;
+
 export class ExtractionPool {
   private readonly workers: Worker[] = [];
+  /** Per worker: crashes since its last answer (an entry that cannot load crashes at every start). */
+  private readonly crashes: number[] = [];
+  /** Set once a worker keeps crashing: every extraction then fails at once instead of respawning forever. */
+  private broken: Error | undefined;
+  private readonly entry: string | undefined;
   private readonly pending = new Map<number, Pending>();
   /** Requests in flight per worker: each image goes to the least busy one. */
   private readonly load: number[] = [];
@@ -50,11 +59,10 @@ export class ExtractionPool {
    *   entry through tsx's loader
    * @throws Error when the entry is missing (a bundle without the sources, or a bundled entry deleted)
    */
-  constructor(
-    size: number,
-    private readonly entry?: string,
-  ) {
-    if (entry !== undefined && !existsSync(entry))
+  constructor(size: number, entry?: string) {
+    // Absolute: a Worker takes a relative path as relative to nothing it can resolve (ERR_WORKER_PATH).
+    this.entry = entry === undefined ? undefined : resolve(entry);
+    if (this.entry !== undefined && !existsSync(this.entry))
       throw new Error(`the extraction worker bundle ${entry} does not exist`);
     if (entry === undefined && !existsSync(fileURLToPath(ENTRY)))
       throw new Error(
@@ -65,6 +73,7 @@ export class ExtractionPool {
 
   extract(image: Buffer, role: FeatureRole): Promise<LocalFeatures> {
     if (this.closed) return Promise.reject(new Error('the extraction pool is closed'));
+    if (this.broken) return Promise.reject(this.broken);
     const index = this.load.indexOf(Math.min(...this.load));
     const id = this.nextId++;
     const worker = this.workers[index]!;
@@ -103,7 +112,9 @@ export class ExtractionPool {
   private spawn(index: number): Worker {
     const worker = this.entry ? new Worker(this.entry) : new Worker(bootstrap(), { eval: true });
     this.load[index] = 0;
+    this.crashes[index] ??= 0;
     worker.on('message', (reply: Reply) => {
+      this.crashes[index] = 0;
       const waiting = this.pending.get(reply.id);
       if (!waiting) return;
       this.pending.delete(reply.id);
@@ -111,8 +122,17 @@ export class ExtractionPool {
       else waiting.reject(reviveError(reply.error));
     });
     worker.on('error', (error) => {
-      // A crashed worker fails what it was given; a fresh one takes its place.
+      // A crashed worker fails what it was given; a fresh one takes its place, unless it keeps crashing
+      // without answering anything (its entry cannot load): then the pool stops.
       this.fail(error, index);
+      this.crashes[index] = this.crashes[index]! + 1;
+      if (this.crashes[index]! >= MAX_CRASHES_IN_A_ROW) {
+        this.broken = new Error(
+          `the extraction worker crashed ${this.crashes[index]} times in a row: ${error.message}`,
+        );
+        this.fail(this.broken);
+        return;
+      }
       if (!this.closed) this.workers[index] = this.spawn(index);
     });
     // Idle, it must not keep a finished process (a CLI, a test) alive; unref after the listeners, which

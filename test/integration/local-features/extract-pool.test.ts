@@ -5,7 +5,9 @@
  * TypeScript entry (through tsx) or local mode's plain-JS bundle of it (lib/local/worker-bundle.ts).
  */
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OrbLocalFeatureMatcher } from '#lib/adapters/orb-local-feature-matcher.ts';
 import { InvalidImageError } from '#lib/domain/errors.ts';
@@ -72,6 +74,42 @@ describe.each([
     await closing.close();
     await expect(closing.extract(DINNER, 'query')).rejects.toThrow(/closed/);
   });
+});
+
+describe('ExtractionPool with an entry that cannot start', () => {
+  it('stops restarting it after three crashes in a row and fails every extraction at once', async () => {
+    // Prepare: a worker entry that throws as it loads, given by a relative path
+    const dir = await mkdtemp(join(tmpdir(), 'vps-pool-'));
+    const entry = join(dir, 'broken-worker.mjs');
+    await writeFile(entry, "throw new Error('cannot load');\n");
+    const pool = new ExtractionPool(1, relative(process.cwd(), entry));
+    try {
+      // Act: ask until the pool gives up (each start fails at once; an extraction sent to a starting
+      // worker fails with its crash)
+      const errors: string[] = [];
+      const deadline = Date.now() + 8000;
+      while (!errors.at(-1)?.includes('in a row') && Date.now() < deadline) {
+        errors.push(
+          await pool.extract(DINNER, 'query').then(
+            () => 'features',
+            (e: Error) => e.message,
+          ),
+        );
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const started = Date.now();
+      const later = await pool.extract(DINNER, 'query').catch((e: Error) => e.message);
+      // Assess: every failure is the entry's; the pool stopped, and answers at once
+      expect(errors.every((message) => message.includes('cannot load'))).toBe(true);
+      expect(errors.at(-1)).toMatch(/crashed 3 times in a row: cannot load/);
+      expect(later).toMatch(/crashed 3 times in a row/);
+      expect(Date.now() - started).toBeLessThan(100);
+    } finally {
+      await pool.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 10_000);
 });
 
 describe('bundleExtractionWorker', () => {

@@ -687,6 +687,21 @@ describe('searchByImage with the keypoint shortlist', () => {
     }
   });
 
+  it('answers in global order when the matcher cannot be built (its workers cannot start)', async () => {
+    // Prepare: the scene would verify p8 first (test above), but no matcher can be had
+    const w = await catalogue();
+    const words = wordIndex();
+    const d: SearchDeps = withWords(w, words.index);
+    const broken: SearchDeps = {
+      ...d,
+      reranking: { ...d.reranking!, matcher: () => Promise.reject(new Error('worker entry cannot load')) },
+    };
+    // Act
+    const hits = await searchByImage(broken, { feedId: 's', image: scene, limit: 3, offset: 0 });
+    // Assess
+    expect(hits.map((h) => h.product.product_id)).toEqual(['p0', 'p1', 'p2']);
+  });
+
   it('drops a weakly verified word hit under the cut-off before it can cap the others', async () => {
     // Prepare: p8 is verified with just 10 inliers and looks nothing like the photo (own score ~0.31)
     const w = await catalogue();

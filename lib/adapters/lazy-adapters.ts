@@ -1,0 +1,71 @@
+/**
+ * Ports whose adapter is built on first use, so that the module behind it (and the client library it
+ * imports) is only loaded by processes that call it. The OpenSearch and API Gateway clients took ~280 and
+ * ~72 ms to import (docs/benchmarks.md "Cold start"); local mode never uses either, and in AWS only
+ * some functions do. A failed load is retried by the next call.
+ */
+import type {
+  ApiKeyRegistry,
+  VisualWordDocument,
+  VisualWordHit,
+  VisualWordIndex,
+  VisualWordQuery,
+} from '#lib/ports.ts';
+import type { SearchKey } from '#lib/domain/keys.ts';
+import type { Feed } from '#lib/domain/feeds.ts';
+
+/** Memoises `load` while it succeeds. */
+function memoised<T>(load: () => Promise<T>): () => Promise<T> {
+  let loading: Promise<T> | undefined;
+  return () => {
+    loading ??= load().catch((error: unknown) => {
+      loading = undefined;
+      throw error;
+    });
+    return loading;
+  };
+}
+
+export class LazyVisualWordIndex implements VisualWordIndex {
+  private readonly index: () => Promise<VisualWordIndex>;
+
+  constructor(load: () => Promise<VisualWordIndex>) {
+    this.index = memoised(load);
+  }
+
+  async upsert(documents: VisualWordDocument[]): Promise<void> {
+    return (await this.index()).upsert(documents);
+  }
+
+  async deleteProducts(feedId: string, productIds: string[]): Promise<void> {
+    return (await this.index()).deleteProducts(feedId, productIds);
+  }
+
+  async deleteFeed(feedId: string): Promise<void> {
+    return (await this.index()).deleteFeed(feedId);
+  }
+
+  async search(query: VisualWordQuery): Promise<VisualWordHit[]> {
+    return (await this.index()).search(query);
+  }
+
+  async flush(): Promise<void> {
+    return (await this.index()).flush();
+  }
+}
+
+export class LazyApiKeyRegistry implements ApiKeyRegistry {
+  private readonly registry: () => Promise<ApiKeyRegistry>;
+
+  constructor(load: () => Promise<ApiKeyRegistry>) {
+    this.registry = memoised(load);
+  }
+
+  async register(key: SearchKey, plan: Feed['plan']): Promise<void> {
+    return (await this.registry()).register(key, plan);
+  }
+
+  async unregister(searchId: string): Promise<void> {
+    return (await this.registry()).unregister(searchId);
+  }
+}
