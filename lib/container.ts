@@ -24,6 +24,7 @@ import { UnavailableError } from '#lib/domain/errors.ts';
 import type { Reranking } from '#lib/domain/search.ts';
 import type { OrbLocalFeatureMatcher } from '#lib/adapters/orb-local-feature-matcher.ts';
 import { createLogger, type Logger } from '#lib/log.ts';
+import { memoised } from '#lib/memoised.ts';
 import type {
   ApiKeyRegistry,
   Clock,
@@ -98,8 +99,6 @@ export function getContainer(): Container {
 function buildContainer(config: Config): Container {
   const db = createDocumentClient(config);
   const logger = createLogger(config.logLevel, { stage: config.stage });
-  let vision: Promise<Vision> | undefined;
-  let vectors: Promise<VectorIndex> | undefined;
   let matcher: Promise<OrbLocalFeatureMatcher> | undefined;
   const s3 = createS3Client(config);
   const objects = new S3ObjectStore(s3, config.assetsBucket);
@@ -137,14 +136,8 @@ function buildContainer(config: Config): Container {
     objects,
     images: new SharpImageInspector(config.maxImagePixels),
     apiKeys: buildApiKeyRegistry(config),
-    vision() {
-      // Memoised while it succeeds; a failed load is retried by the next request.
-      vision ??= loadVisionLayer(config, logger).catch((error: unknown) => {
-        vision = undefined;
-        throw error;
-      });
-      return vision;
-    },
+    // Memoised while it succeeds; a failed load is retried by the next request.
+    vision: memoised(() => loadVisionLayer(config, logger)),
     imports: new DynamoDbImportStore(db, config.tables.imports),
     feedFiles: new S3FeedFileStore(s3, config.assetsBucket),
     fetcher: new HttpImageFetcher({ allowPrivate: config.fetchAllowPrivate }),
@@ -180,13 +173,7 @@ function buildContainer(config: Config): Container {
           }),
       };
     },
-    vectors() {
-      vectors ??= openVectorIndex(config, container).catch((error: unknown) => {
-        vectors = undefined;
-        throw error;
-      });
-      return vectors;
-    },
+    vectors: memoised(() => openVectorIndex(config, container)),
     visualWords,
     reranking:
       config.search.rerankTopN > 0

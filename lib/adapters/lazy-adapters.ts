@@ -13,18 +13,7 @@ import type {
 } from '#lib/ports.ts';
 import type { SearchKey } from '#lib/domain/keys.ts';
 import type { Feed } from '#lib/domain/feeds.ts';
-
-/** Memoises `load` while it succeeds. */
-function memoised<T>(load: () => Promise<T>): () => Promise<T> {
-  let loading: Promise<T> | undefined;
-  return () => {
-    loading ??= load().catch((error: unknown) => {
-      loading = undefined;
-      throw error;
-    });
-    return loading;
-  };
-}
+import { memoised } from '#lib/memoised.ts';
 
 export class LazyVisualWordIndex implements VisualWordIndex {
   private readonly index: () => Promise<VisualWordIndex>;

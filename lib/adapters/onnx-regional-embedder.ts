@@ -5,6 +5,7 @@
  * pooled and projected into the embedder's (projected) vector space.
  */
 import type { RegionalEmbedder } from '#lib/ports.ts';
+import { memoised } from '#lib/memoised.ts';
 import { openImage, rgbFilled, writeRgbUnit } from '#lib/vision/image-input.ts';
 import { REGIONAL_SPEC } from '#lib/vision/model-specs.ts';
 import { floatTensor, outputData, type InferenceSession } from '#lib/vision/onnx-session.ts';
@@ -19,7 +20,8 @@ import {
 export class OnnxRegionalEmbedder implements RegionalEmbedder {
   /** The window projection's matrix as the graph's second input (Wᵀ), built once. */
   private readonly projectionTensor;
-  private session: Promise<InferenceSession> | undefined;
+  /** The graph's session, created on first use and again after a failed creation. */
+  private readonly loaded = memoised(() => this.openSession());
 
   /**
    * @param openSession creates the graph's session; called on the first `regions` (and again after a
@@ -30,14 +32,6 @@ export class OnnxRegionalEmbedder implements RegionalEmbedder {
     private readonly projection: Projection,
   ) {
     this.projectionTensor = floatTensor(projectionInput(projection), [projection.inDim, projection.outDim]);
-  }
-
-  private loaded(): Promise<InferenceSession> {
-    this.session ??= this.openSession().catch((error: unknown) => {
-      this.session = undefined;
-      throw error;
-    });
-    return this.session;
   }
 
   /** Encoded image → its regions' vectors. Throws InvalidImageError on undecodable input. */
