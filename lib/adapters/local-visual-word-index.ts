@@ -1,4 +1,4 @@
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { VisualWordDocument, VisualWordHit, VisualWordIndex, VisualWordQuery } from '#lib/ports.ts';
 import { SLICE_SPAN } from '#lib/vision/local-features/visual-words.ts';
@@ -18,9 +18,15 @@ import { SLICE_SPAN } from '#lib/vision/local-features/visual-words.ts';
  * added and the slices re-sorted. Flush writes one file per feed (`<feed>.words`: a 4-byte length, JSON
  * with the rows and slice lengths, padding to 8 bytes, the slices as float64) to a temporary name and
  * renames it, so a crash leaves the old or the new state, never a mix.
+ *
+ * Files are read and written slice by slice, in pieces of at most `ioChunkBytes`, straight from and into
+ * the slices' own memory: a feed's file passes fs's 2 GiB limit on one read at ~40k real catalogue
+ * images, and a copy of the whole index per flush or load would double its memory for that moment.
  */
 const ORDINAL_SPAN = 2 ** 20;
 const SLICES = 8;
+/** Below fs's largest single read or write (2 GiB − 1). */
+const IO_CHUNK_BYTES = 2 ** 30;
 
 interface Row {
   id: string;
@@ -50,22 +56,78 @@ interface PersistedFeed {
   slices: number[];
 }
 
-/** The rows and slices of a feed file, or undefined when it is not a complete file of this format. */
-function parseFeedFile(bytes: Buffer): { rows: PersistedFeed['rows']; slices: Float64Array[] } | undefined {
+/** Reads exactly `target.byteLength` bytes at `position`, in pieces of at most `chunk` bytes. */
+async function readFully(
+  handle: FileHandle,
+  target: Uint8Array,
+  position: number,
+  chunk: number,
+): Promise<boolean> {
+  for (let offset = 0; offset < target.byteLength;) {
+    const length = Math.min(chunk, target.byteLength - offset);
+    const { bytesRead } = await handle.read(target, offset, length, position + offset);
+    if (bytesRead === 0) return false;
+    offset += bytesRead;
+  }
+  return true;
+}
+
+async function writeFully(handle: FileHandle, source: Uint8Array, chunk: number): Promise<void> {
+  for (let offset = 0; offset < source.byteLength;) {
+    const length = Math.min(chunk, source.byteLength - offset);
+    const { bytesWritten } = await handle.write(source, offset, length);
+    offset += bytesWritten;
+  }
+}
+
+/**
+ * The rows and slices of a feed file; undefined when there is no file, 'unreadable' when it is not a
+ * complete file of this format.
+ */
+async function readFeedFile(
+  path: string,
+  chunk: number,
+): Promise<{ rows: PersistedFeed['rows']; slices: Float64Array[] } | 'unreadable' | undefined> {
+  const handle = await open(path, 'r').catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return undefined;
+    throw error;
+  });
+  if (!handle) return undefined;
   try {
-    const metaLength = bytes.readUInt32LE(0);
-    const meta = JSON.parse(bytes.subarray(4, 4 + metaLength).toString('utf8')) as PersistedFeed;
+    const { size } = await handle.stat();
+    const length = Buffer.alloc(4);
+    if (size < 4 || !(await readFully(handle, length, 0, chunk))) return 'unreadable';
+    const metaLength = length.readUInt32LE(0);
+    if (4 + metaLength > size) return 'unreadable';
+    const metaBytes = Buffer.alloc(metaLength);
+    if (!(await readFully(handle, metaBytes, 4, chunk))) return 'unreadable';
+    let meta: PersistedFeed;
+    try {
+      meta = JSON.parse(metaBytes.toString('utf8')) as PersistedFeed;
+    } catch {
+      return 'unreadable';
+    }
     const dataStart = Math.ceil((4 + metaLength) / 8) * 8;
-    const total = meta.slices.reduce((sum, length) => sum + length, 0);
-    if (meta.format !== 2 || meta.slices.length !== SLICES || bytes.length !== dataStart + total * 8)
-      return undefined;
-    // Copy into an aligned buffer: a Float64Array view needs an offset that is a multiple of 8.
-    const all = new Float64Array(new Uint8Array(bytes.subarray(dataStart)).buffer);
-    let offset = 0;
-    const slices = meta.slices.map((length) => all.subarray(offset, (offset += length)));
+    const lengths = Array.isArray(meta.slices) ? meta.slices : [];
+    const total = lengths.reduce((sum, count) => sum + count, 0);
+    if (
+      meta.format !== 2 ||
+      !Array.isArray(meta.rows) ||
+      lengths.length !== SLICES ||
+      size !== dataStart + total * 8
+    )
+      return 'unreadable';
+    const slices: Float64Array[] = [];
+    let position = dataStart;
+    for (const count of lengths) {
+      const slice = new Float64Array(count);
+      if (!(await readFully(handle, new Uint8Array(slice.buffer), position, chunk))) return 'unreadable';
+      slices.push(slice);
+      position += slice.byteLength;
+    }
     return { rows: meta.rows, slices };
-  } catch {
-    return undefined;
+  } finally {
+    await handle.close();
   }
 }
 
@@ -109,15 +171,20 @@ function merge(feed: FeedWords): void {
     if (!feed.rows[ordinal]!.live) continue;
     for (const word of words) added[Math.floor(word / SLICE_SPAN)]! += 1;
   }
-  feed.slices = feed.slices.map((old, slice) => {
-    const next = new Float64Array(old.length + added[slice]!);
+  // Slice by slice, each old array dropped as soon as its successor exists: the index's memory grows by
+  // one slice (an eighth) during a merge, not by a second copy of the whole.
+  for (let slice = 0; slice < SLICES; slice += 1) {
+    const old = feed.slices[slice]!;
+    let kept = 0;
+    if (feed.dead === 0) kept = old.length;
+    else for (const entry of old) if (renumbered[entry % ORDINAL_SPAN]! >= 0) kept += 1;
+    const next = new Float64Array(kept + added[slice]!);
     let length = 0;
     for (const entry of old) {
       const ordinal = entry % ORDINAL_SPAN;
       const now = renumbered[ordinal]!;
       if (now >= 0) next[length++] = entry - ordinal + now;
     }
-    const kept = length;
     for (const [ordinal, words] of feed.pending) {
       const now = renumbered[ordinal]!;
       if (now < 0) continue;
@@ -126,11 +193,10 @@ function merge(feed: FeedWords): void {
         next[length++] = (word - slice * SLICE_SPAN) * ORDINAL_SPAN + now;
       }
     }
-    const merged = next.subarray(0, length);
     // The kept entries are still sorted; only a slice with new entries needs sorting again.
-    if (length > kept) merged.sort();
-    return merged.length === next.length ? next : merged.slice();
-  });
+    if (length > kept) next.sort();
+    feed.slices[slice] = next;
+  }
   feed.rows = rows;
   feed.byId = new Map(rows.map((row, ordinal) => [row.id, ordinal]));
   feed.pending = new Map();
@@ -171,7 +237,15 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   /** Flushes and feed deletions run one at a time (they write and remove the same files). */
   private fileWork: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly dir: string) {}
+  private readonly ioChunkBytes: number;
+
+  /** `options.ioChunkBytes`: the largest single read or write (fs's limit is 2 GiB − 1; tests set it small). */
+  constructor(
+    private readonly dir: string,
+    options: { ioChunkBytes?: number } = {},
+  ) {
+    this.ioChunkBytes = options.ioChunkBytes ?? IO_CHUNK_BYTES;
+  }
 
   private file(feedId: string): string {
     return join(this.dir, `${encodeURIComponent(feedId)}.words`);
@@ -198,14 +272,10 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   }
 
   private async load(feedId: string): Promise<FeedWords> {
-    const bytes = await readFile(this.file(feedId)).catch((error: NodeJS.ErrnoException) => {
-      if (error.code === 'ENOENT') return undefined;
-      throw error;
-    });
+    const parsed = await readFeedFile(this.file(feedId), this.ioChunkBytes);
     const feed = emptyFeed();
-    if (bytes === undefined) return feed;
-    const parsed = parseFeedFile(bytes);
-    if (!parsed) {
+    if (parsed === undefined) return feed;
+    if (parsed === 'unreadable') {
       // Unreadable (truncated by a crash before the rename reached the disk, or a foreign format): the
       // feed starts empty and the file is rewritten at the next flush, rather than every later write and
       // flush failing; its images are found again by the keypoint shortlist once they are re-imported.
@@ -297,26 +367,43 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       // A feed whose file could not be read has nothing in memory to write.
       if (!feed?.dirty) continue;
       merge(feed);
+      // The merged state as of now: a merge during the write below replaces these arrays with new ones and
+      // never changes them, so the file stays consistent; changes made meanwhile mark the feed dirty again
+      // and go to the next flush.
+      const slices = [...feed.slices];
       const meta: PersistedFeed = {
         format: 2,
         rows: feed.rows.map((row) => [row.id, row.productId, row.itemGroupId]),
-        slices: feed.slices.map((slice) => slice.length),
+        slices: slices.map((slice) => slice.length),
       };
-      const json = Buffer.from(JSON.stringify(meta), 'utf8');
-      const header = Buffer.alloc(Math.ceil((4 + json.length) / 8) * 8);
-      header.writeUInt32LE(json.length, 0);
-      json.copy(header, 4);
-      const file = this.file(feedId);
-      await writeFile(
-        `${file}.tmp`,
-        Buffer.concat([
-          header,
-          ...feed.slices.map((slice) => Buffer.from(slice.buffer, slice.byteOffset, slice.byteLength)),
-        ]),
-      );
-      await rename(`${file}.tmp`, file);
-      // Only now: a failed write leaves the feed dirty, so the next flush tries again.
       feed.dirty = false;
+      try {
+        await this.writeFeedFile(this.file(feedId), meta, slices);
+      } catch (error) {
+        // A failed write leaves the feed dirty, so the next flush tries again.
+        feed.dirty = true;
+        throw error;
+      }
     }
+  }
+
+  private async writeFeedFile(file: string, meta: PersistedFeed, slices: Float64Array[]): Promise<void> {
+    const json = Buffer.from(JSON.stringify(meta), 'utf8');
+    const header = Buffer.alloc(Math.ceil((4 + json.length) / 8) * 8);
+    header.writeUInt32LE(json.length, 0);
+    json.copy(header, 4);
+    const handle = await open(`${file}.tmp`, 'w');
+    try {
+      await writeFully(handle, header, this.ioChunkBytes);
+      for (const slice of slices)
+        await writeFully(
+          handle,
+          new Uint8Array(slice.buffer, slice.byteOffset, slice.byteLength),
+          this.ioChunkBytes,
+        );
+    } finally {
+      await handle.close();
+    }
+    await rename(`${file}.tmp`, file);
   }
 }

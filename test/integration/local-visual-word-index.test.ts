@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -136,6 +136,119 @@ describe('local visual-word index: top k among many scored images', () => {
       const hits = await index.search({ feedId: 'f', words: Float64Array.from([1, 2]), k: 5 });
       // Assess: the two with the rare word, then the smallest ids among the 298 equal ones
       expect(hits.map((hit) => hit.productId)).toEqual(['i7', 'i150', 'i0', 'i1', 'i2']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('local visual-word index: files read and written in pieces', () => {
+  const doc = (id: string, words: number[]) => ({
+    id: `f/${id}/0`,
+    feedId: 'f',
+    productId: id,
+    itemGroupId: id,
+    words: Float64Array.from(words),
+  });
+  // Words in every slice (slice = ⌊word / 2³²⌋), several per image, so each slice spans several pieces.
+  const wordsOf = (i: number) => Array.from({ length: 24 }, (_, j) => (j % 8) * 2 ** 32 + i * 31 + j);
+
+  it('gives the same file and the same answers whatever the largest single read or write', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
+    try {
+      // Prepare: the same 50 images flushed by an index writing whole slices and by one writing 24-byte pieces
+      const documents = Array.from({ length: 50 }, (_, i) => doc(`i${i}`, wordsOf(i)));
+      await mkdir(join(dir, 'whole'));
+      await mkdir(join(dir, 'pieces'));
+      const whole = new LocalVisualWordIndex(join(dir, 'whole'));
+      const pieces = new LocalVisualWordIndex(join(dir, 'pieces'), { ioChunkBytes: 24 });
+      await whole.upsert(documents);
+      await pieces.upsert(documents);
+      // Act
+      await whole.flush();
+      await pieces.flush();
+      const reread = new LocalVisualWordIndex(join(dir, 'whole'), { ioChunkBytes: 40 });
+      const query = {
+        feedId: 'f',
+        words: Float64Array.from([...wordsOf(7), ...wordsOf(30).slice(0, 5)]),
+        k: 3,
+      };
+      // Assess: byte-identical files (over 50 × 24 × 8 bytes of slices), read back in 40-byte pieces
+      const [wholeBytes, pieceBytes] = await Promise.all([
+        readFile(join(dir, 'whole', 'f.words')),
+        readFile(join(dir, 'pieces', 'f.words')),
+      ]);
+      expect(wholeBytes.length).toBeGreaterThan(50 * 24 * 8);
+      expect(pieceBytes.equals(wholeBytes)).toBe(true);
+      expect((await reread.search(query)).map((hit) => hit.productId)).toEqual(['i7', 'i30']);
+      expect(await reread.search(query)).toEqual(await whole.search(query));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('treats a file shorter than its header says as unreadable', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
+    try {
+      // Prepare: a complete file, then cut inside its slices
+      const index = new LocalVisualWordIndex(dir);
+      await index.upsert([doc('a', wordsOf(1))]);
+      await index.flush();
+      const file = join(dir, 'f.words');
+      const bytes = await readFile(file);
+      await writeFile(file, bytes.subarray(0, bytes.length - 8));
+      // Act
+      const hits = await new LocalVisualWordIndex(dir, { ioChunkBytes: 16 }).search({
+        feedId: 'f',
+        words: Float64Array.from(wordsOf(1)),
+        k: 5,
+      });
+      // Assess
+      expect(hits).toEqual([]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('keeps changes made while a flush is writing for the next flush, and the written file consistent', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
+    try {
+      // Prepare: 200 images; 8-byte pieces make the write take many turns of the event loop
+      const index = new LocalVisualWordIndex(dir, { ioChunkBytes: 8 });
+      await index.upsert(Array.from({ length: 200 }, (_, i) => doc(`i${i}`, wordsOf(i))));
+      // Act: once the first flush has its temporary file open (its state taken), one image is replaced,
+      // one deleted and a search merges them
+      let settled = false;
+      const flushing = index.flush().finally(() => {
+        settled = true;
+      });
+      const opened = () =>
+        stat(join(dir, 'f.words.tmp')).then(
+          () => true,
+          () => false,
+        );
+      while (!settled && !(await opened())) await new Promise((resolve) => setTimeout(resolve, 1));
+      const changedDuringWrite = !settled;
+      await index.upsert([doc('i3', wordsOf(1000))]);
+      await index.deleteProducts('f', ['i5']);
+      const during = await index.search({ feedId: 'f', words: Float64Array.from(wordsOf(1000)), k: 1 });
+      await flushing;
+      const firstFile = await new LocalVisualWordIndex(dir).search({
+        feedId: 'f',
+        words: Float64Array.from([...wordsOf(3), ...wordsOf(5)]),
+        k: 2,
+      });
+      await index.flush();
+      const reopened = new LocalVisualWordIndex(dir);
+      const replaced = await reopened.search({ feedId: 'f', words: Float64Array.from(wordsOf(1000)), k: 1 });
+      const deleted = await reopened.search({ feedId: 'f', words: Float64Array.from(wordsOf(5)), k: 5 });
+      // Assess: the first file holds the state it started from; the second one the changes
+      expect(changedDuringWrite).toBe(true);
+      expect(during.map((hit) => hit.productId)).toEqual(['i3']);
+      expect(firstFile.map((hit) => hit.productId)).toEqual(['i3', 'i5']);
+      expect(replaced.map((hit) => hit.productId)).toEqual(['i3']);
+      expect(deleted.map((hit) => hit.productId)).not.toContain('i5');
+      expect((await stat(join(dir, 'f.words'))).size).toBeGreaterThan(199 * 24 * 8);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
