@@ -2,29 +2,42 @@ import { mkdir, open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { VisualWordDocument, VisualWordHit, VisualWordIndex, VisualWordQuery } from '#lib/ports.ts';
 import { SLICE_SPAN } from '#lib/vision/local-features/visual-words.ts';
+import {
+  emptyPostings,
+  mergePostings,
+  ordinalBitsFor,
+  type Postings,
+  postingsFromKeys,
+  postingsOf,
+} from '#lib/adapters/word-postings.ts';
 
 /**
  * Local visual-word index (one process, files under `dir`).
  *
  * Per feed, the words live in one structure that serves both search and persistence: per descriptor slice
- * (8), one sorted Float64Array of `bits · 2²⁰ + image ordinal` (exact in a double), so the postings of a
- * word are a binary search and a contiguous run, with no per-word objects (a Map per word would exceed
- * V8's Map size at a few thousand images). It is the only copy of the words: 8 bytes per (image, word),
- * ~40–55 KB per catalogue image (5,000–7,000 distinct words; docs/benchmarks.md).
+ * (8), sorted postings of 4 bytes per (image, word) (word-postings.ts), so the postings of a word are a
+ * binary search and a contiguous run, with no per-word objects (a Map per word would exceed V8's Map
+ * size at a few thousand images). It is the only copy of the words: ~20–28 KB per catalogue image
+ * (5,000–7,000 distinct words; docs/benchmarks.md).
  *
  * Writes are cheap and deferred: an upsert parks the image's words as pending and marks a replaced image
- * dead; a delete marks images dead. The next search or flush merges: dead entries are dropped, live
- * images renumbered in order (an order-preserving renumbering keeps each slice sorted), pending words
- * added and the slices re-sorted. Flush writes one file per feed (`<feed>.words`: a 4-byte length, JSON
- * with the rows and slice lengths, padding to 8 bytes, the slices as float64) to a temporary name and
- * renames it, so a crash leaves the old or the new state, never a mix.
+ * dead; a delete marks images dead. The next search or flush merges (so does an upsert that leaves many
+ * words pending): dead entries are dropped, live images renumbered in order (an order-preserving
+ * renumbering keeps each slice sorted), pending words sorted in and merged (word-postings.ts). Flush
+ * writes one file per feed (`<feed>.words`: a 4-byte length, JSON with the rows, ordinal width and slice
+ * lengths, padding to 4 bytes, then per slice its bucket table and entries as uint32) to a temporary
+ * name and renames it, so a crash leaves the old or the new state, never a mix. Files of the earlier
+ * layout (format 2: sorted float64 `bits · 2²⁰ + ordinal`) are read too.
  *
  * Files are read and written slice by slice, in pieces of at most `ioChunkBytes`, straight from and into
  * the slices' own memory: a feed's file passes fs's 2 GiB limit on one read at ~40k real catalogue
  * images, and a copy of the whole index per flush or load would double its memory for that moment.
  */
-const ORDINAL_SPAN = 2 ** 20;
+/** Ordinal span of format 2 files. */
+const FORMAT_2_ORDINAL_SPAN = 2 ** 20;
 const SLICES = 8;
+/** Pending words an upsert may leave unmerged whatever the index's size (~16 MB, ~300 images). */
+const MERGE_PENDING_WORDS = 2 ** 21;
 /** Below fs's largest single read or write (2 GiB − 1). */
 const IO_CHUNK_BYTES = 2 ** 30;
 
@@ -40,10 +53,12 @@ interface FeedWords {
   rows: Row[];
   /** Live rows by id. */
   byId: Map<string, number>;
-  /** Per slice: sorted `bits * ORDINAL_SPAN + ordinal`, for the rows merged so far. */
-  slices: Float64Array[];
-  /** Words of rows added since the last merge, by ordinal. */
+  /** Per slice, the postings of the rows merged so far. */
+  slices: Postings[];
+  /** Words of rows added since the last merge, by ordinal, sorted. */
   pending: Map<number, Float64Array>;
+  /** Words in `pending`. */
+  pendingWords: number;
   /** Rows marked dead since the last merge. */
   dead: number;
   /** Changed since the last flush. */
@@ -51,8 +66,17 @@ interface FeedWords {
 }
 
 interface PersistedFeed {
-  format: 2;
+  format: 3;
   rows: [id: string, productId: string, itemGroupId: string][];
+  ordinalBits: number;
+  /** Entries per slice. */
+  slices: number[];
+}
+
+/** The earlier file layout: per slice, sorted float64 `bits · 2²⁰ + ordinal`, the data 8-byte aligned. */
+interface PersistedFeedFormat2 {
+  format: 2;
+  rows: PersistedFeed['rows'];
   slices: number[];
 }
 
@@ -87,7 +111,7 @@ async function writeFully(handle: FileHandle, source: Uint8Array, chunk: number)
 async function readFeedFile(
   path: string,
   chunk: number,
-): Promise<{ rows: PersistedFeed['rows']; slices: Float64Array[] } | 'unreadable' | undefined> {
+): Promise<{ rows: PersistedFeed['rows']; slices: Postings[] } | 'unreadable' | undefined> {
   const handle = await open(path, 'r').catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return undefined;
     throw error;
@@ -101,34 +125,67 @@ async function readFeedFile(
     if (4 + metaLength > size) return 'unreadable';
     const metaBytes = Buffer.alloc(metaLength);
     if (!(await readFully(handle, metaBytes, 4, chunk))) return 'unreadable';
-    let meta: PersistedFeed;
+    let meta: PersistedFeed | PersistedFeedFormat2;
     try {
-      meta = JSON.parse(metaBytes.toString('utf8')) as PersistedFeed;
+      meta = JSON.parse(metaBytes.toString('utf8')) as PersistedFeed | PersistedFeedFormat2;
     } catch {
       return 'unreadable';
     }
-    const dataStart = Math.ceil((4 + metaLength) / 8) * 8;
     const lengths = Array.isArray(meta.slices) ? meta.slices : [];
+    if (!Array.isArray(meta.rows) || lengths.length !== SLICES) return 'unreadable';
     const total = lengths.reduce((sum, count) => sum + count, 0);
+    const read = (target: ArrayBufferView, position: number) =>
+      readFully(handle, new Uint8Array(target.buffer, target.byteOffset, target.byteLength), position, chunk);
+    const slices: Postings[] = [];
+    if (meta.format === 2) {
+      let position = Math.ceil((4 + metaLength) / 8) * 8;
+      if (size !== position + total * 8) return 'unreadable';
+      const ordinalBits = ordinalBitsFor(meta.rows.length);
+      for (const count of lengths) {
+        // One slice of doubles at a time, re-keyed in place for the compact layout (same order).
+        const keys = new Float64Array(count);
+        if (!(await read(keys, position))) return 'unreadable';
+        position += keys.byteLength;
+        for (let i = 0; i < count; i += 1) {
+          const ordinal = keys[i]! % FORMAT_2_ORDINAL_SPAN;
+          keys[i] = ((keys[i]! - ordinal) / FORMAT_2_ORDINAL_SPAN) * 2 ** ordinalBits + ordinal;
+        }
+        slices.push(postingsFromKeys(keys, ordinalBits));
+      }
+      return { rows: meta.rows, slices };
+    }
+    const { ordinalBits } = meta;
     if (
-      meta.format !== 2 ||
-      !Array.isArray(meta.rows) ||
-      lengths.length !== SLICES ||
-      size !== dataStart + total * 8
+      meta.format !== 3 ||
+      !Number.isInteger(ordinalBits) ||
+      ordinalBits !== ordinalBitsFor(meta.rows.length)
     )
       return 'unreadable';
-    const slices: Float64Array[] = [];
-    let position = dataStart;
+    let position = Math.ceil((4 + metaLength) / 4) * 4;
+    const bucketBytes = 4 * (2 ** ordinalBits + 1);
+    if (size !== position + SLICES * bucketBytes + total * 4) return 'unreadable';
     for (const count of lengths) {
-      const slice = new Float64Array(count);
-      if (!(await readFully(handle, new Uint8Array(slice.buffer), position, chunk))) return 'unreadable';
-      slices.push(slice);
-      position += slice.byteLength;
+      const postings: Postings = {
+        ordinalBits,
+        buckets: new Uint32Array(2 ** ordinalBits + 1),
+        entries: new Uint32Array(count),
+      };
+      if (!(await read(postings.buckets, position))) return 'unreadable';
+      position += bucketBytes;
+      if (!(await read(postings.entries, position))) return 'unreadable';
+      position += postings.entries.byteLength;
+      if (postings.buckets[2 ** ordinalBits] !== count) return 'unreadable';
+      slices.push(postings);
     }
     return { rows: meta.rows, slices };
   } finally {
     await handle.close();
   }
+}
+
+function isSorted(values: Float64Array): boolean {
+  for (let i = 1; i < values.length; i += 1) if (values[i - 1]! > values[i]!) return false;
+  return true;
 }
 
 /** First index whose value is ≥ `value` in a sorted array. */
@@ -147,8 +204,9 @@ function emptyFeed(): FeedWords {
   return {
     rows: [],
     byId: new Map(),
-    slices: Array.from({ length: SLICES }, () => new Float64Array(0)),
+    slices: Array.from({ length: SLICES }, () => emptyPostings(ordinalBitsFor(0))),
     pending: new Map(),
+    pendingWords: 0,
     dead: 0,
     dirty: false,
   };
@@ -164,42 +222,34 @@ function merge(feed: FeedWords): void {
     renumbered[ordinal] = rows.length;
     rows.push(row);
   });
-  if (rows.length > ORDINAL_SPAN)
-    throw new Error(`visual-word index: more than ${ORDINAL_SPAN} images in a feed`);
-  const added = new Array<number>(SLICES).fill(0);
-  for (const [ordinal, words] of feed.pending) {
-    if (!feed.rows[ordinal]!.live) continue;
-    for (const word of words) added[Math.floor(word / SLICE_SPAN)]! += 1;
-  }
-  // Slice by slice, each old array dropped as soon as its successor exists: the index's memory grows by
-  // one slice (an eighth) during a merge, not by a second copy of the whole.
+  const ordinalBits = ordinalBitsFor(rows.length);
+  // Pending words are sorted (upsert), so each slice's words of an image are one run: its bounds per slice.
+  const pending = [...feed.pending].flatMap(([ordinal, words]) => {
+    const now = renumbered[ordinal]!;
+    if (now < 0) return [];
+    const bounds = Array.from({ length: SLICES + 1 }, (_, slice) => lowerBound(words, slice * SLICE_SPAN));
+    return [{ now, words, bounds }];
+  });
+  const counts = Array.from({ length: SLICES }, (_, slice) =>
+    pending.reduce((sum, { bounds }) => sum + bounds[slice + 1]! - bounds[slice]!, 0),
+  );
+  // Slice by slice, each old slice dropped as soon as its successor exists: during a merge the index's
+  // memory grows by about one slice, not by a copy of the whole.
   for (let slice = 0; slice < SLICES; slice += 1) {
-    const old = feed.slices[slice]!;
-    let kept = 0;
-    if (feed.dead === 0) kept = old.length;
-    else for (const entry of old) if (renumbered[entry % ORDINAL_SPAN]! >= 0) kept += 1;
-    const next = new Float64Array(kept + added[slice]!);
+    const added = { bits: new Uint32Array(counts[slice]!), ordinals: new Uint32Array(counts[slice]!) };
     let length = 0;
-    for (const entry of old) {
-      const ordinal = entry % ORDINAL_SPAN;
-      const now = renumbered[ordinal]!;
-      if (now >= 0) next[length++] = entry - ordinal + now;
-    }
-    for (const [ordinal, words] of feed.pending) {
-      const now = renumbered[ordinal]!;
-      if (now < 0) continue;
-      for (const word of words) {
-        if (Math.floor(word / SLICE_SPAN) !== slice) continue;
-        next[length++] = (word - slice * SLICE_SPAN) * ORDINAL_SPAN + now;
+    const sliceStart = slice * SLICE_SPAN;
+    for (const { now, words, bounds } of pending)
+      for (let i = bounds[slice]!; i < bounds[slice + 1]!; i += 1) {
+        added.bits[length] = words[i]! - sliceStart;
+        added.ordinals[length++] = now;
       }
-    }
-    // The kept entries are still sorted; only a slice with new entries needs sorting again.
-    if (length > kept) next.sort();
-    feed.slices[slice] = next;
+    feed.slices[slice] = mergePostings(feed.slices[slice]!, renumbered, added, ordinalBits);
   }
   feed.rows = rows;
   feed.byId = new Map(rows.map((row, ordinal) => [row.id, ordinal]));
   feed.pending = new Map();
+  feed.pendingWords = 0;
   feed.dead = 0;
 }
 
@@ -238,13 +288,19 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   private fileWork: Promise<unknown> = Promise.resolve();
 
   private readonly ioChunkBytes: number;
+  private readonly mergePendingWords: number;
 
-  /** `options.ioChunkBytes`: the largest single read or write (fs's limit is 2 GiB − 1; tests set it small). */
+  /**
+   * `options.ioChunkBytes`: the largest single read or write (fs's limit is 2 GiB − 1);
+   * `options.mergePendingWords`: the pending words an upsert leaves unmerged whatever the index's size.
+   * Tests set them small.
+   */
   constructor(
     private readonly dir: string,
-    options: { ioChunkBytes?: number } = {},
+    options: { ioChunkBytes?: number; mergePendingWords?: number } = {},
   ) {
     this.ioChunkBytes = options.ioChunkBytes ?? IO_CHUNK_BYTES;
+    this.mergePendingWords = options.mergePendingWords ?? MERGE_PENDING_WORDS;
   }
 
   private file(feedId: string): string {
@@ -296,12 +352,14 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   private static kill(feed: FeedWords, ordinal: number): void {
     feed.rows[ordinal]!.live = false;
     feed.byId.delete(feed.rows[ordinal]!.id);
+    feed.pendingWords -= feed.pending.get(ordinal)?.length ?? 0;
     feed.pending.delete(ordinal);
     feed.dead += 1;
     feed.dirty = true;
   }
 
   async upsert(documents: VisualWordDocument[]): Promise<void> {
+    const touched = new Set<FeedWords>();
     for (const document of documents) {
       const feed = await this.feed(document.feedId);
       const { id, productId, itemGroupId, words } = document;
@@ -310,8 +368,20 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       const ordinal = feed.rows.length;
       feed.rows.push({ id, productId, itemGroupId, live: true });
       feed.byId.set(id, ordinal);
-      feed.pending.set(ordinal, Float64Array.from(words));
+      const sorted = Float64Array.from(words);
+      // Image words come sorted (visualWords); the typed array's sort costs ~2 ms per image.
+      if (!isSorted(sorted)) sorted.sort();
+      feed.pending.set(ordinal, sorted);
+      feed.pendingWords += sorted.length;
       feed.dirty = true;
+      touched.add(feed);
+    }
+    // A large import (or the bench's growth) would otherwise hold every new word as a double until the
+    // next search or flush: past a quarter of the merged entries (and 2M words), merge now. The index
+    // grows by a quarter or more per merge, so each entry is moved a bounded number of times in all.
+    for (const feed of touched) {
+      const merged = feed.slices.reduce((sum, slice) => sum + slice.entries.length, 0);
+      if (feed.pendingWords > Math.max(this.mergePendingWords, merged / 4)) merge(feed);
     }
   }
 
@@ -338,16 +408,12 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       const slice = Math.floor(word / SLICE_SPAN);
       const postings = slices[slice];
       if (!postings) continue;
-      const base = (word - slice * SLICE_SPAN) * ORDINAL_SPAN;
-      const start = lowerBound(postings, base);
-      // Postings runs are short (a word's images), so the end is found by scanning, not a second search.
-      const limit = base + ORDINAL_SPAN;
-      let end = start;
-      while (end < postings.length && postings[end]! < limit) end += 1;
+      const { start, end, first } = postingsOf(postings, word - slice * SLICE_SPAN);
       if (end === start) continue;
       // idf: a word most images have says little about which one the query shows.
       const weight = Math.log(1 + rows.length / (end - start));
-      for (let i = start; i < end; i += 1) scores[postings[i]! - base]! += weight;
+      const { entries } = postings;
+      for (let i = start; i < end; i += 1) scores[entries[i]! - first]! += weight;
     }
     const excluded = new Set(query.excludeItemGroupIds ?? []);
     return bestOf(scores, query.k, rows, (row) => !excluded.has(row.itemGroupId)).map((ordinal) => {
@@ -372,9 +438,10 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       // and go to the next flush.
       const slices = [...feed.slices];
       const meta: PersistedFeed = {
-        format: 2,
+        format: 3,
+        ordinalBits: slices[0]!.ordinalBits,
         rows: feed.rows.map((row) => [row.id, row.productId, row.itemGroupId]),
-        slices: slices.map((slice) => slice.length),
+        slices: slices.map((slice) => slice.entries.length),
       };
       feed.dirty = false;
       try {
@@ -387,20 +454,19 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     }
   }
 
-  private async writeFeedFile(file: string, meta: PersistedFeed, slices: Float64Array[]): Promise<void> {
+  private async writeFeedFile(file: string, meta: PersistedFeed, slices: Postings[]): Promise<void> {
     const json = Buffer.from(JSON.stringify(meta), 'utf8');
-    const header = Buffer.alloc(Math.ceil((4 + json.length) / 8) * 8);
+    const header = Buffer.alloc(Math.ceil((4 + json.length) / 4) * 4);
     header.writeUInt32LE(json.length, 0);
     json.copy(header, 4);
+    const bytes = (array: Uint32Array) => new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
     const handle = await open(`${file}.tmp`, 'w');
     try {
       await writeFully(handle, header, this.ioChunkBytes);
-      for (const slice of slices)
-        await writeFully(
-          handle,
-          new Uint8Array(slice.buffer, slice.byteOffset, slice.byteLength),
-          this.ioChunkBytes,
-        );
+      for (const slice of slices) {
+        await writeFully(handle, bytes(slice.buckets), this.ioChunkBytes);
+        await writeFully(handle, bytes(slice.entries), this.ioChunkBytes);
+      }
     } finally {
       await handle.close();
     }

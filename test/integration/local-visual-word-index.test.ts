@@ -173,12 +173,12 @@ describe('local visual-word index: files read and written in pieces', () => {
         words: Float64Array.from([...wordsOf(7), ...wordsOf(30).slice(0, 5)]),
         k: 3,
       };
-      // Assess: byte-identical files (over 50 × 24 × 8 bytes of slices), read back in 40-byte pieces
+      // Assess: byte-identical files (over 50 × 24 entries of 4 bytes), read back in 40-byte pieces
       const [wholeBytes, pieceBytes] = await Promise.all([
         readFile(join(dir, 'whole', 'f.words')),
         readFile(join(dir, 'pieces', 'f.words')),
       ]);
-      expect(wholeBytes.length).toBeGreaterThan(50 * 24 * 8);
+      expect(wholeBytes.length).toBeGreaterThan(50 * 24 * 4);
       expect(pieceBytes.equals(wholeBytes)).toBe(true);
       expect((await reread.search(query)).map((hit) => hit.productId)).toEqual(['i7', 'i30']);
       expect(await reread.search(query)).toEqual(await whole.search(query));
@@ -248,7 +248,161 @@ describe('local visual-word index: files read and written in pieces', () => {
       expect(firstFile.map((hit) => hit.productId)).toEqual(['i3', 'i5']);
       expect(replaced.map((hit) => hit.productId)).toEqual(['i3']);
       expect(deleted.map((hit) => hit.productId)).not.toContain('i5');
-      expect((await stat(join(dir, 'f.words'))).size).toBeGreaterThan(199 * 24 * 8);
+      expect((await stat(join(dir, 'f.words'))).size).toBeGreaterThan(199 * 24 * 4);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('local visual-word index: layouts', () => {
+  const doc = (id: string, words: number[]) => ({
+    id: `f/${id}/0`,
+    feedId: 'f',
+    productId: id,
+    itemGroupId: id,
+    words: Float64Array.from(words),
+  });
+
+  it('reads a file of the earlier layout (float64 keys) and rewrites it in the compact one', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
+    try {
+      // Prepare: a format 2 file as the previous version wrote it: a shares 5 in slice 0 and 9 in slice 3
+      // with b; c has 2³² − 1 in slice 7
+      const rows = [
+        ['f/a/0', 'a', 'ga'],
+        ['f/b/0', 'b', 'gb'],
+        ['f/c/0', 'c', 'gc'],
+      ];
+      const key = (bits: number, ordinal: number) => bits * 2 ** 20 + ordinal;
+      const slices = Array.from({ length: 8 }, () => [] as number[]);
+      slices[0]!.push(key(5, 0), key(5, 1), key(6, 0));
+      slices[3]!.push(key(9, 0), key(9, 1));
+      slices[7]!.push(key(2 ** 32 - 1, 2));
+      const json = Buffer.from(JSON.stringify({ format: 2, rows, slices: slices.map((s) => s.length) }));
+      const header = Buffer.alloc(Math.ceil((4 + json.length) / 8) * 8);
+      header.writeUInt32LE(json.length, 0);
+      json.copy(header, 4);
+      const data = Float64Array.from(slices.flat());
+      await writeFile(join(dir, 'f.words'), Buffer.concat([header, Buffer.from(data.buffer)]));
+      const words = (pairs: [slice: number, bits: number][]) =>
+        Float64Array.from(pairs.map(([slice, bits]) => slice * 2 ** 32 + bits));
+      // Act
+      const index = new LocalVisualWordIndex(dir);
+      const shared = await index.search({
+        feedId: 'f',
+        words: words([
+          [0, 5],
+          [3, 9],
+          [0, 6],
+        ]),
+        k: 5,
+      });
+      const last = await index.search({ feedId: 'f', words: words([[7, 2 ** 32 - 1]]), k: 5 });
+      await index.upsert([doc('d', [6])]);
+      await index.flush();
+      const reopened = await new LocalVisualWordIndex(dir).search({
+        feedId: 'f',
+        words: words([[0, 6]]),
+        k: 5,
+      });
+      // Assess
+      expect(shared.map((hit) => [hit.productId, hit.itemGroupId])).toEqual([
+        ['a', 'ga'],
+        ['b', 'gb'],
+      ]);
+      expect(last.map((hit) => hit.productId)).toEqual(['c']);
+      expect(reopened.map((hit) => hit.productId)).toEqual(['a', 'd']);
+      const rewritten = await readFile(join(dir, 'f.words'));
+      const meta = JSON.parse(rewritten.subarray(4, 4 + rewritten.readUInt32LE(0)).toString('utf8'));
+      expect(meta).toMatchObject({ format: 3, ordinalBits: 8 });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('keeps every word when the feed outgrows its ordinal width, and after deletions shrink it', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
+    try {
+      // Prepare: 250 images (8-bit ordinals) merged by a search, then 250 more (9 bits), each with a word
+      // of its own and the shared word 1
+      const index = new LocalVisualWordIndex(dir);
+      const own = (i: number) => 1000 + i * 2 ** 24;
+      await index.upsert(Array.from({ length: 250 }, (_, i) => doc(`i${i}`, [1, own(i)])));
+      await index.search({ feedId: 'f', words: Float64Array.from([1]), k: 1 });
+      await index.upsert(Array.from({ length: 250 }, (_, i) => doc(`i${250 + i}`, [1, own(250 + i)])));
+      // Act
+      const found = async (target: LocalVisualWordIndex, i: number) =>
+        (await target.search({ feedId: 'f', words: Float64Array.from([own(i)]), k: 2 })).map(
+          (hit) => hit.productId,
+        );
+      const wide = await Promise.all([0, 249, 250, 499].map((i) => found(index, i)));
+      await index.deleteProducts(
+        'f',
+        Array.from({ length: 300 }, (_, i) => `i${i}`),
+      );
+      const narrow = await Promise.all([299, 300, 499].map((i) => found(index, i)));
+      await index.flush();
+      const reopened = new LocalVisualWordIndex(dir);
+      const persisted = await Promise.all([300, 499].map((i) => found(reopened, i)));
+      // Assess
+      expect(wide).toEqual([['i0'], ['i249'], ['i250'], ['i499']]);
+      expect(narrow).toEqual([[], ['i300'], ['i499']]);
+      expect(persisted).toEqual([['i300'], ['i499']]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('local visual-word index: merges during large writes', () => {
+  it('answers the same when upserts merge as they go, replacements and deletions of unmerged images included', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
+    try {
+      // Prepare: the same writes to an index that merges past 40 pending words and to one that never does
+      // before a search: 120 images of 8 words (some shared), written 10 at a time; every 7th is replaced
+      // right after its own batch (while pending, or merged), every 11th deleted
+      const doc = (i: number, version: number) => ({
+        id: `f/i${i}/0`,
+        feedId: 'f',
+        productId: `i${i}`,
+        itemGroupId: `g${i % 30}`,
+        words: Float64Array.from(
+          { length: 8 },
+          (_, j) => (j % 8) * 2 ** 32 + ((i * 7919 + j * 104_729 + version) % 5000),
+        ),
+      });
+      const eager = new LocalVisualWordIndex(join(dir, 'eager'), { mergePendingWords: 40 });
+      const lazy = new LocalVisualWordIndex(join(dir, 'lazy'));
+      for (const index of [eager, lazy]) {
+        for (let start = 0; start < 120; start += 10) {
+          await index.upsert(Array.from({ length: 10 }, (_, j) => doc(start + j, 0)));
+          await index.upsert(
+            Array.from({ length: 10 }, (_, j) => start + j)
+              .filter((i) => i % 7 === 0)
+              .map((i) => doc(i, 1)),
+          );
+        }
+        await index.deleteProducts(
+          'f',
+          Array.from({ length: 120 }, (_, i) => i)
+            .filter((i) => i % 11 === 0)
+            .map((i) => `i${i}`),
+        );
+      }
+      // Act
+      const queries = [doc(14, 1), doc(14, 0), doc(22, 0), doc(23, 0), doc(119, 0)].map((query) => ({
+        feedId: 'f',
+        words: query.words,
+        k: 6,
+      }));
+      const eagerHits = await Promise.all(queries.map((query) => eager.search(query)));
+      const lazyHits = await Promise.all(queries.map((query) => lazy.search(query)));
+      // Assess
+      expect(eagerHits).toEqual(lazyHits);
+      expect(eagerHits[0]![0]!.productId).toBe('i14');
+      expect(eagerHits[3]![0]!.productId).toBe('i23');
+      expect(eagerHits.flat().map((hit) => hit.productId)).not.toContain('i22');
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

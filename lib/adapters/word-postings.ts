@@ -1,0 +1,222 @@
+/**
+ * The postings of one descriptor slice of the local visual-word index, in 4 bytes per (image, word).
+ *
+ * A word's 32 bits are split: the top `ordinalBits` bits pick a bucket, and each entry holds the remaining
+ * low bits followed by the image's ordinal (`low · 2^ordinalBits + ordinal`, < 2³²). Entries are sorted,
+ * so the postings of a word are a binary search inside its bucket and a contiguous run. The bucket table
+ * costs 4 · (2^ordinalBits + 1) bytes, and `ordinalBits` grows with the number of images (every ordinal
+ * must fit), so the table holds at most about two offsets per image, against thousands of entries.
+ * Sorted `bits · 2²⁰ + ordinal` doubles did the same in 8 bytes; the index is most of a large local
+ * catalogue's memory (docs/benchmarks.md "Memory").
+ *
+ * Changes are merged in linear time: the new entries are radix-sorted (three counting passes) and merged
+ * with the kept ones, which are already in order. Sorting the whole slice again with the typed array's
+ * own sort, as before, made a search after a 32-image change to a 5,000-image feed take ~11 s, and
+ * grows with the feed (docs/benchmarks.md "Memory").
+ */
+export interface Postings {
+  /** Every ordinal is below 2^ordinalBits; buckets are the words' top `ordinalBits` bits. */
+  ordinalBits: number;
+  /** Start of each bucket's entries: 2^ordinalBits + 1 offsets, the last one the entry count. */
+  buckets: Uint32Array;
+  /** Ascending within each bucket: `low bits · 2^ordinalBits + ordinal`. */
+  entries: Uint32Array;
+}
+
+const WORD_BITS = 32;
+const MIN_ORDINAL_BITS = 8;
+/** Images per feed: 2^20 (the limit of the earlier layout too). */
+export const MAX_ORDINAL_BITS = 20;
+
+/** The ordinal width for `count` images (at least 8 bits, so small feeds keep a 1 KB bucket table). */
+export function ordinalBitsFor(count: number): number {
+  let bits = MIN_ORDINAL_BITS;
+  while (2 ** bits < count) bits += 1;
+  if (bits > MAX_ORDINAL_BITS)
+    throw new Error(`visual-word index: more than ${2 ** MAX_ORDINAL_BITS} images in a feed`);
+  return bits;
+}
+
+export function emptyPostings(ordinalBits: number): Postings {
+  return { ordinalBits, buckets: new Uint32Array(2 ** ordinalBits + 1), entries: new Uint32Array(0) };
+}
+
+/** Every entry as (word bits, ordinal), in order. */
+export function forEachEntry(postings: Postings, visit: (bits: number, ordinal: number) => void): void {
+  const { buckets, entries } = postings;
+  const ordinalSpan = 2 ** postings.ordinalBits;
+  const lowSpan = 2 ** (WORD_BITS - postings.ordinalBits);
+  for (let bucket = 0; bucket + 1 < buckets.length; bucket += 1) {
+    const high = bucket * lowSpan;
+    for (let i = buckets[bucket]!; i < buckets[bucket + 1]!; i += 1) {
+      const entry = entries[i]!;
+      const low = Math.floor(entry / ordinalSpan);
+      visit(high + low, entry - low * ordinalSpan);
+    }
+  }
+}
+
+/**
+ * The entries of a word's bits: indices `start` to `end` (exclusive) of `entries`, whose ordinals are
+ * `entries[i] − first`.
+ */
+export function postingsOf(postings: Postings, bits: number): { start: number; end: number; first: number } {
+  const { buckets, entries } = postings;
+  const ordinalSpan = 2 ** postings.ordinalBits;
+  const lowSpan = 2 ** (WORD_BITS - postings.ordinalBits);
+  const bucket = Math.floor(bits / lowSpan);
+  const first = (bits - bucket * lowSpan) * ordinalSpan;
+  let low = buckets[bucket]!;
+  const bucketEnd = buckets[bucket + 1]!;
+  let high = bucketEnd;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (entries[middle]! < first) low = middle + 1;
+    else high = middle;
+  }
+  // A word's run is short (the images that have it), so its end is found by scanning.
+  const limit = first + ordinalSpan;
+  let end = low;
+  while (end < bucketEnd && entries[end]! < limit) end += 1;
+  return { start: low, end, first };
+}
+
+/** Entries of (word bits, ordinal) pairs in any order, to be merged into postings. */
+export interface AddedEntries {
+  bits: Uint32Array;
+  ordinals: Uint32Array;
+}
+
+/**
+ * New postings at `ordinalBits`: the entries of `old` whose ordinal `renumbered` maps to a new one (≥ 0;
+ * the renumbering must keep the ordinals' order), and the added entries (ordinals already new ones).
+ */
+export function mergePostings(
+  old: Postings,
+  renumbered: Int32Array,
+  added: AddedEntries,
+  ordinalBits: number,
+): Postings {
+  const kept = keptEntries(old, renumbered, ordinalBits);
+  if (kept === old && added.bits.length === 0) return old;
+  const fresh = sortedEntries(added, ordinalBits);
+  const bucketCount = 2 ** ordinalBits;
+  const buckets = new Uint32Array(bucketCount + 1);
+  const entries = new Uint32Array(kept.entries.length + fresh.entries.length);
+  // Per bucket: where a few new entries go into many kept ones (a small change to a large slice), the kept
+  // ones are moved in runs by typed-array copies between the new ones' places; otherwise entry by entry.
+  let out = 0;
+  for (let bucket = 0; bucket < bucketCount; bucket += 1) {
+    buckets[bucket] = out;
+    let k = kept.buckets[bucket]!;
+    const kEnd = kept.buckets[bucket + 1]!;
+    let f = fresh.buckets[bucket]!;
+    const fEnd = fresh.buckets[bucket + 1]!;
+    if ((fEnd - f) * 8 < kEnd - k) {
+      for (; f < fEnd; f += 1) {
+        const until = upperBound(kept.entries, fresh.entries[f]!, k, kEnd);
+        entries.set(kept.entries.subarray(k, until), out);
+        out += until - k;
+        k = until;
+        entries[out++] = fresh.entries[f]!;
+      }
+    } else {
+      while (k < kEnd && f < fEnd)
+        entries[out++] = kept.entries[k]! <= fresh.entries[f]! ? kept.entries[k++]! : fresh.entries[f++]!;
+      while (f < fEnd) entries[out++] = fresh.entries[f++]!;
+    }
+    entries.set(kept.entries.subarray(k, kEnd), out);
+    out += kEnd - k;
+  }
+  buckets[bucketCount] = out;
+  return { ordinalBits, buckets, entries };
+}
+
+/** First index in `from`…`to` of `sorted` whose value is > `value`. */
+function upperBound(sorted: Uint32Array, value: number, from: number, to: number): number {
+  let low = from;
+  let high = to;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (sorted[middle]! <= value) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
+/** The old entries that stay, renumbered and re-encoded at `ordinalBits` (still in order). */
+function keptEntries(old: Postings, renumbered: Int32Array, ordinalBits: number): Postings {
+  const identity = old.ordinalBits === ordinalBits && renumbered.every((now, ordinal) => now === ordinal);
+  if (identity) return old;
+  const ordinalSpan = 2 ** ordinalBits;
+  const lowSpan = 2 ** (WORD_BITS - ordinalBits);
+  const buckets = new Uint32Array(2 ** ordinalBits + 1);
+  const entries = new Uint32Array(old.entries.length);
+  let count = 0;
+  forEachEntry(old, (bits, ordinal) => {
+    const now = renumbered[ordinal]!;
+    if (now < 0) return;
+    const bucket = Math.floor(bits / lowSpan);
+    entries[count++] = (bits - bucket * lowSpan) * ordinalSpan + now;
+    buckets[bucket + 1]! += 1;
+  });
+  for (let bucket = 1; bucket < buckets.length; bucket += 1) buckets[bucket]! += buckets[bucket - 1]!;
+  return { ordinalBits, buckets, entries: entries.subarray(0, count) };
+}
+
+/** The added entries as sorted postings: LSD radix sort, 16 + 16 bits of the entry, then the bucket. */
+function sortedEntries(added: AddedEntries, ordinalBits: number): Postings {
+  const count = added.bits.length;
+  const ordinalSpan = 2 ** ordinalBits;
+  const lowSpan = 2 ** (WORD_BITS - ordinalBits);
+  let entries = new Uint32Array(count);
+  let bucketOf = new Uint32Array(count);
+  for (let i = 0; i < count; i += 1) {
+    const bits = added.bits[i]!;
+    const bucket = Math.floor(bits / lowSpan);
+    bucketOf[i] = bucket;
+    entries[i] = (bits - bucket * lowSpan) * ordinalSpan + added.ordinals[i]!;
+  }
+  let nextEntries = new Uint32Array(count);
+  let nextBucketOf = new Uint32Array(count);
+  const counts = new Uint32Array(65_536 + 1);
+  for (const shift of [0, 16]) {
+    counts.fill(0);
+    for (let i = 0; i < count; i += 1) counts[((entries[i]! >>> shift) & 0xffff) + 1]! += 1;
+    for (let digit = 1; digit < counts.length; digit += 1) counts[digit]! += counts[digit - 1]!;
+    for (let i = 0; i < count; i += 1) {
+      const at = counts[(entries[i]! >>> shift) & 0xffff]!++;
+      nextEntries[at] = entries[i]!;
+      nextBucketOf[at] = bucketOf[i]!;
+    }
+    [entries, nextEntries] = [nextEntries, entries];
+    [bucketOf, nextBucketOf] = [nextBucketOf, bucketOf];
+  }
+  // Last, stable pass by bucket: its counts are the bucket table.
+  const buckets = new Uint32Array(2 ** ordinalBits + 1);
+  for (let i = 0; i < count; i += 1) buckets[bucketOf[i]! + 1]! += 1;
+  for (let bucket = 1; bucket < buckets.length; bucket += 1) buckets[bucket]! += buckets[bucket - 1]!;
+  const cursor = buckets.slice(0, -1);
+  for (let i = 0; i < count; i += 1) nextEntries[cursor[bucketOf[i]!]!++] = entries[i]!;
+  return { ordinalBits, buckets, entries: nextEntries };
+}
+
+/**
+ * Postings of sorted keys `bits · 2^ordinalBits + ordinal` (bits < 2³², ordinal < 2^ordinalBits: exact in
+ * a double), as files of the earlier layout hold them.
+ */
+export function postingsFromKeys(keys: Float64Array, ordinalBits: number): Postings {
+  const ordinalSpan = 2 ** ordinalBits;
+  const lowSpan = 2 ** (WORD_BITS - ordinalBits);
+  const buckets = new Uint32Array(ordinalSpan + 1);
+  const entries = new Uint32Array(keys.length);
+  for (let i = 0; i < keys.length; i += 1) {
+    const key = keys[i]!;
+    const bits = Math.floor(key / ordinalSpan);
+    const bucket = Math.floor(bits / lowSpan);
+    entries[i] = (bits - bucket * lowSpan) * ordinalSpan + (key - bits * ordinalSpan);
+    buckets[bucket + 1]! += 1;
+  }
+  for (let bucket = 0; bucket < ordinalSpan; bucket += 1) buckets[bucket + 1]! += buckets[bucket]!;
+  return { ordinalBits, buckets, entries };
+}
