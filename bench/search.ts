@@ -4,9 +4,8 @@
  *    process) imported through the admin API: fetch, inspect, embed, index, store; products/s from the
  *    import's own start and finish times, then the same feed again (everything unchanged).
  * 2. Scale: the feed is grown to CATALOGUE products by inserting synthetic products directly into the
- *    stores, with vectors drawn around the real embeddings (clustered, like a real catalogue; uniform
- *    random vectors are HNSW's worst case and no catalogue looks like them) and a copy of the stored local
- *    features of the real product their vector was drawn around (so every re-ranked candidate has some).
+ *    stores (bench/grow-feed.ts): vectors drawn around the real embeddings, and copies of the stored
+ *    local features and visual words of the real product each one's vector was drawn around.
  * 3. Warm image search over HTTP: 1000 × 750 JPEG queries (real demo photos, upscaled), sequential,
  *    everything included (auth, rate limit, decode, embedding, query features, k-NN, re-ranking of the top
  *    RERANK_TOP_N and the keypoint shortlist's WORD_SHORTLIST_TOP_N, grouping, hydration, metering). MIN_SCORE defaults to 0 here so that every query
@@ -16,18 +15,14 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
-import { contentHash, filterFieldsOf, type Product, vectorDocumentId } from '#lib/domain/products.ts';
-import { featuresKey } from '#lib/adapters/object-store-feature-store.ts';
-import { mapLimit } from '#lib/ingest/concurrency.ts';
-import { decodeFeatures } from '#lib/vision/local-features/codec.ts';
-import { visualWords } from '#lib/vision/local-features/visual-words.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
-import type { VectorDocument } from '#lib/ports.ts';
 import { seededRandom } from '#lib/vision/seeded-random.ts';
+import { demoQueryBodies } from './demo-queries.ts';
+import { growFeed, readSeeds } from './grow-feed.ts';
 
 const INGESTED = Number(process.env.BENCH_INGESTED ?? 300);
 const CATALOGUE = Number(process.env.BENCH_CATALOGUE ?? 10_000);
@@ -128,102 +123,17 @@ const second = await importOnce();
 // --- 2. grow the feed to CATALOGUE products around the real embeddings ---
 const c = stack.container;
 const vectors = await c.vectors();
-const seeds = [
-  ...(await vectors.getVectors(photos.map((_, i) => vectorDocumentId(feedId, `p${i}`, 0)))).values(),
-];
-const template = (await c.products.get(feedId, 'p1'))!;
-const now = new Date().toISOString();
 const growStart = performance.now();
-const seedFeatures = await Promise.all(
-  photos.map((_, i) => c.objects.get(featuresKey({ feedId, productId: `p${i}`, imageIndex: 0 }))),
+const seeds = await readSeeds(
+  c,
+  feedId,
+  photos.map((_, i) => `p${i}`),
 );
-const seedWords = seedFeatures.map((bytes) => (bytes ? visualWords(decodeFeatures(bytes)) : undefined));
-for (let start = INGESTED; start < CATALOGUE; start += 500) {
-  const products: Product[] = [];
-  const documents: VectorDocument[] = [];
-  for (let i = start; i < Math.min(CATALOGUE, start + 500); i += 1) {
-    const content = {
-      ...template,
-      product_id: `s${i}`,
-      item_group_id: '',
-      title: `Synthetic ${i}`,
-      color: ['red', 'blue', 'green'][i % 3]!,
-      category: categories[i % categories.length]!,
-    };
-    const product: Product = {
-      ...content,
-      id: crypto.randomUUID(),
-      group: `s${i}`,
-      update_hash: '',
-      version: 1,
-      created_at: now,
-      updated_at: now,
-      vector_count: 1,
-    };
-    product.update_hash = contentHash(product);
-    const base = seeds[i % seeds.length]!;
-    const vector = new Float32Array(base.length);
-    let norm = 0;
-    for (let d = 0; d < base.length; d += 1) {
-      vector[d] = base[d]! + (rand() - 0.5) * 0.08;
-      norm += vector[d]! ** 2;
-    }
-    for (let d = 0; d < base.length; d += 1) vector[d] = vector[d]! / Math.sqrt(norm);
-    products.push(product);
-    documents.push({
-      id: vectorDocumentId(feedId, product.product_id, 0),
-      feedId,
-      productId: product.product_id,
-      itemGroupId: product.group,
-      vector,
-      fields: filterFieldsOf(product),
-    });
-  }
-  await vectors.upsert(documents);
-  await c.products.putMany(products);
-  await mapLimit(products, 16, async (product) => {
-    const bytes = seedFeatures[Number(product.product_id.slice(1)) % seeds.length];
-    if (bytes)
-      await c.objects.put(featuresKey({ feedId, productId: product.product_id, imageIndex: 0 }), bytes);
-  });
-  // The same seed's visual words, so the keypoint shortlist searches a word index of the full size.
-  await c.visualWords.upsert(
-    products.flatMap((product) => {
-      const words = seedWords[Number(product.product_id.slice(1)) % seeds.length];
-      return words
-        ? [
-            {
-              id: vectorDocumentId(feedId, product.product_id, 0),
-              feedId,
-              productId: product.product_id,
-              itemGroupId: product.group,
-              words,
-            },
-          ]
-        : [];
-    }),
-  );
-}
-await vectors.flush();
-await c.visualWords.flush();
+await growFeed(c, seeds, { feedId, from: INGESTED, to: CATALOGUE, random: rand, categories, words: 'copy' });
 const growSeconds = (performance.now() - growStart) / 1000;
 
 // --- 3. warm image search over HTTP ---
-const demoDir = new URL('../demo/images/', import.meta.url);
-const names = (await readdir(demoDir)).filter((name) => name.endsWith('.webp'));
-const queries = await Promise.all(
-  names.map(async (name) =>
-    JSON.stringify({
-      imageData: (
-        await sharp(await readFile(new URL(name, demoDir)))
-          .resize(1000, 750, { fit: 'fill' })
-          .jpeg({ quality: 90 })
-          .toBuffer()
-      ).toString('base64'),
-      limit: 10,
-    }),
-  ),
-);
+const queries = await demoQueryBodies();
 /** One search; its wall time and the score of its first result. */
 const search = async (body: string) => {
   const t = performance.now();

@@ -5,6 +5,24 @@ import { describe, expect, it } from 'vitest';
 import { LocalVisualWordIndex } from '#lib/adapters/local-visual-word-index.ts';
 import { describeVisualWordIndexContract } from './visual-word-index.contract.ts';
 
+/** An image document of feed f. */
+const doc = (id: string, words: number[], group = id) => ({
+  id: `f/${id}/0`,
+  feedId: 'f',
+  productId: id,
+  itemGroupId: group,
+  words: Float64Array.from(words),
+});
+
+async function withTempDir(test: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
+  try {
+    await test(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 describeVisualWordIndexContract(
   'local files',
   async () => {
@@ -19,19 +37,11 @@ describeVisualWordIndexContract(
 );
 
 describe('local visual-word index: writes after a search, and what a reopen sees', () => {
-  const doc = (id: string, words: number[], group = id) => ({
-    id: `f/${id}/0`,
-    feedId: 'f',
-    productId: id,
-    itemGroupId: group,
-    words: Float64Array.from(words),
-  });
   const ids = (hits: { productId: string }[]) => hits.map((hit) => hit.productId);
 
   it('merges replacements and deletions into the searched structure and persists the merged state', async () => {
     // Prepare: three images, searched once (so they are merged into the sorted slices)
-    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
-    try {
+    await withTempDir(async (dir) => {
       const index = new LocalVisualWordIndex(dir);
       await index.upsert([doc('a', [1, 2, 3]), doc('b', [2, 3, 4]), doc('c', [5, 6, 7 * 2 ** 32 + 9])]);
       expect(ids(await index.search({ feedId: 'f', words: Float64Array.from([2, 3]), k: 10 }))).toEqual([
@@ -55,24 +65,13 @@ describe('local visual-word index: writes after a search, and what a reopen sees
       expect(before.find((hit) => hit.productId === 'b')?.itemGroupId).toBe('g');
       expect(after).toEqual(before);
       expect(ids(slice7)).toEqual(['c', 'd']);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('local visual-word index: damaged files and failed writes', () => {
-  const doc = (id: string, words: number[]) => ({
-    id: `f/${id}/0`,
-    feedId: 'f',
-    productId: id,
-    itemGroupId: id,
-    words: Float64Array.from(words),
-  });
-
   it('starts a feed with an unreadable file empty, keeps accepting writes and rewrites the file', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
-    try {
+    await withTempDir(async (dir) => {
       // Prepare: a truncated file, as a crash could leave
       await writeFile(join(dir, 'f.words'), Buffer.from([7, 0, 0, 0, 123]));
       const index = new LocalVisualWordIndex(dir);
@@ -88,14 +87,11 @@ describe('local visual-word index: damaged files and failed writes', () => {
       // Assess
       expect(before).toEqual([]);
       expect(reopened.map((hit) => hit.productId)).toEqual(['a']);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it('keeps unwritten changes after a failed flush and writes them at the next one', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
-    try {
+    await withTempDir(async (dir) => {
       // Prepare: the temporary file's name is taken by a folder, so the write fails
       const index = new LocalVisualWordIndex(dir);
       await index.upsert([doc('a', [1, 2])]);
@@ -111,16 +107,13 @@ describe('local visual-word index: damaged files and failed writes', () => {
       });
       // Assess
       expect(reopened.map((hit) => hit.productId)).toEqual(['a']);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('local visual-word index: top k among many scored images', () => {
   it('returns the k best of hundreds of matches, ties at the k-th place by id', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
-    try {
+    await withTempDir(async (dir) => {
       // Prepare: 300 images share word 1; i7 and i150 also share the rarer word 2
       const index = new LocalVisualWordIndex(dir);
       await index.upsert(
@@ -136,26 +129,16 @@ describe('local visual-word index: top k among many scored images', () => {
       const hits = await index.search({ feedId: 'f', words: Float64Array.from([1, 2]), k: 5 });
       // Assess: the two with the rare word, then the smallest ids among the 298 equal ones
       expect(hits.map((hit) => hit.productId)).toEqual(['i7', 'i150', 'i0', 'i1', 'i2']);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('local visual-word index: files read and written in pieces', () => {
-  const doc = (id: string, words: number[]) => ({
-    id: `f/${id}/0`,
-    feedId: 'f',
-    productId: id,
-    itemGroupId: id,
-    words: Float64Array.from(words),
-  });
   // Words in every slice (slice = ⌊word / 2³²⌋), several per image, so each slice spans several pieces.
   const wordsOf = (i: number) => Array.from({ length: 24 }, (_, j) => (j % 8) * 2 ** 32 + i * 31 + j);
 
   it('gives the same file and the same answers whatever the largest single read or write', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
-    try {
+    await withTempDir(async (dir) => {
       // Prepare: the same 50 images flushed by an index writing whole slices and by one writing 24-byte pieces
       const documents = Array.from({ length: 50 }, (_, i) => doc(`i${i}`, wordsOf(i)));
       await mkdir(join(dir, 'whole'));
@@ -182,14 +165,11 @@ describe('local visual-word index: files read and written in pieces', () => {
       expect(pieceBytes.equals(wholeBytes)).toBe(true);
       expect((await reread.search(query)).map((hit) => hit.productId)).toEqual(['i7', 'i30']);
       expect(await reread.search(query)).toEqual(await whole.search(query));
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it('treats a file shorter than its header says as unreadable', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
-    try {
+    await withTempDir(async (dir) => {
       // Prepare: a complete file, then cut inside its slices
       const index = new LocalVisualWordIndex(dir);
       await index.upsert([doc('a', wordsOf(1))]);
@@ -205,14 +185,11 @@ describe('local visual-word index: files read and written in pieces', () => {
       });
       // Assess
       expect(hits).toEqual([]);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it('keeps changes made while a flush is writing for the next flush, and the written file consistent', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
-    try {
+    await withTempDir(async (dir) => {
       // Prepare: 200 images; 8-byte pieces make the write take many turns of the event loop
       const index = new LocalVisualWordIndex(dir, { ioChunkBytes: 8 });
       await index.upsert(Array.from({ length: 200 }, (_, i) => doc(`i${i}`, wordsOf(i))));
@@ -249,24 +226,13 @@ describe('local visual-word index: files read and written in pieces', () => {
       expect(replaced.map((hit) => hit.productId)).toEqual(['i3']);
       expect(deleted.map((hit) => hit.productId)).not.toContain('i5');
       expect((await stat(join(dir, 'f.words'))).size).toBeGreaterThan(199 * 24 * 4);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('local visual-word index: layouts', () => {
-  const doc = (id: string, words: number[]) => ({
-    id: `f/${id}/0`,
-    feedId: 'f',
-    productId: id,
-    itemGroupId: id,
-    words: Float64Array.from(words),
-  });
-
   it('reads a file of the earlier layout (float64 keys) and rewrites it in the compact one', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
-    try {
+    await withTempDir(async (dir) => {
       // Prepare: a format 2 file as the previous version wrote it: a shares 5 in slice 0 and 9 in slice 3
       // with b; c has 2³² − 1 in slice 7
       const rows = [
@@ -316,14 +282,11 @@ describe('local visual-word index: layouts', () => {
       const rewritten = await readFile(join(dir, 'f.words'));
       const meta = JSON.parse(rewritten.subarray(4, 4 + rewritten.readUInt32LE(0)).toString('utf8'));
       expect(meta).toMatchObject({ format: 3, ordinalBits: 8 });
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it('keeps every word when the feed outgrows its ordinal width, and after deletions shrink it', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
-    try {
+    await withTempDir(async (dir) => {
       // Prepare: 250 images (8-bit ordinals) merged by a search, then 250 more (9 bits), each with a word
       // of its own and the shared word 1
       const index = new LocalVisualWordIndex(dir);
@@ -349,16 +312,13 @@ describe('local visual-word index: layouts', () => {
       expect(wide).toEqual([['i0'], ['i249'], ['i250'], ['i499']]);
       expect(narrow).toEqual([[], ['i300'], ['i499']]);
       expect(persisted).toEqual([['i300'], ['i499']]);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('local visual-word index: merges during large writes', () => {
   it('answers the same when upserts merge as they go, replacements and deletions of unmerged images included', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
-    try {
+    await withTempDir(async (dir) => {
       // Prepare: the same writes to an index that merges past 40 pending words and to one that never does
       // before a search: 120 images of 8 words (some shared), written 10 at a time; every 7th is replaced
       // right after its own batch (while pending, or merged), every 11th deleted
@@ -403,8 +363,6 @@ describe('local visual-word index: merges during large writes', () => {
       expect(eagerHits[0]![0]!.productId).toBe('i14');
       expect(eagerHits[3]![0]!.productId).toBe('i23');
       expect(eagerHits.flat().map((hit) => hit.productId)).not.toContain('i22');
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
