@@ -104,83 +104,106 @@ async function writeFully(handle: FileHandle, source: Uint8Array, chunk: number)
   }
 }
 
+interface LoadedFeed {
+  rows: PersistedFeed['rows'];
+  slices: Postings[];
+  /** Read from the earlier layout: the file is rewritten at the next flush. */
+  converted: boolean;
+}
+
 /**
  * The rows and slices of a feed file; undefined when there is no file, 'unreadable' when it is not a
- * complete file of this format.
+ * complete, consistent file of a known format. Only I/O errors are thrown.
  */
-async function readFeedFile(
-  path: string,
-  chunk: number,
-): Promise<{ rows: PersistedFeed['rows']; slices: Postings[] } | 'unreadable' | undefined> {
+async function readFeedFile(path: string, chunk: number): Promise<LoadedFeed | 'unreadable' | undefined> {
   const handle = await open(path, 'r').catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return undefined;
     throw error;
   });
   if (!handle) return undefined;
   try {
-    const { size } = await handle.stat();
-    const length = Buffer.alloc(4);
-    if (size < 4 || !(await readFully(handle, length, 0, chunk))) return 'unreadable';
-    const metaLength = length.readUInt32LE(0);
-    if (4 + metaLength > size) return 'unreadable';
-    const metaBytes = Buffer.alloc(metaLength);
-    if (!(await readFully(handle, metaBytes, 4, chunk))) return 'unreadable';
-    let meta: PersistedFeed | PersistedFeedFormat2;
-    try {
-      meta = JSON.parse(metaBytes.toString('utf8')) as PersistedFeed | PersistedFeedFormat2;
-    } catch {
-      return 'unreadable';
-    }
-    const lengths = Array.isArray(meta.slices) ? meta.slices : [];
-    if (!Array.isArray(meta.rows) || lengths.length !== SLICES) return 'unreadable';
-    const total = lengths.reduce((sum, count) => sum + count, 0);
-    const read = (target: ArrayBufferView, position: number) =>
-      readFully(handle, new Uint8Array(target.buffer, target.byteOffset, target.byteLength), position, chunk);
-    const slices: Postings[] = [];
-    if (meta.format === 2) {
-      let position = Math.ceil((4 + metaLength) / 8) * 8;
-      if (size !== position + total * 8) return 'unreadable';
-      const ordinalBits = ordinalBitsFor(meta.rows.length);
-      for (const count of lengths) {
-        // One slice of doubles at a time, re-keyed in place for the compact layout (same order).
-        const keys = new Float64Array(count);
-        if (!(await read(keys, position))) return 'unreadable';
-        position += keys.byteLength;
-        for (let i = 0; i < count; i += 1) {
-          const ordinal = keys[i]! % FORMAT_2_ORDINAL_SPAN;
-          keys[i] = ((keys[i]! - ordinal) / FORMAT_2_ORDINAL_SPAN) * 2 ** ordinalBits + ordinal;
-        }
-        slices.push(postingsFromKeys(keys, ordinalBits));
-      }
-      return { rows: meta.rows, slices };
-    }
-    const { ordinalBits } = meta;
-    if (
-      meta.format !== 3 ||
-      !Number.isInteger(ordinalBits) ||
-      ordinalBits !== ordinalBitsFor(meta.rows.length)
-    )
-      return 'unreadable';
-    let position = Math.ceil((4 + metaLength) / 4) * 4;
-    const bucketBytes = 4 * (2 ** ordinalBits + 1);
-    if (size !== position + SLICES * bucketBytes + total * 4) return 'unreadable';
-    for (const count of lengths) {
-      const postings: Postings = {
-        ordinalBits,
-        buckets: new Uint32Array(2 ** ordinalBits + 1),
-        entries: new Uint32Array(count),
-      };
-      if (!(await read(postings.buckets, position))) return 'unreadable';
-      position += bucketBytes;
-      if (!(await read(postings.entries, position))) return 'unreadable';
-      position += postings.entries.byteLength;
-      if (postings.buckets[2 ** ordinalBits] !== count) return 'unreadable';
-      slices.push(postings);
-    }
-    return { rows: meta.rows, slices };
+    return (await parseFeedFile(handle, chunk)) ?? 'unreadable';
+  } catch (error) {
+    // A failed system call (EIO, EMFILE…) may pass: the next load tries again. Anything else means the
+    // content is not what it claims (a length no array can have, a feed over 2²⁰ images…).
+    if (error instanceof Error && 'syscall' in error) throw error;
+    return 'unreadable';
   } finally {
     await handle.close();
   }
+}
+
+const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
+
+async function parseFeedFile(handle: FileHandle, chunk: number): Promise<LoadedFeed | undefined> {
+  const { size } = await handle.stat();
+  const length = Buffer.alloc(4);
+  if (size < 4 || !(await readFully(handle, length, 0, chunk))) return undefined;
+  const metaLength = length.readUInt32LE(0);
+  if (4 + metaLength > size) return undefined;
+  const metaBytes = Buffer.alloc(metaLength);
+  if (!(await readFully(handle, metaBytes, 4, chunk))) return undefined;
+  const meta = JSON.parse(metaBytes.toString('utf8')) as Partial<PersistedFeed | PersistedFeedFormat2> | null;
+  if (typeof meta !== 'object' || meta === null) return undefined;
+  const { rows, slices: lengths } = meta;
+  if (
+    !Array.isArray(rows) ||
+    !rows.every((row) => Array.isArray(row) && row.length === 3 && row.every((v) => typeof v === 'string')) ||
+    !Array.isArray(lengths) ||
+    lengths.length !== SLICES ||
+    !lengths.every(isCount)
+  )
+    return undefined;
+  const total = lengths.reduce((sum, count) => sum + count, 0);
+  const read = (target: ArrayBufferView, position: number) =>
+    readFully(handle, new Uint8Array(target.buffer, target.byteOffset, target.byteLength), position, chunk);
+  const slices: Postings[] = [];
+  if (meta.format === 2) {
+    let position = Math.ceil((4 + metaLength) / 8) * 8;
+    if (size !== position + total * 8) return undefined;
+    const ordinalBits = ordinalBitsFor(rows.length);
+    for (const count of lengths) {
+      // One slice of doubles at a time, re-keyed in place for the compact layout (same order).
+      const keys = new Float64Array(count);
+      if (!(await read(keys, position))) return undefined;
+      position += keys.byteLength;
+      let previous = 0;
+      for (let i = 0; i < count; i += 1) {
+        const key = keys[i]!;
+        const ordinal = key % FORMAT_2_ORDINAL_SPAN;
+        if (!(key >= previous) || ordinal >= rows.length || key >= SLICE_SPAN * FORMAT_2_ORDINAL_SPAN)
+          return undefined;
+        previous = key;
+        keys[i] = ((key - ordinal) / FORMAT_2_ORDINAL_SPAN) * 2 ** ordinalBits + ordinal;
+      }
+      slices.push(postingsFromKeys(keys, ordinalBits));
+    }
+    return { rows, slices, converted: true };
+  }
+  const ordinalBits = (meta as Partial<PersistedFeed>).ordinalBits;
+  if (meta.format !== 3 || ordinalBits !== ordinalBitsFor(rows.length)) return undefined;
+  let position = Math.ceil((4 + metaLength) / 4) * 4;
+  const bucketBytes = 4 * (2 ** ordinalBits + 1);
+  if (size !== position + SLICES * bucketBytes + total * 4) return undefined;
+  for (const count of lengths) {
+    const postings: Postings = {
+      ordinalBits,
+      buckets: new Uint32Array(2 ** ordinalBits + 1),
+      entries: new Uint32Array(count),
+    };
+    if (!(await read(postings.buckets, position))) return undefined;
+    position += bucketBytes;
+    if (!(await read(postings.entries, position))) return undefined;
+    position += postings.entries.byteLength;
+    // A bucket table that starts at 0, never falls and ends at the entry count (a damaged one would send
+    // lookups and merges outside the entries).
+    const { buckets } = postings;
+    if (buckets[0] !== 0 || buckets[buckets.length - 1] !== count) return undefined;
+    for (let bucket = 1; bucket < buckets.length; bucket += 1)
+      if (buckets[bucket]! < buckets[bucket - 1]!) return undefined;
+    slices.push(postings);
+  }
+  return { rows, slices, converted: false };
 }
 
 function isSorted(values: Float64Array): boolean {
@@ -234,7 +257,8 @@ function merge(feed: FeedWords): void {
     pending.reduce((sum, { bounds }) => sum + bounds[slice + 1]! - bounds[slice]!, 0),
   );
   // Slice by slice, each old slice dropped as soon as its successor exists: during a merge the index's
-  // memory grows by about one slice, not by a copy of the whole.
+  // memory grows by one to two slices (the output, and a renumbered copy of the kept entries after a
+  // deletion or a wider ordinal), not by a copy of the whole.
   for (let slice = 0; slice < SLICES; slice += 1) {
     const added = { bits: new Uint32Array(counts[slice]!), ordinals: new Uint32Array(counts[slice]!) };
     let length = 0;
@@ -339,6 +363,7 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       return feed;
     }
     feed.slices = parsed.slices;
+    feed.dirty = parsed.converted;
     feed.rows = parsed.rows.map(([id, productId, itemGroupId]) => ({
       id,
       productId,
@@ -395,7 +420,13 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   async deleteFeed(feedId: string): Promise<void> {
     // An empty feed in place (not a missing entry) so that a search meanwhile cannot load the old file.
     this.feeds.set(feedId, Promise.resolve(emptyFeed()));
-    await this.serially(() => rm(this.file(feedId), { force: true }));
+    await this.serially(async () => {
+      await rm(this.file(feedId), { force: true });
+      // A flush queued before this removal may have written (and marked clean) images added to the
+      // feed since the deletion: the removal has just deleted them from disk, so they are written again.
+      const current = await this.feeds.get(feedId)?.catch(() => undefined);
+      if (current && current.rows.length > 0) current.dirty = true;
+    });
   }
 
   async search(query: VisualWordQuery): Promise<VisualWordHit[]> {

@@ -11,8 +11,8 @@
  *
  * Changes are merged in linear time: the new entries are radix-sorted (three counting passes) and merged
  * with the kept ones, which are already in order. Sorting the whole slice again with the typed array's
- * own sort, as before, made a search after a 32-image change to a 5,000-image feed take ~11 s, and
- * grows with the feed (docs/benchmarks.md "Memory").
+ * own sort, as before, made a search after a 32-image change to a 5,000-image feed take 7.7–7.9 s
+ * (140 ms now), growing with the feed (docs/benchmarks.md "Memory").
  */
 export interface Postings {
   /** Every ordinal is below 2^ordinalBits; buckets are the words' top `ordinalBits` bits. */

@@ -14,6 +14,22 @@ const doc = (id: string, words: number[], group = id) => ({
   words: Float64Array.from(words),
 });
 
+/** A feed file as the previous version wrote it (format 2): per slice, sorted `bits · 2²⁰ + ordinal`. */
+async function writeFormat2(file: string, rows: string[][], slices: number[][]): Promise<void> {
+  const json = Buffer.from(JSON.stringify({ format: 2, rows, slices: slices.map((slice) => slice.length) }));
+  const header = Buffer.alloc(Math.ceil((4 + json.length) / 8) * 8);
+  header.writeUInt32LE(json.length, 0);
+  json.copy(header, 4);
+  const data = Float64Array.from(slices.flat());
+  await writeFile(file, Buffer.concat([header, Buffer.from(data.buffer)]));
+}
+
+/** The JSON header of a feed file. */
+async function headerOf(file: string): Promise<Record<string, unknown>> {
+  const bytes = await readFile(file);
+  return JSON.parse(bytes.subarray(4, 4 + bytes.readUInt32LE(0)).toString('utf8')) as Record<string, unknown>;
+}
+
 async function withTempDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
   try {
@@ -245,12 +261,7 @@ describe('local visual-word index: layouts', () => {
       slices[0]!.push(key(5, 0), key(5, 1), key(6, 0));
       slices[3]!.push(key(9, 0), key(9, 1));
       slices[7]!.push(key(2 ** 32 - 1, 2));
-      const json = Buffer.from(JSON.stringify({ format: 2, rows, slices: slices.map((s) => s.length) }));
-      const header = Buffer.alloc(Math.ceil((4 + json.length) / 8) * 8);
-      header.writeUInt32LE(json.length, 0);
-      json.copy(header, 4);
-      const data = Float64Array.from(slices.flat());
-      await writeFile(join(dir, 'f.words'), Buffer.concat([header, Buffer.from(data.buffer)]));
+      await writeFormat2(join(dir, 'f.words'), rows, slices);
       const words = (pairs: [slice: number, bits: number][]) =>
         Float64Array.from(pairs.map(([slice, bits]) => slice * 2 ** 32 + bits));
       // Act
@@ -279,9 +290,7 @@ describe('local visual-word index: layouts', () => {
       ]);
       expect(last.map((hit) => hit.productId)).toEqual(['c']);
       expect(reopened.map((hit) => hit.productId)).toEqual(['a', 'd']);
-      const rewritten = await readFile(join(dir, 'f.words'));
-      const meta = JSON.parse(rewritten.subarray(4, 4 + rewritten.readUInt32LE(0)).toString('utf8'));
-      expect(meta).toMatchObject({ format: 3, ordinalBits: 8 });
+      expect(await headerOf(join(dir, 'f.words'))).toMatchObject({ format: 3, ordinalBits: 8 });
     });
   });
 
@@ -363,6 +372,117 @@ describe('local visual-word index: merges during large writes', () => {
       expect(eagerHits[0]![0]!.productId).toBe('i14');
       expect(eagerHits[3]![0]!.productId).toBe('i23');
       expect(eagerHits.flat().map((hit) => hit.productId)).not.toContain('i22');
+    });
+  });
+});
+
+describe('local visual-word index: earlier files, foreign files and a deleted feed', () => {
+  it('converts a format 2 file of more than 256 images and rewrites it at the next flush, unchanged', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: 300 images, image i with the word i in slice 2 (its ordinal needs 9 bits)
+      const rows = Array.from({ length: 300 }, (_, i) => [`f/i${i}/0`, `i${i}`, `i${i}`]);
+      const slices = Array.from({ length: 8 }, () => [] as number[]);
+      slices[2] = Array.from({ length: 300 }, (_, i) => i * 2 ** 20 + i);
+      await writeFormat2(join(dir, 'f.words'), rows, slices);
+      // Act: a search loads it; a flush with no change rewrites it
+      const index = new LocalVisualWordIndex(dir);
+      const found = await Promise.all(
+        [0, 255, 256, 299].map(async (i) =>
+          (await index.search({ feedId: 'f', words: Float64Array.from([2 * 2 ** 32 + i]), k: 2 })).map(
+            (hit) => hit.productId,
+          ),
+        ),
+      );
+      await index.flush();
+      const header = await headerOf(join(dir, 'f.words'));
+      const reopened = await new LocalVisualWordIndex(dir).search({
+        feedId: 'f',
+        words: Float64Array.from([2 * 2 ** 32 + 299]),
+        k: 2,
+      });
+      // Assess
+      expect(found).toEqual([['i0'], ['i255'], ['i256'], ['i299']]);
+      expect(header).toMatchObject({ format: 3, ordinalBits: 9 });
+      expect(reopened.map((hit) => hit.productId)).toEqual(['i299']);
+    });
+  });
+
+  it.each([
+    ['a null header', () => Buffer.concat([Buffer.from([4, 0, 0, 0]), Buffer.from('null')])],
+    [
+      'a negative slice length',
+      () => {
+        const json = Buffer.from(
+          JSON.stringify({ format: 3, rows: [], ordinalBits: 8, slices: [-1, 0, 0, 0, 0, 0, 0, 1] }),
+        );
+        const header = Buffer.alloc(Math.ceil((4 + json.length) / 4) * 4);
+        header.writeUInt32LE(json.length, 0);
+        json.copy(header, 4);
+        return Buffer.concat([header, Buffer.alloc(8 * 257 * 4)]);
+      },
+    ],
+    [
+      'a bucket table that falls',
+      () => {
+        const json = Buffer.from(
+          JSON.stringify({
+            format: 3,
+            rows: [['f/a/0', 'a', 'a']],
+            ordinalBits: 8,
+            slices: [1, 0, 0, 0, 0, 0, 0, 0],
+          }),
+        );
+        const header = Buffer.alloc(Math.ceil((4 + json.length) / 4) * 4);
+        header.writeUInt32LE(json.length, 0);
+        json.copy(header, 4);
+        const tables = new Uint32Array(8 * 257 + 1);
+        tables[1] = 5; // bucket 0 claims 5 entries of a slice that has 1
+        tables[256] = 1;
+        return Buffer.concat([header, Buffer.from(tables.buffer)]);
+      },
+    ],
+    [
+      'a format 2 file of more than 2²⁰ images',
+      () => {
+        const json = Buffer.from(
+          `{"format":2,"rows":[${Array.from({ length: 2 ** 20 + 1 }, () => '["x","x","x"]').join(',')}],"slices":[0,0,0,0,0,0,0,0]}`,
+        );
+        const header = Buffer.alloc(Math.ceil((4 + json.length) / 8) * 8);
+        header.writeUInt32LE(json.length, 0);
+        json.copy(header, 4);
+        return header;
+      },
+    ],
+  ])('starts a feed whose file has %s empty, and keeps accepting writes', async (_, content) => {
+    await withTempDir(async (dir) => {
+      // Prepare
+      await writeFile(join(dir, 'f.words'), content());
+      const index = new LocalVisualWordIndex(dir);
+      // Act
+      await index.upsert([doc('b', [7])]);
+      const hits = await index.search({ feedId: 'f', words: Float64Array.from([7]), k: 5 });
+      // Assess
+      expect(hits.map((hit) => hit.productId)).toEqual(['b']);
+    });
+  });
+
+  it('keeps a feed imported again after its deletion, even with a flush queued before the deletion', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a feed on disk, then a flush queued, the feed deleted and imported again meanwhile
+      const index = new LocalVisualWordIndex(dir);
+      await index.upsert([doc('old', [1])]);
+      await index.flush();
+      await index.upsert([doc('old2', [2])]);
+      // Act
+      const flushing = index.flush();
+      const deleting = index.deleteFeed('f');
+      await index.upsert([doc('new', [3])]);
+      await Promise.all([flushing, deleting]);
+      await index.flush();
+      const reopened = new LocalVisualWordIndex(dir);
+      const hits = await reopened.search({ feedId: 'f', words: Float64Array.from([1, 2, 3]), k: 5 });
+      // Assess
+      expect(hits.map((hit) => hit.productId)).toEqual(['new']);
     });
   });
 });

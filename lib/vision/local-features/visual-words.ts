@@ -17,8 +17,9 @@
 import { DESCRIPTOR_WORDS, type FeatureSet, type LocalFeatures } from '#lib/vision/local-features/types.ts';
 
 /**
- * Bumped whenever the words of the same features change or the local index's file format does (products
- * are then indexed again at the next import). 2: the local index stores its sorted slices.
+ * Bumped whenever the words of the same features change, or the local index's file format does in a way
+ * it cannot read (products are then indexed again at the next import). 2: the local index stores its
+ * sorted slices (its format 3 of 2026-11-25 reads format 2 files, so the version stayed).
  */
 export const VISUAL_WORDS_VERSION = 2;
 
