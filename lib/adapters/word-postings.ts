@@ -23,7 +23,11 @@ export interface Postings {
   entries: Uint32Array;
 }
 
-const WORD_BITS = 32;
+/**
+ * An entry and its bucket are the key `bits · 2^ordinalBits + ordinal` split at bit 32: the key is
+ * `bucket · 2³² + entry` (the bucket being the word's top `ordinalBits` bits). Keys are exact in a double.
+ */
+const ENTRY_SPAN = 2 ** 32;
 const MIN_ORDINAL_BITS = 8;
 /** Images per feed: 2^20 (the limit of the earlier layout too). */
 export const MAX_ORDINAL_BITS = 20;
@@ -45,13 +49,11 @@ export function emptyPostings(ordinalBits: number): Postings {
 export function forEachEntry(postings: Postings, visit: (bits: number, ordinal: number) => void): void {
   const { buckets, entries } = postings;
   const ordinalSpan = 2 ** postings.ordinalBits;
-  const lowSpan = 2 ** (WORD_BITS - postings.ordinalBits);
   for (let bucket = 0; bucket + 1 < buckets.length; bucket += 1) {
-    const high = bucket * lowSpan;
     for (let i = buckets[bucket]!; i < buckets[bucket + 1]!; i += 1) {
-      const entry = entries[i]!;
-      const low = Math.floor(entry / ordinalSpan);
-      visit(high + low, entry - low * ordinalSpan);
+      const key = bucket * ENTRY_SPAN + entries[i]!;
+      const bits = Math.floor(key / ordinalSpan);
+      visit(bits, key - bits * ordinalSpan);
     }
   }
 }
@@ -63,9 +65,9 @@ export function forEachEntry(postings: Postings, visit: (bits: number, ordinal: 
 export function postingsOf(postings: Postings, bits: number): { start: number; end: number; first: number } {
   const { buckets, entries } = postings;
   const ordinalSpan = 2 ** postings.ordinalBits;
-  const lowSpan = 2 ** (WORD_BITS - postings.ordinalBits);
-  const bucket = Math.floor(bits / lowSpan);
-  const first = (bits - bucket * lowSpan) * ordinalSpan;
+  const key = bits * ordinalSpan;
+  const first = key % ENTRY_SPAN;
+  const bucket = (key - first) / ENTRY_SPAN;
   let low = buckets[bucket]!;
   const bucketEnd = buckets[bucket + 1]!;
   let high = bucketEnd;
@@ -149,16 +151,16 @@ function keptEntries(old: Postings, renumbered: Int32Array, ordinalBits: number)
   const identity = old.ordinalBits === ordinalBits && renumbered.every((now, ordinal) => now === ordinal);
   if (identity) return old;
   const ordinalSpan = 2 ** ordinalBits;
-  const lowSpan = 2 ** (WORD_BITS - ordinalBits);
   const buckets = new Uint32Array(2 ** ordinalBits + 1);
   const entries = new Uint32Array(old.entries.length);
   let count = 0;
   forEachEntry(old, (bits, ordinal) => {
     const now = renumbered[ordinal]!;
     if (now < 0) return;
-    const bucket = Math.floor(bits / lowSpan);
-    entries[count++] = (bits - bucket * lowSpan) * ordinalSpan + now;
-    buckets[bucket + 1]! += 1;
+    const key = bits * ordinalSpan + now;
+    const entry = key % ENTRY_SPAN;
+    entries[count++] = entry;
+    buckets[(key - entry) / ENTRY_SPAN + 1]! += 1;
   });
   for (let bucket = 1; bucket < buckets.length; bucket += 1) buckets[bucket]! += buckets[bucket - 1]!;
   return { ordinalBits, buckets, entries: entries.subarray(0, count) };
@@ -168,14 +170,12 @@ function keptEntries(old: Postings, renumbered: Int32Array, ordinalBits: number)
 function sortedEntries(added: AddedEntries, ordinalBits: number): Postings {
   const count = added.bits.length;
   const ordinalSpan = 2 ** ordinalBits;
-  const lowSpan = 2 ** (WORD_BITS - ordinalBits);
   let entries = new Uint32Array(count);
   let bucketOf = new Uint32Array(count);
   for (let i = 0; i < count; i += 1) {
-    const bits = added.bits[i]!;
-    const bucket = Math.floor(bits / lowSpan);
-    bucketOf[i] = bucket;
-    entries[i] = (bits - bucket * lowSpan) * ordinalSpan + added.ordinals[i]!;
+    const key = added.bits[i]! * ordinalSpan + added.ordinals[i]!;
+    entries[i] = key % ENTRY_SPAN;
+    bucketOf[i] = (key - entries[i]!) / ENTRY_SPAN;
   }
   let nextEntries = new Uint32Array(count);
   let nextBucketOf = new Uint32Array(count);
@@ -206,17 +206,12 @@ function sortedEntries(added: AddedEntries, ordinalBits: number): Postings {
  * a double), as files of the earlier layout hold them.
  */
 export function postingsFromKeys(keys: Float64Array, ordinalBits: number): Postings {
-  const ordinalSpan = 2 ** ordinalBits;
-  const lowSpan = 2 ** (WORD_BITS - ordinalBits);
-  const buckets = new Uint32Array(ordinalSpan + 1);
+  const buckets = new Uint32Array(2 ** ordinalBits + 1);
   const entries = new Uint32Array(keys.length);
   for (let i = 0; i < keys.length; i += 1) {
-    const key = keys[i]!;
-    const bits = Math.floor(key / ordinalSpan);
-    const bucket = Math.floor(bits / lowSpan);
-    entries[i] = (bits - bucket * lowSpan) * ordinalSpan + (key - bits * ordinalSpan);
-    buckets[bucket + 1]! += 1;
+    entries[i] = keys[i]! % ENTRY_SPAN;
+    buckets[(keys[i]! - entries[i]!) / ENTRY_SPAN + 1]! += 1;
   }
-  for (let bucket = 0; bucket < ordinalSpan; bucket += 1) buckets[bucket + 1]! += buckets[bucket]!;
+  for (let bucket = 1; bucket < buckets.length; bucket += 1) buckets[bucket]! += buckets[bucket - 1]!;
   return { ordinalBits, buckets, entries };
 }
