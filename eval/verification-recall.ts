@@ -1,12 +1,15 @@
 /**
- * `npx tsx eval/verification-recall.ts [--queries N] [--seed N]`: how often geometric verification can
- * confirm the right item at all, independent of any shortlist. Each query of the stratified subset (the
- * 100-query tuning subset by default) is verified against its own item's catalogue features and against
- * the 41 fixed other items (every 13th); prints the share of queries whose item reaches 5–12 inliers and how
- * many queries have a stranger at that level, per matcher setting (the default, exhaustive matching, no
- * cross-check, a 8-px RANSAC threshold, 1000 catalogue keypoints) and for a stricter geometric model: a
- * similarity (rotation, scale, shift: 2-point hypotheses, every pair tried), which is how the benchmark's
- * objects were pasted and gives chance matches fewer ways to line up. docs/quality.md quotes it.
+ * `npx tsx eval/verification-recall.ts [--queries N | --half tuning|held-aside] [--seed N] [--only TEXT]`:
+ * how often geometric verification can confirm the right item at all, independent of any shortlist. Each
+ * query of the stratified subset (the 100-query tuning subset by default; `--half` takes every even-id
+ * or every odd-id query instead) is verified against its own item's catalogue features and against the 41
+ * fixed other items (every 13th); prints the share of queries whose item reaches 5–12 inliers and how many
+ * queries have a stranger at that level, per setting: the default, the previous keypoint recipe (FAST
+ * threshold 20, 500 catalogue keypoints) and its parts, exhaustive matching, no cross-check, a 8-px RANSAC
+ * threshold, 1000 catalogue keypoints, and a stricter geometric model: a similarity (rotation, scale,
+ * shift: 2-point hypotheses, every pair tried), which is how the benchmark's objects were pasted and gives
+ * chance matches fewer ways to line up. `--only` runs the settings whose name contains TEXT.
+ * docs/quality.md quotes it.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,23 +26,40 @@ import { ensureEvalData } from './fetch-data.ts';
 import { loadRetrievalBenchmark, stratifiedSubset } from './retrieval-benchmark.ts';
 
 const { values: flags } = parseArgs({
-  options: { seed: { type: 'string', default: '1' }, queries: { type: 'string', default: '100' } },
+  options: {
+    seed: { type: 'string', default: '1' },
+    queries: { type: 'string', default: '100' },
+    half: { type: 'string' },
+    only: { type: 'string' },
+  },
 });
 const seed = Number(flags.seed);
+if (flags.half !== undefined && flags.half !== 'tuning' && flags.half !== 'held-aside')
+  throw new Error(`--half takes tuning or held-aside, not ${flags.half}`);
 ensureEvalData();
 const benchmark = await loadRetrievalBenchmark(seed);
-const queries = stratifiedSubset(benchmark.queries, Number(flags.queries), seed);
+const queries = flags.half
+  ? benchmark.queries.filter((query) => query.id % 2 === (flags.half === 'tuning' ? 0 : 1))
+  : stratifiedSubset(benchmark.queries, Number(flags.queries), seed);
 const strangers = benchmark.items.filter((_, i) => i % 13 === 0).map((item) => item.id);
 const read = (file: string) => readFileSync(join(benchmark.directory, file));
 
-const settings: {
+const allSettings: {
   name: string;
   catalogue?: Partial<ExtractOptions>;
+  query?: Partial<ExtractOptions>;
   verify?: VerifyOptions;
   /** Count inliers of the best similarity within this many px instead of the homography's. */
   similarity?: number;
 }[] = [
-  { name: 'default (hashed, cross-check, 5 px, 500 catalogue keypoints)' },
+  { name: 'default (hashed, cross-check, 5 px; FAST 7, 800 catalogue keypoints)' },
+  {
+    name: 'recipe 1 (FAST 20, 500 catalogue keypoints)',
+    catalogue: { fastThreshold: 20, maxFeatures: 500 },
+    query: { fastThreshold: 20 },
+  },
+  { name: 'recipe 1, query at FAST 7', catalogue: { fastThreshold: 20, maxFeatures: 500 } },
+  { name: 'FAST 7, 500 catalogue keypoints', catalogue: { maxFeatures: 500 } },
   { name: 'exhaustive matching', verify: { strategy: 'exhaustive' } },
   { name: 'no cross-check', verify: { crossCheck: false } },
   { name: 'RANSAC threshold 8 px', verify: { threshold: 8 } },
@@ -48,6 +68,8 @@ const settings: {
   { name: 'similarity model, 5 px (same matches)', similarity: 5 },
   { name: 'similarity model, 3 px, no cross-check', similarity: 3, verify: { crossCheck: false } },
 ];
+const settings = allSettings.filter((setting) => !flags.only || setting.name.includes(flags.only));
+if (settings.length === 0) throw new Error(`--only ${flags.only} matches no setting`);
 
 /**
  * Inliers of the best similarity transform (q = z·p + t, z complex: rotation and scale, no reflection)
@@ -102,11 +124,22 @@ function similarityVerify(
     ...targets.map((target, k) => similarityInliers(query.original, target, matches[k]!, threshold)),
   );
 }
-const queryFeatures = new Map<number, LocalFeatures>();
-for (const query of queries)
-  queryFeatures.set(query.id, await extractLocalFeatures(read(query.file), { role: 'query' }));
+/** Query features per query-side option set, extracted once each. */
+const queryFeaturesBy = new Map<string, Map<number, LocalFeatures>>();
+async function queryFeaturesOf(options: Partial<ExtractOptions> = {}): Promise<Map<number, LocalFeatures>> {
+  const key = JSON.stringify(options);
+  let features = queryFeaturesBy.get(key);
+  if (!features) {
+    features = new Map();
+    for (const query of queries)
+      features.set(query.id, await extractLocalFeatures(read(query.file), { ...options, role: 'query' }));
+    queryFeaturesBy.set(key, features);
+  }
+  return features;
+}
 
 for (const setting of settings) {
+  const queryFeatures = await queryFeaturesOf(setting.query);
   const catalogue = new Map<number, LocalFeatures>();
   for (const id of new Set([...queries.map((q) => q.item), ...strangers])) {
     const item = benchmark.items.find((candidate) => candidate.id === id)!;

@@ -152,7 +152,7 @@ export type FeatureRole = 'catalogue' | 'query';
  * and the inlier count of each candidate against a query (high only when the query shows that item).
  */
 export interface LocalFeatureMatcher {
-  /** Catalogue: both orientations, ~500 keypoints each; query: one orientation, ~1000 keypoints. */
+  /** Catalogue: both orientations, ~800 keypoints each; query: one orientation, ~1000 keypoints. */
   extract(image: Buffer, role: FeatureRole): Promise<LocalFeatures>;
   /** Inliers of each candidate, in order; candidates without features get 0. */
   verify(query: LocalFeatures, candidates: readonly (LocalFeatures | undefined)[]): number[];

@@ -62,8 +62,9 @@ export interface Product extends ProductContent {
   /** Number of images with a stored vector (documents `${feed}/${product}/${0..n-1}`). */
   vector_count: number;
   /**
-   * Format version of the local features stored for its images (ObjectStore `features/…`), set once the
-   * import tried to extract them; absent for products imported before local features existed.
+   * Recipe version of the local features stored for its images (ObjectStore `features/…`,
+   * `CATALOGUE_FEATURES_VERSION`), set once the import tried to extract them; absent for products
+   * imported before local features existed.
    */
   local_features?: number;
   /**

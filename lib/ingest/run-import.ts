@@ -23,7 +23,7 @@ import {
   vectorDocumentId,
 } from '#lib/domain/products.ts';
 import { mapLimit } from '#lib/ingest/concurrency.ts';
-import { FEATURES_FORMAT_VERSION } from '#lib/vision/local-features/codec.ts';
+import { CATALOGUE_FEATURES_VERSION } from '#lib/vision/local-features/extract.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 import type {
   Clock,
@@ -345,10 +345,11 @@ async function prepareChunk(
     counted += 1;
     const hash = contentHash(content);
     const seen = { seen_import: record.importId, seen_row: row };
-    // Products stored before local features existed are embedded once more, to get them.
+    // Products stored before local features existed, or with features of another recipe, are embedded
+    // once more, to get current ones.
     const hasFeatures =
       !deps.localFeatures ||
-      (before?.local_features !== undefined &&
+      (before?.local_features === CATALOGUE_FEATURES_VERSION &&
         (!deps.localFeatures.words || before.visual_words === VISUAL_WORDS_VERSION));
     if (
       before &&
@@ -492,7 +493,7 @@ async function commitChunk(
     if (deps.localFeatures) {
       for (const product of changed)
         if (product.vector_count > 0) {
-          product.local_features = FEATURES_FORMAT_VERSION;
+          product.local_features = CATALOGUE_FEATURES_VERSION;
           if (deps.localFeatures.words) product.visual_words = VISUAL_WORDS_VERSION;
         }
     }

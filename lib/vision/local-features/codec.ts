@@ -15,7 +15,7 @@
  *     count × 32 bytes             descriptors
  * end 4  CRC-32 of everything before it
  * ```
- * 36 bytes per keypoint; 500 keypoints in each orientation ≈ 36 KB per item.
+ * 36 bytes per keypoint; 800 keypoints in each orientation ≈ 58 KB per item.
  */
 import { crc32 } from 'node:zlib';
 import {

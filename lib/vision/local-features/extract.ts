@@ -13,10 +13,11 @@ export type FeatureRole = 'catalogue' | 'query';
 export interface ExtractOptions {
   role: FeatureRole;
   /**
-   * Keypoint cap per orientation (ORB keeps the strongest). Default: 500 for the catalogue (stored, ~30 KB
+   * Keypoint cap per orientation (ORB keeps the strongest). Default: 800 for the catalogue (stored, ~58 KB
    * per item for both orientations), 1000 for queries, where a product may fill a small part of the frame:
    * on the tote photo 1000 query keypoints doubled the inliers of the products in it (book 18 → 43,
-   * towels 25 → 59) while unrelated items stayed at ≤ 7.
+   * towels 25 → 59) while unrelated items stayed at ≤ 7. The catalogue's 800 pays only with the low FAST
+   * threshold below (docs/quality.md "Keypoints of smooth products").
    */
   maxFeatures?: number;
   /**
@@ -36,19 +37,36 @@ export interface ExtractOptions {
    * small queries suffer the same way.
    */
   minShortSide?: number;
+  /** FAST's corner contrast; default `ORB_FAST_THRESHOLD` (evaluation scripts compare others). */
+  fastThreshold?: number;
 }
 
-const DEFAULTS = { catalogueFeatures: 500, queryFeatures: 1000, maxSide: 640, minShortSide: 256 } as const;
+const DEFAULTS = { catalogueFeatures: 800, queryFeatures: 1000, maxSide: 640, minShortSide: 256 } as const;
 /** Upscaling never produces an image longer than this, whatever the aspect ratio. */
 const MAX_UPSCALED_SIDE = 1024;
-// OpenCV's ORB defaults, spelled out so that stored features cannot drift with a library default.
+/**
+ * Version of the catalogue-feature recipe (the settings below and the stored format), kept on each
+ * product (`local_features`): a product extracted with another one is extracted again at its next import,
+ * so stored and query features always come from the same recipe. 1: FAST threshold 20, 500 keypoints;
+ * 2: FAST threshold 7, 800 keypoints (and queries turned grey after their resize).
+ */
+export const CATALOGUE_FEATURES_VERSION = 2;
+// OpenCV's ORB defaults but for the FAST threshold, spelled out so that stored features cannot drift with
+// a library default.
 const ORB_SCALE_FACTOR = 1.2;
 const ORB_LEVELS = 8;
 const ORB_EDGE_THRESHOLD = 31;
 const ORB_WTA_K = 2;
 const ORB_HARRIS_SCORE = 0;
 const ORB_PATCH_SIZE = 31;
-const ORB_FAST_THRESHOLD = 20;
+/**
+ * FAST's corner contrast, 7 instead of OpenCV's 20. The products ORB failed to verify were smooth ones,
+ * shrunk, blurred and JPEG-compressed in the photo: at 20 they had too few corners at all, and the
+ * query's 1000 went to the textured background. At 7 (both sides, with the catalogue's 800) the item
+ * reached 10 inliers for 0.793 of the benchmark's tuning queries instead of 0.680, with strangers at
+ * that level for 1 query in 266 as before (docs/quality.md "Keypoints of smooth products").
+ */
+const ORB_FAST_THRESHOLD = 7;
 
 /** Target size of the extraction raster for an oriented image of `width`×`height`. */
 export function extractionSize(
@@ -75,15 +93,18 @@ export function extractionSize(
 export async function extractLocalFeatures(image: Buffer, options: ExtractOptions): Promise<LocalFeatures> {
   const [cv, oriented] = await Promise.all([loadOpenCv(), openImage(image)]);
   const size = extractionSize(oriented.width, oriented.height, options);
-  const grey = await decoding(() =>
-    oriented.pipeline
+  const grey = await decoding(() => {
+    const resized = oriented.pipeline
       .clone()
-      .resize(size.width, size.height, { fit: 'fill', kernel: 'lanczos3' })
-      .greyscale()
-      .raw()
-      .toBuffer({ resolveWithObject: true }),
-  );
-  // Flattening leaves RGB; greyscale() gives one channel, but be explicit about the layout we rely on.
+      .resize(size.width, size.height, { fit: 'fill', kernel: 'lanczos3' });
+    // A query becomes grey after its resize (one band out of the resized colour raster): ~7 ms less
+    // than greyscale() on a 1000 × 750 photo, and the same raster when there is nothing to resize. The
+    // catalogue keeps greyscale(): with the other raster for packshots too, strangers reached 10 inliers
+    // for 6 of the 266 tuning queries instead of 1 (docs/quality.md "Keypoints of smooth products").
+    const raster = options.role === 'query' ? resized.toColourspace('b-w') : resized.greyscale();
+    return raster.raw().toBuffer({ resolveWithObject: true });
+  });
+  // Flattening leaves RGB; both conversions give one channel, but be explicit about the layout we rely on.
   if (grey.info.channels !== 1) throw new Error(`expected a 1-channel raster, got ${grey.info.channels}`);
   const { width, height } = grey.info;
   const maxFeatures =
@@ -100,7 +121,7 @@ export async function extractLocalFeatures(image: Buffer, options: ExtractOption
     ORB_WTA_K,
     ORB_HARRIS_SCORE,
     ORB_PATCH_SIZE,
-    ORB_FAST_THRESHOLD,
+    options.fastThreshold ?? ORB_FAST_THRESHOLD,
   );
   try {
     const detect = (pixels: Uint8Array): FeatureSet => {

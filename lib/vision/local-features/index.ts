@@ -6,6 +6,7 @@
  */
 export { loadOpenCv } from '#lib/vision/local-features/opencv.ts';
 export {
+  CATALOGUE_FEATURES_VERSION,
   extractLocalFeatures,
   extractionSize,
   type ExtractOptions,

@@ -8,6 +8,7 @@ import sharp from 'sharp';
 import { InvalidImageError } from '#lib/domain/errors.ts';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
+  CATALOGUE_FEATURES_VERSION,
   decodeFeatures,
   encodeFeatures,
   extractLocalFeatures,
@@ -43,38 +44,51 @@ describe('loadOpenCv', () => {
 });
 
 /**
- * sha256 of `encodeFeatures` of each committed photo, recorded with the OpenCV build the catalogue's stored
- * features were first extracted with (@techstark/opencv-js 4.12, sharp 0.35.5). Stored features are never
- * re-extracted, so a query's features must come out of the same extraction bit for bit: a change here (an
- * OpenCV or sharp/libvips upgrade, another resize kernel) means re-importing every catalogue's features.
+ * sha256 of `encodeFeatures` of each committed photo (and of one brought down from 1000 px, which takes
+ * the query's own raster path) under catalogue-feature recipe 2 (FAST threshold 7, 800 catalogue
+ * keypoints; OpenCV 5.0's wasm build, byte-identical to the @techstark/opencv-js 4.12 build
+ * the first records came from; sharp 0.35.5). Stored features are only re-extracted when a product's
+ * recipe version differs from `CATALOGUE_FEATURES_VERSION`, so a query's features must come out of the
+ * same extraction bit for bit: a change here (an OpenCV or sharp/libvips upgrade, another resize kernel,
+ * another ORB setting) must bump that version, which re-extracts every catalogue at its next import.
  */
 const STORED_FEATURE_FINGERPRINTS = {
+  recipe: 2,
   dinner: {
-    catalogue: '115154d1ee7d08bfc89cdf9940656342ede21fc797a76395d5d42b1a77765f41',
-    query: '7f33652afd71ffb7f7cc3e1cd9ecff6911758af9bde2fc9776f84c422e906782',
+    catalogue: '083bf2ddad90a86dc46a4d537d9e57b813af6c21b8d4f6bb89be0e004722fc35',
+    query: 'fa89cb377270e13feff0daa1982f67e11c493a4ae250f20bdd5e1187b3a0ae49',
   },
   grove: {
-    catalogue: '86fc8df726ac61e0bce8baa4f10bd9c6fbc52b7c6877df4fffe63610978e1948',
-    query: '26dac1fd1f2143ef3c5d8a8f4c2e27b66a94374f333ecd2109acd96d227e51f7',
+    catalogue: '68d73d46ae224e02879b45f15469ab229f260ad467e398b642192c987d41e781',
+    query: '906e145b20dc6af47fadfab801b172644df88d4dab970e89dcc098a376b2d54d',
   },
   shelf: {
-    catalogue: '1fa26648bf83e4314b357f1efe236f1469a28db28b2cd68258edb49ba55d03cf',
-    query: '190a7a688a9383c97ec658fc6d15634eb9a1a8efe4df48ac100b07ddb09b717b',
+    catalogue: '662b85c4bd055126d692946488d7796898d1f8ea2e9d1f3384b731ff3f630a2a',
+    query: 'b8282a813419ae11383857d496e33aa2d44b24f7f62f73ba1b20a5c857aa7a95',
+  },
+  dinner1000: {
+    catalogue: 'ad954141174ea955c41e2c78e6de8f72927ceddf7cc0e2489e4cdffa35ffdd12',
+    query: '86206fc6ae4eb1395b7fa2f0423f836b7b4b33f975924ef8de4d871d98021ad8',
   },
 } as const;
 
 describe('extraction stability', () => {
   it('extracts the features the stored catalogue records were made with, bit for bit', async () => {
     // Prepare
-    const photos = { dinner: DINNER, grove: GROVE, shelf: SHELF };
-    const fingerprints: Record<string, Record<string, string>> = {};
+    // The dinner photo at 1000 px as well: a query that is brought down to 640 px before ORB.
+    const dinner1000 = await sharp(DINNER).resize(1000).jpeg({ quality: 90 }).toBuffer();
+    const photos = { dinner: DINNER, grove: GROVE, shelf: SHELF, dinner1000 };
+    const fingerprints: Record<string, number | Record<string, string>> = {
+      recipe: CATALOGUE_FEATURES_VERSION,
+    };
     // Act
     for (const [name, photo] of Object.entries(photos)) {
-      fingerprints[name] = {};
+      const ofPhoto: Record<string, string> = {};
       for (const role of ['catalogue', 'query'] as const) {
         const features = await extractLocalFeatures(photo, { role });
-        fingerprints[name][role] = createHash('sha256').update(encodeFeatures(features)).digest('hex');
+        ofPhoto[role] = createHash('sha256').update(encodeFeatures(features)).digest('hex');
       }
+      fingerprints[name] = ofPhoto;
     }
     // Assess
     expect(fingerprints, `sharp ${sharp.versions.sharp}, libvips ${sharp.versions.vips}`).toEqual(
@@ -84,7 +98,7 @@ describe('extraction stability', () => {
 });
 
 describe('extractLocalFeatures', () => {
-  it('extracts up to 500 keypoints per orientation from a catalogue image brought up to 256 px', async () => {
+  it('extracts up to 800 keypoints per orientation from a catalogue image brought up to 256 px', async () => {
     // Prepare: the book is 124×150 in the tote photo
     const book = await crop(SHELF, PRODUCTS.book);
     // Act
@@ -94,8 +108,8 @@ describe('extractLocalFeatures', () => {
     expect(features.original.height).toBe(310);
     expect(features.mirrored).toBeDefined();
     for (const set of [features.original, features.mirrored!]) {
-      expect(set.points.length / 2).toBeGreaterThan(300);
-      expect(set.points.length / 2).toBeLessThanOrEqual(500);
+      expect(set.points.length / 2).toBeGreaterThan(500);
+      expect(set.points.length / 2).toBeLessThanOrEqual(800);
       expect(set.descriptors.length).toBe((set.points.length / 2) * 8);
     }
   });

@@ -4,6 +4,7 @@ import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { runImport } from '#lib/ingest/run-import.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import type { VisualWordDocument, VisualWordHit, VisualWordIndex } from '#lib/ports.ts';
+import { CATALOGUE_FEATURES_VERSION } from '#lib/vision/local-features/extract.ts';
 import { VISUAL_WORDS_VERSION } from '#lib/vision/local-features/visual-words.ts';
 import { world, type World } from './fakes.ts';
 
@@ -112,6 +113,23 @@ describe('runImport: local features', () => {
     expect(record.embedded).toBe(2);
     expect(record.failed).toBe(0);
     expect(featureKeys(w)).toEqual([featuresKey({ feedId: FEED, productId: 'a', imageIndex: 0 })]);
+  });
+
+  it('extracts the features of products stored with an older recipe again at the next import, once', async () => {
+    // Prepare: a product whose stored features came from recipe 1
+    const w = world(filesFor('a', 'b'));
+    await importRows(w, [product('a'), product('b')]);
+    const a = (await w.products.get(FEED, 'a'))!;
+    await w.products.putMany([{ ...a, local_features: CATALOGUE_FEATURES_VERSION - 1 }]);
+    w.matcher.extracted = [];
+    // Act
+    const refreshed = await importRows(w, [product('a'), product('b')]);
+    const again = await importRows(w, [product('a'), product('b')]);
+    // Assess
+    expect(refreshed).toMatchObject({ embedded: 1, skipped: 1 });
+    expect(w.matcher.extracted.map((e) => e.text)).toEqual(['image a']);
+    expect((await w.products.get(FEED, 'a'))?.local_features).toBe(CATALOGUE_FEATURES_VERSION);
+    expect(again).toMatchObject({ embedded: 0, skipped: 2 });
   });
 });
 
