@@ -23,7 +23,7 @@ import {
   vectorDocumentId,
 } from '#lib/domain/products.ts';
 import { mapLimit } from '#lib/ingest/concurrency.ts';
-import { CATALOGUE_FEATURES_VERSION } from '#lib/vision/local-features/extract.ts';
+import { CATALOGUE_FEATURES_VERSION } from '#lib/vision/local-features/recipe.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 import type {
   Clock,
@@ -334,6 +334,9 @@ async function prepareChunk(
   const changed: Product[] = [];
   const replaced: string[] = [];
   const refresh: { product: Product; before: Product }[] = [];
+  // Products fetched again only because their stored features are of an older recipe (same images, same
+  // embedding model): if their images cannot be fetched this time, they keep what they have.
+  const featureRefresh: { product: Product; before: Product }[] = [];
   let counted = 0;
   for (const { row, content } of valid) {
     const before = existing.get(content.product_id);
@@ -374,15 +377,15 @@ async function prepareChunk(
       vector_count: 0,
       ...seen,
     };
-    const sameImages =
+    const vectorsStillValid =
       before !== undefined &&
       before.vector_count > 0 &&
       before.embedded_model === embedder?.modelVersion &&
-      hasFeatures &&
       imagesOf(before).join('\n') === imagesOf(content).join('\n');
-    if (sameImages) refresh.push({ product, before });
+    if (vectorsStillValid && hasFeatures) refresh.push({ product, before });
     else {
       if (before && before.vector_count > 0) replaced.push(content.product_id);
+      if (vectorsStillValid) featureRefresh.push({ product, before });
       changed.push(product);
     }
   }
@@ -403,6 +406,10 @@ async function prepareChunk(
   }
   const updated = refresh.length - refreshed.missing.length;
   const images = embedder ? await fetchImages(deps, changed, rowOfId, errors) : [];
+  const unfetched = await keepUnfetchedFeatureRefreshes(deps, record.feedId, featureRefresh, images, errors);
+  failed += unfetched.kept.length;
+  keep.push(...unfetched.kept);
+  const stays = new Set(unfetched.kept.map((p) => p.product_id));
   return {
     rows,
     rowOfId,
@@ -412,12 +419,45 @@ async function prepareChunk(
     updated,
     counted,
     keep,
-    changed,
-    replaced,
+    changed: changed.filter((p) => !stays.has(p.product_id)),
+    replaced: replaced.filter((id) => !stays.has(id)),
     images,
-    refreshed: refreshed.documents,
+    refreshed: [...refreshed.documents, ...unfetched.documents],
     embedder,
   };
+}
+
+/**
+ * A product re-extracted only for a newer feature recipe whose main image could not be fetched keeps its
+ * stored vectors and features (re-filed under its current fields, like `reuseVectors`) instead of leaving
+ * search over what may be a passing network error; it stays on the old recipe, so the next import tries
+ * again. Its row counts as failed, with a note added to its fetch error.
+ */
+async function keepUnfetchedFeatureRefreshes(
+  deps: IngestDeps,
+  feedId: string,
+  featureRefresh: { product: Product; before: Product }[],
+  images: FetchedImage[],
+  errors: ImportRowError[],
+): Promise<{ kept: Product[]; documents: VectorDocument[] }> {
+  const fetched = new Set(images.map((image) => image.product.product_id));
+  const unfetched = featureRefresh.filter(({ product }) => !fetched.has(product.product_id));
+  if (unfetched.length === 0) return { kept: [], documents: [] };
+  const reused = await reuseVectors(deps, feedId, unfetched);
+  const kept: Product[] = [];
+  for (const { product, before } of unfetched) {
+    if (reused.missing.includes(product.product_id)) continue;
+    product.vector_count = before.vector_count;
+    product.embedded_model = before.embedded_model;
+    if (before.local_features !== undefined) product.local_features = before.local_features;
+    if (before.visual_words !== undefined) product.visual_words = before.visual_words;
+    kept.push(product);
+    for (const error of errors)
+      if (error.productId === product.product_id)
+        error.message +=
+          ' The product keeps its stored vectors and local features until an import can fetch it.';
+  }
+  return { kept, documents: reused.documents };
 }
 
 /**

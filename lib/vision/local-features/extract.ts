@@ -44,15 +44,8 @@ export interface ExtractOptions {
 const DEFAULTS = { catalogueFeatures: 800, queryFeatures: 1000, maxSide: 640, minShortSide: 256 } as const;
 /** Upscaling never produces an image longer than this, whatever the aspect ratio. */
 const MAX_UPSCALED_SIDE = 1024;
-/**
- * Version of the catalogue-feature recipe (the settings below and the stored format), kept on each
- * product (`local_features`): a product extracted with another one is extracted again at its next import,
- * so stored and query features always come from the same recipe. 1: FAST threshold 20, 500 keypoints;
- * 2: FAST threshold 7, 800 keypoints (and queries turned grey after their resize).
- */
-export const CATALOGUE_FEATURES_VERSION = 2;
 // OpenCV's ORB defaults but for the FAST threshold, spelled out so that stored features cannot drift with
-// a library default.
+// a library default. A change to the catalogue's settings bumps `CATALOGUE_FEATURES_VERSION` (recipe.ts).
 const ORB_SCALE_FACTOR = 1.2;
 const ORB_LEVELS = 8;
 const ORB_EDGE_THRESHOLD = 31;
@@ -63,8 +56,9 @@ const ORB_PATCH_SIZE = 31;
  * FAST's corner contrast, 7 instead of OpenCV's 20. The products ORB failed to verify were smooth ones,
  * shrunk, blurred and JPEG-compressed in the photo: at 20 they had too few corners at all, and the
  * query's 1000 went to the textured background. At 7 (both sides, with the catalogue's 800) the item
- * reached 10 inliers for 0.793 of the benchmark's tuning queries instead of 0.680, with strangers at
- * that level for 1 query in 266 as before (docs/quality.md "Keypoints of smooth products").
+ * reached 10 inliers for 0.793 of the benchmark's tuning queries instead of 0.680 (0.812 instead of 0.711
+ * on the held-aside half), with strangers at that level for 1 query in 266 on either recipe (held-aside:
+ * 3 instead of 1; docs/quality.md "Keypoints of smooth products").
  */
 const ORB_FAST_THRESHOLD = 7;
 
@@ -97,8 +91,8 @@ export async function extractLocalFeatures(image: Buffer, options: ExtractOption
     const resized = oriented.pipeline
       .clone()
       .resize(size.width, size.height, { fit: 'fill', kernel: 'lanczos3' });
-    // A query becomes grey after its resize (one band out of the resized colour raster): ~7 ms less
-    // than greyscale() on a 1000 × 750 photo, and the same raster when there is nothing to resize. The
+    // A query is converted to grey by libvips' colourspace conversion after its resize rather than by
+    // sharp's greyscale(): ~7 ms less on a 1000 × 750 photo, the same raster when nothing is resized. The
     // catalogue keeps greyscale(): with the other raster for packshots too, strangers reached 10 inliers
     // for 6 of the 266 tuning queries instead of 1 (docs/quality.md "Keypoints of smooth products").
     const raster = options.role === 'query' ? resized.toColourspace('b-w') : resized.greyscale();

@@ -5,8 +5,8 @@
  * the shortlist's stored features, and calls `verifyCandidates` then `rerankCandidates`.
  */
 export { loadOpenCv } from '#lib/vision/local-features/opencv.ts';
+export { CATALOGUE_FEATURES_VERSION } from '#lib/vision/local-features/recipe.ts';
 export {
-  CATALOGUE_FEATURES_VERSION,
   extractLocalFeatures,
   extractionSize,
   type ExtractOptions,

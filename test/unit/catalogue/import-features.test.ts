@@ -4,7 +4,7 @@ import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { runImport } from '#lib/ingest/run-import.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import type { VisualWordDocument, VisualWordHit, VisualWordIndex } from '#lib/ports.ts';
-import { CATALOGUE_FEATURES_VERSION } from '#lib/vision/local-features/extract.ts';
+import { CATALOGUE_FEATURES_VERSION } from '#lib/vision/local-features/recipe.ts';
 import { VISUAL_WORDS_VERSION } from '#lib/vision/local-features/visual-words.ts';
 import { world, type World } from './fakes.ts';
 
@@ -130,6 +130,50 @@ describe('runImport: local features', () => {
     expect(w.matcher.extracted.map((e) => e.text)).toEqual(['image a']);
     expect((await w.products.get(FEED, 'a'))?.local_features).toBe(CATALOGUE_FEATURES_VERSION);
     expect(again).toMatchObject({ embedded: 0, skipped: 2 });
+  });
+
+  it('keeps the vectors and features of an older-recipe product whose image cannot be fetched again', async () => {
+    // Prepare: product a on recipe 1, then its image server fails and its brand changes
+    const w = world(filesFor('a', 'b'));
+    await importRows(w, [product('a'), product('b')]);
+    const a = (await w.products.get(FEED, 'a'))!;
+    await w.products.putMany([{ ...a, local_features: CATALOGUE_FEATURES_VERSION - 1 }]);
+    w.fetcher.files.delete(img('a'));
+    // Act
+    const record = await importRows(w, [product('a', { brand: 'Acme' }), product('b')]);
+    // Assess: still searchable, filed under its new brand, on the old recipe, so the next import tries again
+    expect(record).toMatchObject({ processed: 2, embedded: 0, skipped: 1, failed: 1 });
+    expect(record.errors).toEqual([
+      expect.objectContaining({
+        productId: 'a',
+        message: expect.stringContaining('keeps its stored vectors'),
+      }),
+    ]);
+    const stored = (await w.products.get(FEED, 'a'))!;
+    expect(stored).toMatchObject({ vector_count: 1, local_features: CATALOGUE_FEATURES_VERSION - 1 });
+    expect(stored.brand).toBe('Acme');
+    expect([...w.index.docs.values()].filter((d) => d.productId === 'a')).toEqual([
+      expect.objectContaining({ fields: expect.objectContaining({ brand: ['acme'] }) }),
+    ]);
+    expect(featureKeys(w)).toContain(featuresKey({ feedId: FEED, productId: 'a', imageIndex: 0 }));
+    // Act: the image is back
+    w.fetcher.files.set(img('a'), Buffer.from('image a'));
+    const next = await importRows(w, [product('a', { brand: 'Acme' }), product('b')]);
+    // Assess
+    expect(next).toMatchObject({ embedded: 1, skipped: 1, failed: 0 });
+    expect((await w.products.get(FEED, 'a'))?.local_features).toBe(CATALOGUE_FEATURES_VERSION);
+  });
+
+  it('does not keep the vectors of a product whose images changed and cannot be fetched', async () => {
+    // Prepare
+    const w = world(filesFor('a', 'b'));
+    await importRows(w, [product('a'), product('b')]);
+    // Act: a new image link that does not answer
+    const record = await importRows(w, [product('a', { image_link: img('gone') }), product('b')]);
+    // Assess
+    expect(record).toMatchObject({ embedded: 0, skipped: 1, failed: 1 });
+    expect((await w.products.get(FEED, 'a'))?.vector_count).toBe(0);
+    expect([...w.index.docs.values()].map((d) => d.productId)).toEqual(['b']);
   });
 });
 
