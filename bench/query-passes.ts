@@ -39,7 +39,7 @@ const passes: [string, (query: Buffer) => Promise<unknown>][] = [
       (await openImage(query)).pipeline
         .clone()
         .resize(640, 480, { fit: 'fill', kernel: 'lanczos3' })
-        .greyscale()
+        .toColourspace('b-w') // as extract.ts makes a query's raster
         .raw()
         .toBuffer(),
   ],

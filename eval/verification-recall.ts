@@ -28,7 +28,7 @@ import { loadRetrievalBenchmark, stratifiedSubset } from './retrieval-benchmark.
 const { values: flags } = parseArgs({
   options: {
     seed: { type: 'string', default: '1' },
-    queries: { type: 'string', default: '100' },
+    queries: { type: 'string' },
     half: { type: 'string' },
     only: { type: 'string' },
   },
@@ -36,11 +36,13 @@ const { values: flags } = parseArgs({
 const seed = Number(flags.seed);
 if (flags.half !== undefined && flags.half !== 'tuning' && flags.half !== 'held-aside')
   throw new Error(`--half takes tuning or held-aside, not ${flags.half}`);
+if (flags.half !== undefined && flags.queries !== undefined)
+  throw new Error('--half takes a fixed half of the queries: it does not go with --queries');
 ensureEvalData();
 const benchmark = await loadRetrievalBenchmark(seed);
 const queries = flags.half
   ? benchmark.queries.filter((query) => query.id % 2 === (flags.half === 'tuning' ? 0 : 1))
-  : stratifiedSubset(benchmark.queries, Number(flags.queries), seed);
+  : stratifiedSubset(benchmark.queries, Number(flags.queries ?? '100'), seed);
 const strangers = benchmark.items.filter((_, i) => i % 13 === 0).map((item) => item.id);
 const read = (file: string) => readFileSync(join(benchmark.directory, file));
 

@@ -17,8 +17,9 @@ import {
  * Per feed, the words live in one structure that serves both search and persistence: per descriptor slice
  * (8), sorted postings of 4 bytes per (image, word) (word-postings.ts), so the postings of a word are a
  * binary search and a contiguous run, with no per-word objects (a Map per word would exceed V8's Map
- * size at a few thousand images). It is the only copy of the words: ~20–28 KB per catalogue image
- * (5,000–7,000 distinct words; docs/benchmarks.md).
+ * size at a few thousand images). It is the only copy of the words: ~38–46 KB per catalogue image
+ * (9,850 distinct words on average over the benchmark's packshots, 11,681 over the demo photos, with
+ * keypoint recipe 2; docs/benchmarks.md "Memory").
  *
  * Writes are cheap and deferred: an upsert parks the image's words as pending and marks a replaced image
  * dead; a delete marks images dead. The next search or flush merges (so does an upsert that leaves many
@@ -36,7 +37,7 @@ import {
 /** Ordinal span of format 2 files. */
 const FORMAT_2_ORDINAL_SPAN = 2 ** 20;
 const SLICES = 8;
-/** Pending words an upsert may leave unmerged whatever the index's size (~16 MB, ~300 images). */
+/** Pending words an upsert may leave unmerged whatever the index's size (~16 MB, ~180 catalogue photos). */
 const MERGE_PENDING_WORDS = 2 ** 21;
 /** Below fs's largest single read or write (2 GiB − 1). */
 const IO_CHUNK_BYTES = 2 ** 30;

@@ -8,7 +8,7 @@ import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
  * extraction worker starts) and the project's own
  * Hamming matcher + RANSAC homography (lib/vision/local-features). Extraction runs on the JS thread, or
  * with `workers` > 0 on that many worker threads (extract-pool.ts; `LOCAL_FEATURE_WORKERS`); verification
- * of a 20-item shortlist takes ~12–15 ms on the calling thread (docs/benchmarks.md "Geometric re-ranking").
+ * of a 20-item shortlist takes ~17–22 ms on the calling thread (docs/benchmarks.md "Keypoint recipe 2").
  */
 export class OrbLocalFeatureMatcher implements LocalFeatureMatcher {
   private readonly pool: ExtractionPool | undefined;

@@ -1,9 +1,10 @@
 /**
  * ORB extraction on worker threads. OpenCV's wasm ORB is the longest step of an image search that runs on
- * the JS thread (~31 ms of a 640-px query), and at import it takes ~22 ms per item for both orientations;
+ * the JS thread (~36 ms of a 640-px query), and at import it takes ~28 ms per item for both orientations;
  * on the JS thread it holds up everything else that thread does meanwhile: the k-NN and the regional
  * windows' post-processing of the same search, the next item's fetch and store writes of an import. On a
- * worker it runs beside them (measured: docs/benchmarks.md "ORB on a worker thread").
+ * worker it runs beside them (measured: docs/benchmarks.md "ORB on a worker thread"; the times above are
+ * bench:rerank's with keypoint recipe 2, docs/benchmarks.md "Keypoint recipe 2").
  *
  * The worker runs the same `extractLocalFeatures` on its own OpenCV instance (and its own wasm heap),
  * which it starts loading as soon as it starts. Its entry is TypeScript: this runs where the sources run
