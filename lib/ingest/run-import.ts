@@ -406,7 +406,14 @@ async function prepareChunk(
   }
   const updated = refresh.length - refreshed.missing.length;
   const images = embedder ? await fetchImages(deps, changed, rowOfId, errors) : [];
-  const unfetched = await keepUnfetchedFeatureRefreshes(deps, record.feedId, featureRefresh, images, errors);
+  const unfetched = await keepUnfetchedFeatureRefreshes(
+    deps,
+    record.feedId,
+    featureRefresh,
+    images,
+    rowOfId,
+    errors,
+  );
   failed += unfetched.kept.length;
   keep.push(...unfetched.kept);
   const stays = new Set(unfetched.kept.map((p) => p.product_id));
@@ -438,6 +445,7 @@ async function keepUnfetchedFeatureRefreshes(
   feedId: string,
   featureRefresh: { product: Product; before: Product }[],
   images: FetchedImage[],
+  rowOf: Map<string, number>,
   errors: ImportRowError[],
 ): Promise<{ kept: Product[]; documents: VectorDocument[] }> {
   const fetched = new Set(images.map((image) => image.product.product_id));
@@ -452,10 +460,18 @@ async function keepUnfetchedFeatureRefreshes(
     if (before.local_features !== undefined) product.local_features = before.local_features;
     if (before.visual_words !== undefined) product.visual_words = before.visual_words;
     kept.push(product);
-    for (const error of errors)
-      if (error.productId === product.product_id)
-        error.message +=
-          ' The product keeps its stored vectors and local features until an import can fetch it.';
+    // The note goes on this row's main-image error only (not on a duplicate row of the same id, nor on
+    // an additional image's error).
+    const row = rowOf.get(product.product_id);
+    const fetchError = errors.find(
+      (error) =>
+        error.row === row &&
+        error.productId === product.product_id &&
+        error.message.startsWith('image_link '),
+    );
+    if (fetchError)
+      fetchError.message +=
+        ' The product keeps its stored vectors and local features until an import can fetch it.';
   }
   return { kept, documents: reused.documents };
 }

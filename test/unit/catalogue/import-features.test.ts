@@ -237,6 +237,35 @@ describe('runImport: visual words', () => {
     expect(w.matcher.extracted.map((e) => e.text).sort()).toEqual(['image a', 'image c-new']);
   });
 
+  it('keeps what an unfetched older-recipe product has while its chunk re-extracts the others', async () => {
+    // Prepare: a (two images) and b both on recipe 1; a's image server fails
+    const w = world(filesFor('a', 'a2', 'b'));
+    const words = withWords(w);
+    const rows = [product('a', { additional_image_link: img('a2') }), product('b')];
+    await importRows(w, rows);
+    const stored = await w.products.getMany(FEED, ['a', 'b']);
+    await w.products.putMany(
+      [...stored.values()].map((p) => ({ ...p, local_features: CATALOGUE_FEATURES_VERSION - 1 })),
+    );
+    w.fetcher.files.delete(img('a'));
+    w.fetcher.files.delete(img('a2'));
+    // Act: b is extracted again (its old records are removed in the same chunk); a is listed twice
+    const record = await importRows(w, [...rows, product('a')]);
+    // Assess: a keeps its vectors, features and words; b is current
+    expect(record).toMatchObject({ embedded: 1, failed: 2 });
+    expect([...w.index.docs.keys()].sort()).toEqual(['shop/a/0', 'shop/a/1', 'shop/b/0']);
+    expect([...words.docs.keys()].sort()).toEqual(['shop/a/0', 'shop/a/1', 'shop/b/0']);
+    expect(featureKeys(w)).toEqual(
+      ['a', 'a', 'b'].map((productId, i) => featuresKey({ feedId: FEED, productId, imageIndex: i % 2 })),
+    );
+    expect((await w.products.get(FEED, 'b'))?.local_features).toBe(CATALOGUE_FEATURES_VERSION);
+    // Assess: the note is on a's main-image error only
+    const noted = record.errors.filter((e) => e.message.includes('keeps its stored vectors'));
+    expect(noted).toEqual([expect.objectContaining({ row: 1, productId: 'a' })]);
+    expect(noted[0]!.message).toMatch(/^image_link /);
+    expect(record.errors.map((e) => e.row).sort()).toEqual([1, 1, 3]);
+  });
+
   it('gives products imported without a word index their words at the next import, once', async () => {
     // Prepare
     const w = world(filesFor('a'));
