@@ -120,7 +120,7 @@ const EnvSchema = z.object({
    * one through tsx's loader (local mode builds one at start: lib/local/worker-bundle.ts).
    */
   LOCAL_FEATURE_WORKER_ENTRY: z.string().min(1).optional(),
-  /** Decoded catalogue features kept in memory per process (≈ 32 KB each). */
+  /** Decoded catalogue features kept in memory per process (≈ 50–58 KB each with keypoint recipe 2). */
   FEATURE_CACHE_ITEMS: z.coerce.number().int().min(0).default(2000),
   /** Local mode only: import the committed demo catalogue into the demo feed at start. */
   DEMO_SEED: booleanString.default(true),
