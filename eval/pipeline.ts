@@ -53,6 +53,20 @@ function reranked(c: Container, topN: number, wordTopN: number): SearchDeps['rer
   return c.reranking && { ...c.reranking, topN, wordTopN };
 }
 
+/** The default pipeline with the second look (SECOND_LOOK_BOXES) at `boxes` detector boxes. */
+function withSecondLook(boxes: number): PipelineVariant {
+  return {
+    name: `projected: default + second look at ${boxes} detector box${boxes > 1 ? 'es' : ''} when nothing verified`,
+    deps: (c) => ({
+      ...c,
+      detectorCrop: false,
+      regional: { topN: 10 },
+      reranking: reranked(c, 10, 10),
+      secondLook: { boxes, minScore: 0.05 },
+    }),
+  };
+}
+
 /**
  * The stages, each row adding one to the previous or swapping one (see docs/quality.md). `projected`:
  * the catalogue was embedded with the learned projection; only the rows it can change are run again.
@@ -80,6 +94,8 @@ export function defaultVariants(projected = false): PipelineVariant[] {
         name: 'projected: global 10 + keypoint 10 + regional shortlist 10 and evidence (default)',
         deps: (c) => ({ ...c, detectorCrop: false, regional: { topN: 10 }, reranking: reranked(c, 10, 10) }),
       },
+      withSecondLook(1),
+      withSecondLook(2),
       {
         name: 'projected: global top 10 + keypoint shortlist top 20, verified',
         deps: (c) => ({ ...c, regional: undefined, detectorCrop: false, reranking: reranked(c, 10, 20) }),

@@ -66,6 +66,8 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   QUERY_DETECTOR_CROP: 'default',
   REGIONAL_MATCHING: 'default',
   REGIONAL_TOP_N: 'default',
+  SECOND_LOOK_BOXES: 'default',
+  SECOND_LOOK_MIN_SCORE: 'default',
   DEMO_SEED: 'local',
   PORT: 'local',
   DATA_DIR: 'local',

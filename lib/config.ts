@@ -111,6 +111,14 @@ const EnvSchema = z.object({
   /** With REGIONAL_MATCHING: how many of the best item groups by region k-NN join the verified shortlist. */
   REGIONAL_TOP_N: z.coerce.number().int().min(0).max(100).default(10),
   /**
+   * Image search's second look: when nothing verified, this many of the detector's boxes are extracted
+   * again at their own size and verified against their own keypoint shortlist (lib/domain/search.ts,
+   * docs/quality.md). 0: off.
+   */
+  SECOND_LOOK_BOXES: z.coerce.number().int().min(0).max(5).default(0),
+  /** Lowest detector score of a box the second look considers. */
+  SECOND_LOOK_MIN_SCORE: z.coerce.number().min(0).max(1).default(0.05),
+  /**
    * Worker threads for ORB extraction (lib/vision/local-features/extract-pool.ts); 0: on the JS thread.
    * Needs the TypeScript sources (local mode sets 1); the Lambda bundles keep 0.
    */
@@ -173,6 +181,7 @@ export interface Config {
     detectorCrop: boolean;
     regionalMatching: boolean;
     regionalTopN: number;
+    secondLook: { boxes: number; minScore: number };
   };
   demoSeed: boolean;
   local: { port: number; dataDir: string };
@@ -257,6 +266,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       detectorCrop: e.QUERY_DETECTOR_CROP,
       regionalMatching: e.REGIONAL_MATCHING && e.EMBEDDING_PROJECTION,
       regionalTopN: e.REGIONAL_TOP_N,
+      secondLook: { boxes: e.SECOND_LOOK_BOXES, minScore: e.SECOND_LOOK_MIN_SCORE },
     },
     demoSeed: e.DEMO_SEED,
     local: { port: e.PORT, dataDir: e.DATA_DIR },

@@ -76,6 +76,8 @@ export interface Container {
   detectorCrop: boolean;
   /** Regional matching of image searches (REGIONAL_MATCHING, REGIONAL_TOP_N); undefined when off. */
   regional: { topN: number } | undefined;
+  /** Image search's second look at detected boxes (SECOND_LOOK_BOXES); undefined when off. */
+  secondLook: { boxes: number; minScore: number } | undefined;
   /** Cosine scale of the calibrated score for the configured embedding (projected or raw). */
   cosineScale?: { cosineFloor: number; cosineCeiling: number };
   /** Stops what this process started for the container: the extraction workers, if any. */
@@ -189,6 +191,7 @@ function buildContainer(config: Config): Container {
     ...(config.embeddingProjection ? { cosineScale: PROJECTED_COSINE_SCALE } : {}),
     detectorCrop: config.search.detectorCrop,
     regional: config.search.regionalMatching ? { topN: config.search.regionalTopN } : undefined,
+    secondLook: config.search.secondLook.boxes > 0 ? config.search.secondLook : undefined,
     async close() {
       const started = matcher;
       matcher = undefined;

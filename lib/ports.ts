@@ -106,15 +106,19 @@ export interface ImageInspector {
 }
 
 /** One object found in an image: box = [x_min, y_min, x_max, y_max] in pixels of the submitted image. */
+/** x0, y0, x1, y1 in pixels of an image after its EXIF orientation. */
+export type PixelBox = [number, number, number, number];
+
 export interface DetectedObject {
-  box: [number, number, number, number];
+  box: PixelBox;
   label: string;
   score: number;
 }
 
 /** Finds COCO objects in an encoded image (EXIF orientation applied before boxes are measured). */
 export interface Detector {
-  detect(image: Buffer): Promise<DetectedObject[]>;
+  /** `scoreThreshold` overrides the detector's own minimum score for this call (lower: more boxes). */
+  detect(image: Buffer, options?: { scoreThreshold?: number }): Promise<DetectedObject[]>;
 }
 
 /** Turns encoded images into L2-normalised vectors; one model version per index. */
@@ -153,7 +157,7 @@ export type FeatureRole = 'catalogue' | 'query';
  */
 export interface LocalFeatureMatcher {
   /** Catalogue: both orientations, ~800 keypoints each; query: one orientation, ~1000 keypoints. */
-  extract(image: Buffer, role: FeatureRole): Promise<LocalFeatures>;
+  extract(image: Buffer, role: FeatureRole, region?: PixelBox): Promise<LocalFeatures>;
   /** Inliers of each candidate, in order; candidates without features get 0. */
   verify(query: LocalFeatures, candidates: readonly (LocalFeatures | undefined)[]): number[];
 }

@@ -41,8 +41,11 @@ export class OnnxDetector implements Detector {
     this.options = { ...DEFAULT_DETECTOR_OPTIONS, ...options };
   }
 
-  /** Objects by descending score. Throws InvalidImageError on undecodable / oversized / unsupported input. */
-  async detect(image: Buffer): Promise<DetectedObject[]> {
+  /**
+   * Objects by descending score (at least `options.scoreThreshold`, else the detector's own). Throws
+   * InvalidImageError on undecodable / oversized / unsupported input.
+   */
+  async detect(image: Buffer, options: { scoreThreshold?: number } = {}): Promise<DetectedObject[]> {
     const size = DETECTOR_SPEC.inputSize;
     const oriented = await openImage(image);
     const { rgb, scaleX, scaleY } = await rgbLetterbox(oriented, size, MEAN_RGB);
@@ -59,7 +62,7 @@ export class OnnxDetector implements Detector {
       inputSize: size,
       classCount: DETECTOR_SPEC.labels.length,
       bins: DETECTOR_SPEC.binsPerSide,
-      scoreThreshold: this.options.scoreThreshold,
+      scoreThreshold: options.scoreThreshold ?? this.options.scoreThreshold,
     });
     const kept = perClassNms(candidates, this.options.iouThreshold, this.options.maxDetections);
     return kept.map(({ box, classIndex, score }) => ({

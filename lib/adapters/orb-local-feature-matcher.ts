@@ -1,6 +1,6 @@
 import { extractLocalFeatures, verifyCandidates } from '#lib/vision/local-features/index.ts';
 import { ExtractionPool } from '#lib/vision/local-features/extract-pool.ts';
-import type { FeatureRole, LocalFeatureMatcher } from '#lib/ports.ts';
+import type { FeatureRole, LocalFeatureMatcher, PixelBox } from '#lib/ports.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 
 /**
@@ -18,8 +18,9 @@ export class OrbLocalFeatureMatcher implements LocalFeatureMatcher {
     this.pool = options.workers ? new ExtractionPool(options.workers, options.workerEntry) : undefined;
   }
 
-  extract(image: Buffer, role: FeatureRole): Promise<LocalFeatures> {
-    return this.pool ? this.pool.extract(image, role) : extractLocalFeatures(image, { role });
+  extract(image: Buffer, role: FeatureRole, region?: PixelBox): Promise<LocalFeatures> {
+    if (this.pool) return this.pool.extract(image, role, region);
+    return extractLocalFeatures(image, region ? { role, region } : { role });
   }
 
   /** Stops the extraction workers, if any. */

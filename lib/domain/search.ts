@@ -6,6 +6,7 @@ import type {
   FeatureStore,
   ImageInspector,
   LocalFeatureMatcher,
+  PixelBox,
   ProductStore,
   VectorFilter,
   VectorHit,
@@ -15,7 +16,12 @@ import type {
   VisualWordIndex,
 } from '#lib/ports.ts';
 import { visualWords } from '#lib/vision/local-features/visual-words.ts';
-import { DEFAULT_COSINE_SCALE, fusedScore, rerankCandidates } from '#lib/vision/local-features/fusion.ts';
+import {
+  DEFAULT_COSINE_SCALE,
+  fusedScore,
+  MIN_VERIFIED_INLIERS,
+  rerankCandidates,
+} from '#lib/vision/local-features/fusion.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 import { REGIONAL_COSINE_SCALE } from '#lib/vision/regional.ts';
 
@@ -31,9 +37,10 @@ import { REGIONAL_COSINE_SCALE } from '#lib/vision/regional.ts';
  * and re-ordered: verified groups first by inliers, the rest by similarity, groups beyond the top N after
  * them in similarity order. Image search with `regional` also describes ~75 windows of the photo
  * (lib/vision/regional.ts): their k-NN proposes `regional.topN` more groups to verify, and a group's
- * similarity (for the shortlisted groups) becomes the better of whole image and best window. Every result carries the calibrated fused score (docs/api.md), which never
- * increases down the list; results under `minScore` are dropped before paging. Stage by stage
- * measurements: docs/quality.md.
+ * similarity (for the shortlisted groups) becomes the better of whole image and best window. With
+ * `secondLook`, a search where nothing verified looks again at the detector's boxes, each at its own
+ * size. Every result carries the calibrated fused score (docs/api.md), which never increases down the
+ * list; results under `minScore` are dropped before paging. Stage by stage measurements: docs/quality.md.
  */
 export interface SearchDeps {
   images: ImageInspector;
@@ -61,6 +68,13 @@ export interface SearchDeps {
    * regional embedder.
    */
   regional?: { topN: number };
+  /**
+   * Image search's second look: when nothing verified, the detector's `boxes` most confident boxes (score
+   * ≥ `minScore`) are extracted again at their own size, and each box's keypoint shortlist is verified
+   * against that box (a small product gets the keypoints the whole photo's raster left it). Needs
+   * re-ranking with a word index; off when absent or `boxes` is 0.
+   */
+  secondLook?: { boxes: number; minScore: number };
 }
 
 /** What geometric re-ranking needs: the matcher, the catalogue's stored features and the shortlist size. */
@@ -119,6 +133,8 @@ interface RankQuery {
   /** Vectors of the query's regions (settles to [] when there are none or they failed). */
   regions?: Promise<Float32Array[]>;
   minScore?: number;
+  /** The submitted image and its size (image search only: what the second look crops). */
+  image?: { bytes: Buffer; width: number; height: number };
 }
 
 /** The stored-features address of a vector document (`${feedId}/${productId}/${imageIndex}`). */
@@ -138,6 +154,8 @@ function featureRefOf(feedId: string, hit: VectorHit): FeatureRef {
  * 3. with query regions, unless step 2 already verified a group with `CONFIDENT_INLIERS`: the regional
  *    shortlist's groups are verified too, and every verified candidate's similarity becomes the better of
  *    whole image and best region (on the whole image's scale);
+ * 3b. with `secondLook`, when still no group has 10 inliers: the detector's boxes are extracted at their
+ *    own size and each box's keypoint shortlist verified against it (a group keeps its better count);
  * 4. fuse: verified groups (≥ 10 inliers) first by inliers, then the rest by similarity; candidates whose
  *    own calibrated score is under `minScore` are dropped, then scores are capped down the list so they
  *    never increase;
@@ -208,8 +226,18 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     : await regionalShortlist(deps, query, vectors).catch((): ImageRef[] => []);
   const regionAdded = await similarityOf(read, query.vectors, notIn(regionGroups, firstVerified));
   const regionInliers = await verifyShortlist(deps, query, regionAdded);
-  const added = [...wordAdded, ...regionAdded];
-  const verified = [...firstVerified, ...regionAdded];
+  // Nothing verified: the second look. Its detection starts only now: started beside the regional pass
+  // it answered photos that verify nothing up to ~30 ms sooner, but slowed the many that verify there
+  // by 10–35 ms (bench:search, docs/benchmarks.md "Second look").
+  const unverified = ![...firstInliers, ...regionInliers].some((n) => n >= MIN_VERIFIED_INLIERS);
+  const lookBoxes = unverified ? secondLookBoxes(deps, query) : undefined;
+  const looked = lookBoxes
+    ? await secondLook(deps, query, read, [...firstVerified, ...regionAdded], await lookBoxes).catch(
+        () => undefined,
+      )
+    : undefined;
+  const added = [...wordAdded, ...regionAdded, ...(looked?.added ?? [])];
+  const verified = [...firstVerified, ...regionAdded, ...(looked?.added ?? [])];
   const inliers = [...firstInliers, ...regionInliers];
   const inWindow = new Set(shortlist.map((hit) => hit.itemGroupId));
   const addedByGroup = new Map(added.map((hit) => [hit.itemGroupId, hit]));
@@ -223,7 +251,13 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     ? []
     : await regionalSimilarity(read, query.regions, verified, deps.cosineScale ?? DEFAULT_COSINE_SCALE);
   const regionalOf = new Map(verified.map((hit, i) => [hit.itemGroupId, regional[i]]));
-  const inliersOf = new Map(verified.map((hit, i) => [hit.itemGroupId, inliers[i] ?? 0]));
+  // A group the second look verified keeps the better of its two counts.
+  const inliersOf = new Map(
+    verified.map((hit, i) => [
+      hit.itemGroupId,
+      Math.max(inliers[i] ?? 0, looked?.inliers.get(hit.itemGroupId) ?? 0),
+    ]),
+  );
   const candidates = hits.map((hit) => ({
     hit,
     globalScore: Math.max(hit.similarity, regionalOf.get(hit.itemGroupId) ?? Number.NEGATIVE_INFINITY),
@@ -395,6 +429,79 @@ async function regionalSimilarity(
   });
 }
 
+/** Share of a detected box's width and height added on each side before its second look. */
+const SECOND_LOOK_MARGIN = 0.15;
+
+/** A box covering more than this share of the photo is not looked at again (the first look was it). */
+const SECOND_LOOK_MAX_AREA = 0.5;
+
+/**
+ * Starts detecting the boxes of the second look (`SearchDeps.secondLook`): the detector's most confident
+ * ones, leaving out any that covers most of the photo. Undefined when there is no second look for this
+ * query (off, not an image search, no word index or no query features); [] when detection fails.
+ */
+function secondLookBoxes(deps: SearchDeps, query: RankQuery): Promise<PixelBox[]> | undefined {
+  const look = deps.secondLook;
+  const image = query.image;
+  if (!look || look.boxes <= 0 || !image || !deps.reranking?.words || !query.queryFeatures) return undefined;
+  return deps
+    .vision()
+    .then(({ detector }) => detector.detect(image.bytes, { scoreThreshold: look.minScore }))
+    .then((objects) =>
+      objects
+        .map(({ box }) => box)
+        .filter(
+          ([x0, y0, x1, y1]) => (x1 - x0) * (y1 - y0) <= SECOND_LOOK_MAX_AREA * image.width * image.height,
+        )
+        .slice(0, look.boxes),
+    )
+    .catch((): PixelBox[] => []);
+}
+
+/**
+ * The second look, for a search where nothing verified: each box, widened by `SECOND_LOOK_MARGIN`, is
+ * extracted at its own size (brought up to the query recipe's short side), and its keypoint shortlist
+ * verified against it. Returns the best inliers per item group over the boxes (for groups already
+ * verified too) and the groups it adds, with their global similarity. Boxes are looked at concurrently.
+ */
+async function secondLook(
+  deps: SearchDeps,
+  query: RankQuery,
+  read: VectorReader,
+  verified: readonly VectorHit[],
+  boxes: readonly PixelBox[],
+): Promise<{ added: VectorHit[]; inliers: Map<string, number> }> {
+  const none = { added: [], inliers: new Map<string, number>() };
+  const image = query.image;
+  if (boxes.length === 0 || !image || !deps.reranking) return none;
+  const matcher = await deps.reranking.matcher();
+  const looks = await Promise.all(
+    boxes.map(async ([x0, y0, x1, y1]) => {
+      const dx = (x1 - x0) * SECOND_LOOK_MARGIN;
+      const dy = (y1 - y0) * SECOND_LOOK_MARGIN;
+      const features = await matcher.extract(image.bytes, 'query', [x0 - dx, y0 - dy, x1 + dx, y1 + dy]);
+      const refs = await keypointShortlist(deps, { ...query, queryFeatures: Promise.resolve(features) });
+      const hits = await similarityOf(read, query.vectors, refs);
+      const inliers = await verifyShortlist(
+        deps,
+        { ...query, queryFeatures: Promise.resolve(features) },
+        hits,
+      );
+      return hits.map((hit, i) => ({ hit, inliers: inliers[i] ?? 0 }));
+    }),
+  );
+  const inliers = new Map<string, number>();
+  const best = new Map<string, VectorHit>();
+  for (const { hit, inliers: n } of looks.flat()) {
+    if (n > (inliers.get(hit.itemGroupId) ?? -1)) {
+      inliers.set(hit.itemGroupId, n);
+      best.set(hit.itemGroupId, hit);
+    }
+  }
+  const added = notIn([...best.values()], verified).map((ref) => best.get(ref.itemGroupId)!);
+  return { added, inliers };
+}
+
 /** Inliers of each shortlisted hit against the query (all 0 when the query has no features). */
 async function verifyShortlist(
   deps: SearchDeps,
@@ -489,7 +596,7 @@ async function queryVectors(deps: SearchDeps, image: Buffer): Promise<Float32Arr
  * (k-NN shortlist, geometric re-ranking, calibrated score, minimum-score cut-off); page with offset/limit.
  */
 export async function searchByImage(deps: SearchDeps, query: ImageQuery): Promise<GroupHit[]> {
-  await deps.images.inspect(query.image);
+  const { width, height } = await deps.images.inspect(query.image);
   if (!(await deps.products.hasProducts(query.feedId))) return [];
   const queryFeatures = startQueryFeatures(deps, query.image);
   const regions = startRegions(deps, query.image);
@@ -501,6 +608,7 @@ export async function searchByImage(deps: SearchDeps, query: ImageQuery): Promis
     ...(queryFeatures ? { queryFeatures } : {}),
     ...(regions ? { regions } : {}),
     ...(deps.minScore ? { minScore: deps.minScore } : {}),
+    image: { bytes: query.image, width, height },
   });
 }
 

@@ -19,6 +19,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { InvalidImageError } from '#lib/domain/errors.ts';
+import type { Box } from '#lib/vision/image-input.ts';
 import type { FeatureRole } from '#lib/vision/local-features/extract.ts';
 import type { ExtractRequest } from '#lib/vision/local-features/extract-worker.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
@@ -72,7 +73,7 @@ export class ExtractionPool {
     for (let i = 0; i < size; i += 1) this.workers.push(this.spawn(i));
   }
 
-  extract(image: Buffer, role: FeatureRole): Promise<LocalFeatures> {
+  extract(image: Buffer, role: FeatureRole, region?: Box): Promise<LocalFeatures> {
     if (this.closed) return Promise.reject(new Error('the extraction pool is closed'));
     if (this.broken) return Promise.reject(this.broken);
     const index = this.load.indexOf(Math.min(...this.load));
@@ -98,7 +99,7 @@ export class ExtractionPool {
         },
       });
       // A copy: the caller keeps its buffer (the import stores the image, the search embeds it).
-      const request: ExtractRequest = { id, image: new Uint8Array(image), role };
+      const request: ExtractRequest = { id, image: new Uint8Array(image), role, ...(region ? { region } : {}) };
       worker.postMessage(request, [request.image.buffer as ArrayBuffer]);
     });
   }

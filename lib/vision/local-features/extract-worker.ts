@@ -3,6 +3,7 @@
  * is sent, on this thread's own OpenCV instance, and sends them back with their buffers transferred.
  */
 import { parentPort } from 'node:worker_threads';
+import type { Box } from '#lib/vision/image-input.ts';
 import { extractLocalFeatures, type FeatureRole } from '#lib/vision/local-features/extract.ts';
 import { loadOpenCv } from '#lib/vision/local-features/opencv.ts';
 
@@ -10,6 +11,7 @@ export interface ExtractRequest {
   id: number;
   image: Uint8Array;
   role: FeatureRole;
+  region?: Box;
 }
 
 const port = parentPort;
@@ -19,8 +21,9 @@ if (!port) throw new Error('extract-worker.ts runs as a worker thread of Extract
 // bundle); a failed load is the first extraction's error, as before.
 loadOpenCv().catch(() => undefined);
 
-port.on('message', ({ id, image, role }: ExtractRequest) => {
-  extractLocalFeatures(Buffer.from(image.buffer, image.byteOffset, image.byteLength), { role }).then(
+port.on('message', ({ id, image, role, region }: ExtractRequest) => {
+  const options = region ? { role, region } : { role };
+  extractLocalFeatures(Buffer.from(image.buffer, image.byteOffset, image.byteLength), options).then(
     (features) => {
       const sets = features.mirrored ? [features.original, features.mirrored] : [features.original];
       port.postMessage(

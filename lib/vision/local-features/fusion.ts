@@ -52,8 +52,11 @@ export type Fused<T> = T & {
   verified: boolean;
 };
 
+/** Inliers from which a candidate counts as verified (and leads the list) by default. */
+export const MIN_VERIFIED_INLIERS = 10;
+
 const DEFAULTS = {
-  minInliers: 10,
+  minInliers: MIN_VERIFIED_INLIERS,
   inlierMidpoint: 12,
   inlierSlope: 2.5,
   cosineFloor: 0.4,

@@ -61,6 +61,16 @@ describe.each([
     expect(fromPool[0]!.original.points.length).toBeGreaterThan(100);
   }, 60_000);
 
+  it('extracts a region of a query as the JS thread does', async () => {
+    // Act
+    const box: [number, number, number, number] = [148, 296, 272, 446];
+    const fromPool = await pool.extract(SHELF, 'query', box);
+    const inThread = await extractLocalFeatures(SHELF, { role: 'query', region: box });
+    // Assess
+    same(fromPool.original, inThread.original);
+    expect([fromPool.original.width, fromPool.original.height]).toEqual([256, 310]);
+  }, 60_000);
+
   it('reports an undecodable image as InvalidImageError and keeps working', async () => {
     await expect(pool.extract(Buffer.from('not an image'), 'query')).rejects.toBeInstanceOf(
       InvalidImageError,

@@ -123,6 +123,24 @@ describe('extractLocalFeatures', () => {
     expect(features.mirrored).toBeUndefined();
   });
 
+  it('extracts a region of a photo as the image of that region, brought up to 256 px', async () => {
+    // Prepare: the book's box in the tote photo, and the same pixels cut out beforehand
+    const { left, top, width, height } = PRODUCTS.book;
+    const cut = await crop(SHELF, PRODUCTS.book);
+    // Act
+    const region = await extractLocalFeatures(SHELF, {
+      role: 'query',
+      region: [left, top, left + width, top + height],
+    });
+    const ofCut = await extractLocalFeatures(cut, { role: 'query' });
+    const clipped = await extractLocalFeatures(SHELF, { role: 'query', region: [-50, -20, 100, 80] });
+    // Assess: 124 × 150 brought up to a 256-px short side; a box past the edge is clipped to it
+    expect([region.original.width, region.original.height]).toEqual([256, 310]);
+    expect(region.original.points).toEqual(ofCut.original.points);
+    expect([clipped.original.width, clipped.original.height]).toEqual([320, 256]);
+    expect(await inliersOf(region, 'book')).toBeGreaterThanOrEqual(20);
+  });
+
   it('refuses bytes that are not an image with InvalidImageError', async () => {
     // Act / Assess
     await expect(extractLocalFeatures(Buffer.from('not an image at all'), { role: 'query' })).rejects.toThrow(

@@ -76,6 +76,16 @@ describe('OnnxDetector on a real photo', () => {
     expect(scores).toEqual([...scores].sort((a, b) => b - a));
   });
 
+  it('reports weaker boxes too when a call lowers the score threshold', async () => {
+    const image = fixture('voc-dinner.jpg');
+    const usual = await vision.detector.detect(image);
+    const more = await vision.detector.detect(image, { scoreThreshold: 0.05 });
+    expect(more.length).toBeGreaterThan(usual.length);
+    expect(more.slice(0, usual.length)).toEqual(usual);
+    expect(more.every(({ score }) => score >= 0.05)).toBe(true);
+    expect(more.some(({ score }) => score < 0.35)).toBe(true);
+  });
+
   it('applies EXIF orientation before detecting and measures boxes in the oriented frame', async () => {
     // Prepare: pixels stored turned 90° anticlockwise with orientation 6 ("rotate 90° clockwise to show"):
     // a viewer shows the original upright 500 × 375 photo, so the ground truth is unchanged.

@@ -15,6 +15,7 @@ import type {
   ImportStore,
   LocalFeatureMatcher,
   ObjectStore,
+  PixelBox,
   ProductStore,
   VectorDocument,
   VectorHit,
@@ -182,15 +183,18 @@ export class FakeEmbedder implements Embedder {
 /**
  * Local features that carry the image's text (as keypoint coordinates, which survive the real codec), and
  * a verification that finds many inliers when the query's text contains the candidate's: a query
- * "scene with red mug" verifies the item "red mug". Images starting with "NOFEAT" fail extraction.
+ * "scene with red mug" verifies the item "red mug". Images starting with "NOFEAT" fail extraction. A photo
+ * "<scene> | small: <object>" shows an object too small for the whole photo's keypoints: extracted whole it
+ * is "<scene>", and "<object>" only when a region of it is extracted.
  */
 export class FakeFeatureMatcher implements LocalFeatureMatcher {
-  extracted: { text: string; role: string }[] = [];
+  extracted: { text: string; role: string; region?: PixelBox }[] = [];
   verified = 0;
-  async extract(image: Buffer, role: 'catalogue' | 'query'): Promise<LocalFeatures> {
-    const text = image.toString('utf8');
+  async extract(image: Buffer, role: 'catalogue' | 'query', region?: PixelBox): Promise<LocalFeatures> {
+    const [whole, small] = image.toString('utf8').split(' | small: ');
+    const text = region ? (small ?? whole!) : whole!;
     if (text.startsWith('NOFEAT')) throw new Error('no features');
-    this.extracted.push({ text, role });
+    this.extracted.push({ text, role, ...(region ? { region } : {}) });
     const codes = [...text].map((c) => c.codePointAt(0)! % 4096);
     if (codes.length % 2 === 1) codes.push(0);
     const count = codes.length / 2;
@@ -294,7 +298,14 @@ export function world(files = new Map<string, Buffer>()): World {
     fetcher,
     images: fakeInspector,
     clock: { now: () => new Date((tick += 1000)) },
-    vision: async () => ({ embedder, detector: { detect: async () => detections } }),
+    vision: async () => ({
+      embedder,
+      detector: {
+        // Every detection, or those at or above the call's threshold when it gives one.
+        detect: async (_image: Buffer, options?: { scoreThreshold?: number }) =>
+          detections.filter((d) => d.score >= (options?.scoreThreshold ?? 0)),
+      },
+    }),
     vectors: async () => index,
     localFeatures: { store: features, matcher: async () => matcher },
     limits: {

@@ -831,6 +831,96 @@ describe('searchByImage with the keypoint shortlist', () => {
   });
 });
 
+describe('searchByImage with a second look', () => {
+  /** Ten products at decreasing global similarity; p8 is the red mug, far down the global order. */
+  const catalogue = () => rankedCatalogue({ count: 10, top: 0.95, mug: 'p8' });
+  /** The mug is too small for the whole photo's keypoints: only a region of the photo shows it. */
+  const shelf = Buffer.from('query photo: a shelf | small: a red mug');
+
+  /** Re-ranking with a word index that proposes p8 and p9 for any query, and the second look on. */
+  function looking(
+    w: World,
+    secondLook: SearchDeps['secondLook'] = { boxes: 2, minScore: 0.05 },
+  ): SearchDeps {
+    const words: VisualWordIndex = {
+      upsert: async () => undefined,
+      deleteProducts: async () => undefined,
+      deleteFeed: async () => undefined,
+      flush: async () => undefined,
+      search: async () =>
+        ['p8', 'p9'].map((id, i) => ({
+          id: vectorDocumentId('s', id, 0),
+          productId: id,
+          itemGroupId: id,
+          score: 9 - i,
+        })),
+    };
+    return {
+      ...deps(w),
+      reranking: { matcher: async () => w.matcher, features: w.features, topN: 3, words, wordTopN: 2 },
+      ...(secondLook ? { secondLook } : {}),
+    };
+  }
+  const search = (d: SearchDeps, image = shelf) =>
+    searchByImage(d, { feedId: 's', image, limit: 5, offset: 0 });
+
+  it('when nothing verified, verifies the shortlist of a detected box and puts the product it shows first', async () => {
+    // Prepare: a weak box (0.1, under the API's 0.35) around the mug, and a box covering most of the photo
+    const w = await catalogue();
+    w.detections.push(
+      { box: [0, 0, 9, 9], label: 'dining table', score: 0.6 },
+      { box: [2, 3, 5, 6], label: 'cup', score: 0.1 },
+      { box: [6, 6, 7, 7], label: 'cup', score: 0.01 },
+    );
+    // Act
+    const first = await search(looking(w, { boxes: 0, minScore: 0.05 }));
+    const second = await search(looking(w));
+    // Assess: without the second look nothing verifies and p8 stays under the global top
+    expect(first.map((h) => h.product.product_id)).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
+    expect(second.map((h) => h.product.product_id)).toEqual(['p8', 'p0', 'p1', 'p2', 'p3']);
+    expect(second[0]!.score).toBeGreaterThan(0.9);
+    // Only the small box above the threshold was looked at, widened by 15 % on each side
+    const regions = w.matcher.extracted.filter((e) => e.region).map((e) => e.region!);
+    expect(regions).toHaveLength(1);
+    expect(regions[0]![0]).toBeCloseTo(1.55);
+    expect(regions[0]![1]).toBeCloseTo(2.55);
+    expect(regions[0]![2]).toBeCloseTo(5.45);
+    expect(regions[0]![3]).toBeCloseTo(6.45);
+  });
+
+  it('does not look again when the first look verified a product', async () => {
+    // Prepare: the photo shows p0's item plainly
+    const w = await catalogue();
+    w.detections.push({ box: [2, 3, 5, 6], label: 'cup', score: 0.9 });
+    // Act
+    const hits = await search(looking(w), Buffer.from('query photo: item p0 | small: a red mug'));
+    // Assess
+    expect(hits[0]!.product.product_id).toBe('p0');
+    expect(hits.map((h) => h.product.product_id)).not.toContain('p8');
+    expect(w.matcher.extracted.some((e) => e.region)).toBe(false);
+  });
+
+  it('a failing detector or no box only loses the second look', async () => {
+    // Prepare
+    const w = await catalogue();
+    const failing = looking(w);
+    failing.vision = async () => ({
+      ...(await w.deps.vision()),
+      detector: {
+        detect: async () => {
+          throw new Error('detector down');
+        },
+      },
+    });
+    // Act
+    const withoutBoxes = await search(looking(w));
+    const withFailure = await search(failing);
+    // Assess
+    expect(withoutBoxes.map((h) => h.product.product_id)).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
+    expect(withFailure.map((h) => h.product.product_id)).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
+  });
+});
+
 describe('score calibration', () => {
   it('reads the global cosine on the configured embedding scale (projected vectors sit lower)', async () => {
     // Prepare: one product at cosine 0.5 to the query, no verification
