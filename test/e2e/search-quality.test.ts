@@ -23,6 +23,20 @@ const search = (imageData: Buffer, limit = 10) =>
     headers: { authorization: `Bearer ${stack.demo.searchId}` },
   });
 
+/** A demo photo at `width` px pasted into a real photo brought to 1000 px, at (520, 200). */
+async function pasted(file: string, width: number, photo: string): Promise<Buffer> {
+  const item = await sharp(await readFile(new URL(`../../demo/images/${file}`, import.meta.url)))
+    .flatten({ background: '#ffffff' })
+    .resize({ width })
+    .png()
+    .toBuffer();
+  return sharp(await fixture(photo))
+    .resize({ width: 1000 })
+    .composite([{ input: item, left: 520, top: 200 }])
+    .jpeg({ quality: 80 })
+    .toBuffer();
+}
+
 beforeAll(async () => {
   stack = await startTestStack();
   await stack.importsIdle();
@@ -125,6 +139,17 @@ describe('search quality (default configuration)', () => {
     expect(without.findIndex((hit) => hit.product.group === 'bucket')).toBeGreaterThan(0);
   });
 
+  it('has no second look by default: a small product the whole photo cannot verify stays unverified', async () => {
+    // Act
+    const response = await search(await pasted('tools-multimeter2.webp', 90, UNRELATED[1]!));
+    // Assess
+    expect(stack.container.secondLook).toBeUndefined();
+    expect(response.status).toBe(200);
+    expect(response.body.some((p: { item_group_id: string }) => p.item_group_id === 'multimeter')).toBe(
+      false,
+    );
+  });
+
   it('deletes a feed’s stored features and visual words with the feed', async () => {
     const words = stack.container.visualWords;
     const any = { feedId: stack.demo.feedId, k: 5 };
@@ -137,5 +162,52 @@ describe('search quality (default configuration)', () => {
     expect(deleted.status).toBe(204);
     expect(await stack.container.objects.list('features/')).toEqual([]);
     expect(await words.search(query)).toEqual([]);
+  });
+});
+
+describe('second look (SECOND_LOOK_BOXES=1)', () => {
+  let looking: TestStack;
+  const searchLooking = async (imageData: Buffer) =>
+    looking.call('POST', '/api/v1/search/image', {
+      body: { imageData: imageData.toString('base64'), limit: 10 },
+      headers: { authorization: `Bearer ${looking.demo.searchId}` },
+    });
+
+  beforeAll(async () => {
+    looking = await startTestStack({ SECOND_LOOK_BOXES: '1' });
+    await looking.importsIdle();
+  }, 120_000);
+
+  afterAll(async () => {
+    await looking?.stop();
+  });
+
+  it('finds a product too small for the whole photo inside the detected box that holds it, verified', async () => {
+    // Prepare: the multimeter at 90 px on the grove photo (its box scores ~0.3, under the API's 0.35)
+    const scene = await pasted('tools-multimeter2.webp', 90, UNRELATED[1]!);
+    // Act
+    const response = await searchLooking(scene);
+    // Assess
+    expect(looking.container.secondLook).toEqual({ boxes: 1, minScore: 0.05 });
+    expect(response.status).toBe(200);
+    expect(response.body[0]).toMatchObject({ item_group_id: 'multimeter' });
+    expect(response.body[0].score).toBeGreaterThan(0.9);
+  });
+
+  it('keeps the first look’s answer when the box shows something else', async () => {
+    // Prepare: the multimeter at 160 px on the dinner photo, first but unverified; the top box is a
+    // person, whose region verifies an unrelated demo product with 10–11 inliers
+    const scene = await pasted('tools-multimeter2.webp', 160, 'fixtures/vision/voc-dinner.jpg');
+    const query = { feedId: looking.demo.feedId, image: scene, limit: 10, offset: 0 };
+    // Act
+    const hits = await searchByImage({ ...looking.container, minScore: 0 }, query);
+    // Assess
+    expect(hits[0]?.product.group).toBe('multimeter');
+  });
+
+  it.each(UNRELATED)('still returns nothing for an unrelated real photo (%s)', async (path) => {
+    const response = await searchLooking(await fixture(path));
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual([]);
   });
 });

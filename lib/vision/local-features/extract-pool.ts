@@ -99,7 +99,12 @@ export class ExtractionPool {
         },
       });
       // A copy: the caller keeps its buffer (the import stores the image, the search embeds it).
-      const request: ExtractRequest = { id, image: new Uint8Array(image), role, ...(region ? { region } : {}) };
+      const request: ExtractRequest = {
+        id,
+        image: new Uint8Array(image),
+        role,
+        ...(region ? { region } : {}),
+      };
       worker.postMessage(request, [request.image.buffer as ArrayBuffer]);
     });
   }

@@ -92,7 +92,8 @@ function clippedRegion(
   width: number,
   height: number,
 ): { left: number; top: number; width: number; height: number } {
-  const clamp = (v: number, max: number) => Math.min(max, Math.max(0, Math.round(Number.isFinite(v) ? v : 0)));
+  const clamp = (v: number, max: number) =>
+    Math.min(max, Math.max(0, Math.round(Number.isFinite(v) ? v : 0)));
   const left = clamp(Math.min(x0, x1), width - 1);
   const top = clamp(Math.min(y0, y1), height - 1);
   const right = Math.max(left + 1, clamp(Math.max(x0, x1), width));
