@@ -105,10 +105,10 @@ export interface ImageInspector {
   crop(bytes: Buffer, box: [number, number, number, number]): Promise<Buffer>;
 }
 
-/** One object found in an image: box = [x_min, y_min, x_max, y_max] in pixels of the submitted image. */
 /** x0, y0, x1, y1 in pixels of an image after its EXIF orientation. */
 export type PixelBox = [number, number, number, number];
 
+/** One object found in an image: box = [x_min, y_min, x_max, y_max] in pixels of the submitted image. */
 export interface DetectedObject {
   box: PixelBox;
   label: string;

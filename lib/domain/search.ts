@@ -446,12 +446,15 @@ const SECOND_LOOK_MAX_AREA = 0.5;
 /**
  * Starts detecting the boxes of the second look (`SearchDeps.secondLook`): the detector's most confident
  * ones, leaving out any that covers most of the photo. Undefined when there is no second look for this
- * query (off, not an image search, no word index or no query features); [] when detection fails.
+ * query (off, not an image search, filtered, no keypoint shortlist or no query features); [] when
+ * detection fails.
  */
 function secondLookBoxes(deps: SearchDeps, query: RankQuery): Promise<PixelBox[]> | undefined {
   const look = deps.secondLook;
   const image = query.image;
-  if (!look || look.boxes <= 0 || !image || !deps.reranking?.words || !query.queryFeatures) return undefined;
+  const words = deps.reranking?.words && (deps.reranking.wordTopN ?? 0) > 0;
+  const filtered = query.filter !== undefined && Object.keys(query.filter).length > 0;
+  if (!look || look.boxes <= 0 || !image || !words || filtered || !query.queryFeatures) return undefined;
   return deps
     .vision()
     .then(({ detector }) => detector.detect(image.bytes, { scoreThreshold: look.minScore }))
@@ -470,8 +473,8 @@ function secondLookBoxes(deps: SearchDeps, query: RankQuery): Promise<PixelBox[]
  * The second look, for a search where nothing verified: each box, widened by `SECOND_LOOK_MARGIN`, is
  * extracted at its own size (brought up to the query recipe's short side), and its keypoint shortlist
  * verified against it. Returns the groups it verifies (≥ `SECOND_LOOK_MIN_INLIERS`): their best inliers
- * over the boxes, and those it adds to the candidates, with their global similarity. Boxes are looked at
- * concurrently.
+ * over the boxes, and those it adds to the candidates, with their global similarity. The boxes' steps
+ * overlap where they wait (extraction workers, stores); a box that fails adds nothing.
  */
 async function secondLook(
   deps: SearchDeps,
@@ -484,20 +487,19 @@ async function secondLook(
   const image = query.image;
   if (boxes.length === 0 || !image || !deps.reranking) return none;
   const matcher = await deps.reranking.matcher();
+  // A box whose extraction, word lookup or verification fails only loses its own evidence.
   const looks = await Promise.all(
-    boxes.map(async ([x0, y0, x1, y1]) => {
-      const dx = (x1 - x0) * SECOND_LOOK_MARGIN;
-      const dy = (y1 - y0) * SECOND_LOOK_MARGIN;
-      const features = await matcher.extract(image.bytes, 'query', [x0 - dx, y0 - dy, x1 + dx, y1 + dy]);
-      const refs = await keypointShortlist(deps, { ...query, queryFeatures: Promise.resolve(features) });
-      const hits = await similarityOf(read, query.vectors, refs);
-      const inliers = await verifyShortlist(
-        deps,
-        { ...query, queryFeatures: Promise.resolve(features) },
-        hits,
-      );
-      return hits.map((hit, i) => ({ hit, inliers: inliers[i] ?? 0 }));
-    }),
+    boxes
+      .map(async ([x0, y0, x1, y1]) => {
+        const dx = (x1 - x0) * SECOND_LOOK_MARGIN;
+        const dy = (y1 - y0) * SECOND_LOOK_MARGIN;
+        const features = await matcher.extract(image.bytes, 'query', [x0 - dx, y0 - dy, x1 + dx, y1 + dy]);
+        const boxQuery = { ...query, queryFeatures: Promise.resolve(features) };
+        const hits = await similarityOf(read, query.vectors, await keypointShortlist(deps, boxQuery));
+        const inliers = await verifyShortlist(deps, boxQuery, hits);
+        return hits.map((hit, i) => ({ hit, inliers: inliers[i] ?? 0 }));
+      })
+      .map((look) => look.catch(() => [])),
   );
   // Only what a box verifies counts: a group it proposes but cannot verify would only be ranked by the
   // global evidence the first look has already weighed (and could push that look's best down).

@@ -86,19 +86,27 @@ export function extractionSize(
   };
 }
 
-/** A box as whole pixels inside a `width`×`height` image, at least 1 × 1. */
+/**
+ * The part of a box inside a `width`×`height` image, in whole pixels (either corner order; NaN reads as
+ * 0); undefined when less than a pixel of it is inside.
+ */
 function clippedRegion(
   [x0, y0, x1, y1]: Box,
   width: number,
   height: number,
-): { left: number; top: number; width: number; height: number } {
-  const clamp = (v: number, max: number) =>
-    Math.min(max, Math.max(0, Math.round(Number.isFinite(v) ? v : 0)));
-  const left = clamp(Math.min(x0, x1), width - 1);
-  const top = clamp(Math.min(y0, y1), height - 1);
-  const right = Math.max(left + 1, clamp(Math.max(x0, x1), width));
-  const bottom = Math.max(top + 1, clamp(Math.max(y0, y1), height));
+): { left: number; top: number; width: number; height: number } | undefined {
+  const clamp = (v: number, max: number) => Math.min(max, Math.max(0, Math.round(Number.isNaN(v) ? 0 : v)));
+  const left = clamp(Math.min(x0, x1), width);
+  const top = clamp(Math.min(y0, y1), height);
+  const right = clamp(Math.max(x0, x1), width);
+  const bottom = clamp(Math.max(y0, y1), height);
+  if (right <= left || bottom <= top) return undefined;
   return { left, top, width: right - left, height: bottom - top };
+}
+
+/** An empty set, new each time: the extraction pool transfers (detaches) the arrays it sends back. */
+function noFeatures(): FeatureSet {
+  return { width: 0, height: 0, points: new Float32Array(0), descriptors: new Uint32Array(0) };
 }
 
 /**
@@ -108,6 +116,11 @@ function clippedRegion(
 export async function extractLocalFeatures(image: Buffer, options: ExtractOptions): Promise<LocalFeatures> {
   const [cv, oriented] = await Promise.all([loadOpenCv(), openImage(image)]);
   const area = options.region ? clippedRegion(options.region, oriented.width, oriented.height) : undefined;
+  // A region outside the image shows nothing (as a textureless image: no keypoints, not an error).
+  if (options.region && !area) {
+    const mirror = options.mirror ?? options.role === 'catalogue';
+    return mirror ? { original: noFeatures(), mirrored: noFeatures() } : { original: noFeatures() };
+  }
   const size = extractionSize(area?.width ?? oriented.width, area?.height ?? oriented.height, options);
   const grey = await decoding(() => {
     // After the pipeline's rotate(), so the region is in oriented pixels.

@@ -141,6 +141,24 @@ describe('extractLocalFeatures', () => {
     expect(await inliersOf(region, 'book')).toBeGreaterThanOrEqual(20);
   });
 
+  it('gives no features for a region outside the photo, and reads regions after EXIF orientation', async () => {
+    // Prepare: the tote photo stored rotated, with EXIF orientation 6 ("rotate 90° clockwise to view")
+    const stored = await sharp(SHELF)
+      .rotate(-90)
+      .withMetadata({ orientation: 6 })
+      .jpeg({ quality: 95 })
+      .toBuffer();
+    const { left, top, width, height } = PRODUCTS.book;
+    const box: [number, number, number, number] = [left, top, left + width, top + height];
+    // Act
+    const outside = await extractLocalFeatures(SHELF, { role: 'query', region: [700, 500, 900, 700] });
+    const oriented = await extractLocalFeatures(stored, { role: 'query', region: box });
+    // Assess: the book's box in the oriented frame still shows the book
+    expect(outside.original.points).toHaveLength(0);
+    expect([oriented.original.width, oriented.original.height]).toEqual([256, 310]);
+    expect(await inliersOf(oriented, 'book')).toBeGreaterThanOrEqual(20);
+  });
+
   it('refuses bytes that are not an image with InvalidImageError', async () => {
     // Act / Assess
     await expect(extractLocalFeatures(Buffer.from('not an image at all'), { role: 'query' })).rejects.toThrow(

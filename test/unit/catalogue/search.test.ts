@@ -837,18 +837,23 @@ describe('searchByImage with a second look', () => {
   /** The mug is too small for the whole photo's keypoints: only a region of the photo shows it. */
   const shelf = Buffer.from('query photo: a shelf | small: a red mug');
 
-  /** Re-ranking with a word index that proposes p8 and p9 for any query, and the second look on. */
+  /**
+   * Re-ranking with a word index that proposes p8 and p9 for any query (or what `hits` gives for its
+   * n-th lookup), and the second look on.
+   */
   function looking(
     w: World,
     secondLook: SearchDeps['secondLook'] = { boxes: 2, minScore: 0.05 },
+    options: { wordTopN?: number; hits?: (lookup: number) => string[] } = {},
   ): SearchDeps {
+    let lookups = 0;
     const words: VisualWordIndex = {
       upsert: async () => undefined,
       deleteProducts: async () => undefined,
       deleteFeed: async () => undefined,
       flush: async () => undefined,
       search: async () =>
-        ['p8', 'p9'].map((id, i) => ({
+        (options.hits?.(lookups++) ?? ['p8', 'p9']).map((id, i) => ({
           id: vectorDocumentId('s', id, 0),
           productId: id,
           itemGroupId: id,
@@ -857,7 +862,13 @@ describe('searchByImage with a second look', () => {
     };
     return {
       ...deps(w),
-      reranking: { matcher: async () => w.matcher, features: w.features, topN: 3, words, wordTopN: 2 },
+      reranking: {
+        matcher: async () => w.matcher,
+        features: w.features,
+        topN: 3,
+        words,
+        wordTopN: options.wordTopN ?? 2,
+      },
       ...(secondLook ? { secondLook } : {}),
     };
   }
@@ -897,6 +908,66 @@ describe('searchByImage with a second look', () => {
     // Assess
     expect(hits[0]!.product.product_id).toBe('p0');
     expect(hits.map((h) => h.product.product_id)).not.toContain('p8');
+    expect(w.matcher.extracted.some((e) => e.region)).toBe(false);
+  });
+
+  it('adds a group only a box proposes, from 12 inliers', async () => {
+    // Prepare: the photo's own words propose p9 only (each search's first lookup), the box's p8, which
+    // it verifies with 11, then 12 inliers
+    const w = await catalogue();
+    w.detections.push({ box: [2, 3, 5, 6], label: 'cup', score: 0.5 });
+    const verify = w.matcher.verify.bind(w.matcher);
+    let verified = 11;
+    w.matcher.verify = (query, candidates) => verify(query, candidates).map((n) => (n === 40 ? verified : n));
+    const d = looking(
+      w,
+      { boxes: 1, minScore: 0.05 },
+      { hits: (lookup) => (lookup % 2 === 0 ? ['p9'] : ['p8']) },
+    );
+    // Act
+    const eleven = await search(d);
+    verified = 12;
+    const twelve = await search(d);
+    // Assess
+    expect(eleven.map((h) => h.product.product_id)).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
+    expect(twelve.map((h) => h.product.product_id)).toEqual(['p8', 'p0', 'p1', 'p2', 'p3']);
+  });
+
+  it('looks at no more boxes than asked, and a box that fails loses only its own evidence', async () => {
+    // Prepare: two boxes; the first one's extraction fails
+    const w = await catalogue();
+    w.detections.push(
+      { box: [1, 1, 4, 4], label: 'cup', score: 0.6 },
+      { box: [5, 5, 8, 8], label: 'cup', score: 0.5 },
+    );
+    // Act
+    const one = await search(looking(w, { boxes: 1, minScore: 0.05 }));
+    const regionsOfOne = w.matcher.extracted.filter((e) => e.region).length;
+    const extract = w.matcher.extract.bind(w.matcher);
+    let failed = false;
+    w.matcher.extract = async (image, role, region) => {
+      if (region && !failed) {
+        failed = true;
+        throw new Error('extraction failed');
+      }
+      return extract(image, role, region);
+    };
+    const two = await search(looking(w, { boxes: 2, minScore: 0.05 }));
+    // Assess
+    expect(regionsOfOne).toBe(1);
+    expect(one[0]!.product.product_id).toBe('p8');
+    expect(failed).toBe(true);
+    expect(two[0]!.product.product_id).toBe('p8');
+  });
+
+  it('does not look again without a keypoint shortlist to ask', async () => {
+    // Prepare
+    const w = await catalogue();
+    w.detections.push({ box: [2, 3, 5, 6], label: 'cup', score: 0.5 });
+    // Act
+    const hits = await search(looking(w, { boxes: 1, minScore: 0.05 }, { wordTopN: 0 }));
+    // Assess
+    expect(hits[0]!.product.product_id).toBe('p0');
     expect(w.matcher.extracted.some((e) => e.region)).toBe(false);
   });
 
