@@ -515,7 +515,10 @@ async function secondLook(
   return { added, inliers };
 }
 
-/** Inliers of each shortlisted hit against the query (all 0 when the query has no features). */
+/**
+ * Inliers of each shortlisted hit against the query, one count per hit (all 0 when the query cannot be
+ * verified), so that counts of several shortlists line up with their hits when concatenated.
+ */
 async function verifyShortlist(
   deps: SearchDeps,
   query: RankQuery,
@@ -523,7 +526,8 @@ async function verifyShortlist(
   /** Stored features of the first hits, already being read (storedFeatures). */
   prefetched?: StoredFeatures,
 ): Promise<number[]> {
-  if (!deps.reranking || !query.queryFeatures || hits.length === 0) return [];
+  const none = hits.map(() => 0);
+  if (!deps.reranking || !query.queryFeatures || hits.length === 0) return none;
   const rest = storedFeatures(deps, query, hits.slice(prefetched?.count ?? 0));
   const [queryFeatures, first, others, matcher] = await Promise.all([
     query.queryFeatures,
@@ -533,7 +537,7 @@ async function verifyShortlist(
     // whose features failed: never a failed search.
     deps.reranking.matcher().catch(() => undefined),
   ]);
-  if (!queryFeatures || !matcher) return [];
+  if (!queryFeatures || !matcher) return none;
   return matcher.verify(queryFeatures, [...first, ...others]);
 }
 
