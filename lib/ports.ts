@@ -102,7 +102,7 @@ export interface ImageInfo {
 export interface ImageInspector {
   inspect(bytes: Buffer): Promise<ImageInfo>;
   /** Cuts a box (pixels of the EXIF-oriented image) out of an image, re-encoded losslessly. */
-  crop(bytes: Buffer, box: [number, number, number, number]): Promise<Buffer>;
+  crop(bytes: Buffer, box: PixelBox): Promise<Buffer>;
 }
 
 /** x0, y0, x1, y1 in pixels of an image after its EXIF orientation. */
