@@ -294,6 +294,12 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   return groups.filter((g): g is GroupHit => g !== undefined);
 }
 
+/** Whether a query gets a keypoint shortlist: a word index, `wordTopN` > 0, query features, no filter. */
+function hasKeypointShortlist(deps: SearchDeps, query: RankQuery): boolean {
+  const filtered = query.filter !== undefined && Object.keys(query.filter).length > 0;
+  return !!deps.reranking?.words && (deps.reranking.wordTopN ?? 0) > 0 && !!query.queryFeatures && !filtered;
+}
+
 /**
  * The best `wordTopN` item groups by shared visual words (one image each, its best), or none: when the
  * query has no local features, is filtered, or no word index is configured. Starts as soon as the
@@ -303,8 +309,7 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
 async function keypointShortlist(deps: SearchDeps, query: RankQuery): Promise<VisualWordHit[]> {
   const reranking = deps.reranking;
   const wordTopN = reranking?.wordTopN ?? 0;
-  const filtered = query.filter !== undefined && Object.keys(query.filter).length > 0;
-  if (!reranking?.words || wordTopN <= 0 || !query.queryFeatures || filtered) return [];
+  if (!hasKeypointShortlist(deps, query) || !reranking?.words) return [];
   const features = await query.queryFeatures;
   if (!features) return [];
   const hits = await reranking.words
@@ -452,9 +457,7 @@ const SECOND_LOOK_MAX_AREA = 0.5;
 function secondLookBoxes(deps: SearchDeps, query: RankQuery): Promise<PixelBox[]> | undefined {
   const look = deps.secondLook;
   const image = query.image;
-  const words = deps.reranking?.words && (deps.reranking.wordTopN ?? 0) > 0;
-  const filtered = query.filter !== undefined && Object.keys(query.filter).length > 0;
-  if (!look || look.boxes <= 0 || !image || !words || filtered || !query.queryFeatures) return undefined;
+  if (!look || look.boxes <= 0 || !image || !hasKeypointShortlist(deps, query)) return undefined;
   return deps
     .vision()
     .then(({ detector }) => detector.detect(image.bytes, { scoreThreshold: look.minScore }))
