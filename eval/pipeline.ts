@@ -67,6 +67,19 @@ function withSecondLook(boxes: number): PipelineVariant {
   };
 }
 
+/** The default pipeline with other shortlist sizes (global, keypoint, regional top N). */
+function withShortlists(topN: number, wordTopN: number, regionalTopN: number): PipelineVariant {
+  return {
+    name: `projected: default with shortlists global ${topN} + keypoint ${wordTopN} + regional ${regionalTopN}`,
+    deps: (c) => ({
+      ...c,
+      detectorCrop: false,
+      regional: { topN: regionalTopN },
+      reranking: reranked(c, topN, wordTopN),
+    }),
+  };
+}
+
 /**
  * The stages, each row adding one to the previous or swapping one (see docs/quality.md). `projected`:
  * the catalogue was embedded with the learned projection; only the rows it can change are run again.
@@ -96,6 +109,13 @@ export function defaultVariants(projected = false): PipelineVariant[] {
       },
       withSecondLook(1),
       withSecondLook(2),
+      withShortlists(10, 20, 10),
+      withShortlists(20, 10, 10),
+      withShortlists(10, 10, 20),
+      withShortlists(10, 20, 20),
+      withShortlists(10, 10, 30),
+      withShortlists(10, 10, 25),
+      withShortlists(20, 20, 20),
       {
         name: 'projected: global top 10 + keypoint shortlist top 20, verified',
         deps: (c) => ({ ...c, regional: undefined, detectorCrop: false, reranking: reranked(c, 10, 20) }),

@@ -2,7 +2,11 @@
  * Fusing geometric verification with the global-embedding score of a shortlist.
  *
  * Order (the rule measured best in MODELS.md "Re-ranking and regional matching"): candidates with at least
- * `minInliers` inliers come first, by inliers (ties by global score); the rest follow by global score.
+ * `minInliers` inliers come first, by inliers (ties by global score); the rest follow by their calibrated
+ * score below, counting their inliers only above `chanceInliers` (ties by global score): a candidate with
+ * 8 or 9 inliers is nearly verified and goes ahead of a slightly more similar one, while the few inliers
+ * RANSAC finds in noise do not push a product that cannot verify (a smooth one) under textured strangers
+ * (docs/quality.md "Unverified candidates by their calibrated score").
  *
  * Score, in [0, 1], meant to read the same across queries:
  * ```
@@ -26,6 +30,11 @@
 export interface FusionOptions {
   /** Inliers from which a candidate counts as verified and moves ahead. Default 10. */
   minInliers?: number;
+  /**
+   * Most inliers an unrelated pair reaches by chance (7 on the local-features test photos, below); an
+   * unverified candidate's inliers count in its order only above this. Default 7.
+   */
+  chanceInliers?: number;
   /** Inlier count at which the geometric evidence is 0.5. Default 12. */
   inlierMidpoint?: number;
   /** Inliers per logistic unit. Default 2.5. */
@@ -57,6 +66,7 @@ export const MIN_VERIFIED_INLIERS = 10;
 
 const DEFAULTS = {
   minInliers: MIN_VERIFIED_INLIERS,
+  chanceInliers: 7,
   inlierMidpoint: 12,
   inlierSlope: 2.5,
   cosineFloor: 0.4,
@@ -79,24 +89,39 @@ export function fusedScore(input: FusionInput, options: FusionOptions = {}): num
   return 1 - (1 - geometric) * (1 - o.globalWeight * global);
 }
 
-/** Re-orders a shortlist by verification and global score and attaches the calibrated score. */
+/** Re-orders a shortlist by verification and calibrated score and attaches the calibrated score. */
 export function rerankCandidates<T extends FusionInput>(
   candidates: readonly T[],
   options: FusionOptions = {},
 ): Fused<T>[] {
   const minInliers = options.minInliers ?? DEFAULTS.minInliers;
+  const chanceInliers = options.chanceInliers ?? DEFAULTS.chanceInliers;
   const ordered = candidates
-    .map((candidate, index) => ({ candidate, index, verified: candidate.inliers >= minInliers }))
+    .map((candidate, index) => ({
+      candidate,
+      index,
+      verified: candidate.inliers >= minInliers,
+      raw: fusedScore(candidate, options),
+      // What orders the unverified ones: the same score, without the inliers chance can give.
+      evidence: fusedScore(
+        {
+          globalScore: candidate.globalScore,
+          inliers: candidate.inliers > chanceInliers ? candidate.inliers : 0,
+        },
+        options,
+      ),
+    }))
     .sort(
       (a, b) =>
         Number(b.verified) - Number(a.verified) ||
         (a.verified ? b.candidate.inliers - a.candidate.inliers : 0) ||
+        b.evidence - a.evidence ||
         b.candidate.globalScore - a.candidate.globalScore ||
         a.index - b.index,
     );
   let cap = 1;
-  return ordered.map(({ candidate, verified }) => {
-    cap = Math.min(cap, fusedScore(candidate, options));
+  return ordered.map(({ candidate, verified, raw }) => {
+    cap = Math.min(cap, raw);
     return { ...candidate, score: cap, verified };
   });
 }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { fusedScore, rerankCandidates } from '#lib/vision/local-features/fusion.ts';
 
 describe('rerankCandidates', () => {
-  it('puts verified candidates first by inliers, then the rest by global score', () => {
+  it('puts verified candidates first by inliers, then the rest by calibrated score', () => {
     // Prepare
     const shortlist = [
       { id: 'a', globalScore: 0.9, inliers: 4 },
@@ -14,8 +14,49 @@ describe('rerankCandidates', () => {
     // Act
     const ranked = rerankCandidates(shortlist);
     // Assess
+    // a's 4 inliers are within chance, so e's cosine leads; c's 9 do not make up for its lower cosine
     expect(ranked.map((r) => r.id)).toEqual(['d', 'b', 'e', 'a', 'c']);
     expect(ranked.map((r) => r.verified)).toEqual([true, true, false, false, false]);
+  });
+
+  it('lets inliers under the verification threshold outrank a slightly higher cosine', () => {
+    // Prepare: the item with 8 inliers and a stranger with none, a little more similar overall
+    const shortlist = [
+      { id: 'stranger', globalScore: 0.62, inliers: 0 },
+      { id: 'item', globalScore: 0.58, inliers: 8 },
+    ];
+    // Act
+    const ranked = rerankCandidates(shortlist);
+    // Assess
+    expect(ranked.map((r) => r.id)).toEqual(['item', 'stranger']);
+    expect(ranked.every((r) => !r.verified)).toBe(true);
+    expect(ranked[0]!.score).toBe(fusedScore(shortlist[1]!));
+  });
+
+  it('does not let inliers within chance (7 or fewer) push a more similar candidate down', () => {
+    // Prepare: a smooth product with no keypoints to verify, and a textured stranger with 7 chance inliers
+    const shortlist = [
+      { id: 'stranger', globalScore: 0.58, inliers: 7 },
+      { id: 'smooth', globalScore: 0.6, inliers: 0 },
+    ];
+    // Act
+    const ranked = rerankCandidates(shortlist);
+    // Assess: the order of their cosines; scores still never increase down the list
+    expect(ranked.map((r) => r.id)).toEqual(['smooth', 'stranger']);
+    expect(ranked[1]!.score).toBeLessThanOrEqual(ranked[0]!.score);
+  });
+
+  it('orders by global score where the calibrated scores tie', () => {
+    // Prepare: both under the cosine floor with no inliers, so both have the same calibrated score
+    const shortlist = [
+      { id: 'lower', globalScore: 0.2, inliers: 0 },
+      { id: 'higher', globalScore: 0.3, inliers: 0 },
+    ];
+    // Act
+    const ranked = rerankCandidates(shortlist);
+    // Assess
+    expect(ranked[0]!.score).toBe(ranked[1]!.score);
+    expect(ranked.map((r) => r.id)).toEqual(['higher', 'lower']);
   });
 
   it('gives scores in [0, 1] that never increase down the list', () => {
