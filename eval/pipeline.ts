@@ -115,6 +115,8 @@ export function defaultVariants(projected = false): PipelineVariant[] {
       withShortlists(10, 20, 20),
       withShortlists(10, 10, 30),
       withShortlists(10, 10, 25),
+      withShortlists(5, 10, 20),
+      withShortlists(5, 10, 30),
       withShortlists(20, 20, 20),
       {
         name: 'projected: global top 10 + keypoint shortlist top 20, verified',
