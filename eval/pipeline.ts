@@ -109,8 +109,6 @@ export function defaultVariants(projected = false): PipelineVariant[] {
       },
       withSecondLook(1),
       withSecondLook(2),
-      withShortlists(10, 20, 10),
-      withShortlists(20, 10, 10),
       withShortlists(10, 10, 20),
       withShortlists(10, 20, 20),
       withShortlists(10, 10, 30),

@@ -35,8 +35,8 @@ import { REGIONAL_COSINE_SCALE } from '#lib/vision/regional.ts';
  * first and `reranking.wordTopN` of the second are geometrically verified (the query's local features,
  * extracted while the embedding and k-NN run, against the stored features of each group's best image)
  * and re-ordered: verified groups first by inliers, the rest by calibrated score (similarity, and inliers
- * above chance: fusion.ts), groups beyond the top N after them in similarity order. Image search with `regional` also describes ~75 windows of the photo
- * (lib/vision/regional.ts): their k-NN proposes `regional.topN` more groups to verify, and a group's
+ * above chance: fusion.ts), groups beyond the top N after them in similarity order. Image search with
+ * `regional` also describes ~75 windows of the photo (lib/vision/regional.ts): their k-NN proposes `regional.topN` more groups to verify, and a group's
  * similarity (for the shortlisted groups) becomes the better of whole image and best window. With
  * `secondLook`, a search where nothing verified looks again at the detector's boxes, each at its own
  * size. Every result carries the calibrated fused score (docs/api.md), which never increases down the
@@ -157,9 +157,8 @@ function featureRefOf(feedId: string, hit: VectorHit): FeatureRef {
  * 3b. with `secondLook`, when still no group has 10 inliers: the detector's boxes are extracted at their
  *    own size and each box's keypoint shortlist verified against it (a group keeps its better count);
  * 4. fuse: verified groups (≥ 10 inliers) first by inliers, then the rest by calibrated score (their
- *    similarity and any inliers above chance, fusion.ts); candidates whose
- *    own calibrated score is under `minScore` are dropped, then scores are capped down the list so they
- *    never increase;
+ *    similarity and any inliers above chance, fusion.ts); candidates whose own calibrated score is
+ *    under `minScore` are dropped, then scores are capped down the list so they never increase;
  * 5. page with offset/limit and hydrate only that page (one batch read plus a variants query per real
  *    item group). The same request always yields the same page.
  */

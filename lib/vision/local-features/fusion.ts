@@ -31,7 +31,7 @@ export interface FusionOptions {
   /** Inliers from which a candidate counts as verified and moves ahead. Default 10. */
   minInliers?: number;
   /**
-   * Most inliers an unrelated pair reaches by chance (7 on the local-features test photos, below); an
+   * Most inliers an unrelated pair reaches by chance (7 on the local-features test photos, above); an
    * unverified candidate's inliers count in its order only above this. Default 7.
    */
   chanceInliers?: number;
@@ -103,7 +103,7 @@ export function rerankCandidates<T extends FusionInput>(
       verified: candidate.inliers >= minInliers,
       raw: fusedScore(candidate, options),
       // What orders the unverified ones: the same score, without the inliers chance can give.
-      evidence: fusedScore(
+      orderScore: fusedScore(
         {
           globalScore: candidate.globalScore,
           inliers: candidate.inliers > chanceInliers ? candidate.inliers : 0,
@@ -115,7 +115,7 @@ export function rerankCandidates<T extends FusionInput>(
       (a, b) =>
         Number(b.verified) - Number(a.verified) ||
         (a.verified ? b.candidate.inliers - a.candidate.inliers : 0) ||
-        b.evidence - a.evidence ||
+        b.orderScore - a.orderScore ||
         b.candidate.globalScore - a.candidate.globalScore ||
         a.index - b.index,
     );

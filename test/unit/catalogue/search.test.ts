@@ -993,6 +993,18 @@ describe('searchByImage with a second look', () => {
 });
 
 describe('score calibration', () => {
+  it('puts a nearly verified group (8–9 inliers) ahead of more similar unverified ones', async () => {
+    // Prepare: p3, 4th by similarity, shows partly in the photo (9 inliers); the others get 2 by chance
+    const w = await rankedCatalogue({ count: 5, top: 0.6, mug: 'p3' });
+    const query = { feedId: 's', image: Buffer.from('scene with partly red mug'), limit: 5, offset: 0 };
+    // Act
+    const hits = await searchByImage(reranked(w), query);
+    // Assess: p3 first, the rest in global order, scores never increasing
+    expect(hits.map((h) => h.product.product_id)).toEqual(['p3', 'p0', 'p1', 'p2', 'p4']);
+    for (let i = 1; i < hits.length; i += 1)
+      expect(hits[i - 1]!.score).toBeGreaterThanOrEqual(hits[i]!.score);
+  });
+
   it('reads the global cosine on the configured embedding scale (projected vectors sit lower)', async () => {
     // Prepare: one product at cosine 0.5 to the query, no verification
     const w = world();

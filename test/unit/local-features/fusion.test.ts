@@ -41,9 +41,24 @@ describe('rerankCandidates', () => {
     ];
     // Act
     const ranked = rerankCandidates(shortlist);
-    // Assess: the order of their cosines; scores still never increase down the list
+    // Assess: the order of their cosines; the stranger's own score counts its inliers, so it is capped
+    // down to the smooth product's
     expect(ranked.map((r) => r.id)).toEqual(['smooth', 'stranger']);
-    expect(ranked[1]!.score).toBeLessThanOrEqual(ranked[0]!.score);
+    expect(fusedScore(shortlist[0]!)).toBeGreaterThan(fusedScore(shortlist[1]!));
+    expect(ranked[1]!.score).toBe(ranked[0]!.score);
+  });
+
+  it('keeps verified candidates in inlier order whatever their cosines', () => {
+    // Prepare: a verified candidate that looks far more alike, and one with one inlier more
+    const shortlist = [
+      { id: 'alike', globalScore: 0.9, inliers: 12 },
+      { id: 'more inliers', globalScore: 0.4, inliers: 13 },
+    ];
+    // Act
+    const ranked = rerankCandidates(shortlist);
+    // Assess
+    expect(fusedScore(shortlist[0]!)).toBeGreaterThan(fusedScore(shortlist[1]!));
+    expect(ranked.map((r) => r.id)).toEqual(['more inliers', 'alike']);
   });
 
   it('orders by global score where the calibrated scores tie', () => {
