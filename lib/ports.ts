@@ -158,8 +158,14 @@ export type FeatureRole = 'catalogue' | 'query';
 export interface LocalFeatureMatcher {
   /** Catalogue: both orientations, ~800 keypoints each; query: one orientation, ~1000 keypoints. */
   extract(image: Buffer, role: FeatureRole, region?: PixelBox): Promise<LocalFeatures>;
-  /** Inliers of each candidate, in order; candidates without features get 0. */
-  verify(query: LocalFeatures, candidates: readonly (LocalFeatures | undefined)[]): number[];
+  /**
+   * Inliers of each candidate, in order; candidates without features get 0. A promise when part of the
+   * work runs on another thread.
+   */
+  verify(
+    query: LocalFeatures,
+    candidates: readonly (LocalFeatures | undefined)[],
+  ): number[] | Promise<number[]>;
 }
 
 /** Stored local features of one product image, addressed like its vector document. */

@@ -4,11 +4,22 @@ import type { FeatureRole, LocalFeatureMatcher, PixelBox } from '#lib/ports.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 
 /**
+ * Shortlists from which verification is split with a worker: under it, sending the features costs about
+ * what the worker would save.
+ */
+const SPLIT_FROM = 6;
+
+function inliersOf(query: LocalFeatures, candidates: readonly (LocalFeatures | undefined)[]): number[] {
+  return verifyCandidates(query, candidates).map((v) => v.inliers);
+}
+
+/**
  * Local features with ORB (OpenCV's wasm build, loaded on the first extraction, or as soon as an
  * extraction worker starts) and the project's own
  * Hamming matcher + RANSAC homography (lib/vision/local-features). Extraction runs on the JS thread, or
- * with `workers` > 0 on that many worker threads (extract-pool.ts; `LOCAL_FEATURE_WORKERS`); verification
- * of a 20-item shortlist takes ~17–22 ms on the calling thread (docs/benchmarks.md "Keypoint recipe 2").
+ * with `workers` > 0 on that many worker threads (extract-pool.ts; `LOCAL_FEATURE_WORKERS`), which also take
+ * half of each long shortlist's verification (~0.3 ms per candidate; docs/benchmarks.md "Verification
+ * split with the extraction worker").
  */
 export class OrbLocalFeatureMatcher implements LocalFeatureMatcher {
   private readonly pool: ExtractionPool | undefined;
@@ -28,7 +39,23 @@ export class OrbLocalFeatureMatcher implements LocalFeatureMatcher {
     return this.pool?.close() ?? Promise.resolve();
   }
 
-  verify(query: LocalFeatures, candidates: readonly (LocalFeatures | undefined)[]): number[] {
-    return verifyCandidates(query, candidates).map((v) => v.inliers);
+  /**
+   * With extraction workers, a shortlist of `SPLIT_FROM` candidates or more is verified half on a worker,
+   * half on this thread at the same time (each candidate's count does not depend on the others'); a worker
+   * that fails hands its half back to this thread.
+   */
+  verify(
+    query: LocalFeatures,
+    candidates: readonly (LocalFeatures | undefined)[],
+  ): number[] | Promise<number[]> {
+    if (!this.pool || candidates.length < SPLIT_FROM) return inliersOf(query, candidates);
+    const half = Math.ceil(candidates.length / 2);
+    const far = candidates.slice(half);
+    const there = this.pool.verify(query, far);
+    const here = inliersOf(query, candidates.slice(0, half));
+    return there.then(
+      (inliers) => [...here, ...inliers],
+      () => [...here, ...inliersOf(query, far)],
+    );
   }
 }

@@ -6,6 +6,9 @@
  * worker it runs beside them (measured: docs/benchmarks.md "ORB on a worker thread"; the times above are
  * bench:rerank's with keypoint recipe 2, docs/benchmarks.md "Keypoint recipe 2").
  *
+ * A search also hands a worker half of a long shortlist's verification (`verify`): by then the query's
+ * keypoints are extracted and the worker is idle, while verification is plain JS on the calling thread.
+ *
  * The worker runs the same `extractLocalFeatures` on its own OpenCV instance (and its own wasm heap),
  * which it starts loading as soon as it starts. Its entry is TypeScript: this runs where the sources run
  * (local mode and the tools, through tsx's loader), or from a plain-JS bundle of that entry when given
@@ -21,15 +24,17 @@ import { Worker } from 'node:worker_threads';
 import { InvalidImageError } from '#lib/domain/errors.ts';
 import type { Box } from '#lib/vision/image-input.ts';
 import type { FeatureRole } from '#lib/vision/local-features/extract.ts';
-import type { ExtractRequest } from '#lib/vision/local-features/extract-worker.ts';
+import type { ExtractRequest, VerifyRequest } from '#lib/vision/local-features/extract-worker.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 
 type Reply =
-  { id: number; features: LocalFeatures } | { id: number; error: { name: string; message: string } };
+  | { id: number; features: LocalFeatures }
+  | { id: number; inliers: number[] }
+  | { id: number; error: { name: string; message: string } };
 
 interface Pending {
   worker: number;
-  resolve: (features: LocalFeatures) => void;
+  resolve: (answer: LocalFeatures | number[]) => void;
   reject: (error: Error) => void;
 }
 
@@ -74,6 +79,27 @@ export class ExtractionPool {
   }
 
   extract(image: Buffer, role: FeatureRole, region?: Box): Promise<LocalFeatures> {
+    // A copy: the caller keeps its buffer (the import stores the image, the search embeds it).
+    const copy = new Uint8Array(image);
+    return this.send<LocalFeatures>(
+      (id): ExtractRequest => ({ id, image: copy, role, ...(region ? { region } : {}) }),
+      [copy.buffer as ArrayBuffer],
+    );
+  }
+
+  /**
+   * Inliers of each candidate against the query (verifyCandidates) on a worker. The features are copied,
+   * not transferred: they are the caller's (its feature cache's) to keep.
+   */
+  verify(query: LocalFeatures, candidates: readonly (LocalFeatures | undefined)[]): Promise<number[]> {
+    return this.send<number[]>((id): VerifyRequest => ({ id, query, candidates: [...candidates] }), []);
+  }
+
+  /** Sends a request to the least busy worker; its answer settles the promise. */
+  private send<T extends LocalFeatures | number[]>(
+    request: (id: number) => ExtractRequest | VerifyRequest,
+    transfer: ArrayBuffer[],
+  ): Promise<T> {
     if (this.closed) return Promise.reject(new Error('the extraction pool is closed'));
     if (this.broken) return Promise.reject(this.broken);
     const index = this.load.indexOf(Math.min(...this.load));
@@ -86,26 +112,19 @@ export class ExtractionPool {
       this.load[index] = this.load[index]! - 1;
       if (this.load[index] === 0) worker.unref();
     };
-    return new Promise<LocalFeatures>((resolve, reject) => {
+    return new Promise<T>((resolve, reject) => {
       this.pending.set(id, {
         worker: index,
-        resolve: (features) => {
+        resolve: (answer) => {
           settled();
-          resolve(features);
+          resolve(answer as T);
         },
         reject: (error) => {
           settled();
           reject(error);
         },
       });
-      // A copy: the caller keeps its buffer (the import stores the image, the search embeds it).
-      const request: ExtractRequest = {
-        id,
-        image: new Uint8Array(image),
-        role,
-        ...(region ? { region } : {}),
-      };
-      worker.postMessage(request, [request.image.buffer as ArrayBuffer]);
+      worker.postMessage(request(id), transfer);
     });
   }
 
@@ -126,6 +145,7 @@ export class ExtractionPool {
       if (!waiting) return;
       this.pending.delete(reply.id);
       if ('features' in reply) waiting.resolve(reply.features);
+      else if ('inliers' in reply) waiting.resolve(reply.inliers);
       else waiting.reject(reviveError(reply.error));
     });
     worker.on('error', (error) => {

@@ -1,17 +1,27 @@
 /**
  * Worker-thread entry of `ExtractionPool` (extract-pool.ts): extracts the local features of each image it
- * is sent, on this thread's own OpenCV instance, and sends them back with their buffers transferred.
+ * is sent, on this thread's own OpenCV instance, and sends them back with their buffers transferred; and
+ * verifies the candidates it is sent against a query (verify.ts), for a search that splits its shortlist
+ * between this thread and its own.
  */
 import { parentPort } from 'node:worker_threads';
 import type { Box } from '#lib/vision/image-input.ts';
 import { extractLocalFeatures, type FeatureRole } from '#lib/vision/local-features/extract.ts';
 import { loadOpenCv } from '#lib/vision/local-features/opencv.ts';
+import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
+import { verifyCandidates } from '#lib/vision/local-features/verify.ts';
 
 export interface ExtractRequest {
   id: number;
   image: Uint8Array;
   role: FeatureRole;
   region?: Box;
+}
+
+export interface VerifyRequest {
+  id: number;
+  query: LocalFeatures;
+  candidates: (LocalFeatures | undefined)[];
 }
 
 const port = parentPort;
@@ -21,7 +31,18 @@ if (!port) throw new Error('extract-worker.ts runs as a worker thread of Extract
 // bundle); a failed load is the first extraction's error, as before.
 loadOpenCv().catch(() => undefined);
 
-port.on('message', ({ id, image, role, region }: ExtractRequest) => {
+port.on('message', (request: ExtractRequest | VerifyRequest) => {
+  if ('candidates' in request) {
+    const { id, query, candidates } = request;
+    try {
+      port.postMessage({ id, inliers: verifyCandidates(query, candidates).map((v) => v.inliers) });
+    } catch (error) {
+      const { name, message } = error instanceof Error ? error : new Error(String(error));
+      port.postMessage({ id, error: { name, message } });
+    }
+    return;
+  }
+  const { id, image, role, region } = request;
   const options = region ? { role, region } : { role };
   extractLocalFeatures(Buffer.from(image.buffer, image.byteOffset, image.byteLength), options).then(
     (features) => {

@@ -17,6 +17,7 @@ import {
   extractLocalFeatures,
   type FeatureSet,
   type LocalFeatures,
+  verifyCandidates,
 } from '#lib/vision/local-features/index.ts';
 import { DINNER, GROVE, SHELF } from './images.ts';
 
@@ -78,6 +79,25 @@ describe.each([
     const features = await pool.extract(DINNER, 'query');
     expect(features.original.points.length).toBeGreaterThan(100);
   }, 30_000);
+
+  it('verifies candidates as the JS thread does, and leaves the caller its features', async () => {
+    // Prepare: a query photo against catalogue features of itself, two other photos and a missing one
+    const query = await extractLocalFeatures(DINNER, { role: 'query' });
+    const candidates = [
+      await extractLocalFeatures(DINNER, { role: 'catalogue' }),
+      await extractLocalFeatures(GROVE, { role: 'catalogue' }),
+      undefined,
+      await extractLocalFeatures(SHELF, { role: 'catalogue' }),
+    ];
+    // Act
+    const fromPool = await pool.verify(query, candidates);
+    // Assess
+    expect(fromPool).toEqual(verifyCandidates(query, candidates).map((v) => v.inliers));
+    expect(fromPool[0]).toBeGreaterThan(20);
+    expect(fromPool[2]).toBe(0);
+    expect(query.original.descriptors.byteLength).toBeGreaterThan(0);
+    expect(candidates[0]!.original.descriptors.byteLength).toBeGreaterThan(0);
+  }, 60_000);
 
   it('refuses work once closed', async () => {
     const closing = new ExtractionPool(1);
@@ -160,6 +180,32 @@ describe('OrbLocalFeatureMatcher with workers', () => {
     expect(Number(output.trim())).toBeGreaterThan(100);
     expect(Date.now() - started).toBeLessThan(20_000);
   }, 30_000);
+
+  it('splits a long shortlist with a worker, with the counts the JS thread gives; a closed pool hands it back', async () => {
+    // Prepare: eight candidates, the query's own photo among them
+    const matcher = new OrbLocalFeatureMatcher({ workers: 1 });
+    const query = await extractLocalFeatures(SHELF, { role: 'query' });
+    const photos = [DINNER, GROVE, SHELF, DINNER, GROVE, SHELF, GROVE, DINNER];
+    const candidates: (LocalFeatures | undefined)[] = [];
+    for (const photo of photos) candidates.push(await extractLocalFeatures(photo, { role: 'catalogue' }));
+    const inThread = verifyCandidates(query, candidates).map((v) => v.inliers);
+    try {
+      // Act
+      const split = matcher.verify(query, candidates);
+      const short = matcher.verify(query, candidates.slice(0, 3));
+      const splitCounts = await split;
+      await matcher.close();
+      const afterClose = await matcher.verify(query, candidates);
+      // Assess: the long shortlist went half to the worker, the short one stayed on this thread
+      expect(split).toBeInstanceOf(Promise);
+      expect(Array.isArray(short)).toBe(true);
+      expect(splitCounts).toEqual(inThread);
+      expect(afterClose).toEqual(inThread);
+      expect(splitCounts[2]).toBeGreaterThan(20);
+    } finally {
+      await matcher.close();
+    }
+  }, 60_000);
 
   it('extracts on the JS thread with no workers', async () => {
     const matcher = new OrbLocalFeatureMatcher();
