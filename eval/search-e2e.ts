@@ -146,8 +146,8 @@ async function main() {
       ['+ keypoint shortlist top 20', { ...base, reranking: reranked(20, 20) }],
       ['global top 10 + keypoint shortlist top 10', { ...base, reranking: reranked(10, 10) }],
       [
-        '+ regional shortlist top 10 and regional evidence (default)',
-        { ...base, regional: { topN: 10 }, reranking: reranked(10, 10) },
+        '+ regional shortlist top 30 and regional evidence (default)',
+        { ...base, regional: { topN: 30 }, reranking: reranked(10, 10) },
       ],
       ['global, max(whole, detector crop)', { ...base, reranking: undefined, detectorCrop: true }],
       [
