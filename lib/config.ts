@@ -111,9 +111,9 @@ const EnvSchema = z.object({
   /**
    * With REGIONAL_MATCHING: how many of the best item groups by region k-NN join the verified shortlist.
    * Verified only by searches not confident after the first verification. 30 rather than 10: benchmark
-   * R@1 0.850 -> 0.855, R@10 0.900 -> 0.910, for ~0–5 ms at the p50 in local mode, where a worker takes
-   * half of the verification; in AWS, 20 more feature reads and verifications on the function's thread
-   * (docs/quality.md, docs/benchmarks.md).
+   * R@1 0.850 -> 0.855, R@10 0.900 -> 0.910. In local mode a worker takes half of the verification, and
+   * the warm p50 measured 65.9–76.4 ms against 63.4–69.2 with 10 on one thread; in AWS, 20 more feature
+   * reads and verifications on the function's thread (not measured; docs/deploy.md).
    */
   REGIONAL_TOP_N: z.coerce.number().int().min(0).max(100).default(30),
   /**

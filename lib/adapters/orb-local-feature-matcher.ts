@@ -40,22 +40,22 @@ export class OrbLocalFeatureMatcher implements LocalFeatureMatcher {
   }
 
   /**
-   * With extraction workers, a shortlist of `SPLIT_FROM` candidates or more is verified half on a worker,
-   * half on this thread at the same time (each candidate's count does not depend on the others'); a worker
-   * that fails hands its half back to this thread.
+   * With extraction workers, a shortlist of `SPLIT_FROM` candidates or more is verified half on an idle
+   * worker, half on this thread at the same time (each candidate's count does not depend on the others');
+   * a worker that fails hands its half back to this thread. With every worker busy (other searches'
+   * extractions, an import's), all of it stays here rather than wait behind them.
    */
   verify(
     query: LocalFeatures,
     candidates: readonly (LocalFeatures | undefined)[],
   ): number[] | Promise<number[]> {
-    if (!this.pool || candidates.length < SPLIT_FROM) return inliersOf(query, candidates);
+    if (!this.pool?.hasIdleWorker() || candidates.length < SPLIT_FROM) return inliersOf(query, candidates);
     const half = Math.ceil(candidates.length / 2);
     const far = candidates.slice(half);
-    const there = this.pool.verify(query, far);
+    // The fallback is attached before this thread's half runs: if that throws, the worker's answer
+    // must not become an unhandled rejection.
+    const there = this.pool.verify(query, far).catch(() => inliersOf(query, far));
     const here = inliersOf(query, candidates.slice(0, half));
-    return there.then(
-      (inliers) => [...here, ...inliers],
-      () => [...here, ...inliersOf(query, far)],
-    );
+    return there.then((inliers) => [...here, ...inliers]);
   }
 }

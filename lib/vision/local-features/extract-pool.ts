@@ -95,6 +95,11 @@ export class ExtractionPool {
     return this.send<number[]>((id): VerifyRequest => ({ id, query, candidates: [...candidates] }), []);
   }
 
+  /** Whether some worker has nothing in flight (and the pool can take work). */
+  hasIdleWorker(): boolean {
+    return !this.closed && !this.broken && this.load.some((requests) => requests === 0);
+  }
+
   /** Sends a request to the least busy worker; its answer settles the promise. */
   private send<T extends LocalFeatures | number[]>(
     request: (id: number) => ExtractRequest | VerifyRequest,

@@ -181,7 +181,7 @@ describe('OrbLocalFeatureMatcher with workers', () => {
     expect(Date.now() - started).toBeLessThan(20_000);
   }, 30_000);
 
-  it('splits a long shortlist with a worker, with the counts the JS thread gives; a closed pool hands it back', async () => {
+  it('splits a long shortlist with an idle worker, with the counts the JS thread gives; a busy or closed pool leaves it here', async () => {
     // Prepare: eight candidates, the query's own photo among them
     const matcher = new OrbLocalFeatureMatcher({ workers: 1 });
     const query = await extractLocalFeatures(SHELF, { role: 'query' });
@@ -194,12 +194,18 @@ describe('OrbLocalFeatureMatcher with workers', () => {
       const split = matcher.verify(query, candidates);
       const short = matcher.verify(query, candidates.slice(0, 3));
       const splitCounts = await split;
+      const extracting = matcher.extract(DINNER, 'query');
+      const whileBusy = matcher.verify(query, candidates);
+      await extracting;
       await matcher.close();
       const afterClose = await matcher.verify(query, candidates);
-      // Assess: the long shortlist went half to the worker, the short one stayed on this thread
+      // Assess: the long shortlist went half to the worker, the short one and the one sent while the
+      // worker was extracting stayed on this thread
       expect(split).toBeInstanceOf(Promise);
       expect(Array.isArray(short)).toBe(true);
+      expect(Array.isArray(whileBusy)).toBe(true);
       expect(splitCounts).toEqual(inThread);
+      expect(whileBusy).toEqual(inThread);
       expect(afterClose).toEqual(inThread);
       expect(splitCounts[2]).toBeGreaterThan(20);
     } finally {
