@@ -53,17 +53,21 @@ function reranked(c: Container, topN: number, wordTopN: number): SearchDeps['rer
   return c.reranking && { ...c.reranking, topN, wordTopN };
 }
 
+/** The default pipeline's stages, with the given shortlist sizes (global, keypoint, regional top N). */
+function defaultStages(c: Container, topN = 10, wordTopN = 10, regionalTopN = 30): SearchDeps {
+  return {
+    ...c,
+    detectorCrop: false,
+    regional: { topN: regionalTopN },
+    reranking: reranked(c, topN, wordTopN),
+  };
+}
+
 /** The default pipeline with the second look (SECOND_LOOK_BOXES) at `boxes` detector boxes. */
 function withSecondLook(boxes: number): PipelineVariant {
   return {
     name: `projected: default + second look at ${boxes} detector box${boxes > 1 ? 'es' : ''} when nothing verified`,
-    deps: (c) => ({
-      ...c,
-      detectorCrop: false,
-      regional: { topN: 30 },
-      reranking: reranked(c, 10, 10),
-      secondLook: { boxes, minScore: 0.05 },
-    }),
+    deps: (c) => ({ ...defaultStages(c), secondLook: { boxes, minScore: 0.05 } }),
   };
 }
 
@@ -71,12 +75,7 @@ function withSecondLook(boxes: number): PipelineVariant {
 function withShortlists(topN: number, wordTopN: number, regionalTopN: number): PipelineVariant {
   return {
     name: `projected: default with shortlists global ${topN} + keypoint ${wordTopN} + regional ${regionalTopN}`,
-    deps: (c) => ({
-      ...c,
-      detectorCrop: false,
-      regional: { topN: regionalTopN },
-      reranking: reranked(c, topN, wordTopN),
-    }),
+    deps: (c) => defaultStages(c, topN, wordTopN, regionalTopN),
   };
 }
 
@@ -105,7 +104,7 @@ export function defaultVariants(projected = false): PipelineVariant[] {
       },
       {
         name: 'projected: global 10 + keypoint 10 + regional shortlist 30 and evidence (default)',
-        deps: (c) => ({ ...c, detectorCrop: false, regional: { topN: 30 }, reranking: reranked(c, 10, 10) }),
+        deps: (c) => defaultStages(c),
       },
       withSecondLook(1),
       withSecondLook(2),

@@ -1,4 +1,4 @@
-import { extractLocalFeatures, verifyCandidates } from '#lib/vision/local-features/index.ts';
+import { extractLocalFeatures, inlierCounts } from '#lib/vision/local-features/index.ts';
 import { ExtractionPool } from '#lib/vision/local-features/extract-pool.ts';
 import type { FeatureRole, LocalFeatureMatcher, PixelBox } from '#lib/ports.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
@@ -8,10 +8,6 @@ import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
  * what the worker would save.
  */
 const SPLIT_FROM = 6;
-
-function inliersOf(query: LocalFeatures, candidates: readonly (LocalFeatures | undefined)[]): number[] {
-  return verifyCandidates(query, candidates).map((v) => v.inliers);
-}
 
 /**
  * Local features with ORB (OpenCV's wasm build, loaded on the first extraction, or as soon as an
@@ -49,13 +45,13 @@ export class OrbLocalFeatureMatcher implements LocalFeatureMatcher {
     query: LocalFeatures,
     candidates: readonly (LocalFeatures | undefined)[],
   ): number[] | Promise<number[]> {
-    if (!this.pool?.hasIdleWorker() || candidates.length < SPLIT_FROM) return inliersOf(query, candidates);
+    if (!this.pool?.hasIdleWorker() || candidates.length < SPLIT_FROM) return inlierCounts(query, candidates);
     const half = Math.ceil(candidates.length / 2);
     const far = candidates.slice(half);
     // The fallback is attached before this thread's half runs: if that throws, the worker's answer
     // must not become an unhandled rejection.
-    const there = this.pool.verify(query, far).catch(() => inliersOf(query, far));
-    const here = inliersOf(query, candidates.slice(0, half));
+    const there = this.pool.verify(query, far).catch(() => inlierCounts(query, far));
+    const here = inlierCounts(query, candidates.slice(0, half));
     return there.then((inliers) => [...here, ...inliers]);
   }
 }

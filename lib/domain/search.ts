@@ -36,8 +36,9 @@ import { REGIONAL_COSINE_SCALE } from '#lib/vision/regional.ts';
  * extracted while the embedding and k-NN run, against the stored features of each group's best image)
  * and re-ordered: verified groups first by inliers, the rest by calibrated score (similarity, and inliers
  * above chance: fusion.ts), groups beyond the top N after them in similarity order. Image search with
- * `regional` also describes ~75 windows of the photo (lib/vision/regional.ts): their k-NN proposes `regional.topN` more groups to verify, and a group's
- * similarity (for the shortlisted groups) becomes the better of whole image and best window. With
+ * `regional` also describes ~75 windows of the photo (lib/vision/regional.ts): their k-NN proposes
+ * `regional.topN` more groups to verify, and a group's similarity (for the shortlisted groups) becomes the
+ * better of whole image and best window. With
  * `secondLook`, a search where nothing verified looks again at the detector's boxes, each at its own
  * size. Every result carries the calibrated fused score (docs/api.md), which never increases down the
  * list; results under `minScore` are dropped before paging. Stage by stage measurements: docs/quality.md.

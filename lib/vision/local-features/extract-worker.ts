@@ -9,7 +9,7 @@ import type { Box } from '#lib/vision/image-input.ts';
 import { extractLocalFeatures, type FeatureRole } from '#lib/vision/local-features/extract.ts';
 import { loadOpenCv } from '#lib/vision/local-features/opencv.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
-import { verifyCandidates } from '#lib/vision/local-features/verify.ts';
+import { inlierCounts } from '#lib/vision/local-features/verify.ts';
 
 export interface ExtractRequest {
   id: number;
@@ -31,14 +31,19 @@ if (!port) throw new Error('extract-worker.ts runs as a worker thread of Extract
 // bundle); a failed load is the first extraction's error, as before.
 loadOpenCv().catch(() => undefined);
 
+/** Answers request `id` with its error's name and message (an Error does not cross the thread as itself). */
+const replyError = (id: number, error: unknown): void => {
+  const { name, message } = error instanceof Error ? error : new Error(String(error));
+  port.postMessage({ id, error: { name, message } });
+};
+
 port.on('message', (request: ExtractRequest | VerifyRequest) => {
   if ('candidates' in request) {
     const { id, query, candidates } = request;
     try {
-      port.postMessage({ id, inliers: verifyCandidates(query, candidates).map((v) => v.inliers) });
+      port.postMessage({ id, inliers: inlierCounts(query, candidates) });
     } catch (error) {
-      const { name, message } = error instanceof Error ? error : new Error(String(error));
-      port.postMessage({ id, error: { name, message } });
+      replyError(id, error);
     }
     return;
   }
@@ -52,9 +57,6 @@ port.on('message', (request: ExtractRequest | VerifyRequest) => {
         sets.flatMap((set) => [set.points.buffer as ArrayBuffer, set.descriptors.buffer as ArrayBuffer]),
       );
     },
-    (error: unknown) => {
-      const { name, message } = error instanceof Error ? error : new Error(String(error));
-      port.postMessage({ id, error: { name, message } });
-    },
+    (error: unknown) => replyError(id, error),
   );
 });

@@ -97,20 +97,20 @@ export function rerankCandidates<T extends FusionInput>(
   const minInliers = options.minInliers ?? DEFAULTS.minInliers;
   const chanceInliers = options.chanceInliers ?? DEFAULTS.chanceInliers;
   const ordered = candidates
-    .map((candidate, index) => ({
-      candidate,
-      index,
-      verified: candidate.inliers >= minInliers,
-      raw: fusedScore(candidate, options),
-      // What orders the unverified ones: the same score, without the inliers chance can give.
-      orderScore: fusedScore(
-        {
-          globalScore: candidate.globalScore,
-          inliers: candidate.inliers > chanceInliers ? candidate.inliers : 0,
-        },
-        options,
-      ),
-    }))
+    .map((candidate, index) => {
+      const raw = fusedScore(candidate, options);
+      return {
+        candidate,
+        index,
+        verified: candidate.inliers >= minInliers,
+        raw,
+        // What orders the unverified ones: the same score, without the inliers chance can give.
+        orderScore:
+          candidate.inliers > chanceInliers
+            ? raw
+            : fusedScore({ globalScore: candidate.globalScore, inliers: 0 }, options),
+      };
+    })
     .sort(
       (a, b) =>
         Number(b.verified) - Number(a.verified) ||

@@ -30,6 +30,7 @@ export {
   type RansacOptions,
 } from '#lib/vision/local-features/homography.ts';
 export {
+  inlierCounts,
   verifyCandidates,
   type Verification,
   type VerifyOptions,

@@ -95,3 +95,12 @@ export function verifyCandidates(
   }
   return results;
 }
+
+/** The inlier count of each candidate (verifyCandidates), in candidate order. */
+export function inlierCounts(
+  query: LocalFeatures,
+  candidates: readonly (LocalFeatures | undefined)[],
+  options: VerifyOptions = {},
+): number[] {
+  return verifyCandidates(query, candidates, options).map((v) => v.inliers);
+}
