@@ -129,7 +129,14 @@ export class ExtractionPool {
           reject(error);
         },
       });
-      worker.postMessage(request(id), transfer);
+      try {
+        worker.postMessage(request(id), transfer);
+      } catch (error) {
+        // Not sent (a buffer that cannot be cloned, say): nothing will answer it.
+        this.pending.delete(id);
+        settled();
+        reject(error as Error);
+      }
     });
   }
 
@@ -153,24 +160,35 @@ export class ExtractionPool {
       else if ('inliers' in reply) waiting.resolve(reply.inliers);
       else waiting.reject(reviveError(reply.error));
     });
-    worker.on('error', (error) => {
-      // A crashed worker fails what it was given; a fresh one takes its place, unless it keeps crashing
-      // without answering anything (its entry cannot load): then the pool stops.
-      this.fail(error, index);
-      this.crashes[index] = this.crashes[index]! + 1;
-      if (this.crashes[index]! >= MAX_CRASHES_IN_A_ROW) {
-        this.broken = new Error(
-          `the extraction worker crashed ${this.crashes[index]} times in a row: ${error.message}`,
-        );
-        this.fail(this.broken);
-        return;
-      }
-      if (!this.closed) this.workers[index] = this.spawn(index);
-    });
+    // A worker that stops fails what it was given, and a fresh one takes its place: after an uncaught
+    // error ('error', then 'exit', which then finds it replaced) or when it exits on its own ('exit'
+    // alone: process.exit in the worker), which would otherwise leave its requests waiting forever.
+    worker.on('error', (error) => this.stopped(index, worker, error));
+    worker.on('exit', (code) =>
+      this.stopped(index, worker, new Error(`the extraction worker exited with code ${code}`)),
+    );
     // Idle, it must not keep a finished process (a CLI, a test) alive; unref after the listeners, which
     // would take the reference again.
     worker.unref();
     return worker;
+  }
+
+  /**
+   * Worker `index` stopped: its requests fail with `error`, and it is started again unless it keeps
+   * stopping without answering anything (its entry cannot load): then the pool stops.
+   */
+  private stopped(index: number, worker: Worker, error: Error): void {
+    if (this.closed || this.broken || this.workers[index] !== worker) return;
+    this.fail(error, index);
+    this.crashes[index] = this.crashes[index]! + 1;
+    if (this.crashes[index]! >= MAX_CRASHES_IN_A_ROW) {
+      this.broken = new Error(
+        `the extraction worker crashed ${this.crashes[index]} times in a row: ${error.message}`,
+      );
+      this.fail(this.broken);
+      return;
+    }
+    this.workers[index] = this.spawn(index);
   }
 
   /** Rejects the extractions in flight (on one worker, or on all). */

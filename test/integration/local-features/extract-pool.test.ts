@@ -142,6 +142,57 @@ describe('ExtractionPool with an entry that cannot start', () => {
   }, 10_000);
 });
 
+describe('ExtractionPool with a worker that stops on its own', () => {
+  // A stand-in entry: the first worker to get a request exits (process.exit, no 'error' event), the next
+  // one answers every verification with [42]. It is written where the pool can read it, as a bundle is.
+  const entrySource = `
+    import { existsSync, writeFileSync } from 'node:fs';
+    import { parentPort } from 'node:worker_threads';
+    const marker = new URL('./exited-once', import.meta.url);
+    parentPort.on('message', (request) => {
+      if (!existsSync(marker)) { writeFileSync(marker, ''); process.exit(3); }
+      parentPort.postMessage({ id: request.id, inliers: [42] });
+    });`;
+  let dir: string;
+  let pool: ExtractionPool;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'vps-pool-'));
+    await writeFile(join(dir, 'exiting-worker.mjs'), entrySource);
+    pool = new ExtractionPool(1, join(dir, 'exiting-worker.mjs'));
+  });
+  afterAll(async () => {
+    await pool.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('fails what the exiting worker was given and answers from a fresh one', async () => {
+    const query = await extractLocalFeatures(SHELF, { role: 'query' });
+    // Act
+    const first = await pool.verify(query, [query]).catch((e: Error) => e.message);
+    const second = await pool.verify(query, [query]);
+    // Assess
+    expect(first).toBe('the extraction worker exited with code 3');
+    expect(second).toEqual([42]);
+    expect(pool.hasIdleWorker()).toBe(true);
+  }, 10_000);
+
+  it('fails a request it cannot send, and counts it as settled', async () => {
+    // Prepare: features whose descriptors were transferred away (a detached buffer cannot be cloned)
+    const query = await extractLocalFeatures(SHELF, { role: 'query' });
+    const detached = await extractLocalFeatures(SHELF, { role: 'query' });
+    structuredClone(detached.original.descriptors.buffer, {
+      transfer: [detached.original.descriptors.buffer as ArrayBuffer],
+    });
+    await pool.verify(query, [query]).catch(() => undefined); // the first worker's exit, if still due
+    // Act
+    const refused = pool.verify(query, [detached]);
+    // Assess: refused at once, and the only worker is idle again
+    await expect(refused).rejects.toThrow(/detached/);
+    expect(pool.hasIdleWorker()).toBe(true);
+    await expect(pool.verify(query, [query])).resolves.toEqual([42]);
+  }, 10_000);
+});
+
 describe('bundleExtractionWorker', () => {
   it('names the bundle by its contents: the same sources give the same file, which a pool refuses when gone', async () => {
     // Act
