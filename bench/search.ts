@@ -179,7 +179,8 @@ for (let i = 0; i < MATCHING_QUERIES; i += 1) {
 console.log(`catalogue: ${await vectors.count(feedId)} vectors / ${CATALOGUE} products in feed ${feedId}`);
 console.log(
   `search settings: RERANK_TOP_N ${stack.config.search.rerankTopN}, WORD_SHORTLIST_TOP_N ${stack.config.search.wordShortlistTopN}, ` +
-    `REGIONAL_TOP_N ${stack.config.search.regionalTopN}, SECOND_LOOK_BOXES ${stack.config.search.secondLook.boxes}, ` +
+    `REGIONAL_TOP_N ${stack.config.search.regionalTopN}, SECOND_LOOK_BOXES ${stack.config.search.secondLook.boxes} (` +
+    `words ${stack.config.search.secondLook.wordTopN}), ` +
     `MIN_SCORE ${stack.config.search.minScore}, ` +
     `feature records ${(await c.objects.list(`features/`)).length}`,
 );

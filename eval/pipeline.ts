@@ -63,11 +63,14 @@ function defaultStages(c: Container, topN = 10, wordTopN = 10, regionalTopN = 30
   };
 }
 
-/** The default pipeline with the second look (SECOND_LOOK_BOXES) at `boxes` detector boxes. */
-function withSecondLook(boxes: number): PipelineVariant {
+/**
+ * The default pipeline with the second look (SECOND_LOOK_BOXES) at `boxes` detector boxes, each box's
+ * keypoint shortlist `wordTopN` deep (SECOND_LOOK_WORD_TOP_N, 50 by default).
+ */
+function withSecondLook(boxes: number, wordTopN = 50): PipelineVariant {
   return {
-    name: `projected: default + second look at ${boxes} detector box${boxes > 1 ? 'es' : ''} when nothing verified`,
-    deps: (c) => ({ ...defaultStages(c), secondLook: { boxes, minScore: 0.05 } }),
+    name: `projected: default + second look at ${boxes} detector box${boxes > 1 ? 'es' : ''}, box shortlists ${wordTopN} deep, when nothing verified`,
+    deps: (c) => ({ ...defaultStages(c), secondLook: { boxes, minScore: 0.05, wordTopN } }),
   };
 }
 
@@ -108,6 +111,10 @@ export function defaultVariants(projected = false): PipelineVariant[] {
       },
       withSecondLook(1),
       withSecondLook(2),
+      withSecondLook(3),
+      withSecondLook(1, 10),
+      withSecondLook(1, 30),
+      withSecondLook(3, 100),
       withShortlists(10, 10, 20),
       withShortlists(10, 20, 20),
       withShortlists(10, 10, 10),

@@ -68,6 +68,7 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   REGIONAL_TOP_N: 'default',
   SECOND_LOOK_BOXES: 'default',
   SECOND_LOOK_MIN_SCORE: 'default',
+  SECOND_LOOK_WORD_TOP_N: 'default',
   DEMO_SEED: 'local',
   PORT: 'local',
   DATA_DIR: 'local',

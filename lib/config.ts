@@ -125,6 +125,12 @@ const EnvSchema = z.object({
   /** Lowest detector score of a box the second look considers. */
   SECOND_LOOK_MIN_SCORE: z.coerce.number().min(0).max(1).default(0.05),
   /**
+   * Groups of each box's keypoint shortlist that the second look verifies. 50 rather than the photo's 10:
+   * benchmark R@1 0.876 -> 0.889, R@10 0.925 -> 0.934 with one box; bench:search p50 +0-15 ms for the
+   * photos that look again (docs/quality.md "Deeper box shortlists").
+   */
+  SECOND_LOOK_WORD_TOP_N: z.coerce.number().int().min(1).max(200).default(50),
+  /**
    * Worker threads for ORB extraction (lib/vision/local-features/extract-pool.ts); 0: on the JS thread.
    * Needs the TypeScript sources (local mode sets 1); the Lambda bundles keep 0.
    */
@@ -187,7 +193,7 @@ export interface Config {
     detectorCrop: boolean;
     regionalMatching: boolean;
     regionalTopN: number;
-    secondLook: { boxes: number; minScore: number };
+    secondLook: { boxes: number; minScore: number; wordTopN: number };
   };
   demoSeed: boolean;
   local: { port: number; dataDir: string };
@@ -272,7 +278,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       detectorCrop: e.QUERY_DETECTOR_CROP,
       regionalMatching: e.REGIONAL_MATCHING && e.EMBEDDING_PROJECTION,
       regionalTopN: e.REGIONAL_TOP_N,
-      secondLook: { boxes: e.SECOND_LOOK_BOXES, minScore: e.SECOND_LOOK_MIN_SCORE },
+      secondLook: {
+        boxes: e.SECOND_LOOK_BOXES,
+        minScore: e.SECOND_LOOK_MIN_SCORE,
+        wordTopN: e.SECOND_LOOK_WORD_TOP_N,
+      },
     },
     demoSeed: e.DEMO_SEED,
     local: { port: e.PORT, dataDir: e.DATA_DIR },

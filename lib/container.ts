@@ -77,7 +77,7 @@ export interface Container {
   /** Regional matching of image searches (REGIONAL_MATCHING, REGIONAL_TOP_N); undefined when off. */
   regional: { topN: number } | undefined;
   /** Image search's second look at detected boxes (SECOND_LOOK_BOXES); undefined when off. */
-  secondLook: { boxes: number; minScore: number } | undefined;
+  secondLook: { boxes: number; minScore: number; wordTopN: number } | undefined;
   /** Cosine scale of the calibrated score for the configured embedding (projected or raw). */
   cosineScale?: { cosineFloor: number; cosineCeiling: number };
   /** Stops what this process started for the container: the extraction workers, if any. */

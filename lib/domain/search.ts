@@ -71,11 +71,11 @@ export interface SearchDeps {
   regional?: { topN: number };
   /**
    * Image search's second look: when nothing verified, the detector's `boxes` most confident boxes (score
-   * ≥ `minScore`) are extracted again at their own size, and each box's keypoint shortlist is verified
-   * against that box (a small product gets the keypoints the whole photo's raster left it). Needs
-   * re-ranking with a word index; off when absent or `boxes` is 0.
+   * ≥ `minScore`) are extracted again at their own size, and each box's keypoint shortlist (its best
+   * `wordTopN` groups) is verified against that box (a small product gets the keypoints the whole
+   * photo's raster left it). Needs re-ranking with a word index; off when absent or `boxes` is 0.
    */
-  secondLook?: { boxes: number; minScore: number };
+  secondLook?: { boxes: number; minScore: number; wordTopN: number };
 }
 
 /** What geometric re-ranking needs: the matcher, the catalogue's stored features and the shortlist size. */
@@ -307,9 +307,12 @@ function hasKeypointShortlist(deps: SearchDeps, query: RankQuery): boolean {
  * query's features are ready (extracted while the embedding ran), so it overlaps the k-NN; a failing
  * word index only costs the extra candidates, never the search.
  */
-async function keypointShortlist(deps: SearchDeps, query: RankQuery): Promise<VisualWordHit[]> {
+async function keypointShortlist(
+  deps: SearchDeps,
+  query: RankQuery,
+  wordTopN = deps.reranking?.wordTopN ?? 0,
+): Promise<VisualWordHit[]> {
   const reranking = deps.reranking;
-  const wordTopN = reranking?.wordTopN ?? 0;
   if (!hasKeypointShortlist(deps, query) || !reranking?.words) return [];
   const features = await query.queryFeatures;
   if (!features) return [];
@@ -489,7 +492,8 @@ async function secondLook(
 ): Promise<{ added: VectorHit[]; inliers: Map<string, number> }> {
   const none = { added: [], inliers: new Map<string, number>() };
   const image = query.image;
-  if (boxes.length === 0 || !image || !deps.reranking) return none;
+  const look = deps.secondLook;
+  if (boxes.length === 0 || !image || !deps.reranking || !look) return none;
   const matcher = await deps.reranking.matcher();
   // A box whose extraction, word lookup or verification fails only loses its own evidence.
   const looks = await Promise.all(
@@ -499,7 +503,8 @@ async function secondLook(
         const dy = (y1 - y0) * SECOND_LOOK_MARGIN;
         const features = await matcher.extract(image.bytes, 'query', [x0 - dx, y0 - dy, x1 + dx, y1 + dy]);
         const boxQuery = { ...query, queryFeatures: Promise.resolve(features) };
-        const hits = await similarityOf(read, query.vectors, await keypointShortlist(deps, boxQuery));
+        const shortlist = await keypointShortlist(deps, boxQuery, look.wordTopN);
+        const hits = await similarityOf(read, query.vectors, shortlist);
         const inliers = await verifyShortlist(deps, boxQuery, hits);
         return hits.map((hit, i) => ({ hit, inliers: inliers[i] ?? 0 }));
       })

@@ -182,7 +182,7 @@ describe('second look (SECOND_LOOK_BOXES=1)', () => {
     // Act
     const response = await searchLooking(scene);
     // Assess
-    expect(looking.container.secondLook).toEqual({ boxes: 1, minScore: 0.05 });
+    expect(looking.container.secondLook).toEqual({ boxes: 1, minScore: 0.05, wordTopN: 50 });
     expect(response.status).toBe(200);
     expect(response.body[0]).toMatchObject({ item_group_id: 'multimeter' });
     expect(response.body[0].score).toBeGreaterThan(0.9);

@@ -843,7 +843,7 @@ describe('searchByImage with a second look', () => {
    */
   function looking(
     w: World,
-    secondLook: SearchDeps['secondLook'] = { boxes: 2, minScore: 0.05 },
+    secondLook: SearchDeps['secondLook'] = { boxes: 2, minScore: 0.05, wordTopN: 10 },
     options: { wordTopN?: number; hits?: (lookup: number) => string[] } = {},
   ): SearchDeps {
     let lookups = 0;
@@ -884,7 +884,7 @@ describe('searchByImage with a second look', () => {
       { box: [6, 6, 7, 7], label: 'cup', score: 0.01 },
     );
     // Act
-    const first = await search(looking(w, { boxes: 0, minScore: 0.05 }));
+    const first = await search(looking(w, { boxes: 0, minScore: 0.05, wordTopN: 10 }));
     const second = await search(looking(w));
     // Assess: without the second look nothing verifies and p8 stays under the global top
     expect(first.map((h) => h.product.product_id)).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
@@ -921,7 +921,7 @@ describe('searchByImage with a second look', () => {
     w.matcher.verify = (query, candidates) => verify(query, candidates).map((n) => (n === 40 ? verified : n));
     const d = looking(
       w,
-      { boxes: 1, minScore: 0.05 },
+      { boxes: 1, minScore: 0.05, wordTopN: 10 },
       { hits: (lookup) => (lookup % 2 === 0 ? ['p9'] : ['p8']) },
     );
     // Act
@@ -933,6 +933,19 @@ describe('searchByImage with a second look', () => {
     expect(twelve.map((h) => h.product.product_id)).toEqual(['p8', 'p0', 'p1', 'p2', 'p3']);
   });
 
+  it("verifies a box's shortlist to its own depth (wordTopN), not the photo's", async () => {
+    // Prepare: the photo's words propose p9 (its shortlist is 2 deep); the box's propose p9, p7, then p8
+    const w = await catalogue();
+    w.detections.push({ box: [2, 3, 5, 6], label: 'cup', score: 0.5 });
+    const hits = (lookup: number) => (lookup % 2 === 0 ? ['p9'] : ['p9', 'p7', 'p8']);
+    // Act
+    const two = await search(looking(w, { boxes: 1, minScore: 0.05, wordTopN: 2 }, { hits }));
+    const three = await search(looking(w, { boxes: 1, minScore: 0.05, wordTopN: 3 }, { hits }));
+    // Assess: only the three-deep box shortlist reaches the mug
+    expect(two.map((h) => h.product.product_id)).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
+    expect(three.map((h) => h.product.product_id)).toEqual(['p8', 'p0', 'p1', 'p2', 'p3']);
+  });
+
   it('looks at no more boxes than asked, and a box that fails loses only its own evidence', async () => {
     // Prepare: two boxes; the first one's extraction fails
     const w = await catalogue();
@@ -941,7 +954,7 @@ describe('searchByImage with a second look', () => {
       { box: [5, 5, 8, 8], label: 'cup', score: 0.5 },
     );
     // Act
-    const one = await search(looking(w, { boxes: 1, minScore: 0.05 }));
+    const one = await search(looking(w, { boxes: 1, minScore: 0.05, wordTopN: 10 }));
     const regionsOfOne = w.matcher.extracted.filter((e) => e.region).length;
     const extract = w.matcher.extract.bind(w.matcher);
     let failed = false;
@@ -952,7 +965,7 @@ describe('searchByImage with a second look', () => {
       }
       return extract(image, role, region);
     };
-    const two = await search(looking(w, { boxes: 2, minScore: 0.05 }));
+    const two = await search(looking(w, { boxes: 2, minScore: 0.05, wordTopN: 10 }));
     // Assess
     expect(regionsOfOne).toBe(1);
     expect(one[0]!.product.product_id).toBe('p8');
@@ -965,7 +978,7 @@ describe('searchByImage with a second look', () => {
     const w = await catalogue();
     w.detections.push({ box: [2, 3, 5, 6], label: 'cup', score: 0.5 });
     // Act
-    const hits = await search(looking(w, { boxes: 1, minScore: 0.05 }, { wordTopN: 0 }));
+    const hits = await search(looking(w, { boxes: 1, minScore: 0.05, wordTopN: 10 }, { wordTopN: 0 }));
     // Assess
     expect(hits[0]!.product.product_id).toBe('p0');
     expect(w.matcher.extracted.some((e) => e.region)).toBe(false);
