@@ -127,7 +127,8 @@ const EnvSchema = z.object({
   /**
    * Groups of each box's keypoint shortlist that the second look verifies. 50 rather than the photo's 10:
    * benchmark R@1 0.876 -> 0.889, R@10 0.925 -> 0.934 with one box; bench:search p50 +0-15 ms for the
-   * photos that look again (docs/quality.md "Deeper box shortlists").
+   * photos that look again (docs/quality.md "Deeper box shortlists"). In AWS up to this many feature
+   * reads (S3 GETs when uncached) and verifications on the function's thread per box: not measured.
    */
   SECOND_LOOK_WORD_TOP_N: z.coerce.number().int().min(1).max(200).default(50),
   /**

@@ -508,7 +508,7 @@ async function secondLook(
         const inliers = await verifyShortlist(deps, boxQuery, hits);
         return hits.map((hit, i) => ({ hit, inliers: inliers[i] ?? 0 }));
       })
-      .map((look) => look.catch(() => [])),
+      .map((pending) => pending.catch(() => [])),
   );
   // Only what a box verifies counts: a group it proposes but cannot verify would only be ranked by the
   // global evidence the first look has already weighed (and could push that look's best down).

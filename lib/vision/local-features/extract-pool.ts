@@ -152,6 +152,8 @@ export class ExtractionPool {
     this.load[index] = 0;
     this.crashes[index] ??= 0;
     worker.on('message', (reply: Reply) => {
+      // A reply a replaced worker sent before it stopped: its request was failed already.
+      if (this.workers[index] !== worker) return;
       this.crashes[index] = 0;
       const waiting = this.pending.get(reply.id);
       if (!waiting) return;
@@ -164,6 +166,11 @@ export class ExtractionPool {
     // error ('error', then 'exit', which then finds it replaced) or when it exits on its own ('exit'
     // alone: process.exit in the worker), which would otherwise leave its requests waiting forever.
     worker.on('error', (error) => this.stopped(index, worker, error));
+    // A reply that cannot be read names no request: the worker's are failed and it is replaced.
+    worker.on('messageerror', (error) => {
+      this.stopped(index, worker, error);
+      void worker.terminate();
+    });
     worker.on('exit', (code) =>
       this.stopped(index, worker, new Error(`the extraction worker exited with code ${code}`)),
     );
@@ -188,7 +195,14 @@ export class ExtractionPool {
       this.fail(this.broken);
       return;
     }
-    this.workers[index] = this.spawn(index);
+    try {
+      this.workers[index] = this.spawn(index);
+    } catch (spawnError) {
+      this.broken = new Error(
+        `the extraction worker cannot be started again: ${(spawnError as Error).message}`,
+      );
+      this.fail(this.broken);
+    }
   }
 
   /** Rejects the extractions in flight (on one worker, or on all). */
