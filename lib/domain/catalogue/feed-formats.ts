@@ -282,6 +282,9 @@ async function* readJsonLines(source: ByteSource): AsyncGenerator<RawRecord> {
   if (pending.trim() !== '') yield parseJsonObject(row + 1, pending);
 }
 
+/** Deepest nesting of a product's JSON values that is read (shipping.price is 2). */
+const MAX_JSON_DEPTH = 16;
+
 function parseJsonObject(row: number, text: string): RawRecord {
   let value: unknown;
   try {
@@ -292,17 +295,25 @@ function parseJsonObject(row: number, text: string): RawRecord {
   if (!value || typeof value !== 'object' || Array.isArray(value))
     return { row, error: 'Expected a product object.' };
   const fields: RawFields = {};
-  const put = (name: string, item: unknown) => {
-    if (item === null || item === undefined || item === '') return;
+  // Depth-first over nested values; a product nested deeper than MAX_JSON_DEPTH is refused as a row
+  // (recursing as deep as the text goes would overflow the stack and fail the whole import).
+  let tooDeep = false;
+  const put = (name: string, item: unknown, depth: number) => {
+    if (item === null || item === undefined || item === '' || tooDeep) return;
+    if (depth > MAX_JSON_DEPTH) {
+      tooDeep = true;
+      return;
+    }
     if (typeof item === 'string' || typeof item === 'number') add(fields, name, item);
     else if (typeof item === 'boolean') add(fields, name, String(item));
-    else if (Array.isArray(item)) for (const each of item) put(name, each);
+    else if (Array.isArray(item)) for (const each of item) put(name, each, depth + 1);
     else if (typeof item === 'object') {
       for (const [key, nested] of Object.entries(item as Record<string, unknown>))
-        put(`${name}.${key}`, nested);
+        put(`${name}.${key}`, nested, depth + 1);
     }
   };
   for (const [name, item] of Object.entries(value as Record<string, unknown>))
-    put(name.replace(/^g:/, ''), item);
+    put(name.replace(/^g:/, ''), item, 1);
+  if (tooDeep) return { row, error: `Values nested more than ${MAX_JSON_DEPTH} levels deep.` };
   return { row, fields };
 }

@@ -47,6 +47,7 @@ export function parsePrice(
     if (!Number.isInteger(value) || value < 0) {
       throw new RowError(`${field} as a JSON number must be whole minor units (cents), got ${value}.`);
     }
+    if (!Number.isSafeInteger(value)) throw new RowError(`${field} ${value} is out of range.`);
     return { cents: value, currency: fallbackCurrency };
   }
   const match = /^\s*(?:([A-Za-z]{3})\s*)?([0-9][0-9.,\s]*?)\s*(?:([A-Za-z]{3}))?\s*$/.exec(value);
@@ -96,6 +97,7 @@ export function parseAvailability(value: string | undefined): Availability {
 }
 
 function absoluteUrl(value: string, base: string | undefined, field: string): string {
+  if (value.length > MAX_URL) throw new RowError(`${field} is longer than ${MAX_URL} characters.`);
   let url: URL;
   try {
     url = new URL(value, base);
@@ -108,6 +110,24 @@ function absoluteUrl(value: string, base: string | undefined, field: string): st
 }
 
 const MAX_TEXT = 5000;
+const MAX_URL = 2048;
+/** Merchant Center reads up to 10 additional images; the rest are left out here too. */
+const MAX_ADDITIONAL_IMAGES = 10;
+/** Highlights kept per product (Merchant Center: up to 100 of up to 150 characters). */
+const MAX_HIGHLIGHTS = 100;
+const MAX_HIGHLIGHT = 500;
+/** Metadata fields kept per product, in the feed's order. */
+const MAX_METADATA = 100;
+/**
+ * Longest product id once URL-encoded: it names the product's stored features (a path segment of their
+ * object key, one file name in local mode, where names stop at 255 bytes).
+ */
+const MAX_ENCODED_ID = 240;
+/**
+ * Largest product, as JSON: its store record must stay well under DynamoDB's 400 KB item limit, with the
+ * record's own fields added.
+ */
+const MAX_PRODUCT_BYTES = 128 * 1024;
 
 /**
  * Turns one raw feed record into product content. Merchant Center names (id, google_product_category,
@@ -128,6 +148,8 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
   const productId = one('id', 'product_id', 'offer_id');
   if (!productId) throw new RowError('id (product_id) is missing.');
   if (productId.length > 200) throw new RowError('id (product_id) is longer than 200 characters.');
+  if (encodeURIComponent(productId).length > MAX_ENCODED_ID)
+    throw new RowError(`id (product_id) is longer than ${MAX_ENCODED_ID} characters once URL-encoded.`);
   const title = one('title');
   if (!title) throw new RowError('title is missing.');
   const imageLinkRaw = one('image_link');
@@ -138,6 +160,7 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
     .flatMap((value) => value.split(','))
     .map((value) => value.trim())
     .filter(Boolean)
+    .slice(0, MAX_ADDITIONAL_IMAGES)
     .map((value) => absoluteUrl(value, baseUrl, 'additional_image_link'));
 
   let currency = one('currency').toUpperCase();
@@ -173,10 +196,11 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
         ? name
         : undefined;
     const value = values[0] === undefined ? '' : String(values[0]).trim();
-    if (key && /^[A-Za-z0-9_-]{1,64}$/.test(key) && value) metadata[key] = value.slice(0, 500);
+    if (key && /^[A-Za-z0-9_-]{1,64}$/.test(key) && value && Object.keys(metadata).length < MAX_METADATA)
+      metadata[key] = value.slice(0, 500);
   }
 
-  return {
+  const product: ProductContent = {
     product_id: productId,
     item_group_id: one('item_group_id'),
     title,
@@ -205,8 +229,13 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
     shipping_currency: shipping ? shipping.currency : '',
     shipping_country: shippingCountry,
     shipping_weight: one('shipping_weight'),
-    product_highlight: all('product_highlight').slice(0, 100),
+    product_highlight: all('product_highlight')
+      .slice(0, MAX_HIGHLIGHTS)
+      .map((highlight) => highlight.slice(0, MAX_HIGHLIGHT)),
     metadata,
     product_updated_at: one('product_updated_at', 'updated'),
   };
+  if (Buffer.byteLength(JSON.stringify(product)) > MAX_PRODUCT_BYTES)
+    throw new RowError(`the product's fields add up to more than ${MAX_PRODUCT_BYTES / 1024} KB.`);
+  return product;
 }

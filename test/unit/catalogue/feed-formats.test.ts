@@ -97,6 +97,24 @@ describe('readFeed', () => {
     ]);
   });
 
+  it('refuses a product nested deeper than it reads as a row, and reads on', async () => {
+    // Prepare: 20,000 levels of arrays and of objects (recursing that deep would overflow the stack)
+    const deepArray = `{"id":"d","x":${'['.repeat(20_000)}1${']'.repeat(20_000)}}`;
+    const deepObject = `{"id":"o","x":${'{"a":'.repeat(20_000)}1${'}'.repeat(20_000)}}`;
+    // Act
+    const records = await read(
+      `${deepArray}\n${deepObject}\n{"id":"ok","s":{"price":"1 USD"}}`,
+      'jsonl',
+      4096,
+    );
+    // Assess
+    expect(records).toEqual([
+      { row: 1, error: 'Values nested more than 16 levels deep.' },
+      { row: 2, error: 'Values nested more than 16 levels deep.' },
+      { row: 3, fields: { id: ['ok'], 's.price': ['1 USD'] } },
+    ]);
+  });
+
   it('reads JSON Lines and reports a broken line without stopping', async () => {
     const records = await read('{"id":"1"}\n{oops\n\n{"id":"3"}', 'jsonl');
     expect(records).toEqual([

@@ -20,6 +20,12 @@ describe('parsePrice', () => {
     expect(() => parsePrice(12.99, 'USD', 'price')).toThrow(RowError);
   });
 
+  it('refuses whole JSON numbers beyond the safe integers (the store cannot hold them exactly)', () => {
+    expect(parsePrice(Number.MAX_SAFE_INTEGER, 'USD', 'price').cents).toBe(Number.MAX_SAFE_INTEGER);
+    expect(() => parsePrice(1e300, 'USD', 'price')).toThrow(/out of range/);
+    expect(() => parsePrice(2 ** 53, 'USD', 'price')).toThrow(/out of range/);
+  });
+
   it('refuses text that is not a price', () => {
     expect(() => parsePrice('free', 'USD', 'price')).toThrow(/not a price/);
   });
@@ -79,5 +85,45 @@ describe('normaliseRecord', () => {
     [{ ...base, price: ['10 USD'], sale_price: ['9 EUR'] }, /currency/],
   ])('refuses %j', (fields, message) => {
     expect(() => normaliseRecord(fields, 'https://s/')).toThrow(message);
+  });
+
+  it('refuses ids too long for a stored object key once URL-encoded', () => {
+    // 26 CJK characters are 234 URL-encoded ones (9 each), 27 are 243: over the 240 that one file name holds
+    expect(normaliseRecord({ ...base, id: ['品'.repeat(26)] }, 'https://s/').product_id).toHaveLength(26);
+    expect(() => normaliseRecord({ ...base, id: ['品'.repeat(27)] }, 'https://s/')).toThrow(/URL-encoded/);
+    expect(() => normaliseRecord({ ...base, id: ['%'.repeat(81)] }, 'https://s/')).toThrow(/URL-encoded/);
+  });
+
+  it('bounds what one product stores: highlights, metadata fields and additional images are capped', () => {
+    // Prepare: far more of each than a product keeps
+    const fields = {
+      ...base,
+      product_highlight: Array.from({ length: 150 }, (_, i) => `${i} ${'h'.repeat(1000)}`),
+      additional_image_link: Array.from({ length: 3000 }, (_, i) => `https://cdn/${i}.jpg`),
+      ...Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`metadata.k${i}`, ['v']])),
+    };
+    // Act
+    const content = normaliseRecord(fields, 'https://s/');
+    // Assess
+    expect(content.product_highlight).toHaveLength(100);
+    expect(content.product_highlight.every((h) => h.length === 500)).toBe(true);
+    expect(content.additional_image_links).toEqual(
+      Array.from({ length: 10 }, (_, i) => `https://cdn/${i}.jpg`),
+    );
+    expect(Object.keys(content.metadata)).toHaveLength(100);
+    expect(content.metadata.k0).toBe('v');
+  });
+
+  it('refuses a product whose fields add up to more than the store takes, and over-long links', () => {
+    // 23 text fields of 5000 three-byte characters: ~345 KB as JSON
+    const big = Object.fromEntries(
+      ['description', 'short_title', 'brand', 'color', 'material', 'size', 'gtin', 'mpn', 'product_type'].map(
+        (name) => [name, ['€'.repeat(5000)]],
+      ),
+    );
+    expect(() => normaliseRecord({ ...base, ...big }, 'https://s/')).toThrow(/more than 128 KB/);
+    expect(() =>
+      normaliseRecord({ ...base, image_link: [`https://cdn/${'a'.repeat(3000)}.jpg`] }, 'https://s/'),
+    ).toThrow(/longer than 2048/);
   });
 });
