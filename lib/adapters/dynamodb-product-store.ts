@@ -105,14 +105,19 @@ export class DynamoDbProductStore implements ProductStore {
   async page(feedId: string, limit: number, cursor?: string): Promise<{ items: Product[]; cursor?: string }> {
     let start: Record<string, unknown> | undefined;
     if (cursor) {
-      try {
-        const productId = Buffer.from(cursor, 'base64url').toString('utf8');
-        start = { feedId, productId };
-      } catch {
+      // A cursor is a product id in base64url, as this listing wrote it: anything else is refused here,
+      // not sent to DynamoDB as a start key (an empty or over-long one is a ValidationException there).
+      const productId = Buffer.from(cursor, 'base64url').toString('utf8');
+      if (
+        productId.length === 0 ||
+        productId.length > 200 ||
+        Buffer.from(productId, 'utf8').toString('base64url') !== cursor
+      ) {
         throw new ValidationError('Invalid cursor.', [
           { path: 'cursor', message: 'not a cursor of this listing' },
         ]);
       }
+      start = { feedId, productId };
     }
     const out = await this.db.send(
       new QueryCommand({

@@ -95,6 +95,7 @@ export const RelatedRequest = z
     productId: z
       .string()
       .min(1)
+      .max(200)
       .optional()
       .describe('Customer product id. Wins over imageData when both are given.'),
     limit,

@@ -3,13 +3,20 @@ import middy, { type MiddlewareObj } from '@middy/core';
 import httpJsonBodyParser from '@middy/http-json-body-parser';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import { type Container, getContainer } from '#lib/container.ts';
-import { DomainError, RateLimitedError, ValidationError } from '#lib/domain/errors.ts';
+import { DomainError, NotFoundError, RateLimitedError, ValidationError } from '#lib/domain/errors.ts';
 import { hostAllowed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 import { toErrorBody } from '#lib/http/errors.ts';
 import { json } from '#lib/http/responses.ts';
 import type { AppContext, RequestState } from '#lib/http/context.ts';
 import { redactSearchId } from '#lib/log.ts';
 import type { Endpoint, UsageOutcome } from '#lib/ports.ts';
+
+/**
+ * Longest id a path parameter or a search id may be. Feed ids are at most 64 characters, import ids and
+ * search ids are made here and shorter; a longer one names nothing, and would otherwise reach DynamoDB
+ * as a key over its size limit (a ValidationException, which is a 500).
+ */
+const MAX_PATH_ID = 256;
 
 /** The event handlers see: headers lower-cased, body parsed from JSON. */
 export type JsonEvent = Omit<APIGatewayProxyEvent, 'body'> & { body: unknown };
@@ -186,6 +193,8 @@ function searchIdAuth(
           `Send a search id as Authorization: Bearer <searchId> or in the body field ${idField}.`,
         );
       }
+      // Longer than any search id: unknown without asking the store (whose key size limit it could pass).
+      if (searchId.length > MAX_PATH_ID) throw new DomainError('invalid_search_id', 'Unknown search id.');
       const key = await container.keys.get(searchId);
       if (!key) throw new DomainError('invalid_search_id', 'Unknown search id.');
       if (key.revokedAt) throw new DomainError('search_id_revoked', 'This search id has been revoked.');
@@ -307,12 +316,27 @@ export function publicEndpoint(
     .handler((event, context) => handler(event, context, getContainer())) as unknown as LambdaHandler;
 }
 
-/** An admin endpoint: lifecycle → body → admin token → handler. */
+/** Answers 404 for a path parameter too long to name anything (after auth: no probing without a token). */
+function pathIdsInRange(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
+  return {
+    before: ({ event }) => {
+      for (const [name, value] of Object.entries(event.pathParameters ?? {}))
+        if (value !== undefined && value.length > MAX_PATH_ID)
+          throw new NotFoundError(
+            'not_found',
+            `No ${name} is that long (at most ${MAX_PATH_ID} characters).`,
+          );
+    },
+  };
+}
+
+/** An admin endpoint: lifecycle → body → admin token → path ids → handler. */
 export function adminEndpoint(handler: EndpointHandler): LambdaHandler {
   getContainer();
   return middy<JsonEvent, APIGatewayProxyResult, Error, AppContext>()
     .use(lifecycle())
     .use(jsonBody())
     .use(adminAuth())
+    .use(pathIdsInRange())
     .handler((event, context) => handler(event, context, getContainer())) as unknown as LambdaHandler;
 }

@@ -5,6 +5,26 @@ import type { RouteMatch } from '#lib/http/routes.ts';
 
 const STAGE = 'local';
 
+/**
+ * Name → last value and name → every value, as API Gateway gives headers and query parameters. Built
+ * from a Map: a name such as `constructor` or `__proto__` must become a key like any other, not reach
+ * the plain object's prototype.
+ */
+function singleAndMultiValue(
+  pairs: Iterable<[string, string]>,
+): [Record<string, string>, Record<string, string[]>] {
+  const values = new Map<string, string[]>();
+  for (const [name, value] of pairs) {
+    const list = values.get(name);
+    if (list) list.push(value);
+    else values.set(name, [value]);
+  }
+  return [
+    Object.fromEntries([...values].map(([name, list]) => [name, list[list.length - 1]!])),
+    Object.fromEntries(values),
+  ];
+}
+
 /** Builds the REST API (v1) proxy event API Gateway would send for this request. */
 export function toProxyEvent(
   request: IncomingMessage,
@@ -12,20 +32,11 @@ export function toProxyEvent(
   match: RouteMatch,
   body: string | null,
 ): APIGatewayProxyEvent {
-  const headers: Record<string, string> = {};
-  const multiValueHeaders: Record<string, string[]> = {};
-  for (let i = 0; i < request.rawHeaders.length; i += 2) {
-    const name = request.rawHeaders[i]!;
-    const value = request.rawHeaders[i + 1]!;
-    headers[name] = value;
-    (multiValueHeaders[name] ??= []).push(value);
-  }
-  const query: Record<string, string> = {};
-  const multiQuery: Record<string, string[]> = {};
-  for (const [name, value] of url.searchParams) {
-    query[name] = value;
-    (multiQuery[name] ??= []).push(value);
-  }
+  const pairs: [string, string][] = [];
+  for (let i = 0; i < request.rawHeaders.length; i += 2)
+    pairs.push([request.rawHeaders[i]!, request.rawHeaders[i + 1]!]);
+  const [headers, multiValueHeaders] = singleAndMultiValue(pairs);
+  const [query, multiQuery] = singleAndMultiValue(url.searchParams);
   const now = new Date();
   const hasQuery = Object.keys(query).length > 0;
   const hasParams = Object.keys(match.pathParameters).length > 0;

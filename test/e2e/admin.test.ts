@@ -129,6 +129,27 @@ describe('search ids', () => {
     expectError(await stack.admin('POST', '/admin/v1/feeds/nowhere/keys', {}), 404, 'feed_not_found');
     expectError(await stack.admin('DELETE', '/admin/v1/keys/vps_unknown'), 404, 'not_found');
   });
+
+  it('returns 404, not 500, for ids longer than any id (past DynamoDB key limits)', async () => {
+    const long = 'x'.repeat(3000);
+    for (const [method, path] of [
+      ['GET', `/admin/v1/feeds/${long}`],
+      ['PATCH', `/admin/v1/feeds/${long}`],
+      ['GET', `/admin/v1/feeds/${long}/keys`],
+      ['GET', `/admin/v1/feeds/${long}/products`],
+      ['GET', `/admin/v1/feeds/${stack.demo.feedId}/imports/${'i'.repeat(1100)}`],
+      ['DELETE', `/admin/v1/keys/${long}`],
+    ] as const) {
+      const response = await stack.admin(method, path, method === 'PATCH' ? { name: 'x' } : undefined);
+      expectError(response, 404, 'not_found');
+    }
+  });
+
+  it('returns 400 for a product-list cursor this listing did not write', async () => {
+    const feed = `/admin/v1/feeds/${stack.demo.feedId}/products?limit=2`;
+    for (const cursor of ['!!!', Buffer.from('p'.repeat(1100)).toString('base64url'), '_-_-'])
+      expectError(await stack.admin('GET', `${feed}&cursor=${cursor}`), 400, 'invalid_request');
+  });
 });
 
 describe('usage queries', () => {

@@ -73,6 +73,28 @@ describe('search-id authentication', () => {
     expect(response.body.error.details[0].path).toBe('searchId');
   });
 
+  it('returns 401 invalid_search_id, not 500, for a search id longer than any search id', async () => {
+    const long = `vps_${'x'.repeat(3000)}`;
+    expectError(
+      await stack.call('POST', '/api/v1/search/image', { body: { imageData: image }, headers: bearer(long) }),
+      401,
+      'invalid_search_id',
+    );
+    expectError(
+      await stack.call('POST', '/api/v1/related', { body: { searchId: long, productId: 'p1' } }),
+      401,
+      'invalid_search_id',
+    );
+  });
+
+  it('returns 400 for a related productId longer than any product id', async () => {
+    const response = await stack.call('POST', '/api/v1/related', {
+      body: { productId: 'p'.repeat(1100) },
+      headers: bearer(searchId),
+    });
+    expectError(response, 400, 'invalid_request');
+  });
+
   it('returns 401 for an Authorization header that is not Bearer', async () => {
     const response = await stack.call('POST', '/api/v1/search/image', {
       body: { imageData: image },
@@ -245,6 +267,19 @@ describe('routing', () => {
     const response = await stack.call('GET', '/api/v1/search/image');
     expectError(response, 405, 'method_not_allowed');
     expect(response.headers.get('allow')).toBe('POST');
+  });
+
+  it('handles query parameters and headers named like object members as any other', async () => {
+    // `constructor`, `__proto__` and `toString` are names like any other to HTTP (they once gave 500s)
+    for (const name of ['constructor', '__proto__', 'toString']) {
+      const query = await stack.call('POST', `/api/v1/detect?${name}=1`, { body: { imageData: image } });
+      expectError(query, 401, 'missing_search_id');
+      const header = await stack.call('POST', '/api/v1/detect', {
+        body: { imageData: image },
+        headers: { [name === '__proto__' ? 'x-proto' : name]: 'x' },
+      });
+      expectError(header, 401, 'missing_search_id');
+    }
   });
 
   it('answers a CORS preflight', async () => {
