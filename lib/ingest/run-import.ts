@@ -101,13 +101,19 @@ interface Valid {
  *    the file could not be read to its end;
  * 6. flush the vector index and mark the import succeeded, or failed with the reason when the feed itself
  *    is unusable (unreachable URL, models unavailable); other errors propagate and leave the checkpoint
- *    for a retry to resume from.
+ *    for a retry to resume from, until the rows after it have failed `MAX_IMPORT_ATTEMPTS` runs in a row:
+ *    then the import fails with that error.
  */
 export async function runImport(deps: IngestDeps, feedId: string, importId: string): Promise<ImportRecord> {
   const loaded = await deps.imports.get(feedId, importId);
   if (!loaded) throw new NotFoundError('import_not_found', `Import ${importId} not found.`);
   if (loaded.status === 'succeeded' || loaded.status === 'failed') return loaded;
-  let record: ImportRecord = { ...loaded, status: 'running', startedAt: loaded.startedAt ?? now(deps) };
+  let record: ImportRecord = {
+    ...loaded,
+    status: 'running',
+    startedAt: loaded.startedAt ?? now(deps),
+    attempts: (loaded.attempts ?? 0) + 1,
+  };
   const save = async (patch: Partial<ImportRecord>) => {
     record = { ...record, ...patch, updatedAt: now(deps) };
     await deps.imports.put(record);
@@ -146,12 +152,20 @@ export async function runImport(deps: IngestDeps, feedId: string, importId: stri
     await save({ status: 'succeeded', finishedAt: now(deps) });
   } catch (error) {
     // An infrastructure failure (store, index) leaves the import running at its checkpoint: the retried
-    // worker event, or the next local start, resumes it. Problems with the feed itself end it.
-    if (!(error instanceof DomainError || error instanceof FetchError)) throw error;
-    await save({ status: 'failed', message: error.message, finishedAt: now(deps) });
+    // worker event, or the next local start, resumes it, unless it has failed there MAX_IMPORT_ATTEMPTS
+    // times in a row (a failure that repeats is not passing). Problems with the feed itself end it.
+    const infrastructure = !(error instanceof DomainError || error instanceof FetchError);
+    if (infrastructure && (record.attempts ?? 1) < MAX_IMPORT_ATTEMPTS) throw error;
+    const message = infrastructure
+      ? `Stopped after row ${record.checkpointRow}: the next rows failed ${record.attempts} times in a row (${error instanceof Error ? error.message : String(error)}).`
+      : error.message;
+    await save({ status: 'failed', message, finishedAt: now(deps) });
   }
   return record;
 }
+
+/** Runs in a row that may fail at the same checkpoint with an infrastructure error before the import fails. */
+const MAX_IMPORT_ATTEMPTS = 3;
 
 function now(deps: Pick<IngestDeps, 'clock'>): string {
   return deps.clock.now().toISOString();
@@ -224,7 +238,8 @@ async function processRows(
     previousIds = prepared.rowOfId;
     valid += prepared.counted;
     await committing;
-    committing = commitChunk(deps, prepared).then((patch) => save(patch(current())));
+    // A checkpoint reached: this run is the first attempt at the rows after it.
+    committing = commitChunk(deps, prepared).then((patch) => save({ ...patch(current()), attempts: 1 }));
     committing.catch(() => undefined);
   };
   for await (const raw of readFeed(file, format)) {

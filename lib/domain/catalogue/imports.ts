@@ -43,6 +43,11 @@ export interface ImportRecord {
   checkpointRow: number;
   /** Why the import as a whole failed. */
   message?: string;
+  /**
+   * Runs of this import since it last reached a checkpoint (internal): one that keeps failing at the same
+   * place, with the same infrastructure error every time, ends as failed instead of running forever.
+   */
+  attempts?: number;
   createdAt: string;
   updatedAt: string;
   startedAt?: string;
@@ -77,7 +82,7 @@ export function importOfRequestKey(key: string): { feedId: string; importId: str
 
 /** The admin API's view of an import. */
 export function importView(record: ImportRecord) {
-  const { objectKey: _objectKey, checkpointRow: _checkpoint, ...view } = record;
+  const { objectKey: _objectKey, checkpointRow: _checkpoint, attempts: _attempts, ...view } = record;
   return view;
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { importObjectKeys, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
+import { importObjectKeys, importView, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { runImport, runTriggeredImport } from '#lib/ingest/run-import.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { vectorOf, world, type World } from './fakes.ts';
@@ -248,6 +248,46 @@ describe('runImport', () => {
     expect(w.embedder.embedded - embeddedBefore).toBe(1);
     expect(w.products.all(FEED)).toHaveLength(7);
     expect(w.index.docs.size).toBe(7);
+  });
+
+  it('fails an import whose next rows fail three runs in a row, and counts runs from its last checkpoint', async () => {
+    // Prepare: 9 rows, chunks of 3; writing the products of a chunk with row "d" fails while `broken`
+    const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'];
+    const w = world(filesFor(...names));
+    const putMany = w.products.putMany.bind(w.products);
+    let broken = new Set(['d']);
+    w.products.putMany = async (products) => {
+      if (products.some((p) => broken.has(p.product_id))) throw new Error('store rejected the batch');
+      return putMany(products);
+    };
+    const queued = await startImport(
+      {
+        feeds: { get: async () => ({}) } as never,
+        imports: w.imports,
+        objects: w.objects,
+        dispatcher: { dispatch: async () => undefined },
+        clock: w.deps.clock,
+      },
+      FEED,
+      { content: jsonl(names.map((n) => product(n))), format: 'jsonl', mode: 'full' },
+    );
+    // Act: two runs fail at rows 4-6 and stay running; then rows 4-6 pass and 7-9 fail: the count starts
+    // again from that checkpoint, so only the third failure there ends the import
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('store rejected');
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('store rejected');
+    broken = new Set(['g']);
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('store rejected');
+    const resumed = await w.imports.get(FEED, queued.importId);
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('store rejected');
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess
+    expect(resumed).toMatchObject({ status: 'running', checkpointRow: 6, attempts: 1 });
+    expect(record).toMatchObject({ status: 'failed', checkpointRow: 6 });
+    expect(record.message).toBe(
+      'Stopped after row 6: the next rows failed 3 times in a row (store rejected the batch).',
+    );
+    expect(importView(record)).not.toHaveProperty('attempts');
+    expect(await runImport(w.deps, FEED, queued.importId)).toMatchObject({ status: 'failed' });
   });
 
   it('fetches a URL feed through the fetcher, stores it and resolves relative links against it', async () => {
