@@ -93,8 +93,10 @@ interface Valid {
  * 4. stream the rows after the checkpoint in chunks: normalise (bad rows → errors), skip products whose
  *    update_hash and embedding model are unchanged, fetch and embed the images of the others (bounded
  *    concurrency, timeouts, size caps; unreachable images → errors) while extracting their local features
- *    (a failed extraction stores nothing and fails nothing), replace their vectors and stored features,
- *    then write the products (marked as seen by this import), then checkpoint the progress; products whose
+ *    (a failed extraction stores nothing and fails nothing), mark the stored records of those whose
+ *    vectors will change as stale (a chunk stopped half way is then redone by any later import), replace
+ *    their vectors and stored features, then write the products (marked as seen by this import), then
+ *    checkpoint the progress; products whose
  *    images did not change keep their vectors and features (products stored before local features
  *    existed are embedded once more to get them);
  * 5. a full import removes the feed's products this import did not see (store, vector index, features), unless
@@ -287,6 +289,13 @@ interface PreparedChunk {
   /** Products whose content changed but not their images: vectors reused, re-filed with the new fields. */
   updated: number;
   refreshed: VectorDocument[];
+  /**
+   * The stored records of the products whose vectors or features this chunk rewrites, with their
+   * update_hash and embedded_model cleared: written before anything else of the chunk, so that if the
+   * chunk stops half way the next import of any version of the feed finds them changed and embeds them
+   * again, instead of skipping them (or reusing their vectors) when those are already the new ones.
+   */
+  stale: Product[];
   images: FetchedImage[];
   embedder: Embedder | undefined;
 }
@@ -432,7 +441,17 @@ async function prepareChunk(
   failed += unfetched.kept.length;
   keep.push(...unfetched.kept);
   const stays = new Set(unfetched.kept.map((p) => p.product_id));
+  const rewritten = [
+    ...changed.filter((p) => !stays.has(p.product_id)),
+    ...refresh.map(({ product }) => product).filter((p) => !refreshed.missing.includes(p.product_id)),
+    ...unfetched.kept.filter((p) => unfetched.documents.some((d) => d.productId === p.product_id)),
+  ];
+  const stale = rewritten.flatMap(({ product_id }) => {
+    const before = existing.get(product_id);
+    return before ? [{ ...before, update_hash: '', embedded_model: '' }] : [];
+  });
   return {
+    stale,
     rows,
     rowOfId,
     errors,
@@ -544,6 +563,7 @@ async function commitChunk(
   const { errors, changed } = chunk;
   let failed = chunk.failed;
   let embedded = 0;
+  if (chunk.stale.length > 0) await deps.products.putMany(chunk.stale);
   if (chunk.refreshed.length > 0) await (await deps.vectors()).upsert(chunk.refreshed);
   if (changed.length > 0 && chunk.embedder) {
     const vectors = await deps.vectors();

@@ -145,6 +145,33 @@ describe('runImport', () => {
     expect(w.index.docs.get(`${FEED}/a/0`)?.vector).toEqual(vectorOf(Buffer.from('image a-new')));
   });
 
+  it('leaves a product that a stopped chunk re-embedded to be redone by the next import, whatever its version', async () => {
+    // Prepare: "a" imported; then its image changes, and writing its record fails after its vectors were
+    // replaced (every run, so the import ends failed)
+    const w = world(filesFor('a', 'a-new', 'b'));
+    await importInline(w, jsonl([product('a'), product('b')]));
+    const putMany = w.products.putMany.bind(w.products);
+    let failing = true;
+    w.products.putMany = async (products) => {
+      if (failing && products.some((p) => p.product_id === 'a' && p.update_hash !== ''))
+        throw new Error('store rejected the batch');
+      return putMany(products);
+    };
+    const changedFeed = jsonl([product('a', { image_link: img('a-new') }), product('b')]);
+    const queued = await importInline(w, changedFeed).catch(() => undefined);
+    expect(queued).toBeUndefined();
+    const [stopped] = await w.imports.list(FEED, 1);
+    for (let run = 0; run < 2; run += 1)
+      await runImport(w.deps, FEED, stopped!.importId).catch(() => undefined);
+    expect((await w.imports.get(FEED, stopped!.importId))?.status).toBe('failed');
+    failing = false;
+    // Act: the first version of the feed again
+    const again = await importInline(w, jsonl([product('a'), product('b')]));
+    // Assess: "a" is embedded again from its first image, not skipped with the new image's vector
+    expect(again).toMatchObject({ status: 'succeeded', embedded: 1, skipped: 1 });
+    expect(w.index.docs.get(`${FEED}/a/0`)?.vector).toEqual(vectorOf(Buffer.from('image a')));
+  });
+
   it('removes products a full import no longer lists, from the store and the vector index', async () => {
     const w = world(filesFor('a', 'b'));
     await importInline(w, jsonl([product('a'), product('b')]));
