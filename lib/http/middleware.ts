@@ -160,6 +160,14 @@ function jsonBody(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppC
         request.event.body = undefined;
         return;
       }
+      // Media types are case-insensitive and may space their parameters (RFC 9110); the parser's pattern
+      // takes only lower case with no space before ';'.
+      const type = request.event.headers['content-type'];
+      if (type !== undefined)
+        request.event.headers['content-type'] = type
+          .trim()
+          .toLowerCase()
+          .replace(/\s*;\s*/g, ';');
       await parser.before?.(request);
     },
   };

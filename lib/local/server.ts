@@ -55,6 +55,32 @@ export async function startHttpServer(options: {
     });
   });
 
+  // Requests Node's parser refuses (an unknown method, headers over its limit, malformed syntax) never
+  // reach a handler: answer them in the one error shape too, rather than Node's bodiless default.
+  server.on('clientError', (error: Error & { code?: string }, socket) => {
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
+    const status = tooLarge ? 431 : 400;
+    const requestId = randomUUID();
+    const body = JSON.stringify({
+      error: {
+        status,
+        code: 'invalid_request',
+        message: tooLarge ? 'Request headers are too large.' : 'Malformed HTTP request.',
+        details: [],
+      },
+      requestId,
+    });
+    socket.end(
+      `HTTP/1.1 ${status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\nX-Request-Id: ${requestId}\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
+
   async function handle(request: IncomingMessage, response: ServerResponse) {
     const url = new URL(request.url ?? '/', 'http://localhost');
     const method = request.method ?? 'GET';

@@ -165,6 +165,12 @@ describe('usage queries', () => {
       'invalid_request',
     );
   });
+
+  it('names a day that is not in the calendar as such, not as a bad range', async () => {
+    const response = await stack.admin('GET', '/admin/v1/feeds/demo/usage?from=2026-02-30&to=2026-03-01');
+    expectError(response, 400, 'invalid_request');
+    expect(response.body.error.details).toEqual([{ path: 'from', message: 'not a day of the calendar' }]);
+  });
 });
 
 describe('local runtime', () => {

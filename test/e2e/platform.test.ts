@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from '#test/support/error-shape.ts';
 import { pngBase64, startTestStack, type TestStack } from '#test/support/local-stack.ts';
@@ -211,6 +212,45 @@ describe('request validation', () => {
       headers: { ...bearer(searchId), 'content-type': 'application/x-www-form-urlencoded' },
     });
     expectError(response, 415, 'unsupported_media_type');
+  });
+
+  it('takes the JSON media type in any case and with spaced parameters', async () => {
+    for (const type of [
+      'APPLICATION/JSON',
+      'application/json ; charset=UTF-8',
+      'Application/Json;charset=utf-8',
+    ]) {
+      const response = await stack.call('POST', '/api/v1/search/image', {
+        raw: JSON.stringify({ imageData: Buffer.from('not an image').toString('base64') }),
+        headers: { ...bearer(searchId), 'content-type': type },
+      });
+      expectError(response, 422, 'invalid_image');
+    }
+  });
+
+  it('answers requests the HTTP parser refuses in the JSON error shape', async () => {
+    // Headers over Node's 16 KB limit
+    const big = await fetch(`${stack.url}/api/v1/search/image`, {
+      method: 'POST',
+      headers: { 'x-filler': 'x'.repeat(20_000) },
+    });
+    expect(big.status).toBe(431);
+    expect(await big.json()).toMatchObject({ error: { status: 431, code: 'invalid_request' } });
+    // A method Node does not know, over a raw socket
+    const { port } = new URL(stack.url);
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () =>
+        socket.write('FOO / HTTP/1.1\r\nHost: x\r\n\r\n'),
+      );
+      let text = '';
+      socket.on('data', (chunk) => (text += chunk.toString()));
+      socket.on('end', () => resolve(text));
+      socket.on('error', reject);
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400 /);
+    expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      error: { status: 400, code: 'invalid_request', message: 'Malformed HTTP request.' },
+    });
   });
 
   it('returns 422 invalid_image for base64 that is not an image', async () => {

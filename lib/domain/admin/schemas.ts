@@ -58,6 +58,12 @@ export const CreateKeyRequest = z.strictObject({
 });
 export type CreateKeyRequest = z.infer<typeof CreateKeyRequest>;
 
-const day = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'expected YYYY-MM-DD');
+const day = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/, 'expected YYYY-MM-DD')
+  .refine((value) => {
+    const date = new Date(`${value}T00:00:00Z`);
+    return !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === value;
+  }, 'not a day of the calendar');
 export const UsageQuery = z.strictObject({ from: day.optional(), to: day.optional() });
 export type UsageQuery = z.infer<typeof UsageQuery>;
