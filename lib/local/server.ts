@@ -15,6 +15,7 @@ import type { Logger } from '#lib/log.ts';
 type LambdaHandler = (event: APIGatewayProxyEvent, context: Context) => Promise<APIGatewayProxyResult>;
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
 const CORS_HEADERS = {
   'Access-Control-Allow-Methods': 'GET,POST,PATCH,DELETE,OPTIONS',
   'Access-Control-Allow-Headers': 'Authorization,Content-Type',
@@ -115,7 +116,15 @@ export async function startHttpServer(options: {
         new DomainError('payload_too_large', `Request body exceeds ${options.maxBodyBytes} bytes.`),
       );
     }
-    const event = toProxyEvent(request, url, match, body.length > 0 ? body.toString('utf8') : null);
+    // API Gateway hands a Lambda the body as text; bytes that are not UTF-8 would become U+FFFD (three
+    // bytes each) and could then read as an over-size body instead of what they are.
+    let text: string | null = null;
+    try {
+      text = body.length > 0 ? UTF8.decode(body) : null;
+    } catch {
+      return sendError(response, new DomainError('invalid_request', 'The request body is not valid UTF-8.'));
+    }
+    const event = toProxyEvent(request, url, match, text);
     const context = toLambdaContext(`vps-local-${match.route.name}`, event.requestContext.requestId);
     const result = await (await load(match.route))(event, context);
     const headers: Record<string, string | string[]> = { ...stringHeaders(result.headers) };

@@ -214,6 +214,20 @@ describe('request validation', () => {
     expectError(response, 415, 'unsupported_media_type');
   });
 
+  it('returns 400 for a body that is not UTF-8, whatever its size', async () => {
+    for (const size of [16, 3_000_000]) {
+      const response = await fetch(`${stack.url}/api/v1/search/image`, {
+        method: 'POST',
+        headers: { ...bearer(searchId), 'content-type': 'application/json' },
+        body: Buffer.alloc(size, 0xff),
+      });
+      expect(response.status).toBe(400);
+      expect(await response.json()).toMatchObject({
+        error: { code: 'invalid_request', message: 'The request body is not valid UTF-8.' },
+      });
+    }
+  });
+
   it('takes the JSON media type in any case and with spaced parameters', async () => {
     for (const type of [
       'APPLICATION/JSON',
