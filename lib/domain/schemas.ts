@@ -22,6 +22,7 @@ const limit = z
   .default(10)
   .describe('Maximum number of results; 1 to 100, default 10.');
 const offset = z.number().int().min(0).default(0).describe('Pagination offset; default 0.');
+/** A search id in the body; null counts as absent there (the Authorization header may carry it). */
 const searchId = z
   .string()
   .min(1)
@@ -39,7 +40,7 @@ const withinWindow = (value: { limit: number | string; offset: number | string }
 const windowIssue = { message: `offset + limit must not exceed ${MAX_WINDOW}`, path: ['offset'] };
 
 export const SearchImageRequest = z
-  .object({ imageData, limit, offset, searchId: searchId.optional() })
+  .object({ imageData, limit, offset, searchId: searchId.nullable().optional() })
   .refine(withinWindow, windowIssue);
 export type SearchImageRequest = z.infer<typeof SearchImageRequest>;
 
@@ -48,6 +49,7 @@ export const DetectRequest = z.object({
   imageData,
   searchId: z
     .union([z.string().min(1), z.number()])
+    .nullable()
     .optional()
     .describe(
       'Search id (API key); the interface types it as integer in one table, so numbers are accepted.',
@@ -100,7 +102,7 @@ export const RelatedRequest = z
       .describe('Customer product id. Wins over imageData when both are given.'),
     limit,
     offset,
-    searchId: searchId.optional(),
+    searchId: searchId.nullable().optional(),
     filters: z.array(Filter).max(50).optional().describe('AND across keys, OR within a key.'),
     fallback: imageData
       .optional()
@@ -130,7 +132,7 @@ export const RootSearchRequest = z
       10,
     ),
     offset: intLike(0, MAX_WINDOW, 'Pagination offset, as a number or a string; default 0.').default(0),
-    feedId: searchId.optional().describe('Search id (API key); the root search names it feedId.'),
+    feedId: searchId.nullable().optional().describe('Search id (API key); the root search names it feedId.'),
   })
   .refine(withinWindow, windowIssue);
 export type RootSearchRequest = z.infer<typeof RootSearchRequest>;

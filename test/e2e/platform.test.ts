@@ -96,6 +96,21 @@ describe('search-id authentication', () => {
     expectError(response, 400, 'invalid_request');
   });
 
+  it('takes a null search id field in the body as absent when the header carries one', async () => {
+    const notImage = Buffer.from('not an image').toString('base64');
+    const cases: [string, Record<string, unknown>][] = [
+      ['/api/v1/search/image', { imageData: notImage, searchId: null }],
+      ['/', { imageData: notImage, feedId: null }],
+      ['/api/v1/related', { productId: 'nowhere', searchId: null }],
+      ['/api/v1/detect', { imageData: notImage, searchId: null }],
+    ];
+    for (const [path, body] of cases) {
+      const response = await stack.call('POST', path, { body, headers: bearer(searchId) });
+      expect([path, response.status]).not.toEqual([path, 400]);
+      expect(response.status).toBeGreaterThanOrEqual(400);
+    }
+  });
+
   it('returns 401 for an Authorization header that is not Bearer', async () => {
     const response = await stack.call('POST', '/api/v1/search/image', {
       body: { imageData: image },
