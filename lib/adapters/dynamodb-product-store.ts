@@ -10,6 +10,7 @@ import {
 import { queryPages } from '#lib/adapters/dynamodb-client.ts';
 import { ValidationError } from '#lib/domain/errors.ts';
 import type { Product } from '#lib/domain/products.ts';
+import { MAX_PRODUCT_ID_LENGTH } from '#lib/domain/schemas.ts';
 import type { ProductStore } from '#lib/ports.ts';
 
 /** Stored item: the product plus its table keys (feedId, productId) and the byItemGroup index key. */
@@ -110,7 +111,7 @@ export class DynamoDbProductStore implements ProductStore {
       const productId = Buffer.from(cursor, 'base64url').toString('utf8');
       if (
         productId.length === 0 ||
-        productId.length > 200 ||
+        productId.length > MAX_PRODUCT_ID_LENGTH ||
         Buffer.from(productId, 'utf8').toString('base64url') !== cursor
       ) {
         throw new ValidationError('Invalid cursor.', [

@@ -22,6 +22,12 @@ const limit = z
   .default(10)
   .describe('Maximum number of results; 1 to 100, default 10.');
 const offset = z.number().int().min(0).default(0).describe('Pagination offset; default 0.');
+/**
+ * Longest product id an import accepts, so also the longest one a request or a cursor can name. Here
+ * rather than in products.ts, which imports this module.
+ */
+export const MAX_PRODUCT_ID_LENGTH = 200;
+
 /** A search id in the body; null counts as absent there (the Authorization header may carry it). */
 const searchId = z
   .string()
@@ -97,7 +103,7 @@ export const RelatedRequest = z
     productId: z
       .string()
       .min(1)
-      .max(200)
+      .max(MAX_PRODUCT_ID_LENGTH)
       .optional()
       .describe('Customer product id. Wins over imageData when both are given.'),
     limit,

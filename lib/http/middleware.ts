@@ -16,7 +16,7 @@ import type { Endpoint, UsageOutcome } from '#lib/ports.ts';
  * search ids are made here and shorter; a longer one names nothing, and would otherwise reach DynamoDB
  * as a key over its size limit (a ValidationException, which is a 500).
  */
-const MAX_PATH_ID = 256;
+const MAX_ID_LENGTH = 256;
 
 /** The event handlers see: headers lower-cased, body parsed from JSON. */
 export type JsonEvent = Omit<APIGatewayProxyEvent, 'body'> & { body: unknown };
@@ -202,7 +202,7 @@ function searchIdAuth(
         );
       }
       // Longer than any search id: unknown without asking the store (whose key size limit it could pass).
-      if (searchId.length > MAX_PATH_ID) throw new DomainError('invalid_search_id', 'Unknown search id.');
+      if (searchId.length > MAX_ID_LENGTH) throw new DomainError('invalid_search_id', 'Unknown search id.');
       const key = await container.keys.get(searchId);
       if (!key) throw new DomainError('invalid_search_id', 'Unknown search id.');
       if (key.revokedAt) throw new DomainError('search_id_revoked', 'This search id has been revoked.');
@@ -329,10 +329,10 @@ function pathIdsInRange(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error
   return {
     before: ({ event }) => {
       for (const [name, value] of Object.entries(event.pathParameters ?? {}))
-        if (value !== undefined && value.length > MAX_PATH_ID)
+        if (value !== undefined && value.length > MAX_ID_LENGTH)
           throw new NotFoundError(
             'not_found',
-            `No ${name} is that long (at most ${MAX_PATH_ID} characters).`,
+            `No ${name} is that long (at most ${MAX_ID_LENGTH} characters).`,
           );
     },
   };

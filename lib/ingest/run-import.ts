@@ -441,13 +441,12 @@ async function prepareChunk(
   failed += unfetched.kept.length;
   keep.push(...unfetched.kept);
   const stays = new Set(unfetched.kept.map((p) => p.product_id));
-  const rewritten = [
-    ...changed.filter((p) => !stays.has(p.product_id)),
-    ...refresh.map(({ product }) => product).filter((p) => !refreshed.missing.includes(p.product_id)),
-    ...unfetched.kept.filter((p) => unfetched.documents.some((d) => d.productId === p.product_id)),
-  ];
-  const stale = rewritten.flatMap(({ product_id }) => {
-    const before = existing.get(product_id);
+  const embedding = changed.filter((p) => !stays.has(p.product_id));
+  const refiled = [...refreshed.documents, ...unfetched.documents];
+  // Every product whose vectors this chunk replaces or re-files.
+  const rewritten = new Set([...embedding.map((p) => p.product_id), ...refiled.map((d) => d.productId)]);
+  const stale = [...rewritten].flatMap((productId) => {
+    const before = existing.get(productId);
     return before ? [{ ...before, update_hash: '', embedded_model: '' }] : [];
   });
   return {
@@ -460,10 +459,10 @@ async function prepareChunk(
     updated,
     counted,
     keep,
-    changed: changed.filter((p) => !stays.has(p.product_id)),
+    changed: embedding,
     replaced: replaced.filter((id) => !stays.has(id)),
     images,
-    refreshed: [...refreshed.documents, ...unfetched.documents],
+    refreshed: refiled,
     embedder,
   };
 }

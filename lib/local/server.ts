@@ -66,15 +66,9 @@ export async function startHttpServer(options: {
     const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
     const status = tooLarge ? 431 : 400;
     const requestId = randomUUID();
-    const body = JSON.stringify({
-      error: {
-        status,
-        code: 'invalid_request',
-        message: tooLarge ? 'Request headers are too large.' : 'Malformed HTTP request.',
-        details: [],
-      },
-      requestId,
-    });
+    const message = tooLarge ? 'Request headers are too large.' : 'Malformed HTTP request.';
+    const shape = toErrorBody(new DomainError('invalid_request', message), requestId);
+    const body = JSON.stringify({ ...shape, error: { ...shape.error, status } });
     socket.end(
       `HTTP/1.1 ${status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
         `Content-Type: application/json; charset=utf-8\r\nX-Request-Id: ${requestId}\r\n` +

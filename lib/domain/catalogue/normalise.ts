@@ -1,5 +1,6 @@
 import type { RawFields } from '#lib/domain/catalogue/feed-formats.ts';
 import { AVAILABILITY, type Availability, type ProductContent } from '#lib/domain/products.ts';
+import { MAX_PRODUCT_ID_LENGTH } from '#lib/domain/schemas.ts';
 
 /** Why one row of a feed was not imported; the message is shown in the import's errors. */
 export class RowError extends Error {
@@ -147,7 +148,8 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
 
   const productId = one('id', 'product_id', 'offer_id');
   if (!productId) throw new RowError('id (product_id) is missing.');
-  if (productId.length > 200) throw new RowError('id (product_id) is longer than 200 characters.');
+  if (productId.length > MAX_PRODUCT_ID_LENGTH)
+    throw new RowError(`id (product_id) is longer than ${MAX_PRODUCT_ID_LENGTH} characters.`);
   if (encodeURIComponent(productId).length > MAX_ENCODED_ID)
     throw new RowError(`id (product_id) is longer than ${MAX_ENCODED_ID} characters once URL-encoded.`);
   const title = one('title');

@@ -23,12 +23,9 @@ const product = (id: string, extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-async function importInline(
-  w: World,
-  content: string,
-  mode: 'full' | 'incremental' = 'full',
-): Promise<ImportRecord> {
-  const queued = await startImport(
+/** Queues an import (as the admin API does) without running it. */
+function queue(w: World, request: Parameters<typeof startImport>[2]): Promise<ImportRecord> {
+  return startImport(
     {
       feeds: {
         get: async (feedId: string) => ({
@@ -47,8 +44,25 @@ async function importInline(
       clock: w.deps.clock,
     },
     FEED,
-    { content, format: 'jsonl', mode },
+    request,
   );
+}
+
+/** Queues an inline JSON Lines import of `content` without running it. */
+function queueInline(
+  w: World,
+  content: string,
+  mode: 'full' | 'incremental' = 'full',
+): Promise<ImportRecord> {
+  return queue(w, { content, format: 'jsonl', mode });
+}
+
+async function importInline(
+  w: World,
+  content: string,
+  mode: 'full' | 'incremental' = 'full',
+): Promise<ImportRecord> {
+  const queued = await queueInline(w, content, mode);
   return runImport(w.deps, FEED, queued.importId);
 }
 
@@ -158,12 +172,11 @@ describe('runImport', () => {
       return putMany(products);
     };
     const changedFeed = jsonl([product('a', { image_link: img('a-new') }), product('b')]);
-    const queued = await importInline(w, changedFeed).catch(() => undefined);
-    expect(queued).toBeUndefined();
-    const [stopped] = await w.imports.list(FEED, 1);
+    const stopped = await queueInline(w, changedFeed);
     for (let run = 0; run < 2; run += 1)
-      await runImport(w.deps, FEED, stopped!.importId).catch(() => undefined);
-    expect((await w.imports.get(FEED, stopped!.importId))?.status).toBe('failed');
+      await expect(runImport(w.deps, FEED, stopped.importId)).rejects.toThrow('store rejected');
+    await runImport(w.deps, FEED, stopped.importId);
+    expect((await w.imports.get(FEED, stopped.importId))?.status).toBe('failed');
     failing = false;
     // Act: the first version of the feed again
     const again = await importInline(w, jsonl([product('a'), product('b')]));
@@ -250,17 +263,7 @@ describe('runImport', () => {
     // Prepare: 7 rows, chunks of 3; the process dies while checkpointing the second chunk.
     const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
     const w = world(filesFor(...names));
-    const queued = await startImport(
-      {
-        feeds: { get: async () => ({}) } as never,
-        imports: w.imports,
-        objects: w.objects,
-        dispatcher: { dispatch: async () => undefined },
-        clock: w.deps.clock,
-      },
-      FEED,
-      { content: jsonl(names.map((n) => product(n))), format: 'jsonl', mode: 'full' },
-    );
+    const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
     w.imports.failOnPut = 4; // running, total, chunk 1, chunk 2 ← crash
     await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('crash');
     const interrupted = await w.imports.get(FEED, queued.importId);
@@ -287,17 +290,7 @@ describe('runImport', () => {
       if (products.some((p) => broken.has(p.product_id))) throw new Error('store rejected the batch');
       return putMany(products);
     };
-    const queued = await startImport(
-      {
-        feeds: { get: async () => ({}) } as never,
-        imports: w.imports,
-        objects: w.objects,
-        dispatcher: { dispatch: async () => undefined },
-        clock: w.deps.clock,
-      },
-      FEED,
-      { content: jsonl(names.map((n) => product(n))), format: 'jsonl', mode: 'full' },
-    );
+    const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
     // Act: two runs fail at rows 4-6 and stay running; then rows 4-6 pass and 7-9 fail: the count starts
     // again from that checkpoint, so only the third failure there ends the import
     await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('store rejected');
@@ -323,17 +316,7 @@ describe('runImport', () => {
       'https://shop.example/feed.jsonl',
       Buffer.from(jsonl([{ id: 'a', title: 'A', image_link: '/img/a.jpg' }])),
     );
-    const queued = await startImport(
-      {
-        feeds: { get: async () => ({}) } as never,
-        imports: w.imports,
-        objects: w.objects,
-        dispatcher: { dispatch: async () => undefined },
-        clock: w.deps.clock,
-      },
-      FEED,
-      { url: 'https://shop.example/feed.jsonl', mode: 'full' },
-    );
+    const queued = await queue(w, { url: 'https://shop.example/feed.jsonl', mode: 'full' });
     const record = await runImport(w.deps, FEED, queued.importId);
     expect(record).toMatchObject({ status: 'succeeded', format: 'jsonl', embedded: 1 });
     expect(w.objects.objects.has(importObjectKeys(FEED, queued.importId).file)).toBe(true);
@@ -341,17 +324,7 @@ describe('runImport', () => {
 
   it('fails the import with the reason when the feed URL cannot be fetched', async () => {
     const w = world();
-    const queued = await startImport(
-      {
-        feeds: { get: async () => ({}) } as never,
-        imports: w.imports,
-        objects: w.objects,
-        dispatcher: { dispatch: async () => undefined },
-        clock: w.deps.clock,
-      },
-      FEED,
-      { url: 'https://shop.example/missing.xml', mode: 'full' },
-    );
+    const queued = await queue(w, { url: 'https://shop.example/missing.xml', mode: 'full' });
     const record = await runImport(w.deps, FEED, queued.importId);
     expect(record).toMatchObject({ status: 'failed', message: 'HTTP 404.' });
   });
@@ -372,17 +345,7 @@ describe('pausing', () => {
     const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'];
     const w = world(filesFor(...names));
     const controller = new AbortController();
-    const queued = await startImport(
-      {
-        feeds: { get: async () => ({}) } as never,
-        imports: w.imports,
-        objects: w.objects,
-        dispatcher: { dispatch: async () => undefined },
-        clock: w.deps.clock,
-      },
-      FEED,
-      { content: jsonl(names.map((n) => product(n))), format: 'jsonl', mode: 'full' },
-    );
+    const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
     const deps = {
       ...w.deps,
       signal: controller.signal,
