@@ -28,10 +28,13 @@ const offset = z.number().int().min(0).default(0).describe('Pagination offset; d
  */
 export const MAX_PRODUCT_ID_LENGTH = 200;
 
-/** A search id in the body; null counts as absent there (the Authorization header may carry it). */
+/**
+ * A search id in the body. Null and the empty string count as absent there, as the authentication
+ * middleware reads them (the Authorization header may carry the id); without one, the middleware answers
+ * 401 missing_search_id before this schema is applied.
+ */
 const searchId = z
   .string()
-  .min(1)
   .describe('Search id (API key). May instead be sent as Authorization: Bearer <searchId>.');
 
 /** limit/offset of the root search, which the interface shows as strings. */
@@ -54,7 +57,7 @@ export const DETECT_ACTIONS = ['OD', 'OD+SEARCH'] as const;
 export const DetectRequest = z.object({
   imageData,
   searchId: z
-    .union([z.string().min(1), z.number()])
+    .union([z.string(), z.number()])
     .nullable()
     .optional()
     .describe(

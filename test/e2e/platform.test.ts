@@ -96,14 +96,14 @@ describe('search-id authentication', () => {
     expectError(response, 400, 'invalid_request');
   });
 
-  it('takes a null search id field in the body as absent when the header carries one', async () => {
+  it('takes a null or empty search id field in the body as absent when the header carries one', async () => {
     const notImage = Buffer.from('not an image').toString('base64');
-    const cases: [string, Record<string, unknown>][] = [
-      ['/api/v1/search/image', { imageData: notImage, searchId: null }],
-      ['/', { imageData: notImage, feedId: null }],
-      ['/api/v1/related', { productId: 'nowhere', searchId: null }],
-      ['/api/v1/detect', { imageData: notImage, searchId: null }],
-    ];
+    const cases: [string, Record<string, unknown>][] = [null, ''].flatMap((absent) => [
+      ['/api/v1/search/image', { imageData: notImage, searchId: absent }],
+      ['/', { imageData: notImage, feedId: absent }],
+      ['/api/v1/related', { productId: 'nowhere', searchId: absent }],
+      ['/api/v1/detect', { imageData: notImage, searchId: absent }],
+    ]);
     for (const [path, body] of cases) {
       const response = await stack.call('POST', path, { body, headers: bearer(searchId) });
       expect([path, response.status]).not.toEqual([path, 400]);
