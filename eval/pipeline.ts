@@ -22,6 +22,7 @@ import { join, normalize } from 'node:path';
 import sharp from 'sharp';
 import { createFeed } from '#lib/domain/admin/feeds.ts';
 import { searchByImage, type SearchDeps } from '#lib/domain/search.ts';
+import { loadConfig } from '#lib/config.ts';
 import type { Container } from '#lib/container.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
@@ -53,11 +54,19 @@ function reranked(c: Container, topN: number, wordTopN: number): SearchDeps['rer
   return c.reranking && { ...c.reranking, topN, wordTopN };
 }
 
+/** The service's defaults (lib/config.ts, no environment): what the "default" rows measure. */
+const DEFAULTS = loadConfig({}).search;
+
 /** The default pipeline's stages, with the given shortlist sizes (global, keypoint, regional top N). */
-function defaultStages(c: Container, topN = 10, wordTopN = 10, regionalTopN = 30): SearchDeps {
+function defaultStages(
+  c: Container,
+  topN = DEFAULTS.rerankTopN,
+  wordTopN = DEFAULTS.wordShortlistTopN,
+  regionalTopN = DEFAULTS.regionalTopN,
+): SearchDeps {
   return {
     ...c,
-    detectorCrop: false,
+    detectorCrop: DEFAULTS.detectorCrop,
     regional: { topN: regionalTopN },
     reranking: reranked(c, topN, wordTopN),
   };
@@ -67,10 +76,10 @@ function defaultStages(c: Container, topN = 10, wordTopN = 10, regionalTopN = 30
  * The default pipeline with the second look (SECOND_LOOK_BOXES) at `boxes` detector boxes, each box's
  * keypoint shortlist `wordTopN` deep (SECOND_LOOK_WORD_TOP_N, 50 by default).
  */
-function withSecondLook(boxes: number, wordTopN = 50): PipelineVariant {
+function withSecondLook(boxes: number, wordTopN = DEFAULTS.secondLook.wordTopN): PipelineVariant {
   return {
     name: `projected: default + second look at ${boxes} detector box${boxes > 1 ? 'es' : ''}, box shortlists ${wordTopN} deep, when nothing verified`,
-    deps: (c) => ({ ...defaultStages(c), secondLook: { boxes, minScore: 0.05, wordTopN } }),
+    deps: (c) => ({ ...defaultStages(c), secondLook: { ...DEFAULTS.secondLook, boxes, wordTopN } }),
   };
 }
 
