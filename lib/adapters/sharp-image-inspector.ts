@@ -1,6 +1,7 @@
 import sharp, { type Metadata } from 'sharp';
 import { InvalidImageError } from '#lib/domain/errors.ts';
 import type { ImageInfo, ImageInspector } from '#lib/ports.ts';
+import { refusalBeforeDecoding } from '#lib/vision/image-input.ts';
 
 const ALLOWED_FORMATS = new Set(['jpeg', 'png', 'webp', 'gif', 'heif', 'tiff']);
 
@@ -34,6 +35,8 @@ export class SharpImageInspector implements ImageInspector {
         `Image of ${width}x${height} pixels exceeds the limit of ${this.maxPixels / 1_000_000} megapixels.`,
       );
     }
+    const refusal = refusalBeforeDecoding(bytes, format, width, height);
+    if (refusal) throw new InvalidImageError(refusal);
     return { format: format === 'heif' ? 'avif' : format, width, height };
   }
 

@@ -10,8 +10,18 @@
 import sharp, { type Metadata, type Sharp } from 'sharp';
 import { InvalidImageError } from '#lib/domain/errors.ts';
 import type { ImageInfo } from '#lib/ports.ts';
+import { jpegScanCount } from '#lib/vision/jpeg-scans.ts';
 
 export const MAX_INPUT_PIXELS = 40_000_000;
+/**
+ * Longest side accepted, whatever the pixel count. Under 40 megapixels, a 39,000,000 × 1 PNG of 303 KB
+ * took 10.6 GB of memory to search (libvips' resizes of so extreme a strip, three at once: embedder,
+ * regional pass, keypoints) and a 1 × 39,000,000 one 8–15 s of CPU (per-row decoding costs): an
+ * adversarial probe, 2026-11-26. 16,384 is WebP's own limit and far above any product photo.
+ */
+export const MAX_IMAGE_SIDE = 16_384;
+/** Most scans a JPEG may have (lib/vision/jpeg-scans.ts: decode time grows with them). */
+export const MAX_JPEG_SCANS = 100;
 const WHITE = { r: 255, g: 255, b: 255 };
 
 /** [x_min, y_min, x_max, y_max] in pixels of the oriented image. */
@@ -56,6 +66,25 @@ export async function decoding<T>(operation: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * Why an image whose header reads `format`, `width` × `height` is refused before decoding, beyond the
+ * pixel limit: a side over `MAX_IMAGE_SIDE`, or a JPEG of more than `MAX_JPEG_SCANS` scans. Undefined
+ * when it may be decoded. The image inspector (the use cases' first check) and `openImage` (every model's
+ * input) both apply it.
+ */
+export function refusalBeforeDecoding(
+  bytes: Uint8Array,
+  format: string,
+  width: number,
+  height: number,
+): string | undefined {
+  if (Math.max(width, height) > MAX_IMAGE_SIDE)
+    return `Image of ${width}x${height} pixels exceeds the limit of ${MAX_IMAGE_SIDE} pixels per side.`;
+  if (format === 'jpeg' && jpegScanCount(bytes, MAX_JPEG_SCANS) > MAX_JPEG_SCANS)
+    return `JPEG with more than ${MAX_JPEG_SCANS} scans is not accepted (encoders write about 10).`;
+  return undefined;
+}
+
 /** Reads the header, enforces the format allow-list and pixel limit, and prepares an oriented pipeline. */
 export async function openImage(bytes: Buffer): Promise<OrientedImage> {
   if (bytes.length === 0) throw new InvalidImageError('Invalid image: empty image data.');
@@ -70,6 +99,8 @@ export async function openImage(bytes: Buffer): Promise<OrientedImage> {
   if (!width || !height) throw new InvalidImageError('Invalid image: the image has no size.');
   if (width * height > MAX_INPUT_PIXELS)
     throw new InvalidImageError('Invalid image: the image has too many pixels.');
+  const refusal = refusalBeforeDecoding(bytes, format, width, height);
+  if (refusal) throw new InvalidImageError(`Invalid image: ${refusal}`);
   // EXIF orientations 5–8 swap the axes.
   const swapped = (metadata.orientation ?? 1) >= 5;
   const pipeline = sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS })

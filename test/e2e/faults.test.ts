@@ -80,4 +80,35 @@ describe('dependency faults', () => {
     expectError(response, 422, 'invalid_image');
     expect(response.body.error.message).toMatch(/megapixels/);
   });
+
+  it('returns 422 invalid_image for a side over 16,384 pixels or a JPEG of hundreds of scans, before decoding', async () => {
+    const { default: sharp } = await import('sharp');
+    // 40,000 × 1 (0.04 megapixels): libvips' resizes of such a strip took gigabytes at 39,000,000 × 1
+    const strip = await sharp({ create: { width: 40_000, height: 1, channels: 3, background: '#fff' } })
+      .png()
+      .toBuffer();
+    // A JPEG whose one scan is repeated: decode time grows with the scans
+    const jpeg = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#c33' } })
+      .jpeg()
+      .toBuffer();
+    const scan = jpeg.subarray(jpeg.indexOf(Buffer.from([0xff, 0xda])), jpeg.length - 2);
+    const scans = Buffer.concat([
+      jpeg.subarray(0, jpeg.length - 2),
+      ...Array<Buffer>(500).fill(scan),
+      jpeg.subarray(-2),
+    ]);
+    for (const [image, message] of [
+      [strip, /exceeds the limit of 16384 pixels per side/],
+      [scans, /more than 100 scans/],
+    ] as const) {
+      for (const path of ['/api/v1/search/image', '/api/v1/detect', '/api/v1/related']) {
+        const response = await stack.call('POST', path, {
+          body: { imageData: image.toString('base64') },
+          headers: auth(),
+        });
+        expectError(response, 422, 'invalid_image');
+        expect(response.body.error.message).toMatch(message);
+      }
+    }
+  });
 });

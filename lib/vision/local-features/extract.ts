@@ -107,8 +107,8 @@ function clippedRegion(
 }
 
 /** An empty set, new each time: the extraction pool transfers (detaches) the arrays it sends back. */
-function noFeatures(): FeatureSet {
-  return { width: 0, height: 0, points: new Float32Array(0), descriptors: new Uint32Array(0) };
+function noFeatures(width = 0, height = 0): FeatureSet {
+  return { width, height, points: new Float32Array(0), descriptors: new Uint32Array(0) };
 }
 
 /**
@@ -138,10 +138,16 @@ export async function extractLocalFeatures(image: Buffer, options: ExtractOption
   // Flattening leaves RGB; both conversions give one channel, but be explicit about the layout we rely on.
   if (grey.info.channels !== 1) throw new Error(`expected a 1-channel raster, got ${grey.info.channels}`);
   const { width, height } = grey.info;
+  const mirror = options.mirror ?? options.role === 'catalogue';
+  // ORB keeps no keypoint within ORB_EDGE_THRESHOLD of a border, so a strip this thin has none; and OpenCV
+  // aborts (an emscripten abort, printed to stderr) on a 1-pixel one instead of answering.
+  if (Math.min(width, height) <= 2 * ORB_EDGE_THRESHOLD) {
+    const none = () => noFeatures(width, height);
+    return mirror ? { original: none(), mirrored: none() } : { original: none() };
+  }
   const maxFeatures =
     options.maxFeatures ??
     (options.role === 'catalogue' ? DEFAULTS.catalogueFeatures : DEFAULTS.queryFeatures);
-  const mirror = options.mirror ?? options.role === 'catalogue';
 
   const orb = new cv.ORB(
     maxFeatures,

@@ -194,6 +194,28 @@ describe('extractLocalFeatures', () => {
     expect(verifyCandidates(items[0]!, [features])[0]!.inliers).toBe(0);
   });
 
+  it('yields no features for a strip thinner than ORB borders, where OpenCV would abort', async () => {
+    // Prepare: a textured 10,000 × 1 strip (brought to 1024 × 1) and its transpose
+    const stripe = Buffer.from(Array.from({ length: 10_000 * 3 }, (_, i) => (i * 37) % 256));
+    const wide = await sharp(stripe, { raw: { width: 10_000, height: 1, channels: 3 } })
+      .png()
+      .toBuffer();
+    const tall = await sharp(stripe, { raw: { width: 1, height: 10_000, channels: 3 } })
+      .png()
+      .toBuffer();
+    // Act
+    const fromWide = await extractLocalFeatures(wide, { role: 'catalogue' });
+    const fromTall = await extractLocalFeatures(tall, { role: 'query' });
+    // Assess: empty sets of the raster's size, and OpenCV still works afterwards
+    expect([fromWide.original.width, fromWide.original.height]).toEqual([1024, 1]);
+    expect(fromWide.original.points).toHaveLength(0);
+    expect(fromWide.mirrored!.points).toHaveLength(0);
+    expect([fromTall.original.width, fromTall.original.height]).toEqual([1, 1024]);
+    expect(fromTall.original.descriptors).toHaveLength(0);
+    const after = await extractLocalFeatures(SHELF, { role: 'query' });
+    expect(after.original.points.length).toBeGreaterThan(100);
+  });
+
   it('is deterministic: the same image gives identical features and inlier counts', async () => {
     // Prepare
     const query = await VIEWS['rotated 20°']!(await inContext(PRODUCTS.towels, 30));

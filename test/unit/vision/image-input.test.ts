@@ -64,6 +64,28 @@ describe('openImage', () => {
     await expect(openImage(bomb)).rejects.toThrow(/too many pixels/);
   });
 
+  it('refuses a side over 16,384 pixels under the pixel limit, and a JPEG of over 100 scans, from the header', async () => {
+    // Prepare: strips of one colour (a few hundred bytes each) and a JPEG whose one scan is repeated
+    const strip = (width: number, height: number) =>
+      sharp({ create: { width, height, channels: 3, background: 'white' } })
+        .png()
+        .toBuffer();
+    const jpeg = await (await halves(64, 64)).jpeg().toBuffer();
+    const scan = jpeg.subarray(jpeg.indexOf(Buffer.from([0xff, 0xda])), jpeg.length - 2);
+    const scans = (n: number) =>
+      Buffer.concat([
+        jpeg.subarray(0, jpeg.length - 2),
+        ...Array<Buffer>(n - 1).fill(scan),
+        jpeg.subarray(-2),
+      ]);
+    // Act / Assess
+    await expect(openImage(await strip(16_385, 1))).rejects.toThrow(/16384 pixels per side/);
+    await expect(openImage(await strip(1, 16_385))).rejects.toThrow(InvalidImageError);
+    await expect(openImage(await strip(16_384, 1))).resolves.toMatchObject({ width: 16_384, height: 1 });
+    await expect(openImage(scans(101))).rejects.toThrow(/more than 100 scans/);
+    await expect(openImage(scans(100))).resolves.toMatchObject({ width: 64, height: 64 });
+  });
+
   it('refuses a truncated JPEG when its pixels are decoded', async () => {
     const jpeg = await (await halves(64, 64)).jpeg().toBuffer();
     const truncated = jpeg.subarray(0, Math.floor(jpeg.length / 2));
