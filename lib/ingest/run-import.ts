@@ -657,7 +657,7 @@ async function embedImages(
       errors.push({
         row: rowOf.get(product.product_id) ?? null,
         productId: product.product_id,
-        message: `${image.url}: the image could not be embedded.`,
+        message: `${image.index === 0 ? 'image_link' : 'additional_image_link'} ${image.url}: the image could not be decoded or embedded.`,
       });
       return;
     }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { importObjectKeys, importView, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
+import { InvalidImageError } from '#lib/domain/errors.ts';
 import { runImport, runTriggeredImport } from '#lib/ingest/run-import.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { vectorOf, world, type World } from './fakes.ts';
@@ -229,6 +230,38 @@ describe('runImport', () => {
       /additional_image_link .*a2\.jpg: imageData is not a decodable image/,
     );
     expect((await w.products.get(FEED, 'a'))?.vector_count).toBe(2);
+  });
+
+  it('names the image field of an image that passes inspection but cannot be decoded', async () => {
+    // Prepare: a header that reads, pixels that do not (a truncated JPEG): the embedder refuses them
+    const files = filesFor('a');
+    files.set(img('t'), Buffer.from('TRUNCATED main'));
+    files.set(img('a2'), Buffer.from('TRUNCATED additional'));
+    const w = world(files);
+    w.embedder.embed = async (images: Buffer[]) => {
+      if (images.some((image) => image.toString().startsWith('TRUNCATED')))
+        throw new InvalidImageError('Invalid image: the image could not be decoded.');
+      return images.map((image) => vectorOf(image));
+    };
+    // Act
+    const record = await importInline(
+      w,
+      jsonl([product('a', { additional_image_link: [img('a2')] }), product('t')]),
+    );
+    // Assess
+    expect(record).toMatchObject({ embedded: 1, failed: 1 });
+    expect(record.errors).toEqual([
+      {
+        row: 1,
+        productId: 'a',
+        message: `additional_image_link ${img('a2')}: the image could not be decoded or embedded.`,
+      },
+      {
+        row: 2,
+        productId: 't',
+        message: `image_link ${img('t')}: the image could not be decoded or embedded.`,
+      },
+    ]);
   });
 
   it('reports a repeated product id and imports the first row only', async () => {
