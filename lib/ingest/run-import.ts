@@ -149,8 +149,7 @@ export async function runImport(deps: IngestDeps, feedId: string, importId: stri
         });
       }
     }
-    await (await deps.vectors()).flush();
-    await deps.localFeatures?.words?.flush();
+    await flushIndices(deps);
     await save({ status: 'succeeded', finishedAt: now(deps) });
   } catch (error) {
     // An infrastructure failure (store, index) leaves the import running at its checkpoint: the retried
@@ -256,8 +255,11 @@ async function processRows(
     if (chunk.length >= deps.limits.chunkSize) {
       await flush();
       if (deps.signal?.aborted) {
-        // Pause at a checkpoint: let the chunk in flight finish writing first.
+        // Pause at a checkpoint: let the chunk in flight finish writing first. The checkpoints name rows
+        // whose vectors and words a local index holds in memory only: they are saved before this run
+        // stops, or the resumed run would skip rows whose vectors a restart lost.
         await committing;
+        await flushIndices(deps);
         deps.signal.throwIfAborted();
       }
     }
@@ -265,6 +267,12 @@ async function processRows(
   await flush();
   await committing;
   return { readToEnd, valid };
+}
+
+/** Makes the vector and word indices' writes durable (local files; a no-op for OpenSearch). */
+async function flushIndices(deps: IngestDeps): Promise<void> {
+  await (await deps.vectors()).flush();
+  await deps.localFeatures?.words?.flush();
 }
 
 interface FetchedImage {

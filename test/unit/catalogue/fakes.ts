@@ -268,7 +268,11 @@ export class MemoryVectorIndex implements VectorIndex {
   async count(feedId: string) {
     return [...this.docs.values()].filter((d) => d.feedId === feedId).length;
   }
-  async flush() {}
+  /** The documents as of the last flush: what a local index would find again after a restart. */
+  durable = new Set<string>();
+  async flush() {
+    this.durable = new Set(this.docs.keys());
+  }
 }
 
 export interface World {

@@ -389,9 +389,13 @@ describe('pausing', () => {
     // Act
     await expect(runImport(deps, FEED, queued.importId)).rejects.toThrow();
     const paused = await w.imports.get(FEED, queued.importId);
+    const pausedDurable = w.index.durable;
     const resumed = await runImport(w.deps, FEED, queued.importId);
     // Assess
     expect(paused).toMatchObject({ status: 'running', checkpointRow: 6, processed: 6 });
+    // The vectors of every checkpointed row were flushed before the run stopped (a local index keeps
+    // them in memory; the resumed run skips those rows)
+    expect(pausedDurable).toEqual(new Set(names.slice(0, 6).map((n) => `${FEED}/${n}/0`)));
     expect(resumed).toMatchObject({ status: 'succeeded', processed: 10, embedded: 10, removed: 0 });
   });
 });
