@@ -400,6 +400,29 @@ describe('pausing', () => {
   });
 });
 
+describe('runImport and a local vector index', () => {
+  it('makes the vectors of a chunk durable before storing the records that point at them', async () => {
+    // Prepare: 7 rows in chunks of 3; each product record, when stored, must find its vectors flushed
+    // (a local index keeps them in memory until it flushes: a process killed in between would leave a
+    // record that a resumed import skips, with no vector behind it)
+    const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
+    const w = world(filesFor(...names));
+    const missing: string[] = [];
+    const putMany = w.products.putMany.bind(w.products);
+    w.products.putMany = async (products) => {
+      for (const p of products)
+        for (let i = 0; i < p.vector_count; i += 1)
+          if (!w.index.durable.has(`${p.feed_id}/${p.product_id}/${i}`)) missing.push(p.product_id);
+      return putMany(products);
+    };
+    // Act
+    const record = await importInline(w, jsonl(names.map((n) => product(n))));
+    // Assess
+    expect(record).toMatchObject({ status: 'succeeded', embedded: 7 });
+    expect(missing).toEqual([]);
+  });
+});
+
 describe('runTriggeredImport', () => {
   it('drops a trigger whose import no longer exists', async () => {
     const w = world();
