@@ -787,6 +787,9 @@ async function removeUnseen(deps: IngestDeps, record: ImportRecord): Promise<num
     await vectors.deleteProducts(record.feedId, batch);
     await deps.localFeatures?.store.deleteProducts(record.feedId, batch);
     await deps.localFeatures?.words?.deleteProducts(record.feedId, batch);
+    // Saved before the records go: a process killed in between leaves records without vectors, which the
+    // resumed removal deletes, instead of vectors of products that are gone.
+    await vectors.flush();
     await deps.products.deleteMany(record.feedId, batch);
   }
   return ids.length;

@@ -421,6 +421,23 @@ describe('runImport and a local vector index', () => {
     expect(record).toMatchObject({ status: 'succeeded', embedded: 7 });
     expect(missing).toEqual([]);
   });
+
+  it('saves the removal of the vectors of unlisted products before deleting their records', async () => {
+    // Prepare: three products, then a full import that lists one
+    const w = world(filesFor('a', 'b', 'c'));
+    await importInline(w, jsonl([product('a'), product('b'), product('c')]));
+    const stillDurable: string[] = [];
+    const deleteMany = w.products.deleteMany.bind(w.products);
+    w.products.deleteMany = async (feedId, ids) => {
+      for (const id of ids) if (w.index.durable.has(`${feedId}/${id}/0`)) stillDurable.push(id);
+      return deleteMany(feedId, ids);
+    };
+    // Act
+    const record = await importInline(w, jsonl([product('a')]));
+    // Assess
+    expect(record).toMatchObject({ status: 'succeeded', removed: 2 });
+    expect(stillDurable).toEqual([]);
+  });
 });
 
 describe('runTriggeredImport', () => {
