@@ -106,9 +106,18 @@ function clippedRegion(
   return { left, top, width: right - left, height: bottom - top };
 }
 
-/** An empty set, new each time: the extraction pool transfers (detaches) the arrays it sends back. */
-function noFeatures(width = 0, height = 0): FeatureSet {
-  return { width, height, points: new Float32Array(0), descriptors: new Uint32Array(0) };
+/**
+ * No keypoints (of a `width` × `height` raster), with the mirrored set when asked. New arrays each time:
+ * the extraction pool transfers (detaches) the arrays it sends back.
+ */
+function noFeatures(mirror: boolean, width = 0, height = 0): LocalFeatures {
+  const none = (): FeatureSet => ({
+    width,
+    height,
+    points: new Float32Array(0),
+    descriptors: new Uint32Array(0),
+  });
+  return mirror ? { original: none(), mirrored: none() } : { original: none() };
 }
 
 /**
@@ -117,12 +126,10 @@ function noFeatures(width = 0, height = 0): FeatureSet {
  */
 export async function extractLocalFeatures(image: Buffer, options: ExtractOptions): Promise<LocalFeatures> {
   const [cv, oriented] = await Promise.all([loadOpenCv(), openImage(image)]);
+  const mirror = options.mirror ?? options.role === 'catalogue';
   const area = options.region ? clippedRegion(options.region, oriented.width, oriented.height) : undefined;
   // A region outside the image shows nothing (as a textureless image: no keypoints, not an error).
-  if (options.region && !area) {
-    const mirror = options.mirror ?? options.role === 'catalogue';
-    return mirror ? { original: noFeatures(), mirrored: noFeatures() } : { original: noFeatures() };
-  }
+  if (options.region && !area) return noFeatures(mirror);
   const size = extractionSize(area?.width ?? oriented.width, area?.height ?? oriented.height, options);
   const grey = await decoding(() => {
     // After the pipeline's rotate(), so the region is in oriented pixels.
@@ -138,13 +145,9 @@ export async function extractLocalFeatures(image: Buffer, options: ExtractOption
   // Flattening leaves RGB; both conversions give one channel, but be explicit about the layout we rely on.
   if (grey.info.channels !== 1) throw new Error(`expected a 1-channel raster, got ${grey.info.channels}`);
   const { width, height } = grey.info;
-  const mirror = options.mirror ?? options.role === 'catalogue';
   // ORB keeps no keypoint within ORB_EDGE_THRESHOLD of a border, so a strip this thin has none; and OpenCV
   // aborts (an emscripten abort, printed to stderr) on a 1-pixel one instead of answering.
-  if (Math.min(width, height) <= 2 * ORB_EDGE_THRESHOLD) {
-    const none = () => noFeatures(width, height);
-    return mirror ? { original: none(), mirrored: none() } : { original: none() };
-  }
+  if (Math.min(width, height) <= 2 * ORB_EDGE_THRESHOLD) return noFeatures(mirror, width, height);
   const maxFeatures =
     options.maxFeatures ??
     (options.role === 'catalogue' ? DEFAULTS.catalogueFeatures : DEFAULTS.queryFeatures);
