@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { expectError } from '#test/support/error-shape.ts';
+import { withScans } from '#test/support/jpeg-scans.ts';
 import { pngBase64, startTestStack, type TestStack } from '#test/support/local-stack.ts';
 
 /** Faults injected into the real stack's adapters: what a client sees when a dependency fails. */
@@ -91,12 +92,7 @@ describe('dependency faults', () => {
     const jpeg = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#c33' } })
       .jpeg()
       .toBuffer();
-    const scan = jpeg.subarray(jpeg.indexOf(Buffer.from([0xff, 0xda])), jpeg.length - 2);
-    const scans = Buffer.concat([
-      jpeg.subarray(0, jpeg.length - 2),
-      ...Array<Buffer>(500).fill(scan),
-      jpeg.subarray(-2),
-    ]);
+    const scans = withScans(jpeg, 501);
     for (const [image, message] of [
       [strip, /exceeds the limit of 16384 pixels per side/],
       [scans, /more than 100 scans/],

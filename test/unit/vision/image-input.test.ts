@@ -9,6 +9,7 @@ import {
   rgbSquares,
   rgbToNormalisedBgrPlanes,
 } from '#lib/vision/image-input.ts';
+import { withScans } from '#test/support/jpeg-scans.ts';
 
 /** A width×height image whose left half is red and right half blue. */
 async function halves(width: number, height: number): Promise<Sharp> {
@@ -71,13 +72,7 @@ describe('openImage', () => {
         .png()
         .toBuffer();
     const jpeg = await (await halves(64, 64)).jpeg().toBuffer();
-    const scan = jpeg.subarray(jpeg.indexOf(Buffer.from([0xff, 0xda])), jpeg.length - 2);
-    const scans = (n: number) =>
-      Buffer.concat([
-        jpeg.subarray(0, jpeg.length - 2),
-        ...Array<Buffer>(n - 1).fill(scan),
-        jpeg.subarray(-2),
-      ]);
+    const scans = (n: number) => withScans(jpeg, n);
     // Act / Assess
     await expect(openImage(await strip(16_385, 1))).rejects.toThrow(/16384 pixels per side/);
     await expect(openImage(await strip(1, 16_385))).rejects.toThrow(InvalidImageError);

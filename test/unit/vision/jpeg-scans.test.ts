@@ -1,15 +1,10 @@
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { jpegScanCount } from '#lib/vision/jpeg-scans.ts';
+import { firstScan, withScans } from '#test/support/jpeg-scans.ts';
 
 const photo = () =>
   sharp({ create: { width: 64, height: 48, channels: 3, background: { r: 200, g: 40, b: 90 } } });
-
-/** The segment starting at the first start-of-scan marker, up to the end-of-image marker. */
-function firstScan(jpeg: Buffer): Buffer {
-  const sos = jpeg.indexOf(Buffer.from([0xff, 0xda]));
-  return jpeg.subarray(sos, jpeg.length - 2);
-}
 
 /** `jpeg` with `segment` inserted right after its start-of-image marker. */
 const withSegment = (jpeg: Buffer, segment: Buffer) =>
@@ -26,12 +21,7 @@ describe('jpegScanCount', () => {
 
   it('counts scans added to the stream, and stops past the limit it is given', async () => {
     const jpeg = await photo().jpeg().toBuffer();
-    const scan = firstScan(jpeg);
-    const many = Buffer.concat([
-      jpeg.subarray(0, jpeg.length - 2),
-      ...Array(250).fill(scan),
-      jpeg.subarray(-2),
-    ]);
+    const many = withScans(jpeg, 251);
     expect(jpegScanCount(many)).toBe(251);
     expect(jpegScanCount(many, 100)).toBe(101);
   });
