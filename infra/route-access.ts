@@ -5,12 +5,12 @@
  */
 import type { Route } from '#lib/http/routes.ts';
 import type { TableAccess, TableName } from './constructs/bindings.ts';
-import { IMPORTS_PREFIX } from './stacks/stateful-stack.ts';
+import { FEATURES_PREFIX, IMPORTS_PREFIX } from './stacks/stateful-stack.ts';
 
 export interface AccessProfile {
   tables: Partial<Record<TableName, TableAccess>>;
-  /** Objects of the assets bucket under a key prefix. */
-  bucket?: { access: 'read' | 'readWrite'; prefix: string };
+  /** Objects of the assets bucket, by key prefix. */
+  buckets?: { access: 'read' | 'readWrite'; prefix: string }[];
   search?: 'read' | 'readWrite';
   /** Creates, moves or deletes gateway API keys (admin key and feed lifecycle). */
   apiKeyRegistry?: boolean;
@@ -20,10 +20,12 @@ export interface AccessProfile {
 
 /**
  * Public endpoints: read the search id and its feed, touch the key's last-used time (UpdateItem only),
- * count usage (UpdateItem + Query), read products and vectors, run the models. No Put/Delete anywhere.
+ * count usage (UpdateItem + Query), read products, vectors and the catalogue's stored local features (for
+ * geometric verification), run the models. No Put/Delete anywhere.
  */
 export const PUBLIC_PROFILE: AccessProfile = {
   tables: { keys: 'readUpdate', feeds: 'read', usage: 'readUpdate', products: 'read' },
+  buckets: [{ access: 'read', prefix: FEATURES_PREFIX }],
   search: 'read',
   models: true,
 };
@@ -35,11 +37,14 @@ export const ADMIN_DEFAULT_PROFILE: AccessProfile = {
 
 /**
  * The import worker: reads the request and feed file under imports/ (and stores a fetched feed file
- * there), writes products, vectors and import progress.
+ * there), writes products, vectors, the products' local features under features/ and import progress.
  */
 export const IMPORT_WORKER_PROFILE: AccessProfile = {
   tables: { feeds: 'read', products: 'readWrite', imports: 'readWrite' },
-  bucket: { access: 'readWrite', prefix: IMPORTS_PREFIX },
+  buckets: [
+    { access: 'readWrite', prefix: IMPORTS_PREFIX },
+    { access: 'readWrite', prefix: FEATURES_PREFIX },
+  ],
   search: 'readWrite',
   models: true,
 };
@@ -55,9 +60,20 @@ export const ROUTE_ACCESS: Record<string, AccessProfile> = {
   AdminGetFeed: { tables: { feeds: 'read' } },
   // A plan change moves the feed's keys to the other usage plan.
   AdminUpdateFeed: { tables: { feeds: 'readWrite', keys: 'read' }, apiKeyRegistry: true },
-  // Deleting a feed removes its keys (and their gateway keys), products and vectors.
+  // Deleting a feed removes its keys (and their gateway keys), products, vectors, imports with their feed
+  // files, local features and usage.
   AdminDeleteFeed: {
-    tables: { feeds: 'readWrite', keys: 'readWrite', products: 'readWrite' },
+    tables: {
+      feeds: 'readWrite',
+      keys: 'readWrite',
+      products: 'readWrite',
+      imports: 'readWrite',
+      usage: 'readWrite',
+    },
+    buckets: [
+      { access: 'readWrite', prefix: IMPORTS_PREFIX },
+      { access: 'readWrite', prefix: FEATURES_PREFIX },
+    ],
     search: 'readWrite',
     apiKeyRegistry: true,
   },
@@ -69,7 +85,7 @@ export const ROUTE_ACCESS: Record<string, AccessProfile> = {
   // marker's S3 event starts the worker).
   AdminStartImport: {
     tables: { feeds: 'read', imports: 'readWrite' },
-    bucket: { access: 'readWrite', prefix: IMPORTS_PREFIX },
+    buckets: [{ access: 'readWrite', prefix: IMPORTS_PREFIX }],
   },
   AdminListImports: { tables: { feeds: 'read', imports: 'read' } },
   AdminGetImport: { tables: { feeds: 'read', imports: 'read' } },

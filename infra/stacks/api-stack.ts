@@ -349,14 +349,8 @@ export class ApiStack extends Stack {
     ][]) {
       bindTable(fn, stateful.tables[name], access);
     }
-    if (profile.bucket) {
-      bindBucket(
-        fn,
-        { bucket: stateful.bucket, name: stateful.bucketName },
-        profile.bucket.access,
-        profile.bucket.prefix,
-      );
-    }
+    for (const { access, prefix } of profile.buckets ?? [])
+      bindBucket(fn, { bucket: stateful.bucket, name: stateful.bucketName }, access, prefix);
     if (profile.search) bindSearchDomain(fn, this.searchDomain(stateful), profile.search);
     if (profile.apiKeyRegistry) {
       bindApiKeyRegistry(fn, { restApi: this.publicApi, freePlan: this.plans.free, proPlan: this.plans.pro });

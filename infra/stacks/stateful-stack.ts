@@ -8,11 +8,14 @@ import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { TABLES } from '#lib/adapters/dynamodb-tables.ts';
+import { FEATURES_ROOT } from '#lib/adapters/object-store-feature-store.ts';
 import type { BoundTable, TableName } from '../constructs/bindings.ts';
 import { resourcePrefix, type Stage, type StageConfig } from '../stages.ts';
 
 /** S3 key prefix under which feed files for import are written; the import queue is notified of them. */
 export const IMPORTS_PREFIX = 'imports/';
+/** S3 key prefix of the catalogue's stored local features (written by imports, read by search). */
+export const FEATURES_PREFIX = FEATURES_ROOT;
 /** Suffix of the marker object whose creation starts an import (lib/domain/catalogue/imports.ts). */
 export const IMPORT_REQUEST_SUFFIX = '/request.json';
 

@@ -2,9 +2,12 @@ import { decodeFeatures, encodeFeatures } from '#lib/vision/local-features/codec
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 import type { FeatureRef, FeatureStore, ObjectStore } from '#lib/ports.ts';
 
+/** Key prefix of every stored feature record (the functions that read or write them are granted it). */
+export const FEATURES_ROOT = 'features/';
+
 /** Prefix of every stored feature record of a feed (deleting a feed removes everything under it). */
 export function featuresPrefix(feedId: string): string {
-  return `features/${encodeURIComponent(feedId)}/`;
+  return `${FEATURES_ROOT}${encodeURIComponent(feedId)}/`;
 }
 
 /** Object key of one product image's features: `features/{feedId}/{productId}/{imageIndex}.gvlf`. */

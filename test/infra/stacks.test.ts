@@ -432,12 +432,29 @@ describe('least privilege', () => {
         all.filter(
           (a) =>
             a.startsWith('apigateway:') ||
-            a.startsWith('s3:') ||
+            a === 's3:PutObject' ||
+            a === 's3:DeleteObject' ||
             a === 'es:ESHttpPut' ||
             a === 'es:ESHttpDelete',
         ),
       ).toEqual([]);
+      // Geometric verification reads the catalogue's stored local features, and nothing else of the bucket.
+      expect([...actionsOn(statements, '/features/*')], route.name).toEqual(['s3:GetObject']);
+      expect(actionsOn(statements, '/imports/*').size, route.name).toBe(0);
     }
+  });
+
+  it('lets the import worker write local features and the feed deletion remove everything it stored', () => {
+    const writes = ['s3:DeleteObject', 's3:GetObject', 's3:PutObject'];
+    const names = ['vps-dev-AdminDeleteFeed', ...(WORKER_EXISTS ? ['vps-dev-ImportWorker'] : [])];
+    for (const name of names) {
+      const statements = statementsOf(dev.api, functionId(dev.api, name));
+      for (const prefix of ['/features/*', '/imports/*'])
+        expect([...actionsOn(statements, prefix)].sort(), `${name} ${prefix}`).toEqual(writes);
+    }
+    const deletion = statementsOf(dev.api, functionId(dev.api, 'vps-dev-AdminDeleteFeed'));
+    for (const table of ['ImportsTable', 'UsageTable', 'ProductsTable', 'KeysTable'])
+      expect(actionsOn(deletion, table).has('dynamodb:DeleteItem'), table).toBe(true);
   });
 
   it('lets only the key-managing admin functions call the API Gateway key APIs', () => {
