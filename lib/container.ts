@@ -28,6 +28,7 @@ import { memoised } from '#lib/memoised.ts';
 import type {
   ApiKeyRegistry,
   Clock,
+  FeatureStore,
   FeedFileStore,
   FeedStore,
   ImageFetcher,
@@ -53,6 +54,8 @@ export interface Container {
   usage: UsageStore;
   products: DynamoDbProductStore;
   objects: ObjectStore;
+  /** Local features of the catalogue's images (written by imports, read by geometric verification). */
+  features: FeatureStore;
   images: ImageInspector;
   apiKeys: ApiKeyRegistry;
   /** The ONNX model layer, loaded on first use; rejects with UnavailableError when it cannot load. */
@@ -136,6 +139,7 @@ function buildContainer(config: Config): Container {
     usage: new DynamoDbUsageStore(db, config.tables.usage),
     products: new DynamoDbProductStore(db, config.tables.products),
     objects,
+    features,
     images: new SharpImageInspector(config.maxImagePixels),
     apiKeys: buildApiKeyRegistry(config),
     // Memoised while it succeeds; a failed load is retried by the next request.
@@ -152,9 +156,11 @@ function buildContainer(config: Config): Container {
         : new ObjectEventImportDispatcher(),
     get ingest(): IngestDeps {
       return {
+        feeds: container.feeds,
         products: container.products,
         imports: container.imports,
         feedFiles: container.feedFiles,
+        objects: container.objects,
         fetcher: container.fetcher,
         images: container.images,
         clock: container.clock,

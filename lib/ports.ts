@@ -16,10 +16,19 @@ export interface Clock {
 export interface FeedStore {
   /** Stores a new feed; throws DomainError('conflict') when the id exists. */
   create(feed: Feed): Promise<void>;
-  get(feedId: string): Promise<Feed | undefined>;
+  /**
+   * `fresh`: a strongly consistent read past any cache, for checks that must see a deletion that has
+   * just started (imports and key creation racing a feed's deletion).
+   */
+  get(feedId: string, options?: { fresh?: boolean }): Promise<Feed | undefined>;
   list(): Promise<Feed[]>;
-  /** Replaces the stored feed; throws NotFoundError('feed_not_found') when it does not exist. */
+  /**
+   * Replaces the stored feed; throws NotFoundError('feed_not_found') when it does not exist or is being
+   * deleted.
+   */
   put(feed: Feed): Promise<void>;
+  /** Marks the feed as being deleted (keeps the first mark); throws NotFoundError when it does not exist. */
+  markDeleting(feedId: string, at: Date): Promise<void>;
   delete(feedId: string): Promise<void>;
 }
 
@@ -32,6 +41,7 @@ export interface KeyStore {
   revoke(searchId: string, at: Date): Promise<void>;
   /** Records the last use; callers throttle how often. */
   touch(searchId: string, at: Date): Promise<void>;
+  delete(searchId: string): Promise<void>;
   deleteByFeed(feedId: string): Promise<void>;
 }
 
@@ -75,6 +85,8 @@ export interface UsageStore {
   }): Promise<void>;
   /** Daily rows of a feed for days in [fromDay, toDay] (YYYY-MM-DD, inclusive). */
   list(feedId: string, fromDay: string, toDay: string): Promise<UsageRow[]>;
+  /** Removes every daily row of the feed (a feed re-created with the same id starts from none). */
+  deleteFeed(feedId: string): Promise<void>;
 }
 
 /** Blobs: feed files, product images, derived features. */
@@ -182,6 +194,8 @@ export interface FeatureStore {
   getMany(refs: readonly FeatureRef[]): Promise<(LocalFeatures | undefined)[]>;
   /** Removes every stored image of these products. */
   deleteProducts(feedId: string, productIds: readonly string[]): Promise<void>;
+  /** Removes every stored image of the feed. */
+  deleteFeed(feedId: string): Promise<void>;
 }
 
 /** One vector per product image, with what queries filter on. */
@@ -316,6 +330,7 @@ export interface ImportStore {
   list(feedId: string, limit: number): Promise<ImportRecord[]>;
   /** Replaces the record (progress checkpoints and status changes). */
   put(record: ImportRecord): Promise<void>;
+  delete(feedId: string, importId: string): Promise<void>;
   deleteFeed(feedId: string): Promise<void>;
 }
 

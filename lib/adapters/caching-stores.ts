@@ -68,6 +68,10 @@ export class CachingKeyStore implements KeyStore {
     const cached = this.cache.peek(searchId);
     if (cached) cached.lastUsedAt = at.toISOString();
   }
+  async delete(searchId: string) {
+    await this.inner.delete(searchId);
+    this.cache.delete(searchId);
+  }
   async deleteByFeed(feedId: string) {
     await this.inner.deleteByFeed(feedId);
     this.cache.clear();
@@ -83,7 +87,8 @@ export class CachingFeedStore implements FeedStore {
     this.cache = new TtlCache(ttlMs);
   }
 
-  get(feedId: string) {
+  get(feedId: string, options?: { fresh?: boolean }) {
+    if (options?.fresh) return this.inner.get(feedId, options);
     return this.cache.get(feedId, () => this.inner.get(feedId));
   }
   async create(feed: Feed) {
@@ -96,6 +101,10 @@ export class CachingFeedStore implements FeedStore {
   async put(feed: Feed) {
     await this.inner.put(feed);
     this.cache.delete(feed.feedId);
+  }
+  async markDeleting(feedId: string, at: Date) {
+    await this.inner.markDeleting(feedId, at);
+    this.cache.delete(feedId);
   }
   async delete(feedId: string) {
     await this.inner.delete(feedId);

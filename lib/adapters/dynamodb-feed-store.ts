@@ -4,6 +4,7 @@ import {
   GetCommand,
   PutCommand,
   ScanCommand,
+  UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
 import { isConditionalCheckFailed } from '#lib/adapters/dynamodb-client.ts';
 import { DomainError, NotFoundError } from '#lib/domain/errors.ts';
@@ -33,8 +34,10 @@ export class DynamoDbFeedStore implements FeedStore {
     }
   }
 
-  async get(feedId: string): Promise<Feed | undefined> {
-    const out = await this.db.send(new GetCommand({ TableName: this.table, Key: { feedId } }));
+  async get(feedId: string, options?: { fresh?: boolean }): Promise<Feed | undefined> {
+    const out = await this.db.send(
+      new GetCommand({ TableName: this.table, Key: { feedId }, ConsistentRead: options?.fresh === true }),
+    );
     return out.Item as Feed | undefined;
   }
 
@@ -55,12 +58,31 @@ export class DynamoDbFeedStore implements FeedStore {
         new PutCommand({
           TableName: this.table,
           Item: feed,
-          ConditionExpression: 'attribute_exists(feedId)',
+          // A feed being deleted is not written back (an update racing the deletion would undo its mark).
+          ConditionExpression: 'attribute_exists(feedId) AND attribute_not_exists(deletingAt)',
         }),
       );
     } catch (error) {
       if (isConditionalCheckFailed(error))
         throw new NotFoundError('feed_not_found', `Feed ${feed.feedId} not found.`);
+      throw error;
+    }
+  }
+
+  async markDeleting(feedId: string, at: Date): Promise<void> {
+    try {
+      await this.db.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { feedId },
+          UpdateExpression: 'SET deletingAt = if_not_exists(deletingAt, :at)',
+          ConditionExpression: 'attribute_exists(feedId)',
+          ExpressionAttributeValues: { ':at': at.toISOString() },
+        }),
+      );
+    } catch (error) {
+      if (isConditionalCheckFailed(error))
+        throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
       throw error;
     }
   }

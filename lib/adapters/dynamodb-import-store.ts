@@ -57,15 +57,15 @@ export class DynamoDbImportStore implements ImportStore {
     await this.db.send(new PutCommand({ TableName: this.table, Item: record }));
   }
 
+  async delete(feedId: string, importId: string): Promise<void> {
+    await this.db.send(new DeleteCommand({ TableName: this.table, Key: { feedId, importId } }));
+  }
+
   async deleteFeed(feedId: string): Promise<void> {
     let records: ImportRecord[];
     do {
       records = await this.list(feedId, 100);
-      for (const record of records) {
-        await this.db.send(
-          new DeleteCommand({ TableName: this.table, Key: { feedId, importId: record.importId } }),
-        );
-      }
+      for (const record of records) await this.delete(feedId, record.importId);
     } while (records.length > 0);
   }
 }

@@ -79,9 +79,11 @@ export class DynamoDbKeyStore implements KeyStore {
       });
   }
 
+  async delete(searchId: string): Promise<void> {
+    await this.db.send(new DeleteCommand({ TableName: this.table, Key: { searchId } }));
+  }
+
   async deleteByFeed(feedId: string): Promise<void> {
-    for (const key of await this.listByFeed(feedId)) {
-      await this.db.send(new DeleteCommand({ TableName: this.table, Key: { searchId: key.searchId } }));
-    }
+    for (const key of await this.listByFeed(feedId)) await this.delete(key.searchId);
   }
 }

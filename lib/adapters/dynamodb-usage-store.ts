@@ -1,4 +1,4 @@
-import { type DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, type DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { isConditionalCheckFailed, queryPages } from '#lib/adapters/dynamodb-client.ts';
 import {
   currentWindowCapacity,
@@ -129,6 +129,20 @@ export class DynamoDbUsageStore implements UsageStore {
       }
     }
     return rows;
+  }
+
+  async deleteFeed(feedId: string): Promise<void> {
+    const pk = `usage#${feedId}`;
+    const sks: string[] = [];
+    for await (const items of queryPages(this.db, {
+      TableName: this.table,
+      KeyConditionExpression: 'pk = :pk',
+      ExpressionAttributeValues: { ':pk': pk },
+      ProjectionExpression: 'sk',
+    })) {
+      for (const item of items) sks.push(String(item.sk));
+    }
+    for (const sk of sks) await this.db.send(new DeleteCommand({ TableName: this.table, Key: { pk, sk } }));
   }
 
   private async previousWindowCount(searchId: string, pk: string, currentStart: number): Promise<number> {

@@ -88,6 +88,13 @@ export class ObjectStoreFeatureStore implements FeatureStore {
     }
   }
 
+  async deleteFeed(feedId: string): Promise<void> {
+    for (const key of await this.objects.list(featuresPrefix(feedId))) {
+      await this.objects.delete(key);
+      this.cache.delete(key);
+    }
+  }
+
   private get ttlMs(): number {
     return this.options.ttlMs ?? 5 * 60_000;
   }

@@ -13,6 +13,11 @@ export interface Feed {
   requireOrigin: boolean;
   createdAt: string;
   updatedAt: string;
+  /**
+   * Set when a deletion of the feed starts: the feed then counts as gone for every use case except the
+   * deletion itself (which a retry finishes), and nothing can be created in it meanwhile.
+   */
+  deletingAt?: string;
 }
 
 export const PLANS = ['free', 'pro', 'enterprise'] as const satisfies readonly Plan[];

@@ -207,7 +207,7 @@ function searchIdAuth(
       if (!key) throw new DomainError('invalid_search_id', 'Unknown search id.');
       if (key.revokedAt) throw new DomainError('search_id_revoked', 'This search id has been revoked.');
       const feed = await container.feeds.get(key.feedId);
-      if (!feed) throw new DomainError('invalid_search_id', 'Unknown search id.');
+      if (!feed || feed.deletingAt) throw new DomainError('invalid_search_id', 'Unknown search id.');
       state.auth = { key, feed };
       state.logger = state.logger.child({ feedId: feed.feedId, searchId: redactSearchId(searchId) });
 

@@ -470,7 +470,8 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
   AdminDeleteFeed: {
     tag: 'Admin: feeds',
     summary: 'Delete a feed',
-    description: 'Deletes the feed with its search ids and products.',
+    description:
+      'Deletes the feed with everything stored for it: search ids, products, vectors, local features, imports with their files, and usage. An import running meanwhile stops and removes what it stored; a search id created meanwhile is removed (its creation answers 404). A deletion that fails part way leaves the feed hidden (404) and not re-creatable (409) until the DELETE is repeated.',
     response: { status: 204, description: 'Deleted.', schema: {} },
     errors: ['feed_not_found'],
   },

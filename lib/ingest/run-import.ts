@@ -7,10 +7,12 @@ import {
 } from '#lib/domain/catalogue/feed-formats.ts';
 import {
   FetchError,
+  importObjectKeys,
   MAX_IMPORT_ERRORS,
   type ImportRecord,
   type ImportRowError,
 } from '#lib/domain/catalogue/imports.ts';
+import { feedStillLive } from '#lib/domain/admin/feeds.ts';
 import { normaliseRecord, RowError } from '#lib/domain/catalogue/normalise.ts';
 import { DomainError, NotFoundError } from '#lib/domain/errors.ts';
 import {
@@ -29,12 +31,14 @@ import type {
   Clock,
   Embedder,
   FeatureStore,
+  FeedStore,
   FetchLimits,
   FeedFileStore,
   ImageFetcher,
   ImageInspector,
   ImportStore,
   LocalFeatureMatcher,
+  ObjectStore,
   ProductStore,
   VectorDocument,
   VectorIndex,
@@ -54,9 +58,13 @@ export interface IngestLimits {
 }
 
 export interface IngestDeps {
+  /** Read fresh before the import starts and after each of its writes: a deleted feed stops it. */
+  feeds: Pick<FeedStore, 'get'>;
   products: ProductStore;
   imports: ImportStore;
   feedFiles: FeedFileStore;
+  /** Removes the import's own feed file and request marker when its feed was deleted under it. */
+  objects: Pick<ObjectStore, 'delete'>;
   fetcher: ImageFetcher;
   images: ImageInspector;
   clock: Clock;
@@ -105,6 +113,10 @@ interface Valid {
  *    is unusable (unreachable URL, models unavailable); other errors propagate and leave the checkpoint
  *    for a retry to resume from, until the rows after it have failed `MAX_IMPORT_ATTEMPTS` runs in a row:
  *    then the import fails with that error.
+ * Each progress save is followed by a fresh read of the feed: once a deletion of the feed has started
+ * (or the feed was replaced by a new one of the same id), the import stops and removes what it wrote
+ * since the previous save, which the deletion may have missed, and its own record and files
+ * (`abandon`). What it wrote before that save preceded the deletion's mark, so the deletion removes it.
  */
 export async function runImport(deps: IngestDeps, feedId: string, importId: string): Promise<ImportRecord> {
   const loaded = await deps.imports.get(feedId, importId);
@@ -116,30 +128,56 @@ export async function runImport(deps: IngestDeps, feedId: string, importId: stri
     startedAt: loaded.startedAt ?? now(deps),
     attempts: (loaded.attempts ?? 0) + 1,
   };
+  const feed = await deps.feeds.get(feedId, { fresh: true });
+  // An import created before its feed belongs to an earlier feed of the same id, deleted since.
+  if (!feed || feed.deletingAt || loaded.createdAt < feed.createdAt) return abandon(deps, record, new Set());
+  // Products this import wrote since its last save (whose feed check then passed).
+  const unconfirmed = new Set<string>();
   const save = async (patch: Partial<ImportRecord>) => {
     record = { ...record, ...patch, updatedAt: now(deps) };
     await deps.imports.put(record);
+    if (!(await feedStillLive(deps.feeds, feed))) throw new FeedGone();
+    unconfirmed.clear();
     deps.onProgress?.(record);
   };
+  try {
+    return await importInto(deps, () => record, save, unconfirmed);
+  } catch (error) {
+    if (error instanceof FeedGone) return abandon(deps, record, unconfirmed);
+    throw error;
+  }
+}
+
+/** Thrown by a progress save that finds the import's feed deleted (or being deleted) under it. */
+class FeedGone extends Error {}
+
+/** Steps 2–6 of runImport, from the record marked running. */
+async function importInto(
+  deps: IngestDeps,
+  current: () => ImportRecord,
+  save: (patch: Partial<ImportRecord>) => Promise<void>,
+  unconfirmed: Set<string>,
+): Promise<ImportRecord> {
   await save({});
   try {
-    const format = await ensureFeedFile(deps, record);
-    if (record.format !== format) await save({ format });
-    const total = await countRows(await openFeed(deps, record.objectKey), format);
+    const format = await ensureFeedFile(deps, current());
+    if (current().format !== format) await save({ format });
+    const total = await countRows(await openFeed(deps, current().objectKey), format);
     await save({ total });
     const outcome = await processRows(
       deps,
-      () => record,
-      await openFeed(deps, record.objectKey),
+      current,
+      await openFeed(deps, current().objectKey),
       format,
       save,
+      unconfirmed,
     );
-    if (record.mode === 'full') {
+    if (current().mode === 'full') {
       if (outcome.readToEnd && outcome.valid > 0) {
-        await save({ removed: await removeUnseen(deps, record) });
+        await save({ removed: await removeUnseen(deps, current()) });
       } else {
         await save({
-          errors: capErrors(record.errors, [
+          errors: capErrors(current().errors, [
             {
               row: null,
               message:
@@ -152,9 +190,11 @@ export async function runImport(deps: IngestDeps, feedId: string, importId: stri
     await flushIndices(deps);
     await save({ status: 'succeeded', finishedAt: now(deps) });
   } catch (error) {
+    if (error instanceof FeedGone) throw error;
     // An infrastructure failure (store, index) leaves the import running at its checkpoint: the retried
     // worker event, or the next local start, resumes it, unless it has failed there MAX_IMPORT_ATTEMPTS
     // times in a row (a failure that repeats is not passing). Problems with the feed itself end it.
+    const record = current();
     const infrastructure = !(error instanceof DomainError || error instanceof FetchError);
     if (infrastructure && (record.attempts ?? 1) < MAX_IMPORT_ATTEMPTS) throw error;
     const message = infrastructure
@@ -162,7 +202,49 @@ export async function runImport(deps: IngestDeps, feedId: string, importId: stri
       : error.message;
     await save({ status: 'failed', message, finishedAt: now(deps) });
   }
-  return record;
+  return current();
+}
+
+/**
+ * The import's feed was deleted (or is being deleted) under it: removes the products it wrote since its
+ * last save whose records are its own (or its stale marks, or absent: vectors written before a failed
+ * record write), with their vectors, features and words, then its own record, feed file and request
+ * marker. A product of the same id that a new feed of the same id stored meanwhile is left alone. The
+ * answer is the record as it would have ended, failed; it is not stored.
+ */
+async function abandon(
+  deps: IngestDeps,
+  record: ImportRecord,
+  unconfirmed: ReadonlySet<string>,
+): Promise<ImportRecord> {
+  const { feedId, importId } = record;
+  const candidates = [...unconfirmed];
+  if (candidates.length > 0) {
+    const stored = await deps.products.getMany(feedId, candidates);
+    const ours = candidates.filter((id) => {
+      const product = stored.get(id);
+      return !product || product.seen_import === importId || product.update_hash === '';
+    });
+    const vectors = await deps.vectors();
+    await vectors.deleteProducts(feedId, ours);
+    await vectors.flush();
+    await deps.localFeatures?.store.deleteProducts(feedId, ours);
+    await deps.localFeatures?.words?.deleteProducts(feedId, ours);
+    await deps.products.deleteMany(
+      feedId,
+      ours.filter((id) => stored.has(id)),
+    );
+  }
+  await deps.imports.delete(feedId, importId);
+  const keys = importObjectKeys(feedId, importId);
+  await deps.objects.delete(keys.file);
+  await deps.objects.delete(keys.request);
+  return {
+    ...record,
+    status: 'failed',
+    message: 'The feed was deleted while this import ran; what the import had stored was removed with it.',
+    finishedAt: now(deps),
+  };
 }
 
 /** Runs in a row that may fail at the same checkpoint with an infrastructure error before the import fails. */
@@ -222,6 +304,7 @@ async function processRows(
   file: AsyncIterable<Uint8Array>,
   format: FeedFormat,
   save: (patch: Partial<ImportRecord>) => Promise<void>,
+  unconfirmed: Set<string>,
 ): Promise<{ readToEnd: boolean; valid: number }> {
   const start = current();
   const baseUrl = start.source.kind === 'url' ? start.source.url : undefined;
@@ -239,6 +322,7 @@ async function processRows(
     previousIds = prepared.rowOfId;
     valid += prepared.counted;
     await committing;
+    for (const productId of prepared.rowOfId.keys()) unconfirmed.add(productId);
     // A checkpoint reached: this run is the first attempt at the rows after it.
     committing = commitChunk(deps, prepared).then((patch) => save({ ...patch(current()), attempts: 1 }));
     committing.catch(() => undefined);

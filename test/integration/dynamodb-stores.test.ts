@@ -52,6 +52,25 @@ describe('DynamoDbFeedStore', () => {
     await expect(feeds.create(feed('f2'))).rejects.toMatchObject({ code: 'conflict' });
     await expect(feeds.put(feed('missing'))).rejects.toMatchObject({ code: 'feed_not_found' });
   });
+
+  it('marks a feed as being deleted once, and refuses to replace it from then on', async () => {
+    await feeds.create(feed('f3'));
+    await feeds.markDeleting('f3', new Date('2026-11-22T10:00:00Z'));
+    await feeds.markDeleting('f3', new Date('2026-11-22T11:00:00Z'));
+
+    expect(await feeds.get('f3', { fresh: true })).toEqual({
+      ...feed('f3'),
+      deletingAt: '2026-11-22T10:00:00.000Z',
+    });
+    // An update that read the feed before the mark must not write it back without the mark.
+    await expect(feeds.put({ ...feed('f3'), name: 'renamed' })).rejects.toMatchObject({
+      code: 'feed_not_found',
+    });
+    await expect(feeds.create(feed('f3'))).rejects.toMatchObject({ code: 'conflict' });
+    await expect(feeds.markDeleting('missing', new Date())).rejects.toMatchObject({
+      code: 'feed_not_found',
+    });
+  });
 });
 
 describe('DynamoDbKeyStore', () => {
@@ -68,6 +87,10 @@ describe('DynamoDbKeyStore', () => {
     expect((await keys.get('k2'))?.lastUsedAt).toBe(at.toISOString());
     expect((await keys.listByFeed('fk')).map((k) => k.searchId).sort()).toEqual(['k1', 'k2']);
     await expect(keys.revoke('gone', at)).rejects.toMatchObject({ code: 'not_found' });
+
+    await keys.delete('k1');
+    expect(await keys.get('k1')).toBeUndefined();
+    expect((await keys.listByFeed('fk')).map((k) => k.searchId)).toEqual(['k2']);
 
     await keys.deleteByFeed('fk');
     expect(await keys.listByFeed('fk')).toEqual([]);
@@ -105,6 +128,18 @@ describe('DynamoDbUsageStore', () => {
       resetSeconds: 60,
       retryAfterSeconds: 0,
     });
+  });
+
+  it("deletes a feed's usage rows and no other feed's", async () => {
+    const at = new Date('2026-11-20T01:00:00Z');
+    for (const feedId of ['gone', 'kept', 'gone'])
+      await usage.record({ feedId, searchId: 's', endpoint: 'detect', outcome: 'ok', at });
+    await usage.record({ feedId: 'gone', searchId: 's', endpoint: 'related', outcome: 'ok', at });
+
+    await usage.deleteFeed('gone');
+
+    expect(await usage.list('gone', '2026-11-01', '2026-11-30')).toEqual([]);
+    expect((await usage.list('kept', '2026-11-01', '2026-11-30')).map((row) => row.requests)).toEqual([1]);
   });
 
   it('adds usage per day, endpoint and search id, and lists a day range', async () => {

@@ -24,6 +24,9 @@ function fakeKeyStore(): KeyStore & { reads: number; keys: Map<string, SearchKey
       if (key) key.revokedAt = at.toISOString();
     },
     async touch() {},
+    async delete(searchId: string) {
+      keys.delete(searchId);
+    },
     async deleteByFeed(feedId: string) {
       for (const [id, key] of keys) if (key.feedId === feedId) keys.delete(id);
     },

@@ -1,14 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import type { Plan } from '#lib/config.ts';
-import { NotFoundError, ValidationError } from '#lib/domain/errors.ts';
+import { DomainError, NotFoundError, ValidationError } from '#lib/domain/errors.ts';
 import { type Feed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 import type { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import type {
   ApiKeyRegistry,
   Clock,
+  FeatureStore,
   FeedStore,
   KeyStore,
   ObjectStore,
+  UsageStore,
   VectorIndex,
   VisualWordIndex,
 } from '#lib/ports.ts';
@@ -19,6 +21,9 @@ export interface FeedAdminDeps {
   products: { deleteFeed(feedId: string): Promise<void> };
   imports: { deleteFeed(feedId: string): Promise<void> };
   objects: ObjectStore;
+  /** Local features of the feed's product images (written by imports). */
+  features: Pick<FeatureStore, 'deleteFeed'>;
+  usage: Pick<UsageStore, 'deleteFeed'>;
   vectors(): Promise<Pick<VectorIndex, 'deleteFeed' | 'flush'>>;
   /** The visual-word index, when search uses one. */
   visualWords?: Pick<VisualWordIndex, 'deleteFeed'> | undefined;
@@ -47,7 +52,19 @@ export async function createFeed(deps: FeedAdminDeps, input: CreateFeedRequest):
     createdAt: now,
     updatedAt: now,
   };
-  await deps.feeds.create(feed);
+  try {
+    await deps.feeds.create(feed);
+  } catch (error) {
+    if (error instanceof DomainError && error.code === 'conflict') {
+      const existing = await deps.feeds.get(feed.feedId, { fresh: true });
+      if (existing?.deletingAt)
+        throw new DomainError(
+          'conflict',
+          `Feed ${feed.feedId} is being deleted; repeat its DELETE to finish, then create it again.`,
+        );
+    }
+    throw error;
+  }
   return feedView(feed, deps.planLimits);
 }
 
@@ -59,7 +76,8 @@ export async function getFeed(
 }
 
 export async function listFeeds(deps: Pick<FeedAdminDeps, 'feeds' | 'planLimits'>): Promise<FeedView[]> {
-  return (await deps.feeds.list()).map((feed) => feedView(feed, deps.planLimits));
+  const feeds = (await deps.feeds.list()).filter((feed) => !feed.deletingAt);
+  return feeds.map((feed) => feedView(feed, deps.planLimits));
 }
 
 /**
@@ -100,14 +118,21 @@ export async function updateFeed(
 }
 
 /**
- * Deletes a feed and everything stored for it. Steps: unregister and delete keys (so the feed stops
- * answering first), delete vectors, products, import records and stored feed files, then the feed itself
- * last, so a failure part-way leaves a feed that can be deleted again rather than orphaned data.
+ * Deletes a feed and everything stored for it. Steps:
+ * 1. mark the feed as being deleted: from then on it is not found, cannot be updated or re-created, a key
+ *    created for it removes itself again (createKey) and a running import stops and removes what it wrote
+ *    after the mark (runImport), so nothing written concurrently outlives the deletion;
+ * 2. unregister and delete keys (so the feed stops answering first);
+ * 3. delete vectors, words, products, import records, stored feed files, local features and usage;
+ * 4. sweep the keys once more (a key created just before the mark may reach the listing index late), then
+ *    delete the feed itself last, so a failure part-way leaves a feed whose deletion a retry finishes
+ *    rather than orphaned data.
  */
 export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<void> {
-  await requireFeed(deps.feeds, feedId);
-  for (const key of await deps.keys.listByFeed(feedId)) await deps.apiKeys.unregister(key.searchId);
-  await deps.keys.deleteByFeed(feedId);
+  if (!(await deps.feeds.get(feedId, { fresh: true })))
+    throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
+  await deps.feeds.markDeleting(feedId, deps.clock.now());
+  await deleteKeys(deps, feedId);
   const vectors = await deps.vectors();
   await vectors.deleteFeed(feedId);
   await vectors.flush();
@@ -115,14 +140,33 @@ export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<v
   await deps.products.deleteFeed(feedId);
   await deps.imports.deleteFeed(feedId);
   for (const key of await deps.objects.list(`imports/${feedId}/`)) await deps.objects.delete(key);
-  // Local features of the feed's product images (written by imports, see ObjectStoreFeatureStore).
-  const features = await deps.objects.list(`features/${encodeURIComponent(feedId)}/`);
-  for (const key of features) await deps.objects.delete(key);
+  await deps.features.deleteFeed(feedId);
+  await deps.usage.deleteFeed(feedId);
+  await deleteKeys(deps, feedId);
   await deps.feeds.delete(feedId);
 }
 
-export async function requireFeed(feeds: FeedStore, feedId: string): Promise<Feed> {
-  const feed = await feeds.get(feedId);
-  if (!feed) throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
+async function deleteKeys(deps: Pick<FeedAdminDeps, 'keys' | 'apiKeys'>, feedId: string): Promise<void> {
+  for (const key of await deps.keys.listByFeed(feedId)) await deps.apiKeys.unregister(key.searchId);
+  await deps.keys.deleteByFeed(feedId);
+}
+
+/** The feed, unless it does not exist or is being deleted (NotFoundError). */
+export async function requireFeed(
+  feeds: Pick<FeedStore, 'get'>,
+  feedId: string,
+  options?: { fresh?: boolean },
+): Promise<Feed> {
+  const feed = await feeds.get(feedId, options);
+  if (!feed || feed.deletingAt) throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
   return feed;
+}
+
+/**
+ * True while `feed` (as read earlier) is still the stored, live feed: not deleted, not being deleted, and
+ * not replaced by a new feed created under the same id since.
+ */
+export async function feedStillLive(feeds: Pick<FeedStore, 'get'>, feed: Feed): Promise<boolean> {
+  const now = await feeds.get(feed.feedId, { fresh: true });
+  return now !== undefined && !now.deletingAt && now.createdAt === feed.createdAt;
 }

@@ -1,4 +1,4 @@
-import { requireFeed } from '#lib/domain/admin/feeds.ts';
+import { feedStillLive, requireFeed } from '#lib/domain/admin/feeds.ts';
 import type { CreateKeyRequest } from '#lib/domain/admin/schemas.ts';
 import { NotFoundError } from '#lib/domain/errors.ts';
 import { newSearchId, type SearchKey } from '#lib/domain/keys.ts';
@@ -11,13 +11,17 @@ export interface KeyAdminDeps {
   clock: Clock;
 }
 
-/** Creates a search id for a feed. Steps: check the feed, mint the id, store it, mirror it to the gateway. */
+/**
+ * Creates a search id for a feed. Steps: check the feed, mint the id, store it, mirror it to the gateway,
+ * then check the feed again: a deletion that started meanwhile may have listed the feed's keys before
+ * this one was stored, so the key removes itself and the answer is 404, as if the feed had been gone.
+ */
 export async function createKey(
   deps: KeyAdminDeps,
   feedId: string,
   input: CreateKeyRequest,
 ): Promise<SearchKey> {
-  const feed = await requireFeed(deps.feeds, feedId);
+  const feed = await requireFeed(deps.feeds, feedId, { fresh: true });
   const key: SearchKey = {
     searchId: newSearchId(),
     feedId,
@@ -26,6 +30,11 @@ export async function createKey(
   };
   await deps.keys.create(key);
   await deps.apiKeys.register(key, feed.plan);
+  if (!(await feedStillLive(deps.feeds, feed))) {
+    await deps.apiKeys.unregister(key.searchId);
+    await deps.keys.delete(key.searchId);
+    throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
+  }
   return key;
 }
 

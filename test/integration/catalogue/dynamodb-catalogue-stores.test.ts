@@ -169,6 +169,8 @@ describe('DynamoDbImportStore on the DynamoDB-protocol server', () => {
       errors: [{ row: 2, productId: 'x', message: 'bad' }],
     });
     expect((await imports.list('f1', 10)).map((r) => r.importId)).toEqual([newer, older]);
+    await imports.delete('f1', newer);
+    expect((await imports.list('f1', 10)).map((r) => r.importId)).toEqual([older]);
     await imports.deleteFeed('f1');
     expect(await imports.list('f1', 10)).toEqual([]);
   });

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { FetchError, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { InvalidImageError } from '#lib/domain/errors.ts';
+import type { Feed } from '#lib/domain/feeds.ts';
 import type { Product } from '#lib/domain/products.ts';
 import { ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
 import type { IngestDeps } from '#lib/ingest/run-import.ts';
@@ -9,6 +10,7 @@ import type {
   DetectedObject,
   Embedder,
   FeedFileStore,
+  FeedStore,
   FetchLimits,
   ImageFetcher,
   ImageInspector,
@@ -94,7 +96,12 @@ export class MemoryImportStore implements ImportStore {
     if (this.failOnPut === this.puts) throw new Error('crash');
     this.rows.set(`${record.feedId}/${record.importId}`, structuredClone(record));
   }
-  async deleteFeed() {}
+  async delete(feedId: string, importId: string) {
+    this.rows.delete(`${feedId}/${importId}`);
+  }
+  async deleteFeed(feedId: string) {
+    for (const [key, record] of this.rows) if (record.feedId === feedId) this.rows.delete(key);
+  }
 }
 
 export class MemoryObjectStore implements ObjectStore, FeedFileStore {
@@ -275,8 +282,36 @@ export class MemoryVectorIndex implements VectorIndex {
   }
 }
 
+/**
+ * The feed lookups of imports: every feed exists (created before any import) unless a test deletes it,
+ * starts its deletion, or re-creates it; `afterGets` runs a test's step after the n-th lookup.
+ */
+export class LiveFeeds implements Pick<FeedStore, 'get'> {
+  readonly gone = new Set<string>();
+  readonly deleting = new Set<string>();
+  readonly recreated = new Set<string>();
+  gets = 0;
+  afterGets = new Map<number, () => void>();
+  async get(feedId: string): Promise<Feed | undefined> {
+    this.gets += 1;
+    this.afterGets.get(this.gets)?.();
+    if (this.gone.has(feedId)) return undefined;
+    return {
+      feedId,
+      name: feedId,
+      plan: 'free',
+      domains: [],
+      requireOrigin: false,
+      createdAt: this.recreated.has(feedId) ? '2026-11-23T00:00:00.000Z' : '2026-11-01T00:00:00.000Z',
+      updatedAt: '2026-11-01T00:00:00.000Z',
+      ...(this.deleting.has(feedId) ? { deletingAt: '2026-11-22T12:00:00.000Z' } : {}),
+    };
+  }
+}
+
 export interface World {
   deps: IngestDeps;
+  feeds: LiveFeeds;
   products: MemoryProductStore;
   imports: MemoryImportStore;
   objects: MemoryObjectStore;
@@ -291,6 +326,7 @@ export interface World {
 
 /** Every port faked, wired like the container wires the real adapters. */
 export function world(files = new Map<string, Buffer>()): World {
+  const feeds = new LiveFeeds();
   const products = new MemoryProductStore();
   const imports = new MemoryImportStore();
   const objects = new MemoryObjectStore();
@@ -302,9 +338,11 @@ export function world(files = new Map<string, Buffer>()): World {
   const matcher = new FakeFeatureMatcher();
   let tick = Date.parse('2026-11-22T00:00:00Z');
   const deps: IngestDeps = {
+    feeds,
     products,
     imports,
     feedFiles: objects,
+    objects,
     fetcher,
     images: fakeInspector,
     clock: { now: () => new Date((tick += 1000)) },
@@ -325,5 +363,5 @@ export function world(files = new Map<string, Buffer>()): World {
       chunkSize: 3,
     },
   };
-  return { deps, products, imports, objects, fetcher, embedder, index, detections, features, matcher };
+  return { deps, feeds, products, imports, objects, fetcher, embedder, index, detections, features, matcher };
 }

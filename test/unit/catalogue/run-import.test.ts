@@ -440,6 +440,81 @@ describe('runImport and a local vector index', () => {
   });
 });
 
+describe('an import whose feed is deleted', () => {
+  /** Calls `then` once the import has stored product `id` (the feed's deletion starts at that point). */
+  function afterStoring(w: World, id: string, then: () => void) {
+    const putMany = w.products.putMany.bind(w.products);
+    w.products.putMany = async (products) => {
+      await putMany(products);
+      if (products.some((p) => p.product_id === id && p.seen_import !== undefined)) then();
+    };
+  }
+  const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
+  const stored = (w: World) => [...w.products.rows.values()].map((p) => p.product_id).sort();
+  const importFiles = (w: World, importId: string) =>
+    [...w.objects.objects.keys()].filter((key) => key.startsWith(`imports/${FEED}/${importId}/`));
+
+  it('stops when the deletion starts and removes what it stored after that, and its own record and files', async () => {
+    // Prepare: chunks of 3; the deletion starts while the second chunk (d, e, f) is being stored
+    const w = world(filesFor(...names));
+    afterStoring(w, 'd', () => w.feeds.deleting.add(FEED));
+    const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess: the first chunk was stored before the mark (the deletion removes it); nothing of the
+    // second is left, the third was never stored
+    expect(record).toMatchObject({ status: 'failed', message: expect.stringContaining('deleted') });
+    expect(stored(w)).toEqual(['a', 'b', 'c']);
+    expect([...w.index.docs.keys()].sort()).toEqual([`${FEED}/a/0`, `${FEED}/b/0`, `${FEED}/c/0`]);
+    expect(await w.features.getMany([{ feedId: FEED, productId: 'd', imageIndex: 0 }])).toEqual([undefined]);
+    expect(await w.imports.get(FEED, queued.importId)).toBeUndefined();
+    expect(importFiles(w, queued.importId)).toEqual([]);
+  });
+
+  it('leaves alone a product that a new feed of the same id stored meanwhile', async () => {
+    // Prepare: while the second chunk is stored, the feed is deleted and created again, and an import
+    // of the new feed stores its own product d
+    const w = world(filesFor(...names));
+    afterStoring(w, 'd', () => {
+      const ours = w.products.rows.get(`${FEED}\u0000d`)!;
+      w.products.rows.set(`${FEED}\u0000d`, { ...ours, seen_import: 'imp_new', update_hash: 'new' });
+      w.feeds.recreated.add(FEED);
+    });
+    const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess
+    expect(record.status).toBe('failed');
+    expect(stored(w)).toEqual(['a', 'b', 'c', 'd']);
+    expect(w.products.rows.get(`${FEED}\u0000d`)?.seen_import).toBe('imp_new');
+  });
+
+  it('does nothing but remove itself when its feed is gone before it starts', async () => {
+    const w = world(filesFor(...names));
+    const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
+    w.feeds.gone.add(FEED);
+
+    const record = await runImport(w.deps, FEED, queued.importId);
+
+    expect(record.status).toBe('failed');
+    expect(w.fetcher.fetched).toEqual([]);
+    expect(stored(w)).toEqual([]);
+    expect(await w.imports.get(FEED, queued.importId)).toBeUndefined();
+    expect(importFiles(w, queued.importId)).toEqual([]);
+  });
+
+  it('does not run into a new feed of the same id an import queued for the deleted one', async () => {
+    const w = world(filesFor(...names));
+    const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
+    w.feeds.recreated.add(FEED);
+
+    const record = await runImport(w.deps, FEED, queued.importId);
+
+    expect(record.status).toBe('failed');
+    expect(stored(w)).toEqual([]);
+  });
+});
+
 describe('runTriggeredImport', () => {
   it('drops a trigger whose import no longer exists', async () => {
     const w = world();

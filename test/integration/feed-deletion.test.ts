@@ -1,0 +1,165 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
+import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
+import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
+import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
+import { DynamoDbProductStore } from '#lib/adapters/dynamodb-product-store.ts';
+import { DynamoDbUsageStore } from '#lib/adapters/dynamodb-usage-store.ts';
+import { ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
+import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
+import {
+  createFeed,
+  deleteFeed,
+  type FeedAdminDeps,
+  getFeed,
+  listFeeds,
+  updateFeed,
+} from '#lib/domain/admin/feeds.ts';
+import { createKey } from '#lib/domain/admin/keys.ts';
+import type { SearchKey } from '#lib/domain/keys.ts';
+import type { ApiKeyRegistry } from '#lib/ports.ts';
+import { startTestStores } from '#test/support/embedded-stores.ts';
+import { MemoryVectorIndex } from '../unit/catalogue/fakes.ts';
+
+/**
+ * The feed deletion against the real-protocol stores of local mode, with the races the deletion must
+ * win: a key created while the feed is deleted, an update racing the mark, a deletion stopped half way.
+ */
+let stop: () => Promise<void>;
+let deps: FeedAdminDeps;
+let usage: DynamoDbUsageStore;
+/** Search ids mirrored to the (recording) gateway registry. */
+const registered = new Set<string>();
+
+beforeAll(async () => {
+  const stores = await startTestStores();
+  stop = stores.stop;
+  const { config } = stores;
+  const db = createDocumentClient(config);
+  const objects = new S3ObjectStore(createS3Client(config), config.assetsBucket);
+  const vectors = new MemoryVectorIndex();
+  const apiKeys: ApiKeyRegistry = {
+    register: async (key: SearchKey) => void registered.add(key.searchId),
+    unregister: async (searchId: string) => void registered.delete(searchId),
+  };
+  let tick = Date.parse('2026-11-22T00:00:00Z');
+  usage = new DynamoDbUsageStore(db, config.tables.usage);
+  deps = {
+    feeds: new DynamoDbFeedStore(db, config.tables.feeds),
+    keys: new DynamoDbKeyStore(db, config.tables.keys),
+    products: new DynamoDbProductStore(db, config.tables.products),
+    imports: new DynamoDbImportStore(db, config.tables.imports),
+    usage,
+    objects,
+    features: new ObjectStoreFeatureStore(objects, { cacheItems: 0 }),
+    vectors: async () => vectors,
+    apiKeys,
+    clock: { now: () => new Date((tick += 1000)) },
+    planLimits: { free: 100, pro: 1000, enterprise: 10_000 },
+  };
+});
+
+afterAll(async () => {
+  await stop?.();
+});
+
+const input = (feedId: string) => ({
+  feedId,
+  name: feedId,
+  plan: 'free' as const,
+  domains: [],
+  requireOrigin: false,
+});
+
+describe('deleteFeed', () => {
+  it('removes the feed, its keys and their usage, so a feed re-created with the id starts empty', async () => {
+    await createFeed(deps, input('usage-feed'));
+    const key = await createKey(deps, 'usage-feed', { name: 'web' });
+    await usage.record({
+      feedId: 'usage-feed',
+      searchId: key.searchId,
+      endpoint: 'detect',
+      outcome: 'ok',
+      at: new Date('2026-11-22T01:00:00Z'),
+    });
+
+    await deleteFeed(deps, 'usage-feed');
+    await createFeed(deps, input('usage-feed'));
+
+    expect(await deps.keys.listByFeed('usage-feed')).toEqual([]);
+    expect(registered.has(key.searchId)).toBe(false);
+    expect(await usage.list('usage-feed', '2026-01-01', '2026-12-31')).toEqual([]);
+  });
+
+  it('leaves a feed stopped half way hidden and unchangeable until a repeated delete finishes it', async () => {
+    await createFeed(deps, input('half'));
+    await createKey(deps, 'half', { name: 'web' });
+    const productsDelete = deps.products.deleteFeed.bind(deps.products);
+    deps.products.deleteFeed = async () => {
+      throw new Error('store unavailable');
+    };
+    try {
+      await expect(deleteFeed(deps, 'half')).rejects.toThrow('store unavailable');
+    } finally {
+      deps.products.deleteFeed = productsDelete;
+    }
+
+    await expect(getFeed(deps, 'half')).rejects.toMatchObject({ code: 'feed_not_found' });
+    expect((await listFeeds(deps)).map((feed) => feed.feedId)).not.toContain('half');
+    await expect(updateFeed(deps, 'half', { name: 'x' })).rejects.toMatchObject({ code: 'feed_not_found' });
+    await expect(createKey(deps, 'half', { name: 'late' })).rejects.toMatchObject({ code: 'feed_not_found' });
+    await expect(createFeed(deps, input('half'))).rejects.toMatchObject({
+      code: 'conflict',
+      message: expect.stringContaining('being deleted'),
+    });
+
+    await deleteFeed(deps, 'half');
+    await createFeed(deps, input('half'));
+    expect((await getFeed(deps, 'half')).deletingAt).toBeUndefined();
+  });
+
+  it('does not let an update that read the feed before the deletion write it back', async () => {
+    await createFeed(deps, input('racing-update'));
+    const get = deps.feeds.get.bind(deps.feeds);
+    // The update reads the feed, then the deletion marks it before the update writes.
+    deps.feeds.get = async (feedId, options) => {
+      const feed = await get(feedId, options);
+      await deps.feeds.markDeleting(feedId, new Date());
+      return feed;
+    };
+    try {
+      await expect(updateFeed(deps, 'racing-update', { name: 'late' })).rejects.toMatchObject({
+        code: 'feed_not_found',
+      });
+    } finally {
+      deps.feeds.get = get;
+    }
+    expect((await deps.feeds.get('racing-update', { fresh: true }))?.deletingAt).toEqual(expect.any(String));
+  });
+});
+
+describe('createKey racing deleteFeed', () => {
+  it('removes a key stored after the deletion listed the keys, and answers 404', async () => {
+    await createFeed(deps, input('racing-key'));
+    const create = deps.keys.create.bind(deps.keys);
+    let late: string | undefined;
+    // The key is stored only after the whole deletion ran (and the feed was created again).
+    deps.keys.create = async (key) => {
+      await deleteFeed(deps, 'racing-key');
+      await createFeed(deps, input('racing-key'));
+      late = key.searchId;
+      await create(key);
+    };
+    try {
+      await expect(createKey(deps, 'racing-key', { name: 'late' })).rejects.toMatchObject({
+        code: 'feed_not_found',
+      });
+    } finally {
+      deps.keys.create = create;
+    }
+
+    expect(await deps.keys.listByFeed('racing-key')).toEqual([]);
+    expect(late).toBeDefined();
+    expect(registered.has(late!)).toBe(false);
+  });
+});
