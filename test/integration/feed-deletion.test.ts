@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CachingFeedStore } from '#lib/adapters/caching-stores.ts';
 import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
 import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
 import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
@@ -161,5 +162,19 @@ describe('createKey racing deleteFeed', () => {
     expect(await deps.keys.listByFeed('racing-key')).toEqual([]);
     expect(late).toBeDefined();
     expect(registered.has(late!)).toBe(false);
+  });
+});
+
+describe('admin reads', () => {
+  it('see a change another process made, past the cache of the public request path', async () => {
+    await createFeed(deps, input('elsewhere'));
+    const cached = { ...deps, feeds: new CachingFeedStore(deps.feeds, 60_000) };
+    await cached.feeds.get('elsewhere');
+
+    await updateFeed(deps, 'elsewhere', { name: 'renamed elsewhere' });
+
+    expect((await getFeed(cached, 'elsewhere')).name).toBe('renamed elsewhere');
+    await deleteFeed(deps, 'elsewhere');
+    await expect(getFeed(cached, 'elsewhere')).rejects.toMatchObject({ code: 'feed_not_found' });
   });
 });

@@ -151,13 +151,13 @@ async function deleteKeys(deps: Pick<FeedAdminDeps, 'keys' | 'apiKeys'>, feedId:
   await deps.keys.deleteByFeed(feedId);
 }
 
-/** The feed, unless it does not exist or is being deleted (NotFoundError). */
-export async function requireFeed(
-  feeds: Pick<FeedStore, 'get'>,
-  feedId: string,
-  options?: { fresh?: boolean },
-): Promise<Feed> {
-  const feed = await feeds.get(feedId, options);
+/**
+ * The feed, unless it does not exist or is being deleted (NotFoundError). Read fresh: admin calls run in
+ * other functions than the one that last changed the feed, and must not see it as it was up to a cache
+ * lifetime ago (the public request path reads through the cache).
+ */
+export async function requireFeed(feeds: Pick<FeedStore, 'get'>, feedId: string): Promise<Feed> {
+  const feed = await feeds.get(feedId, { fresh: true });
   if (!feed || feed.deletingAt) throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
   return feed;
 }

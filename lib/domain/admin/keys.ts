@@ -21,7 +21,7 @@ export async function createKey(
   feedId: string,
   input: CreateKeyRequest,
 ): Promise<SearchKey> {
-  const feed = await requireFeed(deps.feeds, feedId, { fresh: true });
+  const feed = await requireFeed(deps.feeds, feedId);
   const key: SearchKey = {
     searchId: newSearchId(),
     feedId,
