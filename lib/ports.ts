@@ -328,10 +328,20 @@ export interface ImportStore {
   get(feedId: string, importId: string): Promise<ImportRecord | undefined>;
   /** Newest first. */
   list(feedId: string, limit: number): Promise<ImportRecord[]>;
+  /** The feed's queued and running imports, oldest first (a consistent read). */
+  listUnfinished(feedId: string): Promise<ImportRecord[]>;
   /** Replaces the record (progress checkpoints and status changes). */
   put(record: ImportRecord): Promise<void>;
   delete(feedId: string, importId: string): Promise<void>;
+  /** Deletes the feed's import records and its lease. */
   deleteFeed(feedId: string): Promise<void>;
+  /**
+   * Takes or renews the lease that lets one runner at a time run the feed's imports: true when `owner`
+   * holds it until `until`; false when another owner holds it past `now`.
+   */
+  takeLease(feedId: string, owner: string, until: Date, now: Date): Promise<boolean>;
+  /** Gives the lease up (only `owner`'s; any holder's when owner is undefined). */
+  releaseLease(feedId: string, owner?: string): Promise<void>;
 }
 
 /** Limits of one fetch. */

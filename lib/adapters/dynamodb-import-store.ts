@@ -5,12 +5,22 @@ import {
   PutCommand,
   QueryCommand,
 } from '@aws-sdk/lib-dynamodb';
-import { isConditionalCheckFailed } from '#lib/adapters/dynamodb-client.ts';
+import { isConditionalCheckFailed, queryPages } from '#lib/adapters/dynamodb-client.ts';
 import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { DomainError } from '#lib/domain/errors.ts';
 import type { ImportStore } from '#lib/ports.ts';
 
-/** Feed imports in a DynamoDB table keyed by (feedId, importId); import ids sort by creation time. */
+/**
+ * The sort key of a feed's import lease, in the same table as its imports: import ids start with `imp_`,
+ * so queries for imports (begins_with) never see it.
+ */
+const LEASE_KEY = 'lease';
+const IMPORT_ID_PREFIX = 'imp_';
+
+/**
+ * Feed imports in a DynamoDB table keyed by (feedId, importId); import ids sort by creation time. Each feed
+ * has at most one lease item beside its imports (conditional writes make it exclusive).
+ */
 export class DynamoDbImportStore implements ImportStore {
   constructor(
     private readonly db: DynamoDBDocumentClient,
@@ -44,13 +54,33 @@ export class DynamoDbImportStore implements ImportStore {
     const out = await this.db.send(
       new QueryCommand({
         TableName: this.table,
-        KeyConditionExpression: 'feedId = :f',
-        ExpressionAttributeValues: { ':f': feedId },
+        KeyConditionExpression: 'feedId = :f AND begins_with(importId, :imp)',
+        ExpressionAttributeValues: { ':f': feedId, ':imp': IMPORT_ID_PREFIX },
         ScanIndexForward: false,
         Limit: limit,
       }),
     );
     return (out.Items ?? []) as ImportRecord[];
+  }
+
+  async listUnfinished(feedId: string): Promise<ImportRecord[]> {
+    const records: ImportRecord[] = [];
+    for await (const items of queryPages(this.db, {
+      TableName: this.table,
+      KeyConditionExpression: 'feedId = :f AND begins_with(importId, :imp)',
+      FilterExpression: '#status IN (:queued, :running)',
+      ExpressionAttributeNames: { '#status': 'status' },
+      ExpressionAttributeValues: {
+        ':f': feedId,
+        ':imp': IMPORT_ID_PREFIX,
+        ':queued': 'queued',
+        ':running': 'running',
+      },
+      ConsistentRead: true,
+    })) {
+      records.push(...(items as unknown as ImportRecord[]));
+    }
+    return records;
   }
 
   async put(record: ImportRecord): Promise<void> {
@@ -67,5 +97,45 @@ export class DynamoDbImportStore implements ImportStore {
       records = await this.list(feedId, 100);
       for (const record of records) await this.delete(feedId, record.importId);
     } while (records.length > 0);
+    await this.releaseLease(feedId);
+  }
+
+  async takeLease(feedId: string, owner: string, until: Date, now: Date): Promise<boolean> {
+    try {
+      await this.db.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { feedId, importId: LEASE_KEY, owner, until: until.toISOString() },
+          ConditionExpression: 'attribute_not_exists(importId) OR #owner = :owner OR #until < :now',
+          ExpressionAttributeNames: { '#owner': 'owner', '#until': 'until' },
+          ExpressionAttributeValues: { ':owner': owner, ':now': now.toISOString() },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionalCheckFailed(error)) return false;
+      throw error;
+    }
+  }
+
+  async releaseLease(feedId: string, owner?: string): Promise<void> {
+    try {
+      await this.db.send(
+        new DeleteCommand({
+          TableName: this.table,
+          Key: { feedId, importId: LEASE_KEY },
+          ...(owner !== undefined
+            ? {
+                ConditionExpression: '#owner = :owner',
+                ExpressionAttributeNames: { '#owner': 'owner' },
+                ExpressionAttributeValues: { ':owner': owner },
+              }
+            : {}),
+        }),
+      );
+    } catch (error) {
+      // Someone else's lease (ours expired and was taken): not ours to give up.
+      if (!isConditionalCheckFailed(error)) throw error;
+    }
   }
 }

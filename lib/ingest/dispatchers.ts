@@ -3,9 +3,9 @@ import type { Logger } from '#lib/log.ts';
 import type { ImportDispatcher } from '#lib/ports.ts';
 
 /**
- * Local mode: runs imports in this process, in the background, one at a time (two imports of one feed
- * must not interleave their removal of unseen products). `stop()` pauses the running import at its next
- * checkpoint and leaves queued ones queued; the next start resumes both.
+ * Local mode: runs imports in this process, in the background, one at a time (runTriggeredImport runs a
+ * feed's imports in creation order whatever the order of the triggers). `stop()` pauses the running
+ * import at its next checkpoint and leaves queued ones queued; the next start resumes both.
  */
 export class InProcessImportDispatcher implements ImportDispatcher {
   private tail: Promise<unknown> = Promise.resolve();
@@ -13,7 +13,11 @@ export class InProcessImportDispatcher implements ImportDispatcher {
   private readonly stopping = new AbortController();
 
   constructor(
-    private readonly run: (feedId: string, importId: string, signal: AbortSignal) => Promise<ImportRecord>,
+    private readonly run: (
+      feedId: string,
+      importId: string,
+      signal: AbortSignal,
+    ) => Promise<ImportRecord | undefined>,
     private readonly logger: Logger,
   ) {}
 

@@ -118,7 +118,13 @@ interface Valid {
  * since the previous save, which the deletion may have missed, and its own record and files
  * (`abandon`). What it wrote before that save preceded the deletion's mark, so the deletion removes it.
  */
-export async function runImport(deps: IngestDeps, feedId: string, importId: string): Promise<ImportRecord> {
+export async function runImport(
+  deps: IngestDeps,
+  feedId: string,
+  importId: string,
+  /** Called at every progress save by a runner holding the feed's lease (runTriggeredImport). */
+  renewLease?: () => Promise<void>,
+): Promise<ImportRecord> {
   const loaded = await deps.imports.get(feedId, importId);
   if (!loaded) throw new NotFoundError('import_not_found', `Import ${importId} not found.`);
   if (loaded.status === 'succeeded' || loaded.status === 'failed') return loaded;
@@ -134,6 +140,7 @@ export async function runImport(deps: IngestDeps, feedId: string, importId: stri
   // Products this import wrote since its last save (whose feed check then passed).
   const unconfirmed = new Set<string>();
   const save = async (patch: Partial<ImportRecord>) => {
+    await renewLease?.();
     record = { ...record, ...patch, updatedAt: now(deps) };
     await deps.imports.put(record);
     if (!(await feedStillLive(deps.feeds, feed))) throw new FeedGone();
@@ -190,7 +197,8 @@ async function importInto(
     await flushIndices(deps);
     await save({ status: 'succeeded', finishedAt: now(deps) });
   } catch (error) {
-    if (error instanceof FeedGone) throw error;
+    // Not failures of the import: the feed went away, or another runner carries on with it.
+    if (error instanceof FeedGone || error instanceof LeaseLost) throw error;
     // An infrastructure failure (store, index) leaves the import running at its checkpoint: the retried
     // worker event, or the next local start, resumes it, unless it has failed there MAX_IMPORT_ATTEMPTS
     // times in a row (a failure that repeats is not passing). Problems with the feed itself end it.
@@ -880,9 +888,16 @@ async function removeUnseen(deps: IngestDeps, record: ImportRecord): Promise<num
 }
 
 /**
- * The worker's entry: runs the import a trigger names. Steps: a trigger for an import that no longer
- * exists (its feed was deleted meanwhile) is dropped instead of being retried into the dead-letter queue;
- * any other import runs (or resumes) with runImport.
+ * The entry of the worker and of the local dispatcher: runs the import a trigger names, in its feed's
+ * order. Steps:
+ * 1. a trigger for an import that no longer exists (its feed was deleted meanwhile) is dropped instead of
+ *    being retried into the dead-letter queue;
+ * 2. take the feed's import lease; when another runner holds it, stop: that runner runs this import too;
+ * 3. run the feed's unfinished imports oldest first (the named one among them), each with runImport,
+ *    renewing the lease at every progress save, so the catalogue ends as the newest import left it;
+ * 4. give the lease up, and look once more: an import queued while the lease was held, whose own trigger
+ *    found it held, is run now (lease taken again).
+ * Answers the named import as it ended; undefined when it does not exist.
  */
 export async function runTriggeredImport(
   deps: IngestDeps,
@@ -890,5 +905,42 @@ export async function runTriggeredImport(
   importId: string,
 ): Promise<ImportRecord | undefined> {
   if (!(await deps.imports.get(feedId, importId))) return undefined;
-  return runImport(deps, feedId, importId);
+  await runFeedImports(deps, feedId);
+  return deps.imports.get(feedId, importId);
+}
+
+/** How long a runner's hold on a feed lasts without a progress save (a crashed runner's, at most). */
+export const IMPORT_LEASE_MS = 10 * 60_000;
+
+/** Thrown by a progress save whose runner has lost the feed's lease (it stalled past IMPORT_LEASE_MS). */
+class LeaseLost extends Error {}
+
+async function runFeedImports(deps: IngestDeps, feedId: string): Promise<void> {
+  const owner = randomUUID();
+  const lease = () => {
+    const at = deps.clock.now();
+    return deps.imports.takeLease(feedId, owner, new Date(at.getTime() + IMPORT_LEASE_MS), at);
+  };
+  const renewLease = async () => {
+    if (!(await lease())) throw new LeaseLost('Another runner took over the imports of this feed.');
+  };
+  while (await lease()) {
+    const ran = new Set<string>();
+    try {
+      for (;;) {
+        const next = (await deps.imports.listUnfinished(feedId))[0];
+        if (!next) break;
+        // runImport ends every import it runs (or throws): one still unfinished is not run twice here.
+        if (ran.has(next.importId)) throw new Error(`Import ${next.importId} stayed unfinished.`);
+        ran.add(next.importId);
+        await runImport(deps, feedId, next.importId, renewLease);
+      }
+    } catch (error) {
+      if (error instanceof LeaseLost) return;
+      throw error;
+    } finally {
+      await deps.imports.releaseLease(feedId, owner);
+    }
+    if ((await deps.imports.listUnfinished(feedId)).length === 0) return;
+  }
 }

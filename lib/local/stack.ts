@@ -165,12 +165,15 @@ async function seedDemoFeed(c: Container, url: string): Promise<void> {
   await startImport(c, DEMO_FEED_ID, { url: `${url}/demo/feed.xml`, format: 'xml', mode: 'full' });
 }
 
-/** Imports a previous run left queued or running (stopped mid-way) resume from their checkpoint. */
+/**
+ * Imports a previous run left queued or running (stopped mid-way) resume from their checkpoint, each
+ * feed's in creation order. The leases of a killed run are given up first: only this process runs the
+ * imports of this data folder, and a lease left by a killed one would hold them back until it expired.
+ */
 async function resumeImports(c: Container): Promise<void> {
   for (const feed of await c.feeds.list()) {
-    for (const record of await c.imports.list(feed.feedId, 20)) {
-      if (record.status === 'queued' || record.status === 'running')
-        await c.dispatcher.dispatch(feed.feedId, record.importId);
-    }
+    await c.imports.releaseLease(feed.feedId);
+    const [oldest] = await c.imports.listUnfinished(feed.feedId);
+    if (oldest) await c.dispatcher.dispatch(feed.feedId, oldest.importId);
   }
 }

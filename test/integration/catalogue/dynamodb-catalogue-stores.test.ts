@@ -174,4 +174,42 @@ describe('DynamoDbImportStore on the DynamoDB-protocol server', () => {
     await imports.deleteFeed('f1');
     expect(await imports.list('f1', 10)).toEqual([]);
   });
+
+  it("lists a feed's unfinished imports oldest first, never its lease", async () => {
+    const ids = [0, 1, 2].map((s) => newImportId(new Date(Date.UTC(2026, 10, 22, 0, 0, s))));
+    await imports.create(record(ids[2]!));
+    await imports.create({ ...record(ids[1]!), status: 'succeeded' });
+    await imports.create({ ...record(ids[0]!), status: 'running' });
+    await imports.takeLease(
+      'f1',
+      'runner',
+      new Date('2026-11-22T01:00:00Z'),
+      new Date('2026-11-22T00:00:00Z'),
+    );
+
+    expect((await imports.listUnfinished('f1')).map((r) => r.importId)).toEqual([ids[0], ids[2]]);
+    expect((await imports.list('f1', 10)).map((r) => r.importId)).toEqual([ids[2], ids[1], ids[0]]);
+    await imports.deleteFeed('f1');
+    expect(await imports.takeLease('f1', 'next', new Date('2026-11-22T01:00:00Z'), new Date(0))).toBe(true);
+    await imports.releaseLease('f1');
+  });
+
+  it('gives the lease to one owner at a time until it expires or is given up', async () => {
+    const at = (minute: number) => new Date(Date.UTC(2026, 10, 22, 0, minute));
+    const take = (owner: string, now: number) => imports.takeLease('lf', owner, at(now + 10), at(now));
+    const raced = await Promise.all(['a', 'b', 'c', 'd'].map((owner) => take(owner, 0)));
+    expect(raced.filter(Boolean)).toHaveLength(1);
+    const holder = ['a', 'b', 'c', 'd'][raced.indexOf(true)]!;
+    const other = holder === 'a' ? 'b' : 'a';
+
+    expect(await take(holder, 5)).toBe(true); // renewed until minute 15
+    expect(await take(other, 12)).toBe(false);
+    await imports.releaseLease('lf', other); // not the holder's: no effect
+    expect(await take(other, 14)).toBe(false);
+    expect(await take(other, 16)).toBe(true); // expired
+    await imports.releaseLease('lf', other);
+    expect(await take(holder, 17)).toBe(true);
+    await imports.releaseLease('lf');
+    expect(await take(other, 18)).toBe(true);
+  });
 });

@@ -96,11 +96,28 @@ export class MemoryImportStore implements ImportStore {
     if (this.failOnPut === this.puts) throw new Error('crash');
     this.rows.set(`${record.feedId}/${record.importId}`, structuredClone(record));
   }
+  async listUnfinished(feedId: string) {
+    return [...this.rows.values()]
+      .filter((r) => r.feedId === feedId && (r.status === 'queued' || r.status === 'running'))
+      .sort((a, b) => a.importId.localeCompare(b.importId))
+      .map((r) => structuredClone(r));
+  }
   async delete(feedId: string, importId: string) {
     this.rows.delete(`${feedId}/${importId}`);
   }
   async deleteFeed(feedId: string) {
     for (const [key, record] of this.rows) if (record.feedId === feedId) this.rows.delete(key);
+    this.leases.delete(feedId);
+  }
+  readonly leases = new Map<string, { owner: string; until: Date }>();
+  async takeLease(feedId: string, owner: string, until: Date, now: Date) {
+    const held = this.leases.get(feedId);
+    if (held && held.owner !== owner && held.until >= now) return false;
+    this.leases.set(feedId, { owner, until });
+    return true;
+  }
+  async releaseLease(feedId: string, owner?: string) {
+    if (owner === undefined || this.leases.get(feedId)?.owner === owner) this.leases.delete(feedId);
   }
 }
 

@@ -520,4 +520,85 @@ describe('runTriggeredImport', () => {
     const w = world();
     expect(await runTriggeredImport(w.deps, FEED, 'imp_gone')).toBeUndefined();
   });
+
+  it("runs a feed's imports in creation order whatever order their triggers arrive in", async () => {
+    // Prepare: the older import lists a and b, the newer (full) one a only; the newer's trigger comes first
+    const w = world(filesFor('a', 'b'));
+    const older = await queueInline(w, jsonl([product('a'), product('b')]));
+    const newer = await queueInline(w, jsonl([product('a')]));
+    // Act
+    const first = await runTriggeredImport(w.deps, FEED, newer.importId);
+    const second = await runTriggeredImport(w.deps, FEED, older.importId);
+    // Assess: the catalogue is the newer import's
+    const olderDone = await w.imports.get(FEED, older.importId);
+    expect(first?.status).toBe('succeeded');
+    expect(second?.status).toBe('succeeded');
+    expect(olderDone!.finishedAt! < first!.finishedAt!).toBe(true);
+    expect([...w.products.rows.values()].map((p) => p.product_id)).toEqual(['a']);
+    expect(w.imports.leases.size).toBe(0);
+  });
+
+  it('leaves the imports of a feed whose lease another runner holds to that runner', async () => {
+    const w = world(filesFor('a'));
+    const queued = await queueInline(w, jsonl([product('a')]));
+    const until = new Date(Date.parse('2026-12-01T00:00:00Z'));
+    await w.imports.takeLease(FEED, 'other runner', until, new Date(0));
+
+    const record = await runTriggeredImport(w.deps, FEED, queued.importId);
+
+    expect(record?.status).toBe('queued');
+    expect(w.feeds.gets).toBe(0);
+  });
+
+  it('takes over the lease of a runner that stopped saving (it expired)', async () => {
+    const w = world(filesFor('a'));
+    const queued = await queueInline(w, jsonl([product('a')]));
+    await w.imports.takeLease(
+      FEED,
+      'crashed runner',
+      new Date(Date.parse('2026-11-01T00:00:00Z')),
+      new Date(0),
+    );
+
+    expect((await runTriggeredImport(w.deps, FEED, queued.importId))?.status).toBe('succeeded');
+  });
+
+  it('runs an import queued while it held the lease, whose own trigger found the lease held', async () => {
+    // Prepare: the second import is queued and triggered just as the runner of the first, having found
+    // nothing more to run, is about to give the lease up
+    const w = world(filesFor('a', 'b'));
+    const first = await queueInline(w, jsonl([product('a')]), 'incremental');
+    let second: ImportRecord | undefined;
+    let secondTrigger: Promise<ImportRecord | undefined> | undefined;
+    const release = w.imports.releaseLease.bind(w.imports);
+    w.imports.releaseLease = async (feedId, owner) => {
+      if (!second) {
+        second = await queueInline(w, jsonl([product('b')]), 'incremental');
+        secondTrigger = runTriggeredImport(w.deps, FEED, second.importId);
+        expect((await secondTrigger)?.status).toBe('queued');
+      }
+      return release(feedId, owner);
+    };
+    // Act
+    await runTriggeredImport(w.deps, FEED, first.importId);
+    // Assess: the runner of the first looked again after giving the lease up, and ran the second
+    expect((await w.imports.get(FEED, second!.importId))?.status).toBe('succeeded');
+    expect([...w.products.rows.keys()].length).toBe(2);
+  });
+
+  it('stops without failing the import when another runner took its lease over', async () => {
+    // Prepare: after the first chunk, the lease is taken by another runner (this one stalled past it)
+    const w = world(filesFor('a', 'b', 'c', 'd'));
+    const queued = await queueInline(w, jsonl(['a', 'b', 'c', 'd'].map((n) => product(n))));
+    const putMany = w.products.putMany.bind(w.products);
+    w.products.putMany = async (products) => {
+      await putMany(products);
+      w.imports.leases.set(FEED, { owner: 'other runner', until: new Date('2026-12-01T00:00:00Z') });
+    };
+    // Act
+    const record = await runTriggeredImport(w.deps, FEED, queued.importId);
+    // Assess: left running at its checkpoint for the other runner to resume
+    expect(record?.status).toBe('running');
+    expect(w.imports.leases.get(FEED)?.owner).toBe('other runner');
+  });
 });
