@@ -181,7 +181,7 @@ async function importInto(
     );
     if (current().mode === 'full') {
       if (outcome.readToEnd && outcome.valid > 0) {
-        await save({ removed: await removeUnseen(deps, current()) });
+        await removeUnseen(deps, current(), save);
       } else {
         await save({
           errors: capErrors(current().errors, [
@@ -870,10 +870,20 @@ async function embedEach(embedder: Embedder, images: Buffer[]): Promise<(Float32
 
 const EMBED_LANES = 2;
 
-/** Removes the products a full import did not list: vectors and features first, then the store. */
-async function removeUnseen(deps: IngestDeps, record: ImportRecord): Promise<number> {
+/**
+ * Removes the products a full import did not list, 500 at a time: vectors and features first, then the
+ * store; each batch is counted in `removed` by a progress save, so a removal resumed after a crash adds
+ * to what the crashed run removed (a batch deleted but not yet saved when the process died is not
+ * counted).
+ */
+async function removeUnseen(
+  deps: IngestDeps,
+  record: ImportRecord,
+  save: (patch: Partial<ImportRecord>) => Promise<void>,
+): Promise<void> {
   const ids = await deps.products.listUnseen(record.feedId, record.importId);
   const vectors = await deps.vectors();
+  let removed = record.removed;
   for (let i = 0; i < ids.length; i += 500) {
     const batch = ids.slice(i, i + 500);
     await vectors.deleteProducts(record.feedId, batch);
@@ -883,8 +893,9 @@ async function removeUnseen(deps: IngestDeps, record: ImportRecord): Promise<num
     // resumed removal deletes, instead of vectors of products that are gone.
     await vectors.flush();
     await deps.products.deleteMany(record.feedId, batch);
+    removed += batch.length;
+    await save({ removed });
   }
-  return ids.length;
 }
 
 /**

@@ -195,6 +195,27 @@ describe('runImport', () => {
     expect([...w.index.docs.keys()]).toEqual([`${FEED}/a/0`]);
   });
 
+  it('counts the removals of a crashed run when the import resumes', async () => {
+    // Prepare: the run that removes b and c crashes just before it can mark the import succeeded
+    const w = world(filesFor('a', 'b', 'c'));
+    await importInline(w, jsonl([product('a'), product('b'), product('c')]));
+    const queued = await queueInline(w, jsonl([product('a')]));
+    const put = w.imports.put.bind(w.imports);
+    let crashed = false;
+    w.imports.put = async (record) => {
+      if (record.status === 'succeeded' && !crashed) {
+        crashed = true;
+        throw new Error('crash');
+      }
+      return put(record);
+    };
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('crash');
+    // Act
+    const resumed = await runImport(w.deps, FEED, queued.importId);
+    // Assess
+    expect(resumed).toMatchObject({ status: 'succeeded', removed: 2 });
+  });
+
   it('keeps unlisted products on an incremental import', async () => {
     const w = world(filesFor('a', 'b'));
     await importInline(w, jsonl([product('a'), product('b')]));
