@@ -192,8 +192,12 @@ export interface FeatureStore {
   put(ref: FeatureRef, features: LocalFeatures): Promise<void>;
   /** Features of each ref, in order; undefined where none are stored or they cannot be read. */
   getMany(refs: readonly FeatureRef[]): Promise<(LocalFeatures | undefined)[]>;
-  /** Removes every stored image of these products. */
-  deleteProducts(feedId: string, productIds: readonly string[]): Promise<void>;
+  /** Removes every stored image of these products, but those in `except`. */
+  deleteProducts(
+    feedId: string,
+    productIds: readonly string[],
+    except?: readonly FeatureRef[],
+  ): Promise<void>;
   /** Removes every stored image of the feed. */
   deleteFeed(feedId: string): Promise<void>;
 }
@@ -242,8 +246,11 @@ export interface VectorIndex {
   readonly dimension: number;
   /** Inserts or replaces documents by id. */
   upsert(documents: VectorDocument[]): Promise<void>;
-  /** Removes every document of these products. */
-  deleteProducts(feedId: string, productIds: string[]): Promise<void>;
+  /**
+   * Removes every document of these products, but those whose ids are in `except` (an import that
+   * replaced a product's images in place removes only what the new ones did not replace).
+   */
+  deleteProducts(feedId: string, productIds: string[], except?: readonly string[]): Promise<void>;
   deleteFeed(feedId: string): Promise<void>;
   /** Nearest documents first; ties broken by productId for stable paging. */
   search(query: VectorQuery): Promise<VectorHit[]>;
@@ -295,7 +302,7 @@ export interface VisualWordHit {
 export interface VisualWordIndex {
   /** Inserts or replaces documents by id. */
   upsert(documents: VisualWordDocument[]): Promise<void>;
-  deleteProducts(feedId: string, productIds: string[]): Promise<void>;
+  deleteProducts(feedId: string, productIds: string[], except?: readonly string[]): Promise<void>;
   deleteFeed(feedId: string): Promise<void>;
   /** Images sharing the most idf-weighted words with the query first; ties by id. */
   search(query: VisualWordQuery): Promise<VisualWordHit[]>;

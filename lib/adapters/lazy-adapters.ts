@@ -26,8 +26,8 @@ export class LazyVisualWordIndex implements VisualWordIndex {
     return (await this.index()).upsert(documents);
   }
 
-  async deleteProducts(feedId: string, productIds: string[]): Promise<void> {
-    return (await this.index()).deleteProducts(feedId, productIds);
+  async deleteProducts(feedId: string, productIds: string[], except?: readonly string[]): Promise<void> {
+    return (await this.index()).deleteProducts(feedId, productIds, except);
   }
 
   async deleteFeed(feedId: string): Promise<void> {

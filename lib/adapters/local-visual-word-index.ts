@@ -411,11 +411,14 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     }
   }
 
-  async deleteProducts(feedId: string, productIds: string[]): Promise<void> {
+  async deleteProducts(feedId: string, productIds: string[], except: readonly string[] = []): Promise<void> {
     const feed = await this.feed(feedId);
     const doomed = new Set(productIds);
-    for (const ordinal of [...feed.byId.values()])
-      if (doomed.has(feed.rows[ordinal]!.productId)) LocalVisualWordIndex.kill(feed, ordinal);
+    const kept = new Set(except);
+    for (const ordinal of [...feed.byId.values()]) {
+      const row = feed.rows[ordinal]!;
+      if (doomed.has(row.productId) && !kept.has(row.id)) LocalVisualWordIndex.kill(feed, ordinal);
+    }
   }
 
   async deleteFeed(feedId: string): Promise<void> {

@@ -79,9 +79,15 @@ export class ObjectStoreFeatureStore implements FeatureStore {
     );
   }
 
-  async deleteProducts(feedId: string, productIds: readonly string[]): Promise<void> {
+  async deleteProducts(
+    feedId: string,
+    productIds: readonly string[],
+    except: readonly FeatureRef[] = [],
+  ): Promise<void> {
+    const kept = new Set(except.map(featuresKey));
     for (const productId of productIds) {
       for (const key of await this.objects.list(productPrefix(feedId, productId))) {
+        if (kept.has(key)) continue;
         await this.objects.delete(key);
         this.cache.delete(key);
       }

@@ -35,14 +35,17 @@ export async function deleteFeedDocuments(
   index: string,
   feedId: string,
   filter: Array<Record<string, unknown>>,
+  /** Document ids the query leaves alone. */
+  except: readonly string[] = [],
 ): Promise<void> {
+  const mustNot = except.length > 0 ? { must_not: [{ ids: { values: [...except] } }] } : {};
   try {
     await client.deleteByQuery({
       index,
       routing: feedId,
       refresh: true,
       conflicts: 'proceed',
-      body: { query: { bool: { filter } } },
+      body: { query: { bool: { filter, ...mustNot } } },
     });
   } catch (error) {
     if (statusOf(error) === 404) return;

@@ -199,12 +199,15 @@ export class OpenSearchVectorIndex implements VectorIndex {
     }
   }
 
-  async deleteProducts(feedId: string, productIds: string[]): Promise<void> {
+  async deleteProducts(feedId: string, productIds: string[], except: readonly string[] = []): Promise<void> {
     if (productIds.length === 0) return;
-    await deleteFeedDocuments(this.#client, this.indexName, feedId, [
-      { term: { feed_id: feedId } },
-      { terms: { product_id: productIds } },
-    ]);
+    await deleteFeedDocuments(
+      this.#client,
+      this.indexName,
+      feedId,
+      [{ term: { feed_id: feedId } }, { terms: { product_id: productIds } }],
+      except,
+    );
   }
 
   async deleteFeed(feedId: string): Promise<void> {

@@ -197,13 +197,19 @@ export class OpenSearchVisualWordIndex implements VisualWordIndex {
     await send();
   }
 
-  async deleteProducts(feedId: string, productIds: string[]): Promise<void> {
+  async deleteProducts(feedId: string, productIds: string[], except: readonly string[] = []): Promise<void> {
     const unique = [...new Set(productIds)];
     for (let start = 0; start < unique.length; start += PRODUCT_IDS_CHUNK) {
-      await deleteFeedDocuments(this.#client, this.indexName, feedId, [
-        { term: { feed_id: feedId } },
-        { terms: { product_id: unique.slice(start, start + PRODUCT_IDS_CHUNK) } },
-      ]);
+      await deleteFeedDocuments(
+        this.#client,
+        this.indexName,
+        feedId,
+        [
+          { term: { feed_id: feedId } },
+          { terms: { product_id: unique.slice(start, start + PRODUCT_IDS_CHUNK) } },
+        ],
+        except,
+      );
     }
   }
 

@@ -325,13 +325,15 @@ export class UsearchVectorIndex implements VectorIndex {
     });
   }
 
-  async deleteProducts(feedId: string, productIds: string[]): Promise<void> {
+  async deleteProducts(feedId: string, productIds: string[], except: readonly string[] = []): Promise<void> {
+    const kept = new Set(except);
     await this.#exclusive(() => {
       const shard = this.#feeds.get(feedId);
       if (!shard) return;
       for (const productId of productIds) {
         for (const row of [...(shard.byProduct.get(productId) ?? [])]) {
           const id = shard.rows[row]?.id;
+          if (id !== undefined && kept.has(id)) continue;
           shard.detach(row);
           if (id !== undefined) this.#feedOfId.delete(id);
           shard.dirty = true;

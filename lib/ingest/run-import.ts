@@ -673,13 +673,29 @@ async function commitChunk(
     ]);
     const documents = embeddedImages.map((e) => e.document);
     const feedId = changed[0]!.feed_id;
-    if (chunk.replaced.length > 0) {
-      await vectors.deleteProducts(feedId, chunk.replaced);
-      await deps.localFeatures?.store.deleteProducts(feedId, chunk.replaced);
-      await deps.localFeatures?.words?.deleteProducts(feedId, chunk.replaced);
-    }
+    // The new images replace the old ones in place (same document ids and feature keys), so a changed
+    // product stays searchable and verifiable throughout; then what they did not replace goes: images
+    // beyond the new count, and the features and words of an image whose new extraction failed.
     if (documents.length > 0) await vectors.upsert(documents);
     await storeFeatures(deps, embeddedImages, features);
+    if (chunk.replaced.length > 0) {
+      const withFeatures = embeddedImages.filter((e) => features.has(e.image));
+      await vectors.deleteProducts(
+        feedId,
+        chunk.replaced,
+        documents.map((d) => d.id),
+      );
+      await deps.localFeatures?.store.deleteProducts(
+        feedId,
+        chunk.replaced,
+        withFeatures.map((e) => ({ feedId, productId: e.document.productId, imageIndex: e.imageIndex })),
+      );
+      await deps.localFeatures?.words?.deleteProducts(
+        feedId,
+        chunk.replaced,
+        withFeatures.map((e) => e.document.id),
+      );
+    }
     if (deps.localFeatures) {
       for (const product of changed)
         if (product.vector_count > 0) {

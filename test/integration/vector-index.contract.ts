@@ -260,6 +260,30 @@ export function describeVectorIndexContract(
       expect([...(await index.getVectors(['f1/p1/0', 'f1/p1/1', 'f2/p1/0'])).keys()]).toEqual(['f2/p1/0']);
     });
 
+    it('deletes the images of the given products but those it is told to keep', async () => {
+      // Prepare: p1's first image was just replaced in place; its second image is gone from the feed
+      await index.upsert([
+        doc('f1', 'p1', unit(1, 0), { image: 0 }),
+        doc('f1', 'p1', unit(1, 0.1), { image: 1 }),
+        doc('f1', 'p2', unit(1, 0.2), { image: 0 }),
+        doc('f1', 'p2', unit(1, 0.3), { image: 1 }),
+        doc('f1', 'p3', unit(1, 0.4)),
+      ]);
+
+      // Act
+      await index.deleteProducts('f1', ['p1', 'p2'], ['f1/p1/0', 'f1/p2/0', 'f1/p2/1', 'f1/p3/0']);
+
+      // Assess
+      expect(await index.count('f1')).toBe(4);
+      const ids = ['f1/p1/0', 'f1/p1/1', 'f1/p2/0', 'f1/p2/1', 'f1/p3/0'];
+      expect([...(await index.getVectors(ids)).keys()].sort()).toEqual([
+        'f1/p1/0',
+        'f1/p2/0',
+        'f1/p2/1',
+        'f1/p3/0',
+      ]);
+    });
+
     it('deletes a whole feed and leaves other feeds alone', async () => {
       // Prepare
       await index.upsert([

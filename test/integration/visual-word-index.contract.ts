@@ -175,6 +175,22 @@ export function describeVisualWordIndexContract(
       ]);
     });
 
+    it('deletes the images of the given products but those it is told to keep', async () => {
+      // Prepare
+      await index.upsert([
+        wordDoc('f1', 'p1', [1, 2], { image: 0 }),
+        wordDoc('f1', 'p1', [1, 3], { image: 1 }),
+        wordDoc('f1', 'p2', [1, 4]),
+      ]);
+
+      // Act
+      await index.deleteProducts('f1', ['p1', 'p2'], ['f1/p1/1']);
+
+      // Assess
+      const hits = await index.search({ feedId: 'f1', words: words(1), k: 10 });
+      expect(hits.map((hit) => hit.id)).toEqual(['f1/p1/1']);
+    });
+
     it('deletes every image of the given products, in their feed only', async () => {
       // Prepare
       await index.upsert([

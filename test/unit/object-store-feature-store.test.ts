@@ -80,4 +80,26 @@ describe('ObjectStoreFeatureStore', () => {
     ]);
     expect(await store.getMany([{ feedId: 'f', productId: 'a', imageIndex: 0 }])).toEqual([undefined]);
   });
+
+  it('keeps the images it is told to keep, and deletes a whole feed', async () => {
+    const objects = new MemoryObjectStore();
+    const store = new ObjectStoreFeatureStore(objects, { cacheItems: 10 });
+    for (const imageIndex of [0, 1, 2])
+      await store.put({ feedId: 'f', productId: 'a', imageIndex }, features(1));
+    await store.put({ feedId: 'g', productId: 'a', imageIndex: 0 }, features(1));
+
+    await store.deleteProducts('f', ['a'], [{ feedId: 'f', productId: 'a', imageIndex: 1 }]);
+    expect([...objects.objects.keys()].sort()).toEqual(
+      [
+        featuresKey({ feedId: 'f', productId: 'a', imageIndex: 1 }),
+        featuresKey({ feedId: 'g', productId: 'a', imageIndex: 0 }),
+      ].sort(),
+    );
+
+    await store.deleteFeed('f');
+    expect([...objects.objects.keys()]).toEqual([
+      featuresKey({ feedId: 'g', productId: 'a', imageIndex: 0 }),
+    ]);
+    expect(await store.getMany([{ feedId: 'f', productId: 'a', imageIndex: 1 }])).toEqual([undefined]);
+  });
 });

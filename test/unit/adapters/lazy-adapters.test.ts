@@ -9,7 +9,8 @@ describe('lazy adapters', () => {
     let loads = 0;
     const index: VisualWordIndex = {
       upsert: async () => void calls.push('upsert'),
-      deleteProducts: async (feedId, ids) => void calls.push(`deleteProducts ${feedId} ${ids.join()}`),
+      deleteProducts: async (feedId, ids, except = []) =>
+        void calls.push(`deleteProducts ${feedId} ${ids.join()} except ${except.join()}`),
       deleteFeed: async (feedId) => void calls.push(`deleteFeed ${feedId}`),
       search: async (query) => [{ id: `${query.feedId}/p/0`, productId: 'p', itemGroupId: 'p', score: 1 }],
       flush: async () => void calls.push('flush'),
@@ -18,14 +19,14 @@ describe('lazy adapters', () => {
     // Act
     const built = loads;
     await lazy.upsert([]);
-    await lazy.deleteProducts('f', ['a', 'b']);
+    await lazy.deleteProducts('f', ['a', 'b'], ['f/a/0']);
     await lazy.deleteFeed('f');
     const hits = await lazy.search({ feedId: 'f', words: new Float64Array(), k: 1 });
     await lazy.flush();
     // Assess
     expect(built).toBe(0);
     expect(loads).toBe(1);
-    expect(calls).toEqual(['upsert', 'deleteProducts f a,b', 'deleteFeed f', 'flush']);
+    expect(calls).toEqual(['upsert', 'deleteProducts f a,b except f/a/0', 'deleteFeed f', 'flush']);
     expect(hits.map((h) => h.id)).toEqual(['f/p/0']);
   });
 

@@ -253,9 +253,10 @@ export class MemoryVectorIndex implements VectorIndex {
   async upsert(documents: VectorDocument[]) {
     for (const d of documents) this.docs.set(d.id, d);
   }
-  async deleteProducts(feedId: string, productIds: string[]) {
+  async deleteProducts(feedId: string, productIds: string[], except: readonly string[] = []) {
     for (const [id, d] of this.docs)
-      if (d.feedId === feedId && productIds.includes(d.productId)) this.docs.delete(id);
+      if (d.feedId === feedId && productIds.includes(d.productId) && !except.includes(id))
+        this.docs.delete(id);
   }
   async deleteFeed(feedId: string) {
     for (const [id, d] of this.docs) if (d.feedId === feedId) this.docs.delete(id);

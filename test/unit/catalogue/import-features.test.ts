@@ -185,9 +185,10 @@ describe('runImport: visual words', () => {
     async upsert(documents: VisualWordDocument[]) {
       for (const d of documents) this.docs.set(d.id, d);
     }
-    async deleteProducts(feedId: string, productIds: string[]) {
+    async deleteProducts(feedId: string, productIds: string[], except: readonly string[] = []) {
       for (const [id, d] of this.docs)
-        if (d.feedId === feedId && productIds.includes(d.productId)) this.docs.delete(id);
+        if (d.feedId === feedId && productIds.includes(d.productId) && !except.includes(id))
+          this.docs.delete(id);
     }
     async deleteFeed(feedId: string) {
       for (const [id, d] of this.docs) if (d.feedId === feedId) this.docs.delete(id);
@@ -264,6 +265,52 @@ describe('runImport: visual words', () => {
     expect(noted).toEqual([expect.objectContaining({ row: 1, productId: 'a' })]);
     expect(noted[0]!.message).toMatch(/^image_link /);
     expect(record.errors.map((e) => e.row).sort()).toEqual([1, 1, 3]);
+  });
+
+  it('replaces a changed product in place, so it stays searchable and verifiable throughout', async () => {
+    // Prepare: a has two images; its new version has one, a new one
+    const w = world(filesFor('a', 'a2', 'a-new'));
+    const words = withWords(w);
+    await importRows(w, [product('a', { additional_image_link: img('a2') })]);
+    const gaps: string[] = [];
+    const watch = <T extends object>(target: T, method: keyof T & string) => {
+      const original = (target[method] as (...args: unknown[]) => Promise<unknown>).bind(target);
+      (target as Record<string, unknown>)[method] = async (...args: unknown[]) => {
+        const out = await original(...args);
+        const [features] = await w.features.getMany([{ feedId: FEED, productId: 'a', imageIndex: 0 }]);
+        if (!w.index.docs.has('shop/a/0') || !features || !words.docs.has('shop/a/0'))
+          gaps.push(`after ${method}`);
+        return out;
+      };
+    };
+    watch(w.index, 'upsert');
+    watch(w.index, 'deleteProducts');
+    watch(words, 'upsert');
+    watch(words, 'deleteProducts');
+    watch(w.features, 'put');
+    watch(w.features, 'deleteProducts');
+    // Act
+    await importRows(w, [product('a', { image_link: img('a-new') })]);
+    // Assess: never without its first image; the second image is gone everywhere
+    expect(gaps).toEqual([]);
+    expect([...w.index.docs.keys()]).toEqual(['shop/a/0']);
+    expect([...words.docs.keys()]).toEqual(['shop/a/0']);
+    expect(featureKeys(w)).toEqual([featuresKey({ feedId: FEED, productId: 'a', imageIndex: 0 })]);
+    expect(w.matcher.extracted.at(-1)?.text).toBe('image a-new');
+  });
+
+  it('removes the old features and words of an image whose new version yields none', async () => {
+    // Prepare
+    const w = world(new Map([...filesFor('a'), [img('a-new'), Buffer.from('NOFEAT a-new')]]));
+    const words = withWords(w);
+    await importRows(w, [product('a')]);
+    // Act
+    const record = await importRows(w, [product('a', { image_link: img('a-new') })]);
+    // Assess: embedded with the new image, and nothing of the old image's keypoints left
+    expect(record.embedded).toBe(1);
+    expect(w.index.docs.has('shop/a/0')).toBe(true);
+    expect(featureKeys(w)).toEqual([]);
+    expect(words.docs.size).toBe(0);
   });
 
   it('gives products imported without a word index their words at the next import, once', async () => {
