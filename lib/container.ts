@@ -69,6 +69,12 @@ export interface Container {
   ingest: IngestDeps;
   /** The vector index of the loaded embedding model (one index per model version), opened on first use. */
   vectors(): Promise<VectorIndex>;
+  /**
+   * A feed's vectors of every model version, for the feed deletion, without loading a model in AWS
+   * (the admin functions have no model layer); locally the live index of the loaded model, which holds
+   * its vectors in memory.
+   */
+  feedVectors(): Promise<Pick<VectorIndex, 'deleteFeed' | 'flush'>>;
   /** Visual words of the catalogue's images (the keypoint shortlist, WORD_SHORTLIST_TOP_N). */
   visualWords: VisualWordIndex;
   /** Geometric re-ranking of image searches (RERANK_TOP_N; undefined when it is 0). */
@@ -183,6 +189,7 @@ function buildContainer(config: Config): Container {
       };
     },
     vectors: memoised(() => openVectorIndex(config, container)),
+    feedVectors: memoised(() => openFeedVectors(config, container)),
     visualWords,
     reranking:
       config.search.rerankTopN > 0
@@ -206,6 +213,20 @@ function buildContainer(config: Config): Container {
     },
   };
   return container;
+}
+
+async function openFeedVectors(
+  config: Config,
+  container: Pick<Container, 'vectors'>,
+): Promise<Pick<VectorIndex, 'deleteFeed' | 'flush'>> {
+  const index = config.vectorIndex;
+  if (index.kind !== 'opensearch') return container.vectors();
+  const { createOpenSearchClient, OpenSearchFeedVectors } =
+    await import('#lib/adapters/opensearch-vector-index.ts');
+  return new OpenSearchFeedVectors(
+    createOpenSearchClient({ url: index.url, sigv4: index.sigv4, region: config.region }),
+    index.indexPrefix,
+  );
 }
 
 /** The index of the loaded model's version: local usearch files per version, or one OpenSearch index per version. */

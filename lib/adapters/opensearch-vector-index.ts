@@ -139,6 +139,29 @@ interface SearchHit {
 }
 
 /**
+ * A feed's vectors in the index of every embedding model version, for the feed deletion. The function that
+ * deletes feeds loads no model, so it cannot open the current version's index (OpenSearchVectorIndex needs
+ * the model's version and dimension), and the indices of earlier versions hold the feed's vectors too.
+ * Indices are found by name (`${indexPrefix}-*`, which includes the visual-word index: its documents of
+ * the feed go too, as they do with the feed).
+ */
+export class OpenSearchFeedVectors implements Pick<VectorIndex, 'deleteFeed' | 'flush'> {
+  constructor(
+    private readonly client: Client,
+    private readonly indexPrefix: string,
+  ) {}
+
+  async deleteFeed(feedId: string): Promise<void> {
+    const response = await this.client.indices.get({ index: `${this.indexPrefix}-*` });
+    for (const index of Object.keys(response.body as Record<string, unknown>))
+      await deleteFeedDocuments(this.client, index, feedId, [{ term: { feed_id: feedId } }]);
+  }
+
+  /** Deletions are refreshed as they are made. */
+  async flush(): Promise<void> {}
+}
+
+/**
  * `VectorIndex` on OpenSearch's k-NN plugin (Amazon OpenSearch Service in AWS): one HNSW index per
  * embedding model version shared by all feeds, never one per feed. Feed isolation is a `feed_id` term in the
  * k-NN query's efficient filter plus routing by feed id (a feed's documents share one shard, so a query

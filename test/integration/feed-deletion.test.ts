@@ -53,7 +53,7 @@ beforeAll(async () => {
     usage,
     objects,
     features: new ObjectStoreFeatureStore(objects, { cacheItems: 0 }),
-    vectors: async () => vectors,
+    feedVectors: async () => vectors,
     apiKeys,
     clock: { now: () => new Date((tick += 1000)) },
     planLimits: { free: 100, pro: 1000, enterprise: 10_000 },

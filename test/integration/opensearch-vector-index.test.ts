@@ -8,6 +8,8 @@ import {
   vectorIndexName,
 } from '#lib/adapters/opensearch-vector-index.ts';
 import { startFakeOpenSearch, type FakeOpenSearch } from '#test/support/fake-opensearch.ts';
+import { configureContainer, getContainer } from '#lib/container.ts';
+import { loadConfig } from '#lib/config.ts';
 import type { VectorHit } from '#lib/ports.ts';
 import {
   CONTRACT_DIMENSION,
@@ -61,6 +63,59 @@ describeVectorIndexContract('OpenSearch (lucene, cosinesimil) against the HTTP f
   index: freshIndex({ engine: 'lucene', spaceType: 'cosinesimil' }),
   close: async () => {},
 }));
+
+describe('the feed deletion’s vectors (OpenSearchFeedVectors, through the container)', () => {
+  it('deletes a feed from the index of every model version without loading a model', async () => {
+    // Prepare: two model versions' indices under their own prefix, each with two feeds
+    const client = new Client({ node: fake.url });
+    for (const modelVersion of ['old-model', 'new-model']) {
+      const index = new OpenSearchVectorIndex({
+        client,
+        indexPrefix: 'gone',
+        modelVersion,
+        dimension: CONTRACT_DIMENSION,
+      });
+      await index.upsert([doc('f1', 'p1', unit(1, 0)), doc('f2', 'p1', unit(1, 0))]);
+    }
+    configureContainer(
+      loadConfig({
+        VECTOR_INDEX: 'opensearch',
+        OPENSEARCH_URL: fake.url,
+        OPENSEARCH_INDEX_PREFIX: 'gone',
+        MODEL_DIR: '/nonexistent/models',
+        LOG_LEVEL: 'silent',
+      }),
+    );
+    try {
+      // Act
+      const vectors = await getContainer().feedVectors();
+      await vectors.deleteFeed('f1');
+      await vectors.flush();
+      // Assess
+      for (const modelVersion of ['old-model', 'new-model']) {
+        const index = new OpenSearchVectorIndex({
+          client,
+          indexPrefix: 'gone',
+          modelVersion,
+          dimension: CONTRACT_DIMENSION,
+        });
+        expect([await index.count('f1'), await index.count('f2')], modelVersion).toEqual([0, 1]);
+      }
+      // A prefix with no index at all: nothing to delete, no error
+      configureContainer(
+        loadConfig({
+          VECTOR_INDEX: 'opensearch',
+          OPENSEARCH_URL: fake.url,
+          OPENSEARCH_INDEX_PREFIX: 'none',
+          LOG_LEVEL: 'silent',
+        }),
+      );
+      await (await getContainer().feedVectors()).deleteFeed('f1');
+    } finally {
+      configureContainer(loadConfig({ LOG_LEVEL: 'silent' }));
+    }
+  });
+});
 
 describe('OpenSearchVectorIndex', () => {
   it('creates one index per model version with a routed knn mapping of the given dimension', async () => {

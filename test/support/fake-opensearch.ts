@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * A real HTTP server speaking the subset of the OpenSearch REST API that the vector and visual-word index
- * adapters use: index exists/create (knn mapping; text fields with the whitespace analyzer and a custom
+ * adapters use: index exists/get/create (knn mapping; text fields with the whitespace analyzer and a custom
  * BM25 similarity), `_bulk`, `_search` (knn with efficient filter, ids, bool with `match`, sort by score
  * and a keyword), `_msearch` of such searches, `_count`, `_delete_by_query`, `_refresh`. It computes exact
  * k-NN itself and returns the k-NN plugin's documented scores, so the adapter's score → similarity mapping
@@ -735,6 +735,16 @@ export async function startFakeOpenSearch(options: FakeOpenSearchOptions = {}): 
     if (first === undefined) return [200, { version: { distribution: 'opensearch', number: 'fake' } }];
     if (parts.length === 1) {
       if (method === 'HEAD') return [indices.has(first) ? 200 : 404, undefined];
+      if (method === 'GET') {
+        // Index names or a trailing-wildcard pattern (which, like OpenSearch, matches nothing without 404).
+        const names = first.endsWith('*')
+          ? [...indices.keys()].filter((name) => name.startsWith(first.slice(0, -1)))
+          : [getIndex(first) && first];
+        return [
+          200,
+          Object.fromEntries(names.map((name) => [name, { aliases: {}, mappings: {}, settings: {} }])),
+        ];
+      }
       if (method === 'PUT') return [200, createIndex(first, json())];
       if (method === 'DELETE') {
         if (!indices.has(first) && query.get('ignore_unavailable') === 'true')

@@ -24,7 +24,8 @@ export interface FeedAdminDeps {
   /** Local features of the feed's product images (written by imports). */
   features: Pick<FeatureStore, 'deleteFeed'>;
   usage: Pick<UsageStore, 'deleteFeed'>;
-  vectors(): Promise<Pick<VectorIndex, 'deleteFeed' | 'flush'>>;
+  /** The feed's vectors of every embedding model version (opened without loading a model). */
+  feedVectors(): Promise<Pick<VectorIndex, 'deleteFeed' | 'flush'>>;
   /** The visual-word index, when search uses one. */
   visualWords?: Pick<VisualWordIndex, 'deleteFeed'> | undefined;
   apiKeys: ApiKeyRegistry;
@@ -133,7 +134,7 @@ export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<v
     throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
   await deps.feeds.markDeleting(feedId, deps.clock.now());
   await deleteKeys(deps, feedId);
-  const vectors = await deps.vectors();
+  const vectors = await deps.feedVectors();
   await vectors.deleteFeed(feedId);
   await vectors.flush();
   await deps.visualWords?.deleteFeed(feedId);
