@@ -72,7 +72,7 @@ export interface BoundBucket {
   name: string;
 }
 
-/** read: GetObject under `prefix`; readWrite: also Put/Delete there. */
+/** read: GetObject under `prefix`; readWrite: also Put/Delete there, and aborting a multipart upload. */
 export function bindBucket(
   fn: lambda.Function,
   { bucket, name }: BoundBucket,
@@ -81,7 +81,10 @@ export function bindBucket(
 ): void {
   fn.addEnvironment('ASSETS_BUCKET', bucket.bucketName);
   const objects = `arn:${Stack.of(fn).partition}:s3:::${name}/${prefix}*`;
-  const actions = access === 'read' ? ['s3:GetObject'] : ['s3:GetObject', 's3:PutObject', 's3:DeleteObject'];
+  const actions =
+    access === 'read'
+      ? ['s3:GetObject']
+      : ['s3:GetObject', 's3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload'];
   fn.addToRolePolicy(new iam.PolicyStatement({ actions, resources: [objects] }));
   fn.addToRolePolicy(
     new iam.PolicyStatement({

@@ -142,7 +142,12 @@ export class StatefulStack extends Stack {
       serverAccessLogsBucket: accessLogs,
       serverAccessLogsPrefix: 'assets/',
       lifecycleRules: [
-        { noncurrentVersionExpiration: Duration.days(30) },
+        // A feed file upload stopped part way (size cap, timeout) is aborted by the worker; one whose abort
+        // failed (or whose worker died) would otherwise keep its parts, billed and invisible, for ever.
+        {
+          noncurrentVersionExpiration: Duration.days(30),
+          abortIncompleteMultipartUploadAfter: Duration.days(1),
+        },
         { prefix: IMPORTS_PREFIX, expiration: Duration.days(30) },
       ],
       removalPolicy,

@@ -264,6 +264,11 @@ describe('stateful resources', () => {
         ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }],
       },
       VersioningConfiguration: { Status: 'Enabled' },
+      LifecycleConfiguration: {
+        Rules: Match.arrayWith([
+          Match.objectLike({ AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 }, Status: 'Enabled' }),
+        ]),
+      },
       PublicAccessBlockConfiguration: {
         BlockPublicAcls: true,
         BlockPublicPolicy: true,
@@ -433,6 +438,7 @@ describe('least privilege', () => {
           (a) =>
             a.startsWith('apigateway:') ||
             a === 's3:PutObject' ||
+            a === 's3:AbortMultipartUpload' ||
             a === 's3:DeleteObject' ||
             a === 'es:ESHttpPut' ||
             a === 'es:ESHttpDelete',
@@ -445,7 +451,7 @@ describe('least privilege', () => {
   });
 
   it('lets the import worker write local features and the feed deletion remove everything it stored', () => {
-    const writes = ['s3:DeleteObject', 's3:GetObject', 's3:PutObject'];
+    const writes = ['s3:AbortMultipartUpload', 's3:DeleteObject', 's3:GetObject', 's3:PutObject'];
     const names = ['vps-dev-AdminDeleteFeed', ...(WORKER_EXISTS ? ['vps-dev-ImportWorker'] : [])];
     for (const name of names) {
       const statements = statementsOf(dev.api, functionId(dev.api, name));
