@@ -118,7 +118,8 @@ export function searchDomainEnvironment(domain: BoundSearchDomain): Record<strin
 
 /**
  * read: GET/HEAD on the product indices and POST only on their query endpoints (_search, _msearch,
- * _mget, _count: k-NN queries are POSTs). readWrite: every HTTP verb on the product indices and _bulk.
+ * _mget, _count: k-NN queries are POSTs). readWrite: every HTTP verb on the product indices (their own
+ * _bulk endpoints included).
  */
 export function bindSearchDomain(
   fn: lambda.Function,
@@ -143,7 +144,9 @@ export function bindSearchDomain(
     fn.addToRolePolicy(
       new iam.PolicyStatement({
         actions: ['es:ESHttpGet', 'es:ESHttpHead', 'es:ESHttpPost', 'es:ESHttpPut', 'es:ESHttpDelete'],
-        resources: [...indices, `${arn}/_bulk`],
+        // Bulk requests name their index (/<index>/_bulk), so no domain-wide _bulk is granted: with it,
+        // a role could write to any index through the action lines.
+        resources: indices,
       }),
     );
     for (const resource of indices) acknowledgeWildcard(fn, resource, reason);

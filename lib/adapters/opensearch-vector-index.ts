@@ -213,7 +213,7 @@ export class OpenSearchVectorIndex implements VectorIndex {
           [VECTOR_FIELD]: Array.from(document.vector),
         });
       }
-      const response = await this.#client.bulk({ body, refresh: this.#refresh });
+      const response = await this.#client.bulk({ index: this.indexName, body, refresh: this.#refresh });
       if (response.body.errors) {
         const failed = response.body.items.find((item) => Object.values(item)[0]?.error);
         const error = failed ? Object.values(failed)[0]?.error : undefined;

@@ -171,7 +171,7 @@ export class OpenSearchVisualWordIndex implements VisualWordIndex {
     let words = 0;
     const send = async (): Promise<void> => {
       if (count === 0) return;
-      const response = await this.#client.bulk({ body, refresh: this.#refresh });
+      const response = await this.#client.bulk({ index: this.indexName, body, refresh: this.#refresh });
       body = [];
       count = 0;
       words = 0;

@@ -476,6 +476,10 @@ describe('least privilege', () => {
   it('names table indexes exactly instead of index/*', () => {
     expect(JSON.stringify(dev.api.toJSON())).not.toContain('/index/*');
   });
+
+  it('grants no domain-wide OpenSearch _bulk (it would reach every index)', () => {
+    expect(JSON.stringify(dev.api.toJSON())).not.toMatch(/:domain\/[^/"]+\/_bulk/);
+  });
 });
 
 describe('environment', () => {

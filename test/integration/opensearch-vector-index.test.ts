@@ -127,6 +127,10 @@ describe('OpenSearchVectorIndex', () => {
 
     // Assess
     expect(index.indexName).toBe('products-mobilenet_v2_448');
+    // Writes name their index in the path: the functions' grants cover the product indices, not _bulk.
+    expect(fake.requests.filter((request) => request.path.endsWith('/_bulk')).at(-1)?.path).toBe(
+      '/products-mobilenet_v2_448/_bulk',
+    );
     const create = fake.requests.find(
       (request) => request.method === 'PUT' && request.path === '/products-mobilenet_v2_448',
     );

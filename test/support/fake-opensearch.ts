@@ -755,7 +755,9 @@ export async function startFakeOpenSearch(options: FakeOpenSearchOptions = {}): 
       }
     }
     if (parts.length === 2 && second?.startsWith('_')) {
-      if (second === '_bulk' && method === 'POST') return [200, bulk(first, raw, query)];
+      // The client sends PUT when the path names the index; OpenSearch serves both.
+      if (second === '_bulk' && (method === 'POST' || method === 'PUT'))
+        return [200, bulk(first, raw, query)];
       // Before getIndex: a missing index fails each search in the response, not the request.
       if (second === '_msearch' && (method === 'POST' || method === 'GET'))
         return [200, msearch(first, raw, query)];
