@@ -1,7 +1,7 @@
 import type { S3Event, SQSEvent } from 'aws-lambda';
 import { getContainer } from '#lib/container.ts';
 import { importOfRequestKey } from '#lib/domain/catalogue/imports.ts';
-import { runTriggeredImport } from '#lib/ingest/run-import.ts';
+import { ImportDeferred, runTriggeredImport } from '#lib/ingest/run-import.ts';
 
 type WorkerEvent = S3Event | SQSEvent;
 
@@ -28,7 +28,12 @@ export function importsOf(event: WorkerEvent): { feedId: string; importId: strin
 export async function handler(event: WorkerEvent): Promise<void> {
   const c = getContainer();
   for (const { feedId, importId } of importsOf(event)) {
-    const record = await runTriggeredImport(c.ingest, feedId, importId);
+    const record = await runTriggeredImport(c.ingest, feedId, importId).catch((error: unknown) => {
+      // Another runner (or the feed's deletion) holds the feed: the event is delivered again later, and
+      // finds the import run by then, or the holder's lease expired.
+      if (error instanceof ImportDeferred) c.logger.info('import deferred: feed busy', { feedId, importId });
+      throw error;
+    });
     c.logger.info(record ? 'import finished' : 'import trigger dropped: no such import', {
       feedId,
       importId,

@@ -23,13 +23,14 @@ export interface FeedStore {
   get(feedId: string, options?: { fresh?: boolean }): Promise<Feed | undefined>;
   list(): Promise<Feed[]>;
   /**
-   * Replaces the stored feed; throws NotFoundError('feed_not_found') when it does not exist or is being
-   * deleted.
+   * Replaces the stored feed; throws NotFoundError('feed_not_found') when it does not exist, is being
+   * deleted, or is another feed of the same id than the one read (its createdAt differs).
    */
   put(feed: Feed): Promise<void>;
   /** Marks the feed as being deleted (keeps the first mark); throws NotFoundError when it does not exist. */
   markDeleting(feedId: string, at: Date): Promise<void>;
-  delete(feedId: string): Promise<void>;
+  /** Deletes the feed; with `createdAt`, only that feed (not one created again under the same id since). */
+  delete(feedId: string, createdAt?: string): Promise<void>;
 }
 
 /** Search ids. A lookup by id is one read. */
@@ -340,13 +341,16 @@ export interface ImportStore {
   /** Replaces the record (progress checkpoints and status changes). */
   put(record: ImportRecord): Promise<void>;
   delete(feedId: string, importId: string): Promise<void>;
-  /** Deletes the feed's import records and its lease. */
+  /** Deletes the feed's import records (not its lease: the deletion holds it). */
   deleteFeed(feedId: string): Promise<void>;
   /**
-   * Takes or renews the lease that lets one runner at a time run the feed's imports: true when `owner`
-   * holds it until `until`; false when another owner holds it past `now`.
+   * Takes the feed's lease, which lets one actor at a time (an import runner, or the feed's deletion)
+   * write the feed's catalogue: true when `owner` now holds it until `until`; false when another owner
+   * holds it past `now`.
    */
   takeLease(feedId: string, owner: string, until: Date, now: Date): Promise<boolean>;
+  /** Extends a lease `owner` holds; false when it no longer does (given up, or taken after expiring). */
+  renewLease(feedId: string, owner: string, until: Date): Promise<boolean>;
   /** Gives the lease up (only `owner`'s; any holder's when owner is undefined). */
   releaseLease(feedId: string, owner?: string): Promise<void>;
 }

@@ -106,8 +106,8 @@ export class CachingFeedStore implements FeedStore {
     await this.inner.markDeleting(feedId, at);
     this.cache.delete(feedId);
   }
-  async delete(feedId: string) {
-    await this.inner.delete(feedId);
+  async delete(feedId: string, createdAt?: string) {
+    await this.inner.delete(feedId, createdAt);
     this.cache.delete(feedId);
   }
 }

@@ -58,8 +58,11 @@ export class DynamoDbFeedStore implements FeedStore {
         new PutCommand({
           TableName: this.table,
           Item: feed,
-          // A feed being deleted is not written back (an update racing the deletion would undo its mark).
-          ConditionExpression: 'attribute_exists(feedId) AND attribute_not_exists(deletingAt)',
+          // A feed being deleted is not written back (an update racing the deletion would undo its mark),
+          // nor one deleted and created again since it was read.
+          ConditionExpression:
+            'attribute_exists(feedId) AND attribute_not_exists(deletingAt) AND createdAt = :createdAt',
+          ExpressionAttributeValues: { ':createdAt': feed.createdAt },
         }),
       );
     } catch (error) {
@@ -87,7 +90,20 @@ export class DynamoDbFeedStore implements FeedStore {
     }
   }
 
-  async delete(feedId: string): Promise<void> {
-    await this.db.send(new DeleteCommand({ TableName: this.table, Key: { feedId } }));
+  async delete(feedId: string, createdAt?: string): Promise<void> {
+    try {
+      await this.db.send(
+        new DeleteCommand({
+          TableName: this.table,
+          Key: { feedId },
+          ...(createdAt !== undefined
+            ? { ConditionExpression: 'createdAt = :c', ExpressionAttributeValues: { ':c': createdAt } }
+            : {}),
+        }),
+      );
+    } catch (error) {
+      // Already gone, or another feed of the same id: nothing of this one left to delete.
+      if (!isConditionalCheckFailed(error)) throw error;
+    }
   }
 }

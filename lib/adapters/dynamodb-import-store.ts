@@ -4,6 +4,7 @@ import {
   GetCommand,
   PutCommand,
   QueryCommand,
+  UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
 import { isConditionalCheckFailed, queryPages } from '#lib/adapters/dynamodb-client.ts';
 import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
@@ -44,6 +45,8 @@ export class DynamoDbImportStore implements ImportStore {
   }
 
   async get(feedId: string, importId: string): Promise<ImportRecord | undefined> {
+    // The lease shares the table: an id that is not an import's names none.
+    if (!importId.startsWith(IMPORT_ID_PREFIX)) return undefined;
     const out = await this.db.send(
       new GetCommand({ TableName: this.table, Key: { feedId, importId }, ConsistentRead: true }),
     );
@@ -97,7 +100,6 @@ export class DynamoDbImportStore implements ImportStore {
       records = await this.list(feedId, 100);
       for (const record of records) await this.delete(feedId, record.importId);
     } while (records.length > 0);
-    await this.releaseLease(feedId);
   }
 
   async takeLease(feedId: string, owner: string, until: Date, now: Date): Promise<boolean> {
@@ -109,6 +111,25 @@ export class DynamoDbImportStore implements ImportStore {
           ConditionExpression: 'attribute_not_exists(importId) OR #owner = :owner OR #until < :now',
           ExpressionAttributeNames: { '#owner': 'owner', '#until': 'until' },
           ExpressionAttributeValues: { ':owner': owner, ':now': now.toISOString() },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionalCheckFailed(error)) return false;
+      throw error;
+    }
+  }
+
+  async renewLease(feedId: string, owner: string, until: Date): Promise<boolean> {
+    try {
+      await this.db.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { feedId, importId: LEASE_KEY },
+          UpdateExpression: 'SET #until = :until',
+          ConditionExpression: '#owner = :owner',
+          ExpressionAttributeNames: { '#owner': 'owner', '#until': 'until' },
+          ExpressionAttributeValues: { ':owner': owner, ':until': until.toISOString() },
         }),
       );
       return true;

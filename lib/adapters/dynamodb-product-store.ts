@@ -156,6 +156,8 @@ export class DynamoDbProductStore implements ProductStore {
       KeyConditionExpression: 'feedId = :f',
       ExpressionAttributeValues: { ':f': feedId },
       ProjectionExpression: 'productId',
+      // Products written just before the deletion started are deleted too.
+      ConsistentRead: true,
     })) {
       await this.deleteMany(
         feedId,

@@ -6,6 +6,7 @@ import {
   type RawRecord,
 } from '#lib/domain/catalogue/feed-formats.ts';
 import {
+  FEED_LEASE_MS,
   FetchError,
   importObjectKeys,
   MAX_IMPORT_ERRORS,
@@ -135,8 +136,9 @@ export async function runImport(
     attempts: (loaded.attempts ?? 0) + 1,
   };
   const feed = await deps.feeds.get(feedId, { fresh: true });
-  // An import created before its feed belongs to an earlier feed of the same id, deleted since.
-  if (!feed || feed.deletingAt || loaded.createdAt < feed.createdAt) return abandon(deps, record, new Set());
+  // An import started for an earlier feed of the same id, deleted since, does not run into this one.
+  const otherFeed = loaded.feedCreatedAt !== undefined && loaded.feedCreatedAt !== feed?.createdAt;
+  if (!feed || feed.deletingAt || otherFeed) return abandon(deps, record, new Set());
   // Products this import wrote since its last save (whose feed check then passed).
   const unconfirmed = new Set<string>();
   const save = async (patch: Partial<ImportRecord>) => {
@@ -150,7 +152,11 @@ export async function runImport(
   try {
     return await importInto(deps, () => record, save, unconfirmed);
   } catch (error) {
-    if (error instanceof FeedGone) return abandon(deps, record, unconfirmed);
+    // A runner that lost its lease stalled (another took over): what it wrote since its last save must
+    // not outlive a deletion of the feed meanwhile either.
+    const gone =
+      error instanceof FeedGone || (error instanceof LeaseLost && !(await feedStillLive(deps.feeds, feed)));
+    if (gone) return abandon(deps, record, unconfirmed);
     throw error;
   }
 }
@@ -335,30 +341,40 @@ async function processRows(
     committing = commitChunk(deps, prepared).then((patch) => save({ ...patch(current()), attempts: 1 }));
     committing.catch(() => undefined);
   };
-  for await (const raw of readFeed(file, format)) {
-    const fatal = 'fatal' in raw && raw.fatal === true;
-    if (fatal) readToEnd = false;
-    if (raw.row <= start.checkpointRow && !fatal) {
-      // Done before an interruption: its product is already stored and marked as seen by this import.
-      if ('fields' in raw) valid += 1;
-      continue;
-    }
-    chunk.push(raw);
-    if (chunk.length >= deps.limits.chunkSize) {
-      await flush();
-      if (deps.signal?.aborted) {
-        // Pause at a checkpoint: let the chunk in flight finish writing first. The checkpoints name rows
-        // whose vectors and words a local index holds in memory only: they are saved before this run
-        // stops, or the resumed run would skip rows whose vectors a restart lost.
-        await committing;
-        await flushIndices(deps);
-        deps.signal.throwIfAborted();
+  try {
+    await readAndCommit();
+  } finally {
+    // Leaving with an error (a failed lookup of the next chunk, a broken stream): the chunk being
+    // committed finishes first, so nothing of this run writes after runImport has returned or thrown.
+    await committing.catch(() => undefined);
+  }
+  return { readToEnd, valid };
+
+  async function readAndCommit(): Promise<void> {
+    for await (const raw of readFeed(file, format)) {
+      const fatal = 'fatal' in raw && raw.fatal === true;
+      if (fatal) readToEnd = false;
+      if (raw.row <= start.checkpointRow && !fatal) {
+        // Done before an interruption: its product is already stored and marked as seen by this import.
+        if ('fields' in raw) valid += 1;
+        continue;
+      }
+      chunk.push(raw);
+      if (chunk.length >= deps.limits.chunkSize) {
+        await flush();
+        if (deps.signal?.aborted) {
+          // Pause at a checkpoint: let the chunk in flight finish writing first. The checkpoints name rows
+          // whose vectors and words a local index holds in memory only: they are saved before this run
+          // stops, or the resumed run would skip rows whose vectors a restart lost.
+          await committing;
+          await flushIndices(deps);
+          deps.signal.throwIfAborted();
+        }
       }
     }
+    await flush();
+    await committing;
   }
-  await flush();
-  await committing;
-  return { readToEnd, valid };
 }
 
 /** Makes the vector and word indices' writes durable (local files; a no-op for OpenSearch). */
@@ -919,7 +935,9 @@ async function removeUnseen(
  * order. Steps:
  * 1. a trigger for an import that no longer exists (its feed was deleted meanwhile) is dropped instead of
  *    being retried into the dead-letter queue;
- * 2. take the feed's import lease; when another runner holds it, stop: that runner runs this import too;
+ * 2. take the feed's lease; when another runner (or the feed's deletion) holds it, throw ImportDeferred:
+ *    the worker's event is retried later (a live holder runs this import meanwhile, see 4; a dead one's
+ *    lease has expired by then);
  * 3. run the feed's unfinished imports oldest first (the named one among them), each with runImport,
  *    renewing the lease at every progress save, so the catalogue ends as the newest import left it;
  * 4. give the lease up, and look once more: an import queued while the lease was held, whose own trigger
@@ -936,25 +954,29 @@ export async function runTriggeredImport(
   return deps.imports.get(feedId, importId);
 }
 
-/** How long a runner's hold on a feed lasts without a progress save (a crashed runner's, at most). */
-export const IMPORT_LEASE_MS = 10 * 60_000;
+/** The feed's lease is held by another runner or by the feed's deletion: the trigger is to be retried. */
+export class ImportDeferred extends Error {
+  override name = 'ImportDeferred';
+}
 
-/** Thrown by a progress save whose runner has lost the feed's lease (it stalled past IMPORT_LEASE_MS). */
+/** Thrown by a progress save whose runner has lost the feed's lease (it stalled past FEED_LEASE_MS). */
 class LeaseLost extends Error {}
 
 async function runFeedImports(deps: IngestDeps, feedId: string): Promise<void> {
   const owner = randomUUID();
-  const lease = () => {
-    const at = deps.clock.now();
-    return deps.imports.takeLease(feedId, owner, new Date(at.getTime() + IMPORT_LEASE_MS), at);
-  };
+  const until = () => new Date(deps.clock.now().getTime() + FEED_LEASE_MS);
+  const lease = () => deps.imports.takeLease(feedId, owner, until(), deps.clock.now());
   const renewLease = async () => {
-    if (!(await lease())) throw new LeaseLost('Another runner took over the imports of this feed.');
+    if (!(await deps.imports.renewLease(feedId, owner, until())))
+      throw new LeaseLost('Another runner took over the imports of this feed.');
   };
-  while (await lease()) {
+  if (!(await lease())) throw new ImportDeferred(`The imports of feed ${feedId} are run elsewhere now.`);
+  for (;;) {
     const ran = new Set<string>();
     try {
       for (;;) {
+        // A paused runner starts no other import (local stop).
+        deps.signal?.throwIfAborted();
         const next = (await deps.imports.listUnfinished(feedId))[0];
         if (!next) break;
         // runImport ends every import it runs (or throws): one still unfinished is not run twice here.
@@ -969,5 +991,7 @@ async function runFeedImports(deps: IngestDeps, feedId: string): Promise<void> {
       await deps.imports.releaseLease(feedId, owner);
     }
     if ((await deps.imports.listUnfinished(feedId)).length === 0) return;
+    // Taken by another runner meanwhile: it runs what is left.
+    if (!(await lease())) return;
   }
 }

@@ -9,7 +9,7 @@ import { NotFoundError } from '#lib/domain/errors.ts';
 import type { Clock, FeedStore, ImportDispatcher, ImportStore, ObjectStore } from '#lib/ports.ts';
 
 export interface StartImportDeps {
-  feeds: FeedStore;
+  feeds: Pick<FeedStore, 'get'>;
   imports: ImportStore;
   objects: ObjectStore;
   dispatcher: ImportDispatcher;
@@ -28,7 +28,7 @@ export async function startImport(
   feedId: string,
   input: StartImportRequest,
 ): Promise<ImportRecord> {
-  await requireFeed(deps.feeds, feedId);
+  const feed = await requireFeed(deps.feeds, feedId);
   const at = deps.clock.now();
   const importId = newImportId(at);
   const keys = importObjectKeys(feedId, importId);
@@ -51,6 +51,7 @@ export async function startImport(
     removed: 0,
     errors: [],
     checkpointRow: 0,
+    feedCreatedAt: feed.createdAt,
     createdAt: at.toISOString(),
     updatedAt: at.toISOString(),
   };

@@ -4,7 +4,7 @@ import type { Server } from 'node:http';
 import { join, resolve } from 'node:path';
 import { type Config, loadConfig } from '#lib/config.ts';
 import { configureContainer, type Container, getContainer } from '#lib/container.ts';
-import { createFeed } from '#lib/domain/admin/feeds.ts';
+import { createFeed, deleteFeed } from '#lib/domain/admin/feeds.ts';
 import { createKey } from '#lib/domain/admin/keys.ts';
 import { ensureStorage, startEmbeddedStores } from '#lib/local/embedded-stores.ts';
 import { startHttpServer } from '#lib/local/server.ts';
@@ -73,6 +73,7 @@ export async function startLocalStack(
   // The extraction worker starts now and loads OpenCV while the rest starts, rather than on the first
   // image search or import (the longest part of a first search: docs/benchmarks.md "Cold start").
   container.ingest.localFeatures?.matcher().catch(() => undefined);
+  await recoverFeeds(container);
   const demo = await ensureDemoFeed(container);
   let server: Server;
   let url: string;
@@ -166,13 +167,24 @@ async function seedDemoFeed(c: Container, url: string): Promise<void> {
 }
 
 /**
- * Imports a previous run left queued or running (stopped mid-way) resume from their checkpoint, each
- * feed's in creation order. The leases of a killed run are given up first: only this process runs the
- * imports of this data folder, and a lease left by a killed one would hold them back until it expired.
+ * What a killed run left half done, before anything else uses the feeds: the feeds' leases are given up
+ * (only this process uses this data folder, and a lease of a killed one would hold its feed for
+ * FEED_LEASE_MS), and deletions of feeds that were stopped part way are finished.
  */
-async function resumeImports(c: Container): Promise<void> {
+async function recoverFeeds(c: Container): Promise<void> {
+  const deps = { ...c, planLimits: c.config.planLimits };
   for (const feed of await c.feeds.list()) {
     await c.imports.releaseLease(feed.feedId);
+    if (feed.deletingAt) {
+      await deleteFeed(deps, feed.feedId);
+      c.logger.info('feed deletion finished', { feedId: feed.feedId });
+    }
+  }
+}
+
+/** Imports a previous run left queued or running (stopped mid-way) resume from their checkpoint, each feed's in creation order. */
+async function resumeImports(c: Container): Promise<void> {
+  for (const feed of await c.feeds.list()) {
     const [oldest] = await c.imports.listUnfinished(feed.feedId);
     if (oldest) await c.dispatcher.dispatch(feed.feedId, oldest.importId);
   }

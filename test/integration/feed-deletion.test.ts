@@ -139,6 +139,72 @@ describe('deleteFeed', () => {
   });
 });
 
+describe('deleteFeed and the feed’s lease', () => {
+  it('waits while an import runner holds the feed, and deletes once it has let go', async () => {
+    await createFeed(deps, input('busy'));
+    await deps.imports.takeLease('busy', 'import runner', new Date(Date.now() + 60_000), new Date());
+    const deletion = deleteFeed(deps, 'busy');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Marked at once (hidden), data kept while the runner holds the lease
+    await expect(getFeed(deps, 'busy')).rejects.toMatchObject({ code: 'feed_not_found' });
+    expect(await deps.feeds.get('busy', { fresh: true })).toBeDefined();
+
+    await deps.imports.releaseLease('busy', 'import runner');
+    await deletion;
+
+    expect(await deps.feeds.get('busy', { fresh: true })).toBeUndefined();
+    expect(await deps.imports.takeLease('busy', 'next', new Date(Date.now() + 60_000), new Date())).toBe(
+      true,
+    );
+    await deps.imports.releaseLease('busy');
+  });
+
+  it('answers 409 when the lease stays held, and a repeated DELETE finishes', async () => {
+    await createFeed(deps, input('stuck'));
+    await deps.imports.takeLease('stuck', 'stalled runner', new Date(Date.now() + 60_000), new Date());
+
+    await expect(deleteFeed({ ...deps, leaseWaitMs: 300 }, 'stuck')).rejects.toMatchObject({
+      code: 'conflict',
+      message: expect.stringContaining('Repeat the DELETE'),
+    });
+    await deps.imports.releaseLease('stuck');
+    await deleteFeed(deps, 'stuck');
+
+    expect(await deps.feeds.get('stuck', { fresh: true })).toBeUndefined();
+  });
+
+  it('does not let a second DELETE of a feed touch the feed created again after the first finished', async () => {
+    await createFeed(deps, input('twice'));
+    // The second deletion reads and marks the feed while the first holds the lease
+    await deps.imports.takeLease('twice', 'first deletion', new Date(Date.now() + 60_000), new Date());
+    await deps.feeds.markDeleting('twice', new Date());
+    const second = deleteFeed(deps, 'twice');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The first deletion finishes; the feed is created again, with a key
+    await deps.feeds.delete('twice');
+    await deps.imports.releaseLease('twice', 'first deletion');
+    await createFeed(deps, input('twice'));
+    const key = await createKey(deps, 'twice', { name: 'new' });
+
+    await second;
+
+    expect((await getFeed(deps, 'twice')).name).toBe('twice');
+    expect((await deps.keys.get(key.searchId))?.feedId).toBe('twice');
+  });
+
+  it('does not let an update that read a feed deleted and created again since write the old one back', async () => {
+    await createFeed(deps, input('reborn'));
+    const old = await getFeed(deps, 'reborn');
+    await deleteFeed(deps, 'reborn');
+    await createFeed(deps, { ...input('reborn'), name: 'the new one' });
+
+    await expect(deps.feeds.put({ ...old, name: 'stale write' })).rejects.toMatchObject({
+      code: 'feed_not_found',
+    });
+    expect((await getFeed(deps, 'reborn')).name).toBe('the new one');
+  });
+});
+
 describe('createKey racing deleteFeed', () => {
   it('removes a key stored after the deletion listed the keys, and answers 404', async () => {
     await createFeed(deps, input('racing-key'));

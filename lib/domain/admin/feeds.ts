@@ -1,13 +1,16 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Plan } from '#lib/config.ts';
 import { DomainError, NotFoundError, ValidationError } from '#lib/domain/errors.ts';
 import { type Feed, hourlyLimitOf } from '#lib/domain/feeds.ts';
+import { FEED_LEASE_MS } from '#lib/domain/catalogue/imports.ts';
 import type { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import type {
   ApiKeyRegistry,
   Clock,
   FeatureStore,
   FeedStore,
+  ImportStore,
   KeyStore,
   ObjectStore,
   UsageStore,
@@ -19,7 +22,9 @@ export interface FeedAdminDeps {
   feeds: FeedStore;
   keys: KeyStore;
   products: { deleteFeed(feedId: string): Promise<void> };
-  imports: { deleteFeed(feedId: string): Promise<void> };
+  imports: Pick<ImportStore, 'deleteFeed' | 'takeLease' | 'renewLease' | 'releaseLease'>;
+  /** How long a deletion waits for the feed's lease (a running import stopping); default 20 s. */
+  leaseWaitMs?: number;
   objects: ObjectStore;
   /** Local features of the feed's product images (written by imports). */
   features: Pick<FeatureStore, 'deleteFeed'>;
@@ -121,30 +126,72 @@ export async function updateFeed(
 /**
  * Deletes a feed and everything stored for it. Steps:
  * 1. mark the feed as being deleted: from then on it is not found, cannot be updated or re-created, a key
- *    created for it removes itself again (createKey) and a running import stops and removes what it wrote
- *    after the mark (runImport), so nothing written concurrently outlives the deletion;
- * 2. unregister and delete keys (so the feed stops answering first);
- * 3. delete vectors, words, products, import records, stored feed files, local features and usage;
- * 4. sweep the keys once more (a key created just before the mark may reach the listing index late), then
- *    delete the feed itself last, so a failure part-way leaves a feed whose deletion a retry finishes
- *    rather than orphaned data.
+ *    created for it removes itself again (createKey), and a running import stops at its next progress
+ *    save, removing what it wrote after the mark (runImport);
+ * 2. take the feed's lease, which a running import holds until it has stopped (waiting up to
+ *    `leaseWaitMs`; then 409, and a repeated DELETE finishes), so nothing writes to the feed while its
+ *    data is deleted; check it is still the feed marked in 1 (a concurrent deletion may have finished it,
+ *    and a new feed of the same id been created since: that one is not touched);
+ * 3. unregister and delete keys (so the feed stops answering first); delete vectors, words, products,
+ *    import records, stored feed files, local features and usage; sweep the keys once more (a key
+ *    created just before the mark may reach the listing index late);
+ * 4. delete the feed itself (only the feed read in 1), then give the lease up. A failure part-way leaves
+ *    the feed marked, hidden, for a repeated DELETE to finish, rather than orphaned data.
  */
 export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<void> {
-  if (!(await deps.feeds.get(feedId, { fresh: true })))
-    throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
+  const feed = await deps.feeds.get(feedId, { fresh: true });
+  if (!feed) throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
   await deps.feeds.markDeleting(feedId, deps.clock.now());
-  await deleteKeys(deps, feedId);
-  const vectors = await deps.feedVectors();
-  await vectors.deleteFeed(feedId);
-  await vectors.flush();
-  await deps.visualWords?.deleteFeed(feedId);
-  await deps.products.deleteFeed(feedId);
-  await deps.imports.deleteFeed(feedId);
-  for (const key of await deps.objects.list(`imports/${feedId}/`)) await deps.objects.delete(key);
-  await deps.features.deleteFeed(feedId);
-  await deps.usage.deleteFeed(feedId);
-  await deleteKeys(deps, feedId);
-  await deps.feeds.delete(feedId);
+  const lease = await takeFeedLease(deps, feedId);
+  try {
+    const now = await deps.feeds.get(feedId, { fresh: true });
+    if (!now || now.createdAt !== feed.createdAt) return;
+    await deleteKeys(deps, feedId);
+    const vectors = await deps.feedVectors();
+    await vectors.deleteFeed(feedId);
+    await vectors.flush();
+    await deps.visualWords?.deleteFeed(feedId);
+    await lease.renew();
+    await deps.products.deleteFeed(feedId);
+    await lease.renew();
+    await deps.imports.deleteFeed(feedId);
+    for (const key of await deps.objects.list(`imports/${feedId}/`)) await deps.objects.delete(key);
+    await deps.features.deleteFeed(feedId);
+    await deps.usage.deleteFeed(feedId);
+    await deleteKeys(deps, feedId);
+    await lease.renew();
+    await deps.feeds.delete(feedId, feed.createdAt);
+  } finally {
+    await lease.release();
+  }
+}
+
+/** The feed's lease for a deletion, waited for while an import holds it (see deleteFeed, step 2). */
+async function takeFeedLease(
+  deps: Pick<FeedAdminDeps, 'imports' | 'clock' | 'leaseWaitMs'>,
+  feedId: string,
+): Promise<{ renew(): Promise<void>; release(): Promise<void> }> {
+  const owner = `deletion:${randomUUID()}`;
+  const until = () => new Date(deps.clock.now().getTime() + FEED_LEASE_MS);
+  const deadline = Date.now() + (deps.leaseWaitMs ?? 20_000);
+  while (!(await deps.imports.takeLease(feedId, owner, until(), deps.clock.now()))) {
+    if (Date.now() >= deadline)
+      throw new DomainError(
+        'conflict',
+        `Feed ${feedId} is busy: an import is stopping or another deletion runs. Repeat the DELETE in a few seconds.`,
+      );
+    await sleep(200);
+  }
+  return {
+    async renew() {
+      if (!(await deps.imports.renewLease(feedId, owner, until())))
+        throw new DomainError(
+          'conflict',
+          `Feed ${feedId} was taken over during its deletion; repeat the DELETE.`,
+        );
+    },
+    release: () => deps.imports.releaseLease(feedId, owner),
+  };
 }
 
 async function deleteKeys(deps: Pick<FeedAdminDeps, 'keys' | 'apiKeys'>, feedId: string): Promise<void> {

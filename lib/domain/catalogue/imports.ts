@@ -48,6 +48,11 @@ export interface ImportRecord {
    * place, with the same infrastructure error every time, ends as failed instead of running forever.
    */
   attempts?: number;
+  /**
+   * The createdAt of the feed the import was started for (internal): an import of a feed deleted and
+   * created again under the same id does not run into the new one.
+   */
+  feedCreatedAt?: string;
   createdAt: string;
   updatedAt: string;
   startedAt?: string;
@@ -55,6 +60,12 @@ export interface ImportRecord {
 }
 
 export const MAX_IMPORT_ERRORS = 100;
+
+/**
+ * How long the feed's lease lasts without being renewed. One actor at a time holds it: an import runner
+ * (renewing at every progress save) or the feed's deletion; a crashed holder's lease expires after this.
+ */
+export const FEED_LEASE_MS = 10 * 60_000;
 
 /** Thrown by the fetcher when a feed file or an image cannot be fetched; the message goes into import errors. */
 export class FetchError extends Error {
@@ -82,7 +93,13 @@ export function importOfRequestKey(key: string): { feedId: string; importId: str
 
 /** The admin API's view of an import. */
 export function importView(record: ImportRecord) {
-  const { objectKey: _objectKey, checkpointRow: _checkpoint, attempts: _attempts, ...view } = record;
+  const {
+    objectKey: _objectKey,
+    checkpointRow: _checkpoint,
+    attempts: _attempts,
+    feedCreatedAt: _feedCreatedAt,
+    ...view
+  } = record;
   return view;
 }
 

@@ -189,7 +189,12 @@ describe('DynamoDbImportStore on the DynamoDB-protocol server', () => {
 
     expect((await imports.listUnfinished('f1')).map((r) => r.importId)).toEqual([ids[0], ids[2]]);
     expect((await imports.list('f1', 10)).map((r) => r.importId)).toEqual([ids[2], ids[1], ids[0]]);
+    expect(await imports.get('f1', 'lease')).toBeUndefined();
+    // The feed's deletion holds the lease while it deletes the imports, and gives it up itself.
     await imports.deleteFeed('f1');
+    expect(await imports.list('f1', 10)).toEqual([]);
+    expect(await imports.takeLease('f1', 'next', new Date('2026-11-22T01:00:00Z'), new Date(0))).toBe(false);
+    await imports.releaseLease('f1', 'runner');
     expect(await imports.takeLease('f1', 'next', new Date('2026-11-22T01:00:00Z'), new Date(0))).toBe(true);
     await imports.releaseLease('f1');
   });
@@ -202,7 +207,8 @@ describe('DynamoDbImportStore on the DynamoDB-protocol server', () => {
     const holder = ['a', 'b', 'c', 'd'][raced.indexOf(true)]!;
     const other = holder === 'a' ? 'b' : 'a';
 
-    expect(await take(holder, 5)).toBe(true); // renewed until minute 15
+    expect(await imports.renewLease('lf', holder, at(15))).toBe(true);
+    expect(await imports.renewLease('lf', other, at(15))).toBe(false);
     expect(await take(other, 12)).toBe(false);
     await imports.releaseLease('lf', other); // not the holder's: no effect
     expect(await take(other, 14)).toBe(false);

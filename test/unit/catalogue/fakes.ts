@@ -107,12 +107,16 @@ export class MemoryImportStore implements ImportStore {
   }
   async deleteFeed(feedId: string) {
     for (const [key, record] of this.rows) if (record.feedId === feedId) this.rows.delete(key);
-    this.leases.delete(feedId);
   }
   readonly leases = new Map<string, { owner: string; until: Date }>();
   async takeLease(feedId: string, owner: string, until: Date, now: Date) {
     const held = this.leases.get(feedId);
     if (held && held.owner !== owner && held.until >= now) return false;
+    this.leases.set(feedId, { owner, until });
+    return true;
+  }
+  async renewLease(feedId: string, owner: string, until: Date) {
+    if (this.leases.get(feedId)?.owner !== owner) return false;
     this.leases.set(feedId, { owner, until });
     return true;
   }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { importObjectKeys, importView, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { InvalidImageError } from '#lib/domain/errors.ts';
-import { runImport, runTriggeredImport } from '#lib/ingest/run-import.ts';
+import { ImportDeferred, runImport, runTriggeredImport } from '#lib/ingest/run-import.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { vectorOf, world, type World } from './fakes.ts';
 
@@ -28,17 +28,7 @@ const product = (id: string, extra: Record<string, unknown> = {}) => ({
 function queue(w: World, request: Parameters<typeof startImport>[2]): Promise<ImportRecord> {
   return startImport(
     {
-      feeds: {
-        get: async (feedId: string) => ({
-          feedId,
-          name: 'Shop',
-          plan: 'pro',
-          domains: [],
-          requireOrigin: false,
-          createdAt: '',
-          updatedAt: '',
-        }),
-      } as never,
+      feeds: w.feeds,
       imports: w.imports,
       objects: w.objects,
       dispatcher: { dispatch: async () => undefined },
@@ -510,6 +500,27 @@ describe('an import whose feed is deleted', () => {
     expect(w.products.rows.get(`${FEED}\u0000d`)?.seen_import).toBe('imp_new');
   });
 
+  it('removes its chunk when it finds its lease lost to a runner of a new feed of the same id', async () => {
+    // Prepare: while the second chunk is written, the feed is deleted and created again, and a runner of
+    // the new feed's import holds the lease (this runner stalled past the lease's expiry)
+    const w = world(filesFor(...names));
+    afterStoring(w, 'd', () => {
+      for (const n of ['a', 'b', 'c']) w.products.rows.delete(`${FEED}\u0000${n}`);
+      w.feeds.recreated.add(FEED);
+      w.imports.leases.set(FEED, {
+        owner: 'runner of the new feed',
+        until: new Date('2026-12-01T00:00:00Z'),
+      });
+    });
+    const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
+    // Act
+    await runTriggeredImport(w.deps, FEED, queued.importId);
+    // Assess: nothing of the old feed's import is left in the new feed
+    expect(stored(w)).toEqual([]);
+    expect([...w.index.docs.keys()].filter((id) => /\/[def]\//.test(id))).toEqual([]);
+    expect(w.imports.leases.get(FEED)?.owner).toBe('runner of the new feed');
+  });
+
   it('does nothing but remove itself when its feed is gone before it starts', async () => {
     const w = world(filesFor(...names));
     const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
@@ -559,16 +570,18 @@ describe('runTriggeredImport', () => {
     expect(w.imports.leases.size).toBe(0);
   });
 
-  it('leaves the imports of a feed whose lease another runner holds to that runner', async () => {
+  it('defers (for a retry of its trigger) the imports of a feed whose lease another runner holds', async () => {
     const w = world(filesFor('a'));
     const queued = await queueInline(w, jsonl([product('a')]));
     const until = new Date(Date.parse('2026-12-01T00:00:00Z'));
     await w.imports.takeLease(FEED, 'other runner', until, new Date(0));
 
-    const record = await runTriggeredImport(w.deps, FEED, queued.importId);
+    const feedReads = w.feeds.gets;
 
-    expect(record?.status).toBe('queued');
-    expect(w.feeds.gets).toBe(0);
+    await expect(runTriggeredImport(w.deps, FEED, queued.importId)).rejects.toBeInstanceOf(ImportDeferred);
+
+    expect((await w.imports.get(FEED, queued.importId))?.status).toBe('queued');
+    expect(w.feeds.gets).toBe(feedReads);
   });
 
   it('takes over the lease of a runner that stopped saving (it expired)', async () => {
@@ -590,13 +603,12 @@ describe('runTriggeredImport', () => {
     const w = world(filesFor('a', 'b'));
     const first = await queueInline(w, jsonl([product('a')]), 'incremental');
     let second: ImportRecord | undefined;
-    let secondTrigger: Promise<ImportRecord | undefined> | undefined;
     const release = w.imports.releaseLease.bind(w.imports);
     w.imports.releaseLease = async (feedId, owner) => {
       if (!second) {
         second = await queueInline(w, jsonl([product('b')]), 'incremental');
-        secondTrigger = runTriggeredImport(w.deps, FEED, second.importId);
-        expect((await secondTrigger)?.status).toBe('queued');
+        const secondTrigger = runTriggeredImport(w.deps, FEED, second.importId);
+        await expect(secondTrigger).rejects.toBeInstanceOf(ImportDeferred);
       }
       return release(feedId, owner);
     };
@@ -605,6 +617,33 @@ describe('runTriggeredImport', () => {
     // Assess: the runner of the first looked again after giving the lease up, and ran the second
     expect((await w.imports.get(FEED, second!.importId))?.status).toBe('succeeded');
     expect([...w.products.rows.keys()].length).toBe(2);
+  });
+
+  it('lets the chunk being committed finish before a failed run gives its lease up', async () => {
+    // Prepare: the first chunk's vectors are written slowly; looking up the second chunk's products fails
+    const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
+    const w = world(filesFor(...names));
+    const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
+    const upsert = w.index.upsert.bind(w.index);
+    w.index.upsert = async (docs) => {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      return upsert(docs);
+    };
+    let lookups = 0;
+    const getMany = w.products.getMany.bind(w.products);
+    w.products.getMany = async (feedId, ids) => {
+      lookups += 1;
+      if (lookups === 2) throw new Error('throttled');
+      return getMany(feedId, ids);
+    };
+    // Act
+    await expect(runTriggeredImport(w.deps, FEED, queued.importId)).rejects.toThrow('throttled');
+    const leaseAfterReturn = w.imports.leases.get(FEED);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Assess: the first chunk's save happened before the run ended; no lease is held afterwards
+    expect(leaseAfterReturn).toBeUndefined();
+    expect(w.imports.leases.get(FEED)).toBeUndefined();
+    expect((await w.imports.get(FEED, queued.importId))?.checkpointRow).toBe(3);
   });
 
   it('stops without failing the import when another runner took its lease over', async () => {

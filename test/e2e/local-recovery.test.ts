@@ -1,0 +1,52 @@
+import { rm } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import { startTestStack } from '#test/support/local-stack.ts';
+
+/**
+ * What `npm start` finds of a run killed part way (its own file: each local stack configures the
+ * process's container, so the stacks of one file must not overlap with another file's shared stack).
+ */
+describe('local runtime recovery', () => {
+  it('finishes at start the feed deletions a killed run left part way, the demo feed’s included', async () => {
+    // Prepare: two feeds marked as being deleted, as a run killed during their DELETE leaves them
+    const { startLocalStack } = await import('#lib/local/stack.ts');
+    const first = await startTestStack({ DEMO_SEED: 'false' });
+    const dataDir = first.config.local.dataDir;
+    try {
+      await first.admin('POST', '/admin/v1/feeds', { feedId: 'half-deleted', name: 'Half' });
+      const key = await first.admin('POST', '/admin/v1/feeds/half-deleted/keys', { name: 'web' });
+      for (const feedId of ['half-deleted', 'demo'])
+        await first.container.feeds.markDeleting(feedId, new Date());
+      await first.close();
+      // Act
+      const again = await startLocalStack({
+        ...process.env,
+        LOG_LEVEL: 'silent',
+        PORT: '0',
+        DATA_DIR: dataDir,
+        DEMO_SEED: 'false',
+      });
+      try {
+        const admin = (method: string, path: string, body?: unknown) =>
+          fetch(`${again.url}${path}`, {
+            method,
+            headers: { authorization: `Bearer ${again.adminToken}`, 'content-type': 'application/json' },
+            ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+          });
+        // Assess: the deletions finished (the key is gone), and the demo feed was created afresh
+        expect((await admin('GET', '/admin/v1/feeds/half-deleted')).status).toBe(404);
+        expect(await again.container.keys.get(key.body.searchId)).toBeUndefined();
+        expect(
+          (await admin('POST', '/admin/v1/feeds', { feedId: 'half-deleted', name: 'Again' })).status,
+        ).toBe(201);
+        const demo = await admin('GET', '/admin/v1/feeds/demo');
+        expect(demo.status).toBe(200);
+        expect(again.demo.searchId).toMatch(/^vps_/);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});
