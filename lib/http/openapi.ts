@@ -471,9 +471,9 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     tag: 'Admin: feeds',
     summary: 'Delete a feed',
     description:
-      'Deletes the feed with everything stored for it: search ids, products, vectors, local features, imports with their files, and usage. An import running meanwhile stops and removes what it stored; a search id created meanwhile is removed (its creation answers 404). A deletion that fails part way leaves the feed hidden (404) and not re-creatable (409) until the DELETE is repeated.',
+      'Deletes the feed with everything stored for it: search ids, products, vectors, local features, imports with their files, and usage. An import running meanwhile stops and removes what it stored; a search id created meanwhile is removed (its creation answers 404). A deletion that fails part way, or finds the feed busy for 10 s (409), leaves the feed hidden (404) and not re-creatable (409) until the DELETE is repeated.',
     response: { status: 204, description: 'Deleted.', schema: {} },
-    errors: ['feed_not_found'],
+    errors: ['feed_not_found', 'conflict'],
   },
   AdminCreateKey: {
     tag: 'Admin: keys',

@@ -23,7 +23,7 @@ export interface FeedAdminDeps {
   keys: KeyStore;
   products: { deleteFeed(feedId: string): Promise<void> };
   imports: Pick<ImportStore, 'deleteFeed' | 'takeLease' | 'renewLease' | 'releaseLease'>;
-  /** How long a deletion waits for the feed's lease (a running import stopping); default 20 s. */
+  /** How long a deletion waits for the feed's lease (a running import stopping); default 10 s. */
   leaseWaitMs?: number;
   objects: ObjectStore;
   /** Local features of the feed's product images (written by imports). */
@@ -129,8 +129,8 @@ export async function updateFeed(
  *    created for it removes itself again (createKey), and a running import stops at its next progress
  *    save, removing what it wrote after the mark (runImport);
  * 2. take the feed's lease, which a running import holds until it has stopped (waiting up to
- *    `leaseWaitMs`; then 409, and a repeated DELETE finishes), so nothing writes to the feed while its
- *    data is deleted; check it is still the feed marked in 1 (a concurrent deletion may have finished it,
+ *    `leaseWaitMs`, 10 s; then 409, and a repeated DELETE finishes), so nothing writes to the feed while
+ *    its data is deleted; check it is still the feed marked in 1 (a concurrent deletion may have finished it,
  *    and a new feed of the same id been created since: that one is not touched);
  * 3. unregister and delete keys (so the feed stops answering first); delete vectors, words, products,
  *    import records, stored feed files, local features and usage; sweep the keys once more (a key
@@ -173,7 +173,8 @@ async function takeFeedLease(
 ): Promise<{ renew(): Promise<void>; release(): Promise<void> }> {
   const owner = `deletion:${randomUUID()}`;
   const until = () => new Date(deps.clock.now().getTime() + FEED_LEASE_MS);
-  const deadline = Date.now() + (deps.leaseWaitMs ?? 20_000);
+  // Well inside the 29 s of an API Gateway request, with the deletion itself after it.
+  const deadline = Date.now() + (deps.leaseWaitMs ?? 10_000);
   while (!(await deps.imports.takeLease(feedId, owner, until(), deps.clock.now()))) {
     if (Date.now() >= deadline)
       throw new DomainError(
