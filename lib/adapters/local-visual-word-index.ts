@@ -1,4 +1,4 @@
-import { mkdir, open, rename, rm, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { VisualWordDocument, VisualWordHit, VisualWordIndex, VisualWordQuery } from '#lib/ports.ts';
 import { SLICE_SPAN } from '#lib/vision/local-features/visual-words.ts';
@@ -33,6 +33,14 @@ import {
  * Files are read and written slice by slice, in pieces of at most `ioChunkBytes`, straight from and into
  * the slices' own memory: a feed's file passes fs's 2 GiB limit on one read at ~40k real catalogue
  * images, and a copy of the whole index per flush or load would double its memory for that moment.
+ *
+ * A flush does not rewrite that file each time (hundreds of MB at 10k images, so an import could not make
+ * each chunk's words durable): the changes since the file was written are appended to a journal
+ * (`<feed>.journal`, one JSON line per upsert or deletion, numbered, fsynced), which loading replays over
+ * the file. The file is written again, and the journal emptied, once the journal passes a quarter of the
+ * file (at least JOURNAL_MIN_BYTES), or when the changes not yet journaled hold too many words to keep
+ * twice in memory. The file records the number of the last change it includes, so a crash between writing
+ * the file and emptying the journal replays nothing twice.
  */
 /** Ordinal span of format 2 files. */
 const FORMAT_2_ORDINAL_SPAN = 2 ** 20;
@@ -41,6 +49,15 @@ const SLICES = 8;
 const MERGE_PENDING_WORDS = 2 ** 21;
 /** Below fs's largest single read or write (2 GiB − 1). */
 const IO_CHUNK_BYTES = 2 ** 30;
+/** The journal may grow to this size (or a quarter of the feed file, when larger) before a rewrite. */
+const JOURNAL_MIN_BYTES = 64 * 2 ** 20;
+/** Words of changes held in memory for the journal; past it, the next flush rewrites the file instead. */
+const JOURNAL_HELD_WORDS = 2 ** 22;
+
+/** One change of a feed, as a journal line: an image's words (float64, base64), or a deletion. */
+type JournalEntry =
+  | { s: number; u: [id: string, productId: string, itemGroupId: string, words: string] }
+  | { s: number; d: [productIds: string[], except: string[]] };
 
 interface Row {
   id: string;
@@ -64,10 +81,22 @@ interface FeedWords {
   dead: number;
   /** Changed since the last flush. */
   dirty: boolean;
+  /** Number of the last change made (the file and journal lines carry these numbers). */
+  seq: number;
+  /** Changes not yet appended to the journal, and the words they hold. */
+  unjournaled: JournalEntry[];
+  unjournaledWords: number;
+  /** The next flush rewrites the file (a journal would not restore the state: see `snapshotNeeded` uses). */
+  snapshotNeeded: boolean;
+  /** Sizes of the feed file and of its journal on disk. */
+  fileBytes: number;
+  journalBytes: number;
 }
 
 interface PersistedFeed {
   format: 3;
+  /** The last journaled change this file includes (absent in files written before the journal). */
+  journalSeq?: number;
   rows: [id: string, productId: string, itemGroupId: string][];
   ordinalBits: number;
   /** Entries per slice. */
@@ -108,6 +137,8 @@ async function writeFully(handle: FileHandle, source: Uint8Array, chunk: number)
 interface LoadedFeed {
   rows: PersistedFeed['rows'];
   slices: Postings[];
+  journalSeq: number;
+  fileBytes: number;
   /** Read from the earlier layout: the file is rewritten at the next flush. */
   converted: boolean;
 }
@@ -179,7 +210,7 @@ async function parseFeedFile(handle: FileHandle, chunk: number): Promise<LoadedF
       }
       slices.push(postingsFromKeys(keys, ordinalBits));
     }
-    return { rows, slices, converted: true };
+    return { rows, slices, converted: true, journalSeq: 0, fileBytes: size };
   }
   const ordinalBits = (meta as Partial<PersistedFeed>).ordinalBits;
   if (meta.format !== 3 || ordinalBits !== ordinalBitsFor(rows.length)) return undefined;
@@ -204,7 +235,45 @@ async function parseFeedFile(handle: FileHandle, chunk: number): Promise<LoadedF
       if (buckets[bucket]! < buckets[bucket - 1]!) return undefined;
     slices.push(postings);
   }
-  return { rows, slices, converted: false };
+  const { journalSeq } = meta as Partial<PersistedFeed>;
+  return {
+    rows,
+    slices,
+    converted: false,
+    journalSeq: isCount(journalSeq) ? journalSeq : 0,
+    fileBytes: size,
+  };
+}
+
+/** The journal's entries in order; a line that does not parse (the last, cut by a crash) ends it. */
+async function readJournal(path: string): Promise<{ entries: JournalEntry[]; bytes: number }> {
+  const text = await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return '';
+    throw error;
+  });
+  const entries: JournalEntry[] = [];
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    try {
+      const entry = JSON.parse(line) as JournalEntry;
+      if (!isCount(entry.s) || !('u' in entry || 'd' in entry)) break;
+      entries.push(entry);
+    } catch {
+      break;
+    }
+  }
+  return { entries, bytes: Buffer.byteLength(text) };
+}
+
+function encodeWords(words: Float64Array): string {
+  return Buffer.from(words.buffer, words.byteOffset, words.byteLength).toString('base64');
+}
+
+function decodeWords(encoded: string): Float64Array {
+  const bytes = Buffer.from(encoded, 'base64');
+  const words = new Float64Array(bytes.length / 8);
+  new Uint8Array(words.buffer).set(bytes.subarray(0, words.byteLength));
+  return words;
 }
 
 function isSorted(values: Float64Array): boolean {
@@ -233,7 +302,49 @@ function emptyFeed(): FeedWords {
     pendingWords: 0,
     dead: 0,
     dirty: false,
+    seq: 0,
+    unjournaled: [],
+    unjournaledWords: 0,
+    snapshotNeeded: false,
+    fileBytes: 0,
+    journalBytes: 0,
   };
+}
+
+function kill(feed: FeedWords, ordinal: number): void {
+  feed.rows[ordinal]!.live = false;
+  feed.byId.delete(feed.rows[ordinal]!.id);
+  feed.pendingWords -= feed.pending.get(ordinal)?.length ?? 0;
+  feed.pending.delete(ordinal);
+  feed.dead += 1;
+  feed.dirty = true;
+}
+
+/** Adds (or replaces) an image's words as pending; answers them sorted. */
+function upsertRow(feed: FeedWords, document: VisualWordDocument): Float64Array {
+  const { id, productId, itemGroupId, words } = document;
+  const existing = feed.byId.get(id);
+  if (existing !== undefined) kill(feed, existing);
+  const ordinal = feed.rows.length;
+  feed.rows.push({ id, productId, itemGroupId, live: true });
+  feed.byId.set(id, ordinal);
+  const sorted = Float64Array.from(words);
+  // Image words come sorted (visualWords); the typed array's sort costs ~2 ms per image.
+  if (!isSorted(sorted)) sorted.sort();
+  feed.pending.set(ordinal, sorted);
+  feed.pendingWords += sorted.length;
+  feed.dirty = true;
+  return sorted;
+}
+
+/** Marks dead every image of these products but those in `except`. */
+function deleteRows(feed: FeedWords, productIds: readonly string[], except: readonly string[]): void {
+  const doomed = new Set(productIds);
+  const kept = new Set(except);
+  for (const ordinal of [...feed.byId.values()]) {
+    const row = feed.rows[ordinal]!;
+    if (doomed.has(row.productId) && !kept.has(row.id)) kill(feed, ordinal);
+  }
 }
 
 /** Drops dead rows, renumbers the live ones in order and adds the pending words (see the class comment). */
@@ -314,22 +425,34 @@ export class LocalVisualWordIndex implements VisualWordIndex {
 
   private readonly ioChunkBytes: number;
   private readonly mergePendingWords: number;
+  private readonly journalMinBytes: number;
 
   /**
    * `options.ioChunkBytes`: the largest single read or write (fs's limit is 2 GiB − 1);
-   * `options.mergePendingWords`: the pending words an upsert leaves unmerged whatever the index's size.
-   * Tests set them small.
+   * `options.mergePendingWords`: the pending words an upsert leaves unmerged whatever the index's size;
+   * `options.journalMinBytes`: the journal's size that makes a flush rewrite the file (or a quarter of the
+   * file when larger); `options.journal`: false makes every flush rewrite the file. Tests set them small.
    */
   constructor(
     private readonly dir: string,
-    options: { ioChunkBytes?: number; mergePendingWords?: number } = {},
+    options: {
+      ioChunkBytes?: number;
+      mergePendingWords?: number;
+      journalMinBytes?: number;
+      journal?: boolean;
+    } = {},
   ) {
     this.ioChunkBytes = options.ioChunkBytes ?? IO_CHUNK_BYTES;
     this.mergePendingWords = options.mergePendingWords ?? MERGE_PENDING_WORDS;
+    this.journalMinBytes = options.journal === false ? -1 : (options.journalMinBytes ?? JOURNAL_MIN_BYTES);
   }
 
   private file(feedId: string): string {
     return join(this.dir, `${encodeURIComponent(feedId)}.words`);
+  }
+
+  private journalFile(feedId: string): string {
+    return join(this.dir, `${encodeURIComponent(feedId)}.journal`);
   }
 
   private feed(feedId: string): Promise<FeedWords> {
@@ -354,52 +477,69 @@ export class LocalVisualWordIndex implements VisualWordIndex {
 
   private async load(feedId: string): Promise<FeedWords> {
     const parsed = await readFeedFile(this.file(feedId), this.ioChunkBytes);
+    const journal = await readJournal(this.journalFile(feedId));
     const feed = emptyFeed();
-    if (parsed === undefined) return feed;
+    let journalSeq = 0;
     if (parsed === 'unreadable') {
       // Unreadable (truncated by a crash before the rename reached the disk, or a foreign format): the
-      // feed starts empty and the file is rewritten at the next flush, rather than every later write and
-      // flush failing; its images are found again by the keypoint shortlist once they are re-imported.
+      // feed starts from the journal alone and the file is rewritten at the next flush, rather than every
+      // later write and flush failing; images it lacks are found again once they are re-imported.
       feed.dirty = true;
-      return feed;
+      feed.snapshotNeeded = true;
+    } else if (parsed !== undefined) {
+      feed.slices = parsed.slices;
+      feed.dirty = parsed.converted;
+      feed.snapshotNeeded = parsed.converted;
+      feed.fileBytes = parsed.fileBytes;
+      journalSeq = parsed.journalSeq;
+      feed.rows = parsed.rows.map(([id, productId, itemGroupId]) => ({
+        id,
+        productId,
+        itemGroupId,
+        live: true,
+      }));
+      feed.byId = new Map(feed.rows.map((row, ordinal) => [row.id, ordinal]));
     }
-    feed.slices = parsed.slices;
-    feed.dirty = parsed.converted;
-    feed.rows = parsed.rows.map(([id, productId, itemGroupId]) => ({
-      id,
-      productId,
-      itemGroupId,
-      live: true,
-    }));
-    feed.byId = new Map(feed.rows.map((row, ordinal) => [row.id, ordinal]));
+    feed.seq = journalSeq;
+    feed.journalBytes = journal.bytes;
+    // Changes after the file was written (one already in it is not applied twice).
+    for (const entry of journal.entries) {
+      if (entry.s <= journalSeq) continue;
+      if ('u' in entry) {
+        const [id, productId, itemGroupId, words] = entry.u;
+        upsertRow(feed, { id, feedId, productId, itemGroupId, words: decodeWords(words) });
+      } else deleteRows(feed, entry.d[0], entry.d[1]);
+      feed.seq = Math.max(feed.seq, entry.s);
+    }
+    // What was replayed is on disk already.
+    feed.dirty = feed.snapshotNeeded;
     return feed;
   }
 
-  private static kill(feed: FeedWords, ordinal: number): void {
-    feed.rows[ordinal]!.live = false;
-    feed.byId.delete(feed.rows[ordinal]!.id);
-    feed.pendingWords -= feed.pending.get(ordinal)?.length ?? 0;
-    feed.pending.delete(ordinal);
-    feed.dead += 1;
-    feed.dirty = true;
+  /** Records a change for the journal (nothing to keep when the next flush rewrites the file anyway). */
+  private static journal(feed: FeedWords, entry: () => Omit<JournalEntry, 's'>, words: number): void {
+    feed.seq += 1;
+    if (feed.snapshotNeeded) return;
+    feed.unjournaled.push({ ...entry(), s: feed.seq } as JournalEntry);
+    feed.unjournaledWords += words;
+    if (feed.unjournaledWords > JOURNAL_HELD_WORDS) {
+      feed.snapshotNeeded = true;
+      feed.unjournaled = [];
+      feed.unjournaledWords = 0;
+    }
   }
 
   async upsert(documents: VisualWordDocument[]): Promise<void> {
     const touched = new Set<FeedWords>();
     for (const document of documents) {
       const feed = await this.feed(document.feedId);
-      const { id, productId, itemGroupId, words } = document;
-      const existing = feed.byId.get(id);
-      if (existing !== undefined) LocalVisualWordIndex.kill(feed, existing);
-      const ordinal = feed.rows.length;
-      feed.rows.push({ id, productId, itemGroupId, live: true });
-      feed.byId.set(id, ordinal);
-      const sorted = Float64Array.from(words);
-      // Image words come sorted (visualWords); the typed array's sort costs ~2 ms per image.
-      if (!isSorted(sorted)) sorted.sort();
-      feed.pending.set(ordinal, sorted);
-      feed.pendingWords += sorted.length;
-      feed.dirty = true;
+      const sorted = upsertRow(feed, document);
+      const { id, productId, itemGroupId } = document;
+      LocalVisualWordIndex.journal(
+        feed,
+        () => ({ u: [id, productId, itemGroupId, encodeWords(sorted)] }),
+        sorted.length,
+      );
       touched.add(feed);
     }
     // A large import (or the bench's growth) would otherwise hold every new word as a double until the
@@ -412,24 +552,28 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   }
 
   async deleteProducts(feedId: string, productIds: string[], except: readonly string[] = []): Promise<void> {
+    if (productIds.length === 0) return;
     const feed = await this.feed(feedId);
-    const doomed = new Set(productIds);
-    const kept = new Set(except);
-    for (const ordinal of [...feed.byId.values()]) {
-      const row = feed.rows[ordinal]!;
-      if (doomed.has(row.productId) && !kept.has(row.id)) LocalVisualWordIndex.kill(feed, ordinal);
-    }
+    deleteRows(feed, productIds, except);
+    LocalVisualWordIndex.journal(feed, () => ({ d: [[...productIds], [...except]] }), 0);
   }
 
   async deleteFeed(feedId: string): Promise<void> {
     // An empty feed in place (not a missing entry) so that a search meanwhile cannot load the old file.
-    this.feeds.set(feedId, Promise.resolve(emptyFeed()));
+    const emptied = emptyFeed();
+    // Whatever is written to the feed from now on goes to a new file, not to a journal of the old one.
+    emptied.snapshotNeeded = true;
+    this.feeds.set(feedId, Promise.resolve(emptied));
     await this.serially(async () => {
       await rm(this.file(feedId), { force: true });
+      await rm(this.journalFile(feedId), { force: true });
       // A flush queued before this removal may have written (and marked clean) images added to the
       // feed since the deletion: the removal has just deleted them from disk, so they are written again.
       const current = await this.feeds.get(feedId)?.catch(() => undefined);
-      if (current && current.rows.length > 0) current.dirty = true;
+      if (current && current.rows.length > 0) {
+        current.dirty = true;
+        current.snapshotNeeded = true;
+      }
     });
   }
 
@@ -467,6 +611,11 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       const feed = await loading.catch(() => undefined);
       // A feed whose file could not be read has nothing in memory to write.
       if (!feed?.dirty) continue;
+      const journalLimit = this.journalMinBytes < 0 ? 0 : Math.max(this.journalMinBytes, feed.fileBytes / 4);
+      if (!feed.snapshotNeeded && feed.journalBytes < journalLimit) {
+        await this.appendJournal(feedId, feed);
+        continue;
+      }
       merge(feed);
       // The merged state as of now: a merge during the write below replaces these arrays with new ones and
       // never changes them, so the file stays consistent; changes made meanwhile mark the feed dirty again
@@ -474,22 +623,60 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       const slices = [...feed.slices];
       const meta: PersistedFeed = {
         format: 3,
+        journalSeq: feed.seq,
         ordinalBits: slices[0]!.ordinalBits,
         rows: feed.rows.map((row) => [row.id, row.productId, row.itemGroupId]),
         slices: slices.map((slice) => slice.entries.length),
       };
       feed.dirty = false;
+      feed.snapshotNeeded = false;
+      feed.unjournaled = [];
+      feed.unjournaledWords = 0;
       try {
-        await this.writeFeedFile(this.file(feedId), meta, slices);
+        feed.fileBytes = await this.writeFeedFile(this.file(feedId), meta, slices);
+        // Every change in the journal is in the file now (and one left by a crash here is skipped by
+        // its number at the next load).
+        await rm(this.journalFile(feedId), { force: true });
+        feed.journalBytes = 0;
       } catch (error) {
-        // A failed write leaves the feed dirty, so the next flush tries again.
+        // A failed write leaves the feed dirty, to be written whole by the next flush.
         feed.dirty = true;
+        feed.snapshotNeeded = true;
         throw error;
       }
     }
   }
 
-  private async writeFeedFile(file: string, meta: PersistedFeed, slices: Postings[]): Promise<void> {
+  /** Appends the feed's changes since the last flush to its journal, durably (see the class comment). */
+  private async appendJournal(feedId: string, feed: FeedWords): Promise<void> {
+    const entries = feed.unjournaled;
+    const words = feed.unjournaledWords;
+    feed.unjournaled = [];
+    feed.unjournaledWords = 0;
+    feed.dirty = false;
+    if (entries.length === 0) return;
+    const text = Buffer.from(entries.map((entry) => `${JSON.stringify(entry)}\n`).join(''), 'utf8');
+    try {
+      const handle = await open(this.journalFile(feedId), 'a');
+      try {
+        await writeFully(handle, text, this.ioChunkBytes);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      feed.journalBytes += text.length;
+    } catch (error) {
+      // Not written (or not known to be): the next flush writes the whole file instead.
+      feed.unjournaled = [...entries, ...feed.unjournaled];
+      feed.unjournaledWords += words;
+      feed.dirty = true;
+      feed.snapshotNeeded = true;
+      throw error;
+    }
+  }
+
+  /** Writes the feed file (to a temporary name, renamed once complete); answers its size. */
+  private async writeFeedFile(file: string, meta: PersistedFeed, slices: Postings[]): Promise<number> {
     const json = Buffer.from(JSON.stringify(meta), 'utf8');
     const header = Buffer.alloc(Math.ceil((4 + json.length) / 4) * 4);
     header.writeUInt32LE(json.length, 0);
@@ -506,5 +693,9 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       await handle.close();
     }
     await rename(`${file}.tmp`, file);
+    return (
+      header.length +
+      slices.reduce((sum, slice) => sum + slice.buckets.byteLength + slice.entries.byteLength, 0)
+    );
   }
 }

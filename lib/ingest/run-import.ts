@@ -726,12 +726,12 @@ async function commitChunk(
   }
   // A local index holds its writes in memory until it flushes: they are saved before the records that
   // point at them, or a process killed in between leaves records (with their update hash) that a resumed
-  // or later import skips although their vectors are gone. 13 ms per chunk at 10k vectors, 158 ms at
-  // 100k (docs/benchmarks.md "Vectors saved per import chunk"); a no-op for OpenSearch. The word index is
-  // not flushed here (its file is the feed's whole word list, gigabytes at 100k products): a killed
-  // import loses words only, which the keypoint shortlist then misses until the products are imported
-  // again.
+  // or later import skips although their vectors or words are gone. Vectors: 13 ms per chunk at 10k
+  // vectors, 158 ms at 100k (docs/benchmarks.md "Vectors saved per import chunk"); words: the chunk's
+  // changes appended to the feed's word journal (the file itself is rewritten only now and then, see
+  // LocalVisualWordIndex). No-ops for OpenSearch.
   await (await deps.vectors()).flush();
+  await deps.localFeatures?.words?.flush();
   await deps.products.putMany([...chunk.keep, ...changed]);
   return (record) => ({
     processed: record.processed + chunk.rows.length,

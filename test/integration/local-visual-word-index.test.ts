@@ -30,6 +30,9 @@ async function headerOf(file: string): Promise<Record<string, unknown>> {
   return JSON.parse(bytes.subarray(4, 4 + bytes.readUInt32LE(0)).toString('utf8')) as Record<string, unknown>;
 }
 
+/** Tests of the feed file itself: every flush writes it (no journal). */
+const FILE_EVERY_FLUSH = { journal: false };
+
 async function withTempDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
   try {
@@ -109,7 +112,7 @@ describe('local visual-word index: damaged files and failed writes', () => {
   it('keeps unwritten changes after a failed flush and writes them at the next one', async () => {
     await withTempDir(async (dir) => {
       // Prepare: the temporary file's name is taken by a folder, so the write fails
-      const index = new LocalVisualWordIndex(dir);
+      const index = new LocalVisualWordIndex(dir, FILE_EVERY_FLUSH);
       await index.upsert([doc('a', [1, 2])]);
       await mkdir(join(dir, 'f.words.tmp'));
       // Act
@@ -159,8 +162,8 @@ describe('local visual-word index: files read and written in pieces', () => {
       const documents = Array.from({ length: 50 }, (_, i) => doc(`i${i}`, wordsOf(i)));
       await mkdir(join(dir, 'whole'));
       await mkdir(join(dir, 'pieces'));
-      const whole = new LocalVisualWordIndex(join(dir, 'whole'));
-      const pieces = new LocalVisualWordIndex(join(dir, 'pieces'), { ioChunkBytes: 24 });
+      const whole = new LocalVisualWordIndex(join(dir, 'whole'), FILE_EVERY_FLUSH);
+      const pieces = new LocalVisualWordIndex(join(dir, 'pieces'), { ioChunkBytes: 24, ...FILE_EVERY_FLUSH });
       await whole.upsert(documents);
       await pieces.upsert(documents);
       // Act
@@ -187,7 +190,7 @@ describe('local visual-word index: files read and written in pieces', () => {
   it('treats a file shorter than its header says as unreadable', async () => {
     await withTempDir(async (dir) => {
       // Prepare: a complete file, then cut inside its slices
-      const index = new LocalVisualWordIndex(dir);
+      const index = new LocalVisualWordIndex(dir, FILE_EVERY_FLUSH);
       await index.upsert([doc('a', wordsOf(1))]);
       await index.flush();
       const file = join(dir, 'f.words');
@@ -207,7 +210,7 @@ describe('local visual-word index: files read and written in pieces', () => {
   it('keeps changes made while a flush is writing for the next flush, and the written file consistent', async () => {
     await withTempDir(async (dir) => {
       // Prepare: 200 images; 8-byte pieces make the write take many turns of the event loop
-      const index = new LocalVisualWordIndex(dir, { ioChunkBytes: 8 });
+      const index = new LocalVisualWordIndex(dir, { ioChunkBytes: 8, ...FILE_EVERY_FLUSH });
       await index.upsert(Array.from({ length: 200 }, (_, i) => doc(`i${i}`, wordsOf(i))));
       // Act: once the first flush has its temporary file open (its state taken), one image is replaced,
       // one deleted and a search merges them
@@ -483,6 +486,110 @@ describe('local visual-word index: earlier files, foreign files and a deleted fe
       const hits = await reopened.search({ feedId: 'f', words: Float64Array.from([1, 2, 3]), k: 5 });
       // Assess
       expect(hits.map((hit) => hit.productId)).toEqual(['new']);
+    });
+  });
+});
+
+describe('local visual-word index: the journal', () => {
+  const search = (index: LocalVisualWordIndex, ...words: number[]) =>
+    index.search({ feedId: 'f', words: Float64Array.from(words), k: 10 });
+  const ids = (hits: { productId: string }[]) => hits.map((hit) => hit.productId).sort();
+  const exists = (file: string) =>
+    stat(file).then(
+      () => true,
+      () => false,
+    );
+
+  it('makes a flush durable by appending to the journal, which a reopen replays over the file', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a feed file with a and b, then changes that only the journal holds
+      const index = new LocalVisualWordIndex(dir, { journal: false });
+      await index.upsert([doc('a', [1, 2]), doc('b', [1, 3])]);
+      await index.flush();
+      const file = await readFile(join(dir, 'f.words'));
+      const journaled = new LocalVisualWordIndex(dir);
+      await journaled.upsert([doc('c', [1, 4]), doc('a', [5])]);
+      await journaled.deleteProducts('f', ['b']);
+      // Act
+      await journaled.flush();
+      // Assess: the file was not rewritten; a reopen sees every change
+      expect(await readFile(join(dir, 'f.words'))).toEqual(file);
+      expect(await exists(join(dir, 'f.journal'))).toBe(true);
+      const reopened = new LocalVisualWordIndex(dir);
+      expect(ids(await search(reopened, 1))).toEqual(['c']);
+      expect(ids(await search(reopened, 5))).toEqual(['a']);
+    });
+  });
+
+  it('rewrites the file and empties the journal once the journal has grown past its limit', async () => {
+    await withTempDir(async (dir) => {
+      const index = new LocalVisualWordIndex(dir, { journalMinBytes: 200 });
+      await index.upsert([doc('a', [1, 2])]);
+      await index.flush(); // journal empty: appended
+      expect(await exists(join(dir, 'f.words'))).toBe(false);
+      await index.upsert(Array.from({ length: 5 }, (_, i) => doc(`p${i}`, [1, 10 + i])));
+      await index.flush(); // still under 200 bytes before it: appended
+      await index.upsert([doc('z', [1, 99])]);
+      await index.flush(); // past 200 bytes: the file is written, the journal removed
+
+      expect(await exists(join(dir, 'f.words'))).toBe(true);
+      expect(await exists(join(dir, 'f.journal'))).toBe(false);
+      expect(ids(await search(new LocalVisualWordIndex(dir), 1))).toEqual([
+        'a',
+        'p0',
+        'p1',
+        'p2',
+        'p3',
+        'p4',
+        'z',
+      ]);
+    });
+  });
+
+  it('does not replay over a rewritten file a journal that a crash left behind', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a's first words journaled; then a is replaced and the file rewritten; the crash comes
+      // after the rename and before the journal's removal (restored here)
+      const index = new LocalVisualWordIndex(dir);
+      await index.upsert([doc('a', [1])]);
+      await index.flush();
+      const leftOver = await readFile(join(dir, 'f.journal'));
+      const rewriting = new LocalVisualWordIndex(dir, { journal: false });
+      await rewriting.upsert([doc('a', [2])]);
+      await rewriting.flush();
+      await writeFile(join(dir, 'f.journal'), leftOver);
+      // Act
+      const reopened = new LocalVisualWordIndex(dir);
+      // Assess
+      expect(ids(await search(reopened, 2))).toEqual(['a']);
+      expect(await search(reopened, 1)).toEqual([]);
+    });
+  });
+
+  it('keeps the entries before a journal line cut by a crash', async () => {
+    await withTempDir(async (dir) => {
+      const index = new LocalVisualWordIndex(dir);
+      await index.upsert([doc('a', [1])]);
+      await index.flush();
+      await index.upsert([doc('b', [1])]);
+      await index.flush();
+      const journal = await readFile(join(dir, 'f.journal'));
+      await writeFile(join(dir, 'f.journal'), journal.subarray(0, journal.length - 10));
+
+      expect(ids(await search(new LocalVisualWordIndex(dir), 1))).toEqual(['a']);
+    });
+  });
+
+  it('removes the journal with the feed', async () => {
+    await withTempDir(async (dir) => {
+      const index = new LocalVisualWordIndex(dir);
+      await index.upsert([doc('a', [1])]);
+      await index.flush();
+      await index.deleteFeed('f');
+      await index.upsert([doc('b', [1])]);
+      await index.flush();
+
+      expect(ids(await search(new LocalVisualWordIndex(dir), 1))).toEqual(['b']);
     });
   });
 });
