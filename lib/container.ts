@@ -17,7 +17,7 @@ import { LocalVisualWordIndex } from '#lib/adapters/local-visual-word-index.ts';
 import { PROJECTED_COSINE_SCALE } from '#lib/vision/projection.ts';
 import { LazyApiKeyRegistry, LazyVisualWordIndex } from '#lib/adapters/lazy-adapters.ts';
 import { InProcessImportDispatcher, ObjectEventImportDispatcher } from '#lib/ingest/dispatchers.ts';
-import { ImportDeferred, type IngestDeps, runTriggeredImport } from '#lib/ingest/run-import.ts';
+import { type IngestDeps, runTriggeredImport } from '#lib/ingest/run-import.ts';
 import { systemClock } from '#lib/adapters/system-clock.ts';
 import { type Config, loadConfig } from '#lib/config.ts';
 import { UnavailableError } from '#lib/domain/errors.ts';
@@ -157,13 +157,7 @@ function buildContainer(config: Config): Container {
       config.imports.runner === 'in-process'
         ? new InProcessImportDispatcher(
             (feedId, importId, signal) =>
-              runTriggeredImport({ ...container.ingest, signal }, feedId, importId).catch(
-                (error: unknown) => {
-                  // The feed's lease is held (its deletion runs): nothing is left to import.
-                  if (error instanceof ImportDeferred) return undefined;
-                  throw error;
-                },
-              ),
+              runTriggeredImport({ ...container.ingest, signal }, feedId, importId),
             logger,
           )
         : new ObjectEventImportDispatcher(),

@@ -27,8 +27,11 @@ export interface FeedStore {
    * deleted, or is another feed of the same id than the one read (its createdAt differs).
    */
   put(feed: Feed): Promise<void>;
-  /** Marks the feed as being deleted (keeps the first mark); throws NotFoundError when it does not exist. */
-  markDeleting(feedId: string, at: Date): Promise<void>;
+  /**
+   * Marks the feed as being deleted (keeps the first mark); throws NotFoundError when it does not exist
+   * or, given `createdAt`, is another feed of the same id (created again since it was read).
+   */
+  markDeleting(feedId: string, at: Date, createdAt?: string): Promise<void>;
   /** Deletes the feed; with `createdAt`, only that feed (not one created again under the same id since). */
   delete(feedId: string, createdAt?: string): Promise<void>;
 }
@@ -353,6 +356,8 @@ export interface ImportStore {
   renewLease(feedId: string, owner: string, until: Date): Promise<boolean>;
   /** Gives the lease up (only `owner`'s; any holder's when owner is undefined). */
   releaseLease(feedId: string, owner?: string): Promise<void>;
+  /** The feeds whose lease is held (a scan: for local start only). */
+  leasedFeeds(): Promise<string[]>;
 }
 
 /** Limits of one fetch. */

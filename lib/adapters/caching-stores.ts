@@ -102,8 +102,8 @@ export class CachingFeedStore implements FeedStore {
     await this.inner.put(feed);
     this.cache.delete(feed.feedId);
   }
-  async markDeleting(feedId: string, at: Date) {
-    await this.inner.markDeleting(feedId, at);
+  async markDeleting(feedId: string, at: Date, createdAt?: string) {
+    await this.inner.markDeleting(feedId, at, createdAt);
     this.cache.delete(feedId);
   }
   async delete(feedId: string, createdAt?: string) {

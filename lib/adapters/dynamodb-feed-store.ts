@@ -72,15 +72,21 @@ export class DynamoDbFeedStore implements FeedStore {
     }
   }
 
-  async markDeleting(feedId: string, at: Date): Promise<void> {
+  async markDeleting(feedId: string, at: Date, createdAt?: string): Promise<void> {
     try {
       await this.db.send(
         new UpdateCommand({
           TableName: this.table,
           Key: { feedId },
           UpdateExpression: 'SET deletingAt = if_not_exists(deletingAt, :at)',
-          ConditionExpression: 'attribute_exists(feedId)',
-          ExpressionAttributeValues: { ':at': at.toISOString() },
+          ConditionExpression:
+            createdAt === undefined
+              ? 'attribute_exists(feedId)'
+              : 'attribute_exists(feedId) AND createdAt = :c',
+          ExpressionAttributeValues: {
+            ':at': at.toISOString(),
+            ...(createdAt === undefined ? {} : { ':c': createdAt }),
+          },
         }),
       );
     } catch (error) {

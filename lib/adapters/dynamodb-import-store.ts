@@ -4,6 +4,7 @@ import {
   GetCommand,
   PutCommand,
   QueryCommand,
+  ScanCommand,
   UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
 import { isConditionalCheckFailed, queryPages } from '#lib/adapters/dynamodb-client.ts';
@@ -137,6 +138,25 @@ export class DynamoDbImportStore implements ImportStore {
       if (isConditionalCheckFailed(error)) return false;
       throw error;
     }
+  }
+
+  async leasedFeeds(): Promise<string[]> {
+    const feeds: string[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const out = await this.db.send(
+        new ScanCommand({
+          TableName: this.table,
+          FilterExpression: 'importId = :lease',
+          ExpressionAttributeValues: { ':lease': LEASE_KEY },
+          ProjectionExpression: 'feedId',
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of out.Items ?? []) feeds.push(String(item.feedId));
+      start = out.LastEvaluatedKey;
+    } while (start);
+    return feeds;
   }
 
   async releaseLease(feedId: string, owner?: string): Promise<void> {

@@ -1,5 +1,6 @@
 import { decodeFeatures, encodeFeatures } from '#lib/vision/local-features/codec.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
+import { mapLimit } from '#lib/ingest/concurrency.ts';
 import type { FeatureRef, FeatureStore, ObjectStore } from '#lib/ports.ts';
 
 /** Key prefix of every stored feature record (the functions that read or write them are granted it). */
@@ -95,10 +96,12 @@ export class ObjectStoreFeatureStore implements FeatureStore {
   }
 
   async deleteFeed(feedId: string): Promise<void> {
-    for (const key of await this.objects.list(featuresPrefix(feedId))) {
+    // 16 deletions in flight: a feed's records are one object per image, and the feed deletion runs
+    // within an API request's time.
+    await mapLimit(await this.objects.list(featuresPrefix(feedId)), 16, async (key) => {
       await this.objects.delete(key);
       this.cache.delete(key);
-    }
+    });
   }
 
   private get ttlMs(): number {

@@ -1,6 +1,10 @@
 import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import type { Logger } from '#lib/log.ts';
 import type { ImportDispatcher } from '#lib/ports.ts';
+import { ImportDeferred } from '#lib/ingest/run-import.ts';
+
+/** How soon a deferred import is dispatched again. */
+const DEFERRED_RETRY_MS = 2000;
 
 /**
  * Local mode: runs imports in this process, in the background, one at a time (runTriggeredImport runs a
@@ -40,7 +44,11 @@ export class InProcessImportDispatcher implements ImportDispatcher {
         },
         (error: unknown) => {
           if (this.stopping.signal.aborted) this.logger.info('import paused', { feedId, importId });
-          else
+          else if (error instanceof ImportDeferred) {
+            // The feed's lease is held (its deletion runs, which then drops the import): try again soon.
+            this.logger.info('import deferred: feed busy', { feedId, importId });
+            setTimeout(() => void this.dispatch(feedId, importId), DEFERRED_RETRY_MS).unref();
+          } else
             this.logger.error('import crashed', {
               feedId,
               importId,

@@ -136,8 +136,12 @@ export async function runImport(
     attempts: (loaded.attempts ?? 0) + 1,
   };
   const feed = await deps.feeds.get(feedId, { fresh: true });
-  // An import started for an earlier feed of the same id, deleted since, does not run into this one.
-  const otherFeed = loaded.feedCreatedAt !== undefined && loaded.feedCreatedAt !== feed?.createdAt;
+  // An import started for an earlier feed of the same id, deleted since, does not run into this one
+  // (imports recorded before feedCreatedAt existed: one created before the feed cannot be for it).
+  const otherFeed =
+    loaded.feedCreatedAt !== undefined
+      ? loaded.feedCreatedAt !== feed?.createdAt
+      : feed !== undefined && loaded.createdAt < feed.createdAt;
   if (!feed || feed.deletingAt || otherFeed) return abandon(deps, record, new Set());
   // Products this import wrote since its last save (whose feed check then passed).
   const unconfirmed = new Set<string>();
@@ -329,9 +333,12 @@ async function processRows(
   // Two-stage pipeline: chunk k+1 is parsed, looked up and its images fetched while chunk k is embedded
   // and written. Checkpoints stay in file order because commits run one after another.
   let committing: Promise<void> = Promise.resolve();
+  // A failed commit (its feed deleted, a store error) stops the next chunk's image fetches: its error is
+  // seen once that preparation ends, and a deletion waits for this run to let the feed go.
+  const commitFailed = new AbortController();
   const flush = async () => {
     if (chunk.length === 0) return;
-    const prepared = await prepareChunk(deps, start, chunk, baseUrl, previousIds);
+    const prepared = await prepareChunk(deps, start, chunk, baseUrl, previousIds, commitFailed.signal);
     chunk = [];
     previousIds = prepared.rowOfId;
     valid += prepared.counted;
@@ -339,7 +346,7 @@ async function processRows(
     for (const productId of prepared.rowOfId.keys()) unconfirmed.add(productId);
     // A checkpoint reached: this run is the first attempt at the rows after it.
     committing = commitChunk(deps, prepared).then((patch) => save({ ...patch(current()), attempts: 1 }));
-    committing.catch(() => undefined);
+    committing.catch(() => commitFailed.abort());
   };
   try {
     await readAndCommit();
@@ -427,6 +434,8 @@ async function prepareChunk(
   rows: RawRecord[],
   baseUrl: string | undefined,
   previousIds: Map<string, number>,
+  /** Aborted when the chunk before fails: no more images are fetched (the chunk is not committed). */
+  stop: AbortSignal,
 ): Promise<PreparedChunk> {
   const errors: ImportRowError[] = [];
   let failed = 0;
@@ -545,7 +554,7 @@ async function prepareChunk(
     }
   }
   const updated = refresh.length - refreshed.missing.length;
-  const images = embedder ? await fetchImages(deps, changed, rowOfId, errors) : [];
+  const images = embedder ? await fetchImages(deps, changed, rowOfId, errors, stop) : [];
   const unfetched = await keepUnfetchedFeatureRefreshes(
     deps,
     record.feedId,
@@ -750,11 +759,13 @@ async function fetchImages(
   products: Product[],
   rowOf: Map<string, number>,
   errors: ImportRowError[],
+  stop: AbortSignal,
 ): Promise<FetchedImage[]> {
   const jobs = products.flatMap((product) =>
     imagesOf(product).map((url, index) => ({ product, url, index })),
   );
   const fetched = await mapLimit(jobs, deps.limits.imageConcurrency, async (job) => {
+    if (stop.aborted) return undefined;
     try {
       const { bytes } = await deps.fetcher.fetch(job.url, deps.limits.image);
       await deps.images.inspect(bytes);

@@ -1,4 +1,4 @@
-import { requireFeed } from '#lib/domain/admin/feeds.ts';
+import { feedStillLive, requireFeed } from '#lib/domain/admin/feeds.ts';
 import {
   importObjectKeys,
   newImportId,
@@ -56,16 +56,23 @@ export async function startImport(
     updatedAt: at.toISOString(),
   };
   await deps.imports.create(record);
+  if (!(await feedStillLive(deps.feeds, feed))) {
+    // The feed's deletion started meanwhile (and may have listed the imports before this one): it goes.
+    await deps.imports.delete(feedId, importId);
+    if (input.content !== undefined) await deps.objects.delete(keys.file);
+    throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
+  }
   await deps.objects.put(keys.request, JSON.stringify({ feedId, importId }), 'application/json');
   await deps.dispatcher.dispatch(feedId, importId);
   return record;
 }
 
 export async function getImport(
-  deps: Pick<StartImportDeps, 'imports'>,
+  deps: Pick<StartImportDeps, 'imports' | 'feeds'>,
   feedId: string,
   importId: string,
 ): Promise<ImportRecord> {
+  await requireFeed(deps.feeds, feedId);
   const record = await deps.imports.get(feedId, importId);
   if (!record) throw new NotFoundError('import_not_found', `Import ${importId} not found in feed ${feedId}.`);
   return record;

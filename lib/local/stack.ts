@@ -173,8 +173,9 @@ async function seedDemoFeed(c: Container, url: string): Promise<void> {
  */
 async function recoverFeeds(c: Container): Promise<void> {
   const deps = { ...c, planLimits: c.config.planLimits };
+  // Every lease, also of a feed whose deletion was killed after removing the feed but before giving up.
+  for (const feedId of await c.imports.leasedFeeds()) await c.imports.releaseLease(feedId);
   for (const feed of await c.feeds.list()) {
-    await c.imports.releaseLease(feed.feedId);
     if (feed.deletingAt) {
       await deleteFeed(deps, feed.feedId);
       c.logger.info('feed deletion finished', { feedId: feed.feedId });

@@ -17,6 +17,9 @@ describe('local runtime recovery', () => {
       const key = await first.admin('POST', '/admin/v1/feeds/half-deleted/keys', { name: 'web' });
       for (const feedId of ['half-deleted', 'demo'])
         await first.container.feeds.markDeleting(feedId, new Date());
+      // A deletion killed after removing its feed, before giving the feed's lease up
+      const hour = new Date(Date.now() + 3_600_000);
+      await first.container.imports.takeLease('gone', 'killed deletion', hour, new Date());
       await first.close();
       // Act
       const again = await startLocalStack({
@@ -39,6 +42,8 @@ describe('local runtime recovery', () => {
         expect(
           (await admin('POST', '/admin/v1/feeds', { feedId: 'half-deleted', name: 'Again' })).status,
         ).toBe(201);
+        const minute = new Date(Date.now() + 60_000);
+        expect(await again.container.imports.takeLease('gone', 'new runner', minute, new Date())).toBe(true);
         const demo = await admin('GET', '/admin/v1/feeds/demo');
         expect(demo.status).toBe(200);
         expect(again.demo.searchId).toMatch(/^vps_/);

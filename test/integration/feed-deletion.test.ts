@@ -17,6 +17,7 @@ import {
   updateFeed,
 } from '#lib/domain/admin/feeds.ts';
 import { createKey } from '#lib/domain/admin/keys.ts';
+import { startImport } from '#lib/ingest/start-import.ts';
 import type { SearchKey } from '#lib/domain/keys.ts';
 import type { ApiKeyRegistry } from '#lib/ports.ts';
 import { startTestStores } from '#test/support/embedded-stores.ts';
@@ -202,6 +203,83 @@ describe('deleteFeed and the feed’s lease', () => {
       code: 'feed_not_found',
     });
     expect((await getFeed(deps, 'reborn')).name).toBe('the new one');
+  });
+});
+
+describe('deleteFeed racing a re-creation and an import start', () => {
+  it('does not mark a feed created again after the feed it read was deleted by another DELETE', async () => {
+    await createFeed(deps, input('late-mark'));
+    // This deletion has read the feed; before it marks it, another deletion finishes and the feed is
+    // created again
+    const late: FeedAdminDeps = {
+      ...deps,
+      feeds: Object.assign(Object.create(deps.feeds) as FeedAdminDeps['feeds'], {
+        markDeleting: async (feedId: string, at: Date, createdAt?: string) => {
+          await deleteFeed(deps, feedId);
+          await createFeed(deps, input(feedId));
+          return deps.feeds.markDeleting(feedId, at, createdAt);
+        },
+      }),
+    };
+
+    await deleteFeed(late, 'late-mark');
+
+    expect((await deps.feeds.get('late-mark', { fresh: true }))?.deletingAt).toBeUndefined();
+    expect((await getFeed(deps, 'late-mark')).feedId).toBe('late-mark');
+  });
+
+  it('holds the feed at most a minute when it is killed part way (its function timed out)', async () => {
+    await createFeed(deps, input('killed'));
+    let killed!: () => void;
+    const dead = new Promise<void>((resolve) => (killed = resolve));
+    const dying: FeedAdminDeps = {
+      ...deps,
+      features: {
+        deleteFeed: () => {
+          killed();
+          return new Promise<void>(() => undefined);
+        },
+      },
+    };
+    void deleteFeed(dying, 'killed');
+    await dead;
+    const at = (seconds: number) => {
+      const base = deps.clock.now().getTime();
+      return { ...deps, leaseWaitMs: 300, clock: { now: () => new Date(base + seconds * 1000) } };
+    };
+
+    await expect(deleteFeed(at(0), 'killed')).rejects.toMatchObject({ code: 'conflict' });
+    await deleteFeed(at(61), 'killed');
+
+    expect(await deps.feeds.get('killed', { fresh: true })).toBeUndefined();
+  });
+
+  it('removes an import started while the feed is deleted, and answers 404', async () => {
+    await createFeed(deps, input('importing'));
+    let deletion!: Promise<void>;
+    let dispatched = false;
+    const start = {
+      feeds: deps.feeds,
+      imports: deps.imports as DynamoDbImportStore,
+      clock: deps.clock,
+      dispatcher: { dispatch: async () => void (dispatched = true) },
+      // The deletion runs (through its end) while the import's feed file is being stored
+      objects: Object.assign(Object.create(deps.objects) as FeedAdminDeps['objects'], {
+        put: async (key: string, body: Buffer | string, type?: string) => {
+          deletion = deleteFeed(deps, 'importing');
+          await deletion;
+          return deps.objects.put(key, body, type);
+        },
+      }),
+    };
+
+    await expect(
+      startImport(start, 'importing', { content: '{"id":"a"}', format: 'jsonl', mode: 'full' }),
+    ).rejects.toMatchObject({ code: 'feed_not_found' });
+
+    expect(dispatched).toBe(false);
+    expect(await (deps.imports as DynamoDbImportStore).list('importing', 10)).toEqual([]);
+    expect(await deps.objects.list('imports/importing/')).toEqual([]);
   });
 });
 

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Plan } from '#lib/config.ts';
 import { DomainError, NotFoundError, ValidationError } from '#lib/domain/errors.ts';
 import { type Feed, hourlyLimitOf } from '#lib/domain/feeds.ts';
-import { FEED_LEASE_MS } from '#lib/domain/catalogue/imports.ts';
+import { mapLimit } from '#lib/ingest/concurrency.ts';
 import type { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import type {
   ApiKeyRegistry,
@@ -141,7 +141,13 @@ export async function updateFeed(
 export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<void> {
   const feed = await deps.feeds.get(feedId, { fresh: true });
   if (!feed) throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
-  await deps.feeds.markDeleting(feedId, deps.clock.now());
+  try {
+    // Only the feed read above: one created again since (after a concurrent deletion) is not marked.
+    await deps.feeds.markDeleting(feedId, deps.clock.now(), feed.createdAt);
+  } catch (error) {
+    if (error instanceof NotFoundError) return;
+    throw error;
+  }
   const lease = await takeFeedLease(deps, feedId);
   try {
     const now = await deps.feeds.get(feedId, { fresh: true });
@@ -155,8 +161,10 @@ export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<v
     await deps.products.deleteFeed(feedId);
     await lease.renew();
     await deps.imports.deleteFeed(feedId);
-    for (const key of await deps.objects.list(`imports/${feedId}/`)) await deps.objects.delete(key);
+    await mapLimit(await deps.objects.list(`imports/${feedId}/`), 16, (key) => deps.objects.delete(key));
+    await lease.renew();
     await deps.features.deleteFeed(feedId);
+    await lease.renew();
     await deps.usage.deleteFeed(feedId);
     await deleteKeys(deps, feedId);
     await lease.renew();
@@ -166,13 +174,17 @@ export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<v
   }
 }
 
+const DELETION_LEASE_MS = 60_000;
+
 /** The feed's lease for a deletion, waited for while an import holds it (see deleteFeed, step 2). */
 async function takeFeedLease(
   deps: Pick<FeedAdminDeps, 'imports' | 'clock' | 'leaseWaitMs'>,
   feedId: string,
 ): Promise<{ renew(): Promise<void>; release(): Promise<void> }> {
   const owner = `deletion:${randomUUID()}`;
-  const until = () => new Date(deps.clock.now().getTime() + FEED_LEASE_MS);
+  // Short, and renewed after every step: a deletion killed part way (by its function's timeout) holds
+  // the feed for a minute at most, not for an import runner's 10 minutes.
+  const until = () => new Date(deps.clock.now().getTime() + DELETION_LEASE_MS);
   // Well inside the 29 s of an API Gateway request, with the deletion itself after it.
   const deadline = Date.now() + (deps.leaseWaitMs ?? 10_000);
   while (!(await deps.imports.takeLease(feedId, owner, until(), deps.clock.now()))) {

@@ -217,5 +217,8 @@ describe('DynamoDbImportStore on the DynamoDB-protocol server', () => {
     expect(await take(holder, 17)).toBe(true);
     await imports.releaseLease('lf');
     expect(await take(other, 18)).toBe(true);
+    expect(await imports.leasedFeeds()).toContain('lf');
+    await imports.releaseLease('lf');
+    expect(await imports.leasedFeeds()).not.toContain('lf');
   });
 });

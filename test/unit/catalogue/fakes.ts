@@ -120,6 +120,9 @@ export class MemoryImportStore implements ImportStore {
     this.leases.set(feedId, { owner, until });
     return true;
   }
+  async leasedFeeds() {
+    return [...this.leases.keys()];
+  }
   async releaseLease(feedId: string, owner?: string) {
     if (owner === undefined || this.leases.get(feedId)?.owner === owner) this.leases.delete(feedId);
   }

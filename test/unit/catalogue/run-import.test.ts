@@ -521,6 +521,39 @@ describe('an import whose feed is deleted', () => {
     expect(w.imports.leases.get(FEED)?.owner).toBe('runner of the new feed');
   });
 
+  it('does not run into a new feed of the same id an import recorded before imports knew their feed', async () => {
+    // Prepare: a record without feedCreatedAt, created before the feed (created again since)
+    const w = world(filesFor('old'));
+    const queued = await queueInline(w, jsonl([product('old')]));
+    const { feedCreatedAt: _mark, ...legacy } = (await w.imports.get(FEED, queued.importId))!;
+    w.imports.rows.set(`${FEED}/${queued.importId}`, legacy);
+    w.feeds.recreated.add(FEED);
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess
+    expect(record.status).toBe('failed');
+    expect(stored(w)).toEqual([]);
+  });
+
+  it("stops fetching the next chunk's images once the deletion has been seen", async () => {
+    // Prepare: chunks of 8 fetched 2 at a time, 40 ms each; the deletion starts as the first is stored
+    const many = Array.from({ length: 24 }, (_, i) => `p${i}`);
+    const w = world(filesFor(...many));
+    w.deps.limits = { ...w.deps.limits, chunkSize: 8, imageConcurrency: 2 };
+    const fetch = w.fetcher.fetch.bind(w.fetcher);
+    w.fetcher.fetch = async (url, limits) => {
+      await new Promise((resolve) => setTimeout(resolve, 40));
+      return fetch(url, limits);
+    };
+    afterStoring(w, 'p0', () => w.feeds.deleting.add(FEED));
+    const queued = await queueInline(w, jsonl(many.map((n) => product(n))));
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess: the second chunk's fetches stopped part way; the third chunk's never started
+    expect(record.status).toBe('failed');
+    expect(w.fetcher.fetched.length).toBeLessThan(14);
+  });
+
   it('does nothing but remove itself when its feed is gone before it starts', async () => {
     const w = world(filesFor(...names));
     const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
