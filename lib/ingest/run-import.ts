@@ -154,7 +154,13 @@ export async function runImport(
     deps.onProgress?.(record);
   };
   try {
-    return await importInto(deps, () => record, save, unconfirmed);
+    return await importInto(
+      deps,
+      () => record,
+      save,
+      unconfirmed,
+      () => feedStillLive(deps.feeds, feed),
+    );
   } catch (error) {
     // A runner that lost its lease stalled (another took over): what it wrote since its last save must
     // not outlive a deletion of the feed meanwhile either.
@@ -165,8 +171,11 @@ export async function runImport(
   }
 }
 
-/** Thrown by a progress save that finds the import's feed deleted (or being deleted) under it. */
+/** Thrown by a progress save (or the feed check while a chunk is prepared) that finds the feed deleted. */
 class FeedGone extends Error {}
+
+/** How often the feed is looked at while a chunk is prepared (see processRows). */
+const FEED_CHECK_MS = 2000;
 
 /** Steps 2–6 of runImport, from the record marked running. */
 async function importInto(
@@ -174,6 +183,7 @@ async function importInto(
   current: () => ImportRecord,
   save: (patch: Partial<ImportRecord>) => Promise<void>,
   unconfirmed: Set<string>,
+  stillLive: () => Promise<boolean>,
 ): Promise<ImportRecord> {
   await save({});
   try {
@@ -188,6 +198,7 @@ async function importInto(
       format,
       save,
       unconfirmed,
+      stillLive,
     );
     if (current().mode === 'full') {
       if (outcome.readToEnd && outcome.valid > 0) {
@@ -323,6 +334,7 @@ async function processRows(
   format: FeedFormat,
   save: (patch: Partial<ImportRecord>) => Promise<void>,
   unconfirmed: Set<string>,
+  stillLive: () => Promise<boolean>,
 ): Promise<{ readToEnd: boolean; valid: number }> {
   const start = current();
   const baseUrl = start.source.kind === 'url' ? start.source.url : undefined;
@@ -336,9 +348,24 @@ async function processRows(
   // A failed commit (its feed deleted, a store error) stops the next chunk's image fetches: its error is
   // seen once that preparation ends, and a deletion waits for this run to let the feed go.
   const commitFailed = new AbortController();
+  // The feed is also looked at every FEED_CHECK_MS while a chunk is prepared (its images may take long
+  // to fetch): a deletion waiting for this run is not kept waiting for a whole chunk's fetches.
+  let feedGone = false;
+  const watch = setInterval(() => {
+    stillLive().then(
+      (live) => {
+        if (live) return;
+        feedGone = true;
+        commitFailed.abort();
+      },
+      () => undefined,
+    );
+  }, FEED_CHECK_MS);
+  watch.unref();
   const flush = async () => {
     if (chunk.length === 0) return;
     const prepared = await prepareChunk(deps, start, chunk, baseUrl, previousIds, commitFailed.signal);
+    if (feedGone) throw new FeedGone();
     chunk = [];
     previousIds = prepared.rowOfId;
     valid += prepared.counted;
@@ -351,6 +378,7 @@ async function processRows(
   try {
     await readAndCommit();
   } finally {
+    clearInterval(watch);
     // Leaving with an error (a failed lookup of the next chunk, a broken stream): the chunk being
     // committed finishes first, so nothing of this run writes after runImport has returned or thrown.
     await committing.catch(() => undefined);

@@ -554,6 +554,27 @@ describe('an import whose feed is deleted', () => {
     expect(w.fetcher.fetched.length).toBeLessThan(14);
   });
 
+  it('stops within a feed check while a chunk is still fetching its images', async () => {
+    // Prepare: one chunk of 16 images fetched one at a time, 300 ms each (about 5 s); the deletion
+    // starts during the first fetch
+    const many = Array.from({ length: 16 }, (_, i) => `p${i}`);
+    const w = world(filesFor(...many));
+    w.deps.limits = { ...w.deps.limits, chunkSize: 16, imageConcurrency: 1 };
+    const fetch = w.fetcher.fetch.bind(w.fetcher);
+    w.fetcher.fetch = async (url, limits) => {
+      w.feeds.deleting.add(FEED);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return fetch(url, limits);
+    };
+    const queued = await queueInline(w, jsonl(many.map((n) => product(n))));
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess: stopped at the first check (2 s), nothing stored
+    expect(record.status).toBe('failed');
+    expect(w.fetcher.fetched.length).toBeLessThan(10);
+    expect(stored(w)).toEqual([]);
+  });
+
   it('does nothing but remove itself when its feed is gone before it starts', async () => {
     const w = world(filesFor(...names));
     const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
