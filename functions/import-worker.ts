@@ -1,6 +1,6 @@
 import type { S3Event, SQSEvent } from 'aws-lambda';
-import { getContainer } from '#lib/container.ts';
-import { importOfRequestKey } from '#lib/domain/catalogue/imports.ts';
+import { type Container, getContainer } from '#lib/container.ts';
+import { type ImportRecord, importObjectKeys, importOfRequestKey } from '#lib/domain/catalogue/imports.ts';
 import { ImportDeferred, runTriggeredImport } from '#lib/ingest/run-import.ts';
 
 type WorkerEvent = S3Event | SQSEvent;
@@ -25,20 +25,58 @@ export function importsOf(event: WorkerEvent): { feedId: string; importId: strin
  * The import worker (AWS): runs or resumes each import the event names. A crash or timeout leaves the
  * import's checkpoint behind; the redelivered event resumes after it without duplicating products.
  */
-export async function handler(event: WorkerEvent): Promise<void> {
-  const c = getContainer();
-  for (const { feedId, importId } of importsOf(event)) {
-    const record = await runTriggeredImport(c.ingest, feedId, importId).catch((error: unknown) => {
-      // Another runner (or the feed's deletion) holds the feed: the event is delivered again later, and
-      // finds the import run by then, or the holder's lease expired.
-      if (error instanceof ImportDeferred) c.logger.info('import deferred: feed busy', { feedId, importId });
-      throw error;
-    });
-    c.logger.info(record ? 'import finished' : 'import trigger dropped: no such import', {
-      feedId,
-      importId,
-      status: record?.status,
-      processed: record?.processed,
-    });
+export async function handler(
+  event: WorkerEvent,
+  context?: { getRemainingTimeInMillis(): number },
+): Promise<void> {
+  await runImportEvent(getContainer(), event, context?.getRemainingTimeInMillis());
+}
+
+/** Time kept back from the function's timeout: a chunk in flight finishes and the import pauses. */
+export const PAUSE_MARGIN_MS = 120_000;
+
+/**
+ * Runs the event's imports within `remainingMs`: once only `marginMs` are left, the running import pauses
+ * at its next checkpoint and its request marker is written again, whose S3 event starts a new invocation
+ * that resumes it. (Running into the timeout instead would leave it to the queue's redelivery, 90 minutes
+ * later, and an import needing more than three invocations would end in the dead-letter queue.)
+ */
+export async function runImportEvent(
+  c: Pick<Container, 'ingest' | 'objects' | 'logger'>,
+  event: WorkerEvent,
+  remainingMs = Number.POSITIVE_INFINITY,
+  marginMs = PAUSE_MARGIN_MS,
+): Promise<void> {
+  const pause = new AbortController();
+  const timer = Number.isFinite(remainingMs)
+    ? setTimeout(() => pause.abort(), Math.max(0, remainingMs - marginMs))
+    : undefined;
+  try {
+    for (const { feedId, importId } of importsOf(event)) {
+      let record: ImportRecord | undefined;
+      try {
+        record = await runTriggeredImport({ ...c.ingest, signal: pause.signal }, feedId, importId);
+      } catch (error) {
+        if (pause.signal.aborted) {
+          const { request } = importObjectKeys(feedId, importId);
+          await c.objects.put(request, JSON.stringify({ feedId, importId }), 'application/json');
+          c.logger.info('import paused: continues in a new invocation', { feedId, importId });
+          continue;
+        }
+        // Another runner (or the feed's deletion) holds the feed: the event is delivered again later,
+        // and finds the import run by then, or the holder's lease expired.
+        if (error instanceof ImportDeferred)
+          c.logger.info('import deferred: feed busy', { feedId, importId });
+        throw error;
+      }
+      c.logger.info(record ? 'import finished' : 'import trigger dropped: no such import', {
+        feedId,
+        importId,
+        status: record?.status,
+        processed: record?.processed,
+      });
+    }
+  } finally {
+    clearTimeout(timer);
   }
 }
