@@ -283,6 +283,27 @@ describe('deleteFeed racing a re-creation and an import start', () => {
   });
 });
 
+describe('updateFeed racing deleteFeed', () => {
+  it('takes back the gateway keys a plan change registered after the deletion removed them', async () => {
+    await createFeed(deps, input('replanned'));
+    const key = await createKey(deps, 'replanned', { name: 'web' });
+    const register = deps.apiKeys.register.bind(deps.apiKeys);
+    // The plan change has stored the feed; the whole deletion runs before it moves the keys
+    deps.apiKeys.register = async (moved, plan) => {
+      await deleteFeed(deps, 'replanned');
+      await register(moved, plan);
+    };
+    try {
+      await expect(updateFeed(deps, 'replanned', { plan: 'pro' })).rejects.toMatchObject({
+        code: 'feed_not_found',
+      });
+    } finally {
+      deps.apiKeys.register = register;
+    }
+    expect(registered.has(key.searchId)).toBe(false);
+  });
+});
+
 describe('createKey racing deleteFeed', () => {
   it('removes a key stored after the deletion listed the keys, and answers 404', async () => {
     await createFeed(deps, input('racing-key'));

@@ -116,8 +116,12 @@ export async function updateFeed(
   }
   await deps.feeds.put(next);
   if (next.plan !== current.plan) {
-    for (const key of await deps.keys.listByFeed(feedId)) {
-      if (!key.revokedAt) await deps.apiKeys.register(key, next.plan);
+    const moved = (await deps.keys.listByFeed(feedId)).filter((key) => !key.revokedAt);
+    for (const key of moved) await deps.apiKeys.register(key, next.plan);
+    // A deletion that started meanwhile may have unregistered these keys already: they go again.
+    if (!(await feedStillLive(deps.feeds, next))) {
+      for (const key of moved) await deps.apiKeys.unregister(key.searchId);
+      throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
     }
   }
   return feedView(next, deps.planLimits);
