@@ -103,9 +103,9 @@ export class DynamoDbImportStore implements ImportStore {
     } while (records.length > 0);
   }
 
-  async takeLease(feedId: string, owner: string, until: Date, now: Date): Promise<boolean> {
-    try {
-      await this.db.send(
+  takeLease(feedId: string, owner: string, until: Date, now: Date): Promise<boolean> {
+    return succeeds(() =>
+      this.db.send(
         new PutCommand({
           TableName: this.table,
           Item: { feedId, importId: LEASE_KEY, owner, until: until.toISOString() },
@@ -113,17 +113,13 @@ export class DynamoDbImportStore implements ImportStore {
           ExpressionAttributeNames: { '#owner': 'owner', '#until': 'until' },
           ExpressionAttributeValues: { ':owner': owner, ':now': now.toISOString() },
         }),
-      );
-      return true;
-    } catch (error) {
-      if (isConditionalCheckFailed(error)) return false;
-      throw error;
-    }
+      ),
+    );
   }
 
-  async renewLease(feedId: string, owner: string, until: Date): Promise<boolean> {
-    try {
-      await this.db.send(
+  renewLease(feedId: string, owner: string, until: Date): Promise<boolean> {
+    return succeeds(() =>
+      this.db.send(
         new UpdateCommand({
           TableName: this.table,
           Key: { feedId, importId: LEASE_KEY },
@@ -132,12 +128,8 @@ export class DynamoDbImportStore implements ImportStore {
           ExpressionAttributeNames: { '#owner': 'owner', '#until': 'until' },
           ExpressionAttributeValues: { ':owner': owner, ':until': until.toISOString() },
         }),
-      );
-      return true;
-    } catch (error) {
-      if (isConditionalCheckFailed(error)) return false;
-      throw error;
-    }
+      ),
+    );
   }
 
   async leasedFeeds(): Promise<string[]> {
@@ -178,5 +170,16 @@ export class DynamoDbImportStore implements ImportStore {
       // Someone else's lease (ours expired and was taken): not ours to give up.
       if (!isConditionalCheckFailed(error)) throw error;
     }
+  }
+}
+
+/** Runs a conditional write: true when it was applied, false when its condition did not hold. */
+async function succeeds(write: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await write();
+    return true;
+  } catch (error) {
+    if (isConditionalCheckFailed(error)) return false;
+    throw error;
   }
 }

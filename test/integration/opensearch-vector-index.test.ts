@@ -68,13 +68,10 @@ describe('the feed deletion’s vectors (OpenSearchFeedVectors, through the cont
   it('deletes a feed from the index of every model version without loading a model', async () => {
     // Prepare: two model versions' indices under their own prefix, each with two feeds
     const client = new Client({ node: fake.url });
+    const indexOf = (modelVersion: string) =>
+      new OpenSearchVectorIndex({ client, indexPrefix: 'gone', modelVersion, dimension: CONTRACT_DIMENSION });
     for (const modelVersion of ['old-model', 'new-model']) {
-      const index = new OpenSearchVectorIndex({
-        client,
-        indexPrefix: 'gone',
-        modelVersion,
-        dimension: CONTRACT_DIMENSION,
-      });
+      const index = indexOf(modelVersion);
       await index.upsert([doc('f1', 'p1', unit(1, 0)), doc('f2', 'p1', unit(1, 0))]);
     }
     configureContainer(
@@ -93,12 +90,7 @@ describe('the feed deletion’s vectors (OpenSearchFeedVectors, through the cont
       await vectors.flush();
       // Assess
       for (const modelVersion of ['old-model', 'new-model']) {
-        const index = new OpenSearchVectorIndex({
-          client,
-          indexPrefix: 'gone',
-          modelVersion,
-          dimension: CONTRACT_DIMENSION,
-        });
+        const index = indexOf(modelVersion);
         expect([await index.count('f1'), await index.count('f2')], modelVersion).toEqual([0, 1]);
       }
       // A prefix with no index at all: nothing to delete, no error
