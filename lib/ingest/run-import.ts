@@ -104,20 +104,21 @@ interface Valid {
  *    concurrency, timeouts, size caps; unreachable images → errors) while extracting their local features
  *    (a failed extraction stores nothing and fails nothing), mark the stored records of those whose
  *    vectors will change as stale (a chunk stopped half way is then redone by any later import), replace
- *    their vectors and stored features, then write the products (marked as seen by this import), then
- *    checkpoint the progress; products whose
- *    images did not change keep their vectors and features (products stored before local features
- *    existed are embedded once more to get them);
- * 5. a full import removes the feed's products this import did not see (store, vector index, features), unless
- *    the file could not be read to its end;
- * 6. flush the vector index and mark the import succeeded, or failed with the reason when the feed itself
- *    is unusable (unreachable URL, models unavailable); other errors propagate and leave the checkpoint
- *    for a retry to resume from, until the rows after it have failed `MAX_IMPORT_ATTEMPTS` runs in a row:
+ *    their vectors, stored features and words in place, save the vector and word indices, then write the
+ *    products (marked as seen by this import), then checkpoint the progress; products whose images did
+ *    not change keep their vectors and features (products stored before local features existed are
+ *    embedded once more to get them);
+ * 5. a full import removes the feed's products this import did not see (store, vector index, features),
+ *    unless the file could not be read to its end, counting them in `removed` batch by batch;
+ * 6. flush the indices and mark the import succeeded, or failed with the reason when the feed itself is
+ *    unusable (unreachable URL, models unavailable); other errors propagate and leave the checkpoint for
+ *    a retry to resume from, until the rows after it have failed `MAX_IMPORT_ATTEMPTS` runs in a row:
  *    then the import fails with that error.
- * Each progress save is followed by a fresh read of the feed: once a deletion of the feed has started
- * (or the feed was replaced by a new one of the same id), the import stops and removes what it wrote
- * since the previous save, which the deletion may have missed, and its own record and files
- * (`abandon`). What it wrote before that save preceded the deletion's mark, so the deletion removes it.
+ * Each progress save is followed by a fresh read of the feed (and the feed is read every FEED_CHECK_MS
+ * while a chunk is prepared): once a deletion of the feed has started (or the feed was replaced by a new
+ * one of the same id), the import stops and removes what it wrote since the previous save, which the
+ * deletion may have missed, and its own record and files (`abandon`). What it wrote before that save
+ * preceded the deletion's mark, so the deletion removes it.
  */
 export async function runImport(
   deps: IngestDeps,
