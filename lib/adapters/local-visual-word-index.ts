@@ -1,4 +1,6 @@
-import { mkdir, open, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, rename, rm, stat, type FileHandle } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import type { VisualWordDocument, VisualWordHit, VisualWordIndex, VisualWordQuery } from '#lib/ports.ts';
 import { SLICE_SPAN } from '#lib/vision/local-features/visual-words.ts';
@@ -51,6 +53,8 @@ const MERGE_PENDING_WORDS = 2 ** 21;
 const IO_CHUNK_BYTES = 2 ** 30;
 /** The journal may grow to this size (or a quarter of the feed file, when larger) before a rewrite. */
 const JOURNAL_MIN_BYTES = 64 * 2 ** 20;
+/** ...but never past this, whatever the file's size (it is replayed at every load). */
+const JOURNAL_MAX_BYTES = 256 * 2 ** 20;
 /** Words of changes held in memory for the journal; past it, the next flush rewrites the file instead. */
 const JOURNAL_HELD_WORDS = 2 ** 22;
 
@@ -246,23 +250,58 @@ async function parseFeedFile(handle: FileHandle, chunk: number): Promise<LoadedF
 }
 
 /** The journal's entries in order; a line that does not parse (the last, cut by a crash) ends it. */
-async function readJournal(path: string): Promise<{ entries: JournalEntry[]; bytes: number }> {
-  const text = await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => {
-    if (error.code === 'ENOENT') return '';
-    throw error;
-  });
+/**
+ * The journal's entries in order, read line by line (it may pass the largest string). A line that does
+ * not parse or is not an entry (the last, cut by a crash or a full disk) ends it: `damaged` then says the
+ * journal must not be appended to (a new line would be glued to the cut one) but replaced.
+ */
+async function readJournal(
+  path: string,
+): Promise<{ entries: JournalEntry[]; bytes: number; damaged: boolean }> {
   const entries: JournalEntry[] = [];
-  for (const line of text.split('\n')) {
+  const size = await stat(path).then(
+    (info) => info.size,
+    (error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return undefined;
+      throw error;
+    },
+  );
+  if (size === undefined) return { entries, bytes: 0, damaged: false };
+  const lines = createInterface({ input: createReadStream(path, 'utf8'), crlfDelay: Infinity });
+  let damaged = false;
+  for await (const line of lines) {
     if (line === '') continue;
-    try {
-      const entry = JSON.parse(line) as JournalEntry;
-      if (!isCount(entry.s) || !('u' in entry || 'd' in entry)) break;
-      entries.push(entry);
-    } catch {
+    const entry = parseEntry(line);
+    if (!entry) {
+      damaged = true;
       break;
     }
+    entries.push(entry);
   }
-  return { entries, bytes: Buffer.byteLength(text) };
+  lines.close();
+  return { entries, bytes: size, damaged };
+}
+
+function parseEntry(line: string): JournalEntry | undefined {
+  let entry: unknown;
+  try {
+    entry = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (typeof entry !== 'object' || entry === null || !isCount((entry as { s?: unknown }).s)) return undefined;
+  const isText = (value: unknown) => typeof value === 'string';
+  const isTexts = (value: unknown) => Array.isArray(value) && value.every(isText);
+  const { u, d } = entry as { u?: unknown; d?: unknown };
+  if (
+    Array.isArray(u) &&
+    u.length === 4 &&
+    u.every(isText) &&
+    Buffer.byteLength(u[3] as string, 'base64') % 8 === 0
+  )
+    return entry as JournalEntry;
+  if (Array.isArray(d) && d.length === 2 && isTexts(d[0]) && isTexts(d[1])) return entry as JournalEntry;
+  return undefined;
 }
 
 function encodeWords(words: Float64Array): string {
@@ -502,6 +541,7 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     }
     feed.seq = journalSeq;
     feed.journalBytes = journal.bytes;
+    if (journal.damaged) feed.snapshotNeeded = true;
     // Changes after the file was written (one already in it is not applied twice).
     for (const entry of journal.entries) {
       if (entry.s <= journalSeq) continue;
@@ -565,8 +605,9 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     emptied.snapshotNeeded = true;
     this.feeds.set(feedId, Promise.resolve(emptied));
     await this.serially(async () => {
-      await rm(this.file(feedId), { force: true });
+      // The journal first: a crash in between leaves the file, whose feed the caller deletes again.
       await rm(this.journalFile(feedId), { force: true });
+      await rm(this.file(feedId), { force: true });
       // A flush queued before this removal may have written (and marked clean) images added to the
       // feed since the deletion: the removal has just deleted them from disk, so they are written again.
       const current = await this.feeds.get(feedId)?.catch(() => undefined);
@@ -611,7 +652,10 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       const feed = await loading.catch(() => undefined);
       // A feed whose file could not be read has nothing in memory to write.
       if (!feed?.dirty) continue;
-      const journalLimit = this.journalMinBytes < 0 ? 0 : Math.max(this.journalMinBytes, feed.fileBytes / 4);
+      const journalLimit =
+        this.journalMinBytes < 0
+          ? 0
+          : Math.min(JOURNAL_MAX_BYTES, Math.max(this.journalMinBytes, feed.fileBytes / 4));
       if (!feed.snapshotNeeded && feed.journalBytes < journalLimit) {
         await this.appendJournal(feedId, feed);
         continue;
@@ -689,10 +733,19 @@ export class LocalVisualWordIndex implements VisualWordIndex {
         await writeFully(handle, bytes(slice.buckets), this.ioChunkBytes);
         await writeFully(handle, bytes(slice.entries), this.ioChunkBytes);
       }
+      // On disk before it replaces the old file, and the rename before the journal is removed (a power
+      // loss must not leave a renamed but empty file and no journal).
+      await handle.sync();
     } finally {
       await handle.close();
     }
     await rename(`${file}.tmp`, file);
+    const folder = await open(this.dir, 'r');
+    try {
+      await folder.sync();
+    } finally {
+      await folder.close();
+    }
     return (
       header.length +
       slices.reduce((sum, slice) => sum + slice.buckets.byteLength + slice.entries.byteLength, 0)

@@ -580,6 +580,40 @@ describe('local visual-word index: the journal', () => {
     });
   });
 
+  it('replaces a journal with a cut line instead of appending to it', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a journal whose last line was cut
+      const index = new LocalVisualWordIndex(dir);
+      await index.upsert([doc('a', [1])]);
+      await index.flush();
+      await index.upsert([doc('x', [1])]);
+      await index.flush();
+      const journal = await readFile(join(dir, 'f.journal'));
+      await writeFile(join(dir, 'f.journal'), journal.subarray(0, journal.length - 10));
+      // Act: a restart, a change, a flush, another restart
+      const restarted = new LocalVisualWordIndex(dir);
+      await restarted.upsert([doc('b', [1])]);
+      await restarted.flush();
+      // Assess
+      expect(ids(await search(new LocalVisualWordIndex(dir), 1))).toEqual(['a', 'b']);
+    });
+  });
+
+  it('stops at a journal line that parses but is not an entry', async () => {
+    await withTempDir(async (dir) => {
+      const index = new LocalVisualWordIndex(dir);
+      await index.upsert([doc('a', [1])]);
+      await index.flush();
+      const journal = await readFile(join(dir, 'f.journal'), 'utf8');
+      await writeFile(
+        join(dir, 'f.journal'),
+        `${journal}{"s":9,"u":null}\n{"s":10,"u":["f/y/0","y","y","AAA"]}\n`,
+      );
+
+      expect(ids(await search(new LocalVisualWordIndex(dir), 1))).toEqual(['a']);
+    });
+  });
+
   it('removes the journal with the feed', async () => {
     await withTempDir(async (dir) => {
       const index = new LocalVisualWordIndex(dir);
