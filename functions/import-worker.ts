@@ -58,9 +58,12 @@ export async function runImportEvent(
         record = await runTriggeredImport({ ...c.ingest, signal: pause.signal }, feedId, importId);
       } catch (error) {
         if (pause.signal.aborted) {
-          const { request } = importObjectKeys(feedId, importId);
-          await c.objects.put(request, JSON.stringify({ feedId, importId }), 'application/json');
-          c.logger.info('import paused: continues in a new invocation', { feedId, importId });
+          // Only when something is left to run (the pause may come as the last import finishes).
+          if ((await c.ingest.imports.listUnfinished(feedId)).length > 0) {
+            const { request } = importObjectKeys(feedId, importId);
+            await c.objects.put(request, JSON.stringify({ feedId, importId }), 'application/json');
+            c.logger.info('import paused: continues in a new invocation', { feedId, importId });
+          }
           continue;
         }
         // Another runner (or the feed's deletion) holds the feed: the event is delivered again later,

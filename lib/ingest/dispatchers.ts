@@ -15,6 +15,8 @@ export class InProcessImportDispatcher implements ImportDispatcher {
   private tail: Promise<unknown> = Promise.resolve();
   private pending = 0;
   private readonly stopping = new AbortController();
+  /** Deferred imports waiting to be dispatched again (idle() waits for them, stop() cancels them). */
+  private readonly retries = new Map<NodeJS.Timeout, () => void>();
 
   constructor(
     private readonly run: (
@@ -47,7 +49,7 @@ export class InProcessImportDispatcher implements ImportDispatcher {
           else if (error instanceof ImportDeferred) {
             // The feed's lease is held (its deletion runs, which then drops the import): try again soon.
             this.logger.info('import deferred: feed busy', { feedId, importId });
-            setTimeout(() => void this.dispatch(feedId, importId), DEFERRED_RETRY_MS).unref();
+            this.retryLater(feedId, importId);
           } else
             this.logger.error('import crashed', {
               feedId,
@@ -61,14 +63,34 @@ export class InProcessImportDispatcher implements ImportDispatcher {
       });
   }
 
-  /** Resolves when every dispatched import has finished (or paused). */
+  private retryLater(feedId: string, importId: string): void {
+    let done!: () => void;
+    const waited = new Promise<void>((resolve) => (done = resolve));
+    const timer = setTimeout(() => {
+      this.retries.delete(timer);
+      void this.dispatch(feedId, importId).finally(done);
+    }, DEFERRED_RETRY_MS);
+    timer.unref();
+    this.retries.set(timer, done);
+    this.waiting.add(waited);
+    void waited.finally(() => this.waiting.delete(waited));
+  }
+
+  private readonly waiting = new Set<Promise<void>>();
+
+  /** Resolves when every dispatched import has finished (or paused), deferred ones included. */
   async idle(): Promise<void> {
-    while (this.pending > 0) await this.tail;
+    while (this.pending > 0 || this.waiting.size > 0) await Promise.all([this.tail, ...this.waiting]);
   }
 
   /** Pauses the running import at its next checkpoint, starts no more, and waits for that. */
   async stop(): Promise<void> {
     this.stopping.abort();
+    for (const [timer, done] of this.retries) {
+      clearTimeout(timer);
+      done();
+    }
+    this.retries.clear();
     await this.idle();
   }
 }

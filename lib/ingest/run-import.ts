@@ -190,8 +190,10 @@ async function importInto(
   try {
     const format = await ensureFeedFile(deps, current());
     if (current().format !== format) await save({ format });
+    deps.signal?.throwIfAborted();
     const total = await countRows(await openFeed(deps, current().objectKey), format);
     await save({ total });
+    deps.signal?.throwIfAborted();
     const outcome = await processRows(
       deps,
       current,
@@ -257,9 +259,9 @@ async function abandon(
     });
     const vectors = await deps.vectors();
     await vectors.deleteProducts(feedId, ours);
-    await vectors.flush();
     await deps.localFeatures?.store.deleteProducts(feedId, ours);
     await deps.localFeatures?.words?.deleteProducts(feedId, ours);
+    await flushIndices(deps);
     await deps.products.deleteMany(
       feedId,
       ours.filter((id) => stored.has(id)),
@@ -363,10 +365,20 @@ async function processRows(
     );
   }, FEED_CHECK_MS);
   watch.unref();
+  // A pause stops the fetches as well; the chunk they belonged to is then not committed (the resumed run
+  // starts again from the checkpoint before it).
+  const stopFetching = deps.signal
+    ? AbortSignal.any([commitFailed.signal, deps.signal])
+    : commitFailed.signal;
   const flush = async () => {
     if (chunk.length === 0) return;
-    const prepared = await prepareChunk(deps, start, chunk, baseUrl, previousIds, commitFailed.signal);
+    const prepared = await prepareChunk(deps, start, chunk, baseUrl, previousIds, stopFetching);
     if (feedGone) throw new FeedGone();
+    if (deps.signal?.aborted) {
+      await committing;
+      await flushIndices(deps);
+      deps.signal.throwIfAborted();
+    }
     chunk = [];
     previousIds = prepared.rowOfId;
     valid += prepared.counted;
@@ -961,12 +973,14 @@ async function removeUnseen(
     await vectors.deleteProducts(record.feedId, batch);
     await deps.localFeatures?.store.deleteProducts(record.feedId, batch);
     await deps.localFeatures?.words?.deleteProducts(record.feedId, batch);
-    // Saved before the records go: a process killed in between leaves records without vectors, which the
-    // resumed removal deletes, instead of vectors of products that are gone.
-    await vectors.flush();
+    // Saved before the records go: a process killed in between leaves records without vectors or words,
+    // which the resumed removal deletes, instead of vectors and words of products that are gone.
+    await flushIndices(deps);
     await deps.products.deleteMany(record.feedId, batch);
     removed += batch.length;
     await save({ removed });
+    // A pause (the worker's time budget, a local stop) takes effect between batches too.
+    deps.signal?.throwIfAborted();
   }
 }
 

@@ -9,28 +9,42 @@ describe('InProcessImportDispatcher', () => {
     vi.useRealTimers();
   });
 
-  it('dispatches a deferred import again (its feed was busy), and not after stop', async () => {
+  function dispatcherWith(busy: () => boolean, runs: string[]) {
+    return new InProcessImportDispatcher(async (feedId, importId) => {
+      runs.push(importId);
+      if (busy()) throw new ImportDeferred('busy');
+      return { feedId, importId, status: 'succeeded', processed: 0 } as ImportRecord;
+    }, createLogger('silent'));
+  }
+
+  it('dispatches a deferred import again (its feed was busy), and is idle only after that', async () => {
     vi.useFakeTimers();
     const runs: string[] = [];
     let busy = true;
-    const dispatcher = new InProcessImportDispatcher(async (feedId, importId) => {
-      runs.push(importId);
-      if (busy) throw new ImportDeferred('busy');
-      return { feedId, importId, status: 'succeeded', processed: 0 } as ImportRecord;
-    }, createLogger('silent'));
+    const dispatcher = dispatcherWith(() => busy, runs);
 
     await dispatcher.dispatch('f', 'imp_1');
-    await dispatcher.idle();
+    let idle = false;
+    const idled = dispatcher.idle().then(() => (idle = true));
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(idle).toBe(false);
     busy = false;
-    await vi.advanceTimersByTimeAsync(2000);
-    await dispatcher.idle();
-    expect(runs).toEqual(['imp_1', 'imp_1']);
+    await vi.advanceTimersByTimeAsync(1000);
+    await idled;
 
-    busy = true;
+    expect(runs).toEqual(['imp_1', 'imp_1']);
+  });
+
+  it('does not dispatch a deferred import again once stopped', async () => {
+    vi.useFakeTimers();
+    const runs: string[] = [];
+    const dispatcher = dispatcherWith(() => true, runs);
+
     await dispatcher.dispatch('f', 'imp_2');
-    await dispatcher.idle();
+    await vi.advanceTimersByTimeAsync(10);
     await dispatcher.stop();
     await vi.advanceTimersByTimeAsync(5000);
-    expect(runs).toEqual(['imp_1', 'imp_1', 'imp_2']);
+
+    expect(runs).toEqual(['imp_2']);
   });
 });

@@ -76,4 +76,66 @@ describe('import worker time budget', () => {
     expect((await w.imports.get('shop', queued.importId))?.status).toBe('succeeded');
     expect(w.products.rows.size).toBe(9);
   });
+
+  it('pauses a long removal of unlisted products between batches', async () => {
+    // Prepare: 2,000 products of an earlier import, which a full import of 3 removes 500 at a time,
+    // 150 ms per batch; the pause is asked for 300 ms in
+    const names = ['a', 'b', 'c'];
+    const w = world(new Map(names.map((n) => [`https://cdn.example/${n}.jpg`, Buffer.from(`image ${n}`)])));
+    const earlier = Array.from({ length: 2000 }, (_, i) => ({
+      feed_id: 'shop',
+      product_id: `old${i}`,
+      seen_import: 'imp_earlier',
+      update_hash: 'x',
+      group: `old${i}`,
+    }));
+    await w.products.putMany(earlier as never);
+    const deleteMany = w.products.deleteMany.bind(w.products);
+    w.products.deleteMany = async (feedId, ids) => {
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      return deleteMany(feedId, ids);
+    };
+    const content = names
+      .map((id) =>
+        JSON.stringify({ id, title: id, image_link: `https://cdn.example/${id}.jpg`, price: '1.00 USD' }),
+      )
+      .join('\n');
+    const queued = await startImport(
+      {
+        feeds: w.feeds,
+        imports: w.imports,
+        objects: w.objects,
+        dispatcher: { dispatch: async () => undefined },
+        clock: w.deps.clock,
+      },
+      'shop',
+      { content, format: 'jsonl', mode: 'full' },
+    );
+    const { request } = importObjectKeys('shop', queued.importId);
+    await w.objects.delete(request);
+    const container = { ingest: w.deps, objects: w.objects, logger: createLogger('silent') };
+    const event = { Records: [s3Record(request)] } as S3Event;
+    // Act
+    await runImportEvent(container, event, 1300, 1000);
+    // Assess: paused part way through the removal, to be resumed by the marker's new invocation
+    const paused = await w.imports.get('shop', queued.importId);
+    expect(paused?.status).toBe('running');
+    expect(paused?.removed).toBeGreaterThan(0);
+    expect(paused?.removed).toBeLessThan(2000);
+    expect(await w.objects.get(request)).toBeDefined();
+    await runImportEvent(container, event);
+    expect(await w.imports.get('shop', queued.importId)).toMatchObject({
+      status: 'succeeded',
+      removed: 2000,
+    });
+    // A pause that comes when nothing is left to run writes no marker
+    await w.objects.delete(request);
+    const takeLease = w.imports.takeLease.bind(w.imports);
+    w.imports.takeLease = async (...args) => {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      return takeLease(...args);
+    };
+    await runImportEvent(container, event, 0, 0);
+    expect(await w.objects.get(request)).toBeUndefined();
+  });
 });

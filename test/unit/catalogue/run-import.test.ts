@@ -384,8 +384,8 @@ describe('runImport', () => {
 
 describe('pausing', () => {
   it('pauses at a checkpoint when its signal aborts and resumes from there', async () => {
-    // Prepare: 10 rows in chunks of 3; abort once the first chunk is checkpointed. The chunk already in
-    // flight then (the pipeline's second) finishes, so the import pauses at row 6.
+    // Prepare: 10 rows in chunks of 3; abort once the first chunk is checkpointed. The chunk being
+    // prepared then (the pipeline's second) is not committed, so the import pauses at row 3.
     const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'];
     const w = world(filesFor(...names));
     const controller = new AbortController();
@@ -403,10 +403,10 @@ describe('pausing', () => {
     const pausedDurable = w.index.durable;
     const resumed = await runImport(w.deps, FEED, queued.importId);
     // Assess
-    expect(paused).toMatchObject({ status: 'running', checkpointRow: 6, processed: 6 });
+    expect(paused).toMatchObject({ status: 'running', checkpointRow: 3, processed: 3 });
     // The vectors of every checkpointed row were flushed before the run stopped (a local index keeps
     // them in memory; the resumed run skips those rows)
-    expect(pausedDurable).toEqual(new Set(names.slice(0, 6).map((n) => `${FEED}/${n}/0`)));
+    expect(pausedDurable).toEqual(new Set(names.slice(0, 3).map((n) => `${FEED}/${n}/0`)));
     expect(resumed).toMatchObject({ status: 'succeeded', processed: 10, embedded: 10, removed: 0 });
   });
 });
