@@ -183,7 +183,10 @@ async function recoverFeeds(c: Container): Promise<void> {
   }
 }
 
-/** Imports a previous run left queued or running (stopped mid-way) resume from their checkpoint, each feed's in creation order. */
+/**
+ * Imports a previous run left queued or running (stopped mid-way) resume from their checkpoint, each
+ * feed's in creation order.
+ */
 async function resumeImports(c: Container): Promise<void> {
   for (const feed of await c.feeds.list()) {
     const [oldest] = await c.imports.listUnfinished(feed.feedId);
