@@ -144,6 +144,8 @@ export class DynamoDbProductStore implements ProductStore {
       KeyConditionExpression: 'feedId = :f',
       ExpressionAttributeValues: { ':f': feedId },
       ProjectionExpression: 'productId, seen_import',
+      // The last chunk's records were written just before: a stale read would take them for unseen.
+      ConsistentRead: true,
     })) {
       for (const item of items) if (item.seen_import !== importId) ids.push(String(item.productId));
     }

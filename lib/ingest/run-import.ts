@@ -223,6 +223,11 @@ async function importInto(
   } catch (error) {
     // Not failures of the import: the feed went away, or another runner carries on with it.
     if (error instanceof FeedGone || error instanceof LeaseLost) throw error;
+    if (deps.signal?.aborted) {
+      // Paused (a local stop, the worker's time budget): this run does not count as a failed attempt.
+      await save({ attempts: Math.max(0, (current().attempts ?? 1) - 1) }).catch(() => undefined);
+      throw error;
+    }
     // An infrastructure failure (store, index) leaves the import running at its checkpoint: the retried
     // worker event, or the next local start, resumes it, unless it has failed there MAX_IMPORT_ATTEMPTS
     // times in a row (a failure that repeats is not passing). Problems with the feed itself end it.

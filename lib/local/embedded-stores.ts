@@ -1,4 +1,4 @@
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -20,6 +20,7 @@ export interface EmbeddedStores {
 
 export async function startEmbeddedStores(dataDir: string): Promise<EmbeddedStores> {
   await mkdir(join(dataDir, 's3'), { recursive: true });
+  await dropTornObjects(join(dataDir, 's3'));
   const dynamo = dynalite({
     path: join(dataDir, 'dynamodb'),
     createTableMs: 0,
@@ -96,6 +97,29 @@ export async function ensureStorage(config: Config): Promise<void> {
     () => true,
     () => false,
   );
-  if (!bucketExists) await s3.send(new CreateBucketCommand({ Bucket: config.assetsBucket }));
+  if (!bucketExists)
+    await s3.send(new CreateBucketCommand({ Bucket: config.assetsBucket })).catch((error: Error) => {
+      // The check failed for another reason than a missing bucket (s3rver answers it from a listing).
+      if (error.name !== 'BucketAlreadyOwnedByYou' && error.name !== 'BucketAlreadyExists') throw error;
+    });
   s3.destroy();
+}
+
+const S3RVER_METADATA_SUFFIX = '._S3rver_metadata.json';
+
+/**
+ * s3rver writes an object's metadata file in place: a process killed meanwhile can leave it empty, and
+ * s3rver then answers 500 for that object and for every listing that reaches it (the feed's deletion,
+ * even its own bucket check at the next start). Such objects are dropped before it starts: their
+ * writer had not finished (a feature record, a feed file), and what they were for is redone or missing.
+ */
+async function dropTornObjects(root: string): Promise<void> {
+  for (const entry of await readdir(root, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile() || !entry.name.endsWith(S3RVER_METADATA_SUFFIX)) continue;
+    const metadata = join(entry.parentPath, entry.name);
+    if ((await stat(metadata)).size > 0) continue;
+    const base = metadata.slice(0, -S3RVER_METADATA_SUFFIX.length);
+    for (const file of [`${base}._S3rver_object`, `${base}._S3rver_object.md5`, metadata])
+      await rm(file, { force: true });
+  }
 }

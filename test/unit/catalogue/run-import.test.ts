@@ -383,6 +383,35 @@ describe('runImport', () => {
 });
 
 describe('pausing', () => {
+  it('does not count a paused run as a failed attempt, however often it is paused', async () => {
+    // Prepare: every run is paused while its first chunk fetches its images
+    const names = ['a', 'b', 'c', 'd'];
+    const w = world(filesFor(...names));
+    const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
+    const fetch = w.fetcher.fetch.bind(w.fetcher);
+    let pause: AbortController | undefined;
+    w.fetcher.fetch = async (url, limits) => {
+      pause?.abort();
+      return fetch(url, limits);
+    };
+    // Act: four paused runs, then one left alone
+    for (let run = 0; run < 4; run += 1) {
+      pause = new AbortController();
+      await expect(runImport({ ...w.deps, signal: pause.signal }, FEED, queued.importId)).rejects.toThrow();
+    }
+    pause = undefined;
+    // A store failure after the pauses is this import's first failed attempt: retried, not failed
+    const putMany = w.products.putMany.bind(w.products);
+    w.products.putMany = async () => {
+      throw new Error('store unavailable');
+    };
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('store unavailable');
+    w.products.putMany = putMany;
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess
+    expect(record).toMatchObject({ status: 'succeeded', embedded: 4 });
+  });
+
   it('pauses at a checkpoint when its signal aborts and resumes from there', async () => {
     // Prepare: 10 rows in chunks of 3; abort once the first chunk is checkpointed. The chunk being
     // prepared then (the pipeline's second) is not committed, so the import pauses at row 3.

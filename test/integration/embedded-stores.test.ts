@@ -1,0 +1,46 @@
+import { mkdtemp, readdir, rm, truncate } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
+import { loadConfig } from '#lib/config.ts';
+import { ensureStorage, startEmbeddedStores } from '#lib/local/embedded-stores.ts';
+
+describe('local stores after a killed run', () => {
+  it('start again when the S3 server was killed writing an object’s metadata (that object is dropped)', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'vps-torn-'));
+    const open = async () => {
+      const stores = await startEmbeddedStores(dataDir);
+      const config = loadConfig({
+        LOG_LEVEL: 'silent',
+        DYNAMODB_ENDPOINT: stores.dynamodbEndpoint,
+        S3_ENDPOINT: stores.s3Endpoint,
+        DATA_DIR: dataDir,
+      });
+      await ensureStorage(config);
+      return { stores, objects: new S3ObjectStore(createS3Client(config), config.assetsBucket) };
+    };
+    try {
+      // Prepare: two objects; the metadata file of one is left empty, as a SIGKILL during its write does
+      const first = await open();
+      await first.objects.put('features/f/a/0.gvlf', 'kept');
+      await first.objects.put('features/f/b/0.gvlf', 'torn');
+      await first.stores.close();
+      const files = await readdir(join(dataDir, 's3'), { recursive: true });
+      const torn = files.find((file) => file.endsWith('b/0.gvlf._S3rver_metadata.json'));
+      expect(torn).toBeDefined();
+      await truncate(join(dataDir, 's3', torn!), 0);
+      // Act
+      const again = await open();
+      try {
+        // Assess
+        expect(await again.objects.list('features/f/')).toEqual(['features/f/a/0.gvlf']);
+        expect((await again.objects.get('features/f/a/0.gvlf'))?.toString()).toBe('kept');
+      } finally {
+        await again.stores.close();
+      }
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});
