@@ -1,5 +1,11 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, QueryCommand, type QueryCommandInput } from '@aws-sdk/lib-dynamodb';
+import {
+  BatchWriteCommand,
+  type BatchWriteCommandOutput,
+  DynamoDBDocumentClient,
+  QueryCommand,
+  type QueryCommandInput,
+} from '@aws-sdk/lib-dynamodb';
 import type { Config } from '#lib/config.ts';
 
 /** One document client per process. Local mode points it at the embedded DynamoDB-protocol server. */
@@ -37,4 +43,25 @@ export async function* queryPages(
     yield out.Items ?? [];
     start = out.LastEvaluatedKey;
   } while (start);
+}
+
+/**
+ * Sends put/delete requests to one table 25 at a time (BatchWriteItem's limit), sending the unprocessed
+ * ones of each batch again with a growing pause (throttling) until none are left.
+ */
+export async function writeBatches(
+  db: DynamoDBDocumentClient,
+  table: string,
+  requests: Record<string, unknown>[],
+): Promise<void> {
+  for (let i = 0; i < requests.length; i += 25) {
+    let batch: Record<string, unknown>[] | undefined = requests.slice(i, i + 25);
+    for (let attempt = 0; batch && batch.length > 0; attempt += 1) {
+      if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 25 * 2 ** attempt)));
+      const out: BatchWriteCommandOutput = await db.send(
+        new BatchWriteCommand({ RequestItems: { [table]: batch as never } }),
+      );
+      batch = out.UnprocessedItems?.[table] as Record<string, unknown>[] | undefined;
+    }
+  }
 }

@@ -1,13 +1,11 @@
 import {
   BatchGetCommand,
   type BatchGetCommandOutput,
-  BatchWriteCommand,
-  type BatchWriteCommandOutput,
   type DynamoDBDocumentClient,
   GetCommand,
   QueryCommand,
 } from '@aws-sdk/lib-dynamodb';
-import { queryPages } from '#lib/adapters/dynamodb-client.ts';
+import { queryPages, writeBatches } from '#lib/adapters/dynamodb-client.ts';
 import { ValidationError } from '#lib/domain/errors.ts';
 import type { Product } from '#lib/domain/products.ts';
 import { MAX_PRODUCT_ID_LENGTH } from '#lib/domain/schemas.ts';
@@ -168,16 +166,7 @@ export class DynamoDbProductStore implements ProductStore {
     }
   }
 
-  private async batchWrite(requests: Record<string, unknown>[]): Promise<void> {
-    for (let i = 0; i < requests.length; i += 25) {
-      let batch: Record<string, unknown>[] | undefined = requests.slice(i, i + 25);
-      for (let attempt = 0; batch && batch.length > 0; attempt += 1) {
-        if (attempt > 0) await pause(Math.min(1000, 25 * 2 ** attempt));
-        const out: BatchWriteCommandOutput = await this.db.send(
-          new BatchWriteCommand({ RequestItems: { [this.table]: batch as never } }),
-        );
-        batch = out.UnprocessedItems?.[this.table] as Record<string, unknown>[] | undefined;
-      }
-    }
+  private batchWrite(requests: Record<string, unknown>[]): Promise<void> {
+    return writeBatches(this.db, this.table, requests);
   }
 }

@@ -1,10 +1,5 @@
-import {
-  BatchWriteCommand,
-  type DynamoDBDocumentClient,
-  GetCommand,
-  UpdateCommand,
-} from '@aws-sdk/lib-dynamodb';
-import { isConditionalCheckFailed, queryPages } from '#lib/adapters/dynamodb-client.ts';
+import { type DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { isConditionalCheckFailed, queryPages, writeBatches } from '#lib/adapters/dynamodb-client.ts';
 import {
   currentWindowCapacity,
   retryAfterSeconds,
@@ -147,18 +142,11 @@ export class DynamoDbUsageStore implements UsageStore {
     })) {
       for (const item of items) sks.push(String(item.sk));
     }
-    // 25 per request (BatchWriteItem's limit); unprocessed ones are sent again.
-    for (let i = 0; i < sks.length; i += 25) {
-      let requests: Record<string, unknown>[] | undefined = sks
-        .slice(i, i + 25)
-        .map((sk) => ({ DeleteRequest: { Key: { pk, sk } } }));
-      while (requests && requests.length > 0) {
-        const out = await this.db.send(
-          new BatchWriteCommand({ RequestItems: { [this.table]: requests as never } }),
-        );
-        requests = out.UnprocessedItems?.[this.table] as Record<string, unknown>[] | undefined;
-      }
-    }
+    await writeBatches(
+      this.db,
+      this.table,
+      sks.map((sk) => ({ DeleteRequest: { Key: { pk, sk } } })),
+    );
   }
 
   private async previousWindowCount(searchId: string, pk: string, currentStart: number): Promise<number> {
