@@ -15,8 +15,11 @@ export class InProcessImportDispatcher implements ImportDispatcher {
   private tail: Promise<unknown> = Promise.resolve();
   private pending = 0;
   private readonly stopping = new AbortController();
-  /** Deferred imports waiting to be dispatched again (idle() waits for them, stop() cancels them). */
-  private readonly retries = new Map<NodeJS.Timeout, () => void>();
+  /**
+   * Deferred imports waiting to be dispatched again, by timer: `waited` settles once dispatched (or
+   * cancelled by stop()); idle() waits for them.
+   */
+  private readonly retries = new Map<NodeJS.Timeout, { waited: Promise<void>; done: () => void }>();
 
   constructor(
     private readonly run: (
@@ -68,25 +71,23 @@ export class InProcessImportDispatcher implements ImportDispatcher {
     const waited = new Promise<void>((resolve) => (done = resolve));
     const timer = setTimeout(() => {
       this.retries.delete(timer);
+      // dispatch() counts the import as pending before it returns, so idle() keeps waiting.
       void this.dispatch(feedId, importId).finally(done);
     }, DEFERRED_RETRY_MS);
     timer.unref();
-    this.retries.set(timer, done);
-    this.waiting.add(waited);
-    void waited.finally(() => this.waiting.delete(waited));
+    this.retries.set(timer, { waited, done });
   }
-
-  private readonly waiting = new Set<Promise<void>>();
 
   /** Resolves when every dispatched import has finished (or paused), deferred ones included. */
   async idle(): Promise<void> {
-    while (this.pending > 0 || this.waiting.size > 0) await Promise.all([this.tail, ...this.waiting]);
+    while (this.pending > 0 || this.retries.size > 0)
+      await Promise.all([this.tail, ...[...this.retries.values()].map((retry) => retry.waited)]);
   }
 
   /** Pauses the running import at its next checkpoint, starts no more, and waits for that. */
   async stop(): Promise<void> {
     this.stopping.abort();
-    for (const [timer, done] of this.retries) {
+    for (const [timer, { done }] of this.retries) {
       clearTimeout(timer);
       done();
     }

@@ -31,21 +31,13 @@ describe('import worker events', () => {
 });
 
 describe('import worker time budget', () => {
-  it('pauses an import before the function times out and writes its request marker again', async () => {
-    // Prepare: 9 products in chunks of 3, each image 60 ms to fetch; the function has 300 ms left over
-    // its margin
-    const names = Array.from({ length: 9 }, (_, i) => `p${i}`);
-    const w = world(new Map(names.map((n) => [`https://cdn.example/${n}.jpg`, Buffer.from(`image ${n}`)])));
-    w.deps.limits = { ...w.deps.limits, imageConcurrency: 1 };
-    const fetch = w.fetcher.fetch.bind(w.fetcher);
-    w.fetcher.fetch = async (url, limits) => {
-      await new Promise((resolve) => setTimeout(resolve, 60));
-      return fetch(url, limits);
-    };
+  const img = (id: string) => `https://cdn.example/${id}.jpg`;
+
+  /** A world whose feed "shop" has a queued full import of `names`, its request marker not yet written. */
+  async function queuedImport(names: string[]) {
+    const w = world(new Map(names.map((n) => [img(n), Buffer.from(`image ${n}`)])));
     const content = names
-      .map((id) =>
-        JSON.stringify({ id, title: id, image_link: `https://cdn.example/${id}.jpg`, price: '1.00 USD' }),
-      )
+      .map((id) => JSON.stringify({ id, title: id, image_link: img(id), price: '1.00 USD' }))
       .join('\n');
     const queued = await startImport(
       {
@@ -62,10 +54,25 @@ describe('import worker time budget', () => {
     await w.objects.delete(request);
     const container = { ingest: w.deps, objects: w.objects, logger: createLogger('silent') };
     const event = { Records: [s3Record(request)] } as S3Event;
+    return { w, importId: queued.importId, request, container, event };
+  }
+
+  it('pauses an import before the function times out and writes its request marker again', async () => {
+    // Prepare: 9 products in chunks of 3, each image 60 ms to fetch; the function has 300 ms left over
+    // its margin
+    const { w, importId, request, container, event } = await queuedImport(
+      Array.from({ length: 9 }, (_, i) => `p${i}`),
+    );
+    w.deps.limits = { ...w.deps.limits, imageConcurrency: 1 };
+    const fetch = w.fetcher.fetch.bind(w.fetcher);
+    w.fetcher.fetch = async (url, limits) => {
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      return fetch(url, limits);
+    };
     // Act
     await runImportEvent(container, event, 1300, 1000);
     // Assess: paused at a checkpoint, and the marker that starts the next invocation is there again
-    const paused = await w.imports.get('shop', queued.importId);
+    const paused = await w.imports.get('shop', importId);
     expect(paused?.status).toBe('running');
     expect(paused?.checkpointRow).toBeGreaterThan(0);
     expect(paused?.checkpointRow).toBeLessThan(9);
@@ -73,15 +80,14 @@ describe('import worker time budget', () => {
     expect(w.imports.leases.size).toBe(0);
     // The next invocation finishes it
     await runImportEvent(container, event);
-    expect((await w.imports.get('shop', queued.importId))?.status).toBe('succeeded');
+    expect((await w.imports.get('shop', importId))?.status).toBe('succeeded');
     expect(w.products.rows.size).toBe(9);
   });
 
   it('pauses a long removal of unlisted products between batches', async () => {
     // Prepare: 2,000 products of an earlier import, which a full import of 3 removes 500 at a time,
     // 150 ms per batch; the pause is asked for 300 ms in
-    const names = ['a', 'b', 'c'];
-    const w = world(new Map(names.map((n) => [`https://cdn.example/${n}.jpg`, Buffer.from(`image ${n}`)])));
+    const { w, importId, request, container, event } = await queuedImport(['a', 'b', 'c']);
     const earlier = Array.from({ length: 2000 }, (_, i) => ({
       feed_id: 'shop',
       product_id: `old${i}`,
@@ -95,36 +101,16 @@ describe('import worker time budget', () => {
       await new Promise((resolve) => setTimeout(resolve, 150));
       return deleteMany(feedId, ids);
     };
-    const content = names
-      .map((id) =>
-        JSON.stringify({ id, title: id, image_link: `https://cdn.example/${id}.jpg`, price: '1.00 USD' }),
-      )
-      .join('\n');
-    const queued = await startImport(
-      {
-        feeds: w.feeds,
-        imports: w.imports,
-        objects: w.objects,
-        dispatcher: { dispatch: async () => undefined },
-        clock: w.deps.clock,
-      },
-      'shop',
-      { content, format: 'jsonl', mode: 'full' },
-    );
-    const { request } = importObjectKeys('shop', queued.importId);
-    await w.objects.delete(request);
-    const container = { ingest: w.deps, objects: w.objects, logger: createLogger('silent') };
-    const event = { Records: [s3Record(request)] } as S3Event;
     // Act
     await runImportEvent(container, event, 1300, 1000);
     // Assess: paused part way through the removal, to be resumed by the marker's new invocation
-    const paused = await w.imports.get('shop', queued.importId);
+    const paused = await w.imports.get('shop', importId);
     expect(paused?.status).toBe('running');
     expect(paused?.removed).toBeGreaterThan(0);
     expect(paused?.removed).toBeLessThan(2000);
     expect(await w.objects.get(request)).toBeDefined();
     await runImportEvent(container, event);
-    expect(await w.imports.get('shop', queued.importId)).toMatchObject({
+    expect(await w.imports.get('shop', importId)).toMatchObject({
       status: 'succeeded',
       removed: 2000,
     });
