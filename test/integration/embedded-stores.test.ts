@@ -3,21 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
-import { loadConfig } from '#lib/config.ts';
-import { ensureStorage, startEmbeddedStores } from '#lib/local/embedded-stores.ts';
+import { openTestStores } from '#test/support/embedded-stores.ts';
 
 describe('local stores after a killed run', () => {
   it('start again when the S3 server was killed writing an object’s metadata (that object is dropped)', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'vps-torn-'));
     const open = async () => {
-      const stores = await startEmbeddedStores(dataDir);
-      const config = loadConfig({
-        LOG_LEVEL: 'silent',
-        DYNAMODB_ENDPOINT: stores.dynamodbEndpoint,
-        S3_ENDPOINT: stores.s3Endpoint,
-        DATA_DIR: dataDir,
-      });
-      await ensureStorage(config);
+      const stores = await openTestStores(dataDir);
+      const { config } = stores;
       return { stores, objects: new S3ObjectStore(createS3Client(config), config.assetsBucket) };
     };
     try {

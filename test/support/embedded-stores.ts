@@ -7,6 +7,18 @@ import { ensureStorage, startEmbeddedStores } from '#lib/local/embedded-stores.t
 /** The real-protocol servers of local mode in a temp folder, with tables and bucket created. */
 export async function startTestStores(): Promise<{ config: Config; stop(): Promise<void> }> {
   const dataDir = await mkdtemp(join(tmpdir(), 'vps-stores-'));
+  const { config, close } = await openTestStores(dataDir);
+  return {
+    config,
+    async stop() {
+      await close();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The same servers on a given folder, kept when they close (a later open finds what they stored). */
+export async function openTestStores(dataDir: string): Promise<{ config: Config; close(): Promise<void> }> {
   const stores = await startEmbeddedStores(dataDir);
   const config = loadConfig({
     LOG_LEVEL: 'silent',
@@ -15,11 +27,5 @@ export async function startTestStores(): Promise<{ config: Config; stop(): Promi
     DATA_DIR: dataDir,
   });
   await ensureStorage(config);
-  return {
-    config,
-    async stop() {
-      await stores.close();
-      await rm(dataDir, { recursive: true, force: true });
-    },
-  };
+  return { config, close: () => stores.close() };
 }
