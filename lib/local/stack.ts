@@ -37,9 +37,9 @@ export async function startLocalStack(
   const base = loadConfig(env);
   const dataDir = resolve(base.local.dataDir);
   await mkdir(dataDir, { recursive: true });
-  const releaseLock = await lockDataDir(dataDir);
+  const { release: releaseLock, killedBefore } = await lockDataDir(dataDir);
   const adminToken = base.adminToken ?? (await persistentAdminToken(dataDir));
-  const stores = await startEmbeddedStores(dataDir);
+  const stores = await startEmbeddedStores(dataDir, { dropTornObjects: killedBefore });
   const workers = env.LOCAL_FEATURE_WORKERS ?? '1';
   // The worker runs from a plain-JS bundle of its entry when esbuild can make one (worker-bundle.ts);
   // otherwise through tsx's loader, slower to start but the same features.
@@ -116,7 +116,7 @@ export async function startLocalStack(
  * The embedded databases allow one process per folder; a second `npm start` on the same folder gets a
  * clear message instead of a LevelDB lock error deep inside the DynamoDB server.
  */
-async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
+async function lockDataDir(dataDir: string): Promise<{ release(): Promise<void>; killedBefore: boolean }> {
   const file = join(dataDir, 'server.pid');
   const holder = Number(await readFile(file, 'utf8').catch(() => ''));
   if (holder && holder !== process.pid && processAlive(holder)) {
@@ -125,7 +125,8 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
     );
   }
   await writeFile(file, String(process.pid));
-  return () => rm(file, { force: true });
+  // A clean stop removes the file: one left by a dead process means that run was killed.
+  return { release: () => rm(file, { force: true }), killedBefore: holder > 0 };
 }
 
 /** The admin token survives restarts so an open dashboard session stays valid. */

@@ -1,4 +1,5 @@
-import { rm } from 'node:fs/promises';
+import { readdir, rm, truncate, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { startTestStack } from '#test/support/local-stack.ts';
 
@@ -20,7 +21,13 @@ describe('local runtime recovery', () => {
       // A deletion killed after removing its feed, before giving the feed's lease up
       const hour = new Date(Date.now() + 3_600_000);
       await first.container.imports.takeLease('gone', 'killed deletion', hour, new Date());
+      // An object whose metadata the kill left empty, and the pid file a killed run leaves behind
+      await first.container.objects.put('features/torn/p/0.gvlf', 'half written');
       await first.close();
+      const files = await readdir(join(dataDir, 's3'), { recursive: true });
+      const torn = files.find((file) => file.endsWith('torn/p/0.gvlf._S3rver_metadata.json'));
+      await truncate(join(dataDir, 's3', torn!), 0);
+      await writeFile(join(dataDir, 'server.pid'), '2147483646');
       // Act
       const again = await startLocalStack({
         ...process.env,
@@ -42,6 +49,7 @@ describe('local runtime recovery', () => {
         expect(
           (await admin('POST', '/admin/v1/feeds', { feedId: 'half-deleted', name: 'Again' })).status,
         ).toBe(201);
+        expect(await again.container.objects.list('features/torn/')).toEqual([]);
         const minute = new Date(Date.now() + 60_000);
         expect(await again.container.imports.takeLease('gone', 'new runner', minute, new Date())).toBe(true);
         const demo = await admin('GET', '/admin/v1/feeds/demo');

@@ -9,7 +9,8 @@ describe('local stores after a killed run', () => {
   it('start again when the S3 server was killed writing an object’s metadata (that object is dropped)', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'vps-torn-'));
     const open = async () => {
-      const stores = await openTestStores(dataDir);
+      // As npm start does after a killed run
+      const stores = await openTestStores(dataDir, { dropTornObjects: true });
       const { config } = stores;
       return { stores, objects: new S3ObjectStore(createS3Client(config), config.assetsBucket) };
     };

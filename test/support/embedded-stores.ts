@@ -18,8 +18,11 @@ export async function startTestStores(): Promise<{ config: Config; stop(): Promi
 }
 
 /** The same servers on a given folder, kept when they close (a later open finds what they stored). */
-export async function openTestStores(dataDir: string): Promise<{ config: Config; close(): Promise<void> }> {
-  const stores = await startEmbeddedStores(dataDir);
+export async function openTestStores(
+  dataDir: string,
+  options: { dropTornObjects?: boolean } = {},
+): Promise<{ config: Config; close(): Promise<void> }> {
+  const stores = await startEmbeddedStores(dataDir, options);
   const config = loadConfig({
     LOG_LEVEL: 'silent',
     DYNAMODB_ENDPOINT: stores.dynamodbEndpoint,
