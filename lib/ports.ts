@@ -69,6 +69,8 @@ export interface UsageRow {
   day: string;
   endpoint: Endpoint;
   searchId: string;
+  /** createdAt of the feed the request was answered for (absent on rows written before it was kept). */
+  feedCreatedAt?: string;
   requests: number;
   ok: number;
   clientErrors: number;
@@ -82,6 +84,7 @@ export interface UsageStore {
   consume(searchId: string, limit: number, now: Date): Promise<RateLimitDecision>;
   record(entry: {
     feedId: string;
+    feedCreatedAt: string;
     searchId: string;
     endpoint: Endpoint;
     outcome: UsageOutcome;

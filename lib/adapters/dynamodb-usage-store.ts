@@ -80,6 +80,7 @@ export class DynamoDbUsageStore implements UsageStore {
 
   async record(entry: {
     feedId: string;
+    feedCreatedAt: string;
     searchId: string;
     endpoint: Endpoint;
     outcome: UsageOutcome;
@@ -91,13 +92,14 @@ export class DynamoDbUsageStore implements UsageStore {
         TableName: this.table,
         Key: { pk: `usage#${entry.feedId}`, sk: `${day}#${entry.endpoint}#${entry.searchId}` },
         UpdateExpression:
-          'ADD requests :one, #outcome :one SET #day = :day, endpoint = :endpoint, searchId = :sid, expiresAt = :expires',
+          'ADD requests :one, #outcome :one SET #day = :day, endpoint = :endpoint, searchId = :sid, feedCreatedAt = :fc, expiresAt = :expires',
         ExpressionAttributeNames: { '#outcome': OUTCOME_ATTRIBUTE[entry.outcome], '#day': 'day' },
         ExpressionAttributeValues: {
           ':one': 1,
           ':day': day,
           ':endpoint': entry.endpoint,
           ':sid': entry.searchId,
+          ':fc': entry.feedCreatedAt,
           ':expires': Math.floor(entry.at.getTime() / 1000) + USAGE_RETENTION_DAYS * 86_400,
         },
       }),
@@ -120,6 +122,7 @@ export class DynamoDbUsageStore implements UsageStore {
           day: String(item.day),
           endpoint: item.endpoint as Endpoint,
           searchId: String(item.searchId),
+          ...(typeof item.feedCreatedAt === 'string' ? { feedCreatedAt: item.feedCreatedAt } : {}),
           requests: Number(item.requests ?? 0),
           ok: Number(item.ok ?? 0),
           clientErrors: Number(item.clientErrors ?? 0),

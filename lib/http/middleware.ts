@@ -5,6 +5,7 @@ import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-l
 import { type Container, getContainer } from '#lib/container.ts';
 import { DomainError, NotFoundError, RateLimitedError, ValidationError } from '#lib/domain/errors.ts';
 import { hostAllowed, hourlyLimitOf } from '#lib/domain/feeds.ts';
+import { keyBelongsTo } from '#lib/domain/keys.ts';
 import { toErrorBody } from '#lib/http/errors.ts';
 import { json } from '#lib/http/responses.ts';
 import type { AppContext, RequestState } from '#lib/http/context.ts';
@@ -126,6 +127,7 @@ async function meter(container: Container, state: RequestState, status: number):
   try {
     await container.usage.record({
       feedId: state.auth.feed.feedId,
+      feedCreatedAt: state.auth.feed.createdAt,
       searchId: state.auth.key.searchId,
       endpoint: state.endpoint,
       outcome,
@@ -207,7 +209,10 @@ function searchIdAuth(
       if (!key) throw new DomainError('invalid_search_id', 'Unknown search id.');
       if (key.revokedAt) throw new DomainError('search_id_revoked', 'This search id has been revoked.');
       const feed = await container.feeds.get(key.feedId);
-      if (!feed || feed.deletingAt) throw new DomainError('invalid_search_id', 'Unknown search id.');
+      // A key of an earlier feed with the same id (one a deletion's sweep missed) is unknown to this one.
+      if (!feed || feed.deletingAt || !keyBelongsTo(key, feed)) {
+        throw new DomainError('invalid_search_id', 'Unknown search id.');
+      }
       state.auth = { key, feed };
       state.logger = state.logger.child({ feedId: feed.feedId, searchId: redactSearchId(searchId) });
 

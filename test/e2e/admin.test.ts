@@ -125,6 +125,55 @@ describe('search ids', () => {
     expect(second.body.feedId).toBe('keys-feed');
   });
 
+  it('does not let a key or usage an earlier feed of the same id left behind count for the new feed', async () => {
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'reborn', name: 'Reborn' });
+    const old = (await stack.admin('POST', '/admin/v1/feeds/reborn/keys', { name: 'web' })).body;
+    const stored = (await stack.container.keys.get(old.searchId))!;
+    const oldFeed = (await stack.container.feeds.get('reborn', { fresh: true }))!;
+    expect((await stack.admin('DELETE', '/admin/v1/feeds/reborn')).status).toBe(204);
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'reborn', name: 'Reborn again' });
+    // What the deletion can leave in AWS: a key its sweep missed (the byFeed index lags a new key) and a
+    // usage row a public function wrote from its auth cache after the sweep.
+    await stack.container.keys.create(stored);
+    await stack.container.usage.record({
+      feedId: 'reborn',
+      feedCreatedAt: oldFeed.createdAt,
+      searchId: old.searchId,
+      endpoint: 'related',
+      outcome: 'ok',
+      at: new Date(),
+    });
+
+    const related = await stack.call('POST', '/api/v1/related', {
+      body: { productId: 'p1' },
+      headers: { authorization: `Bearer ${old.searchId}` },
+    });
+    const keys = await stack.admin('GET', '/admin/v1/feeds/reborn/keys');
+    const usage = await stack.admin('GET', '/admin/v1/feeds/reborn/usage');
+
+    expectError(related, 401, 'invalid_search_id');
+    expect(keys.body.keys).toEqual([]);
+    expect(usage.body.totals.requests).toBe(0);
+    expect(usage.body.keys).toEqual([]);
+  });
+
+  it('keeps the feed creation time it binds a key to out of the key resource', async () => {
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'key-shape', name: 'Shape' });
+    const created = await stack.admin('POST', '/admin/v1/feeds/key-shape/keys', { name: 'web' });
+    const listed = await stack.admin('GET', '/admin/v1/feeds/key-shape/keys');
+    const revoked = await stack.admin('DELETE', `/admin/v1/keys/${created.body.searchId}`);
+
+    const shape = {
+      searchId: created.body.searchId,
+      feedId: 'key-shape',
+      name: 'web',
+      createdAt: expect.any(String),
+    };
+    expect(created.body).toEqual(shape);
+    expect(listed.body.keys).toEqual([shape]);
+    expect(revoked.body).toEqual({ ...shape, revokedAt: expect.any(String) });
+  });
+
   it('returns 404 when creating a key for a missing feed or revoking an unknown key', async () => {
     expectError(await stack.admin('POST', '/admin/v1/feeds/nowhere/keys', {}), 404, 'feed_not_found');
     expectError(await stack.admin('DELETE', '/admin/v1/keys/vps_unknown'), 404, 'not_found');

@@ -133,8 +133,22 @@ describe('DynamoDbUsageStore', () => {
   it("deletes a feed's usage rows and no other feed's", async () => {
     const at = new Date('2026-11-20T01:00:00Z');
     for (const feedId of ['gone', 'kept', 'gone'])
-      await usage.record({ feedId, searchId: 's', endpoint: 'detect', outcome: 'ok', at });
-    await usage.record({ feedId: 'gone', searchId: 's', endpoint: 'related', outcome: 'ok', at });
+      await usage.record({
+        feedId,
+        feedCreatedAt: 'c',
+        searchId: 's',
+        endpoint: 'detect',
+        outcome: 'ok',
+        at,
+      });
+    await usage.record({
+      feedId: 'gone',
+      feedCreatedAt: 'c',
+      searchId: 's',
+      endpoint: 'related',
+      outcome: 'ok',
+      at,
+    });
 
     await usage.deleteFeed('gone');
 
@@ -143,7 +157,7 @@ describe('DynamoDbUsageStore', () => {
   });
 
   it('adds usage per day, endpoint and search id, and lists a day range', async () => {
-    const base = { feedId: 'fu', searchId: 's1', endpoint: 'detect' as const };
+    const base = { feedId: 'fu', feedCreatedAt: 'c1', searchId: 's1', endpoint: 'detect' as const };
     await usage.record({ ...base, outcome: 'ok', at: new Date('2026-11-20T01:00:00Z') });
     await usage.record({ ...base, outcome: 'rate_limited', at: new Date('2026-11-20T02:00:00Z') });
     await usage.record({ ...base, outcome: 'client_error', at: new Date('2026-11-21T02:00:00Z') });
@@ -156,6 +170,7 @@ describe('DynamoDbUsageStore', () => {
         day: '2026-11-20',
         endpoint: 'detect',
         searchId: 's1',
+        feedCreatedAt: 'c1',
         requests: 2,
         ok: 1,
         clientErrors: 0,
@@ -166,6 +181,7 @@ describe('DynamoDbUsageStore', () => {
         day: '2026-11-21',
         endpoint: 'detect',
         searchId: 's1',
+        feedCreatedAt: 'c1',
         requests: 1,
         ok: 0,
         clientErrors: 1,

@@ -79,6 +79,7 @@ describe('deleteFeed', () => {
     const key = await createKey(deps, 'usage-feed', { name: 'web' });
     await usage.record({
       feedId: 'usage-feed',
+      feedCreatedAt: 'c',
       searchId: key.searchId,
       endpoint: 'detect',
       outcome: 'ok',

@@ -1,7 +1,7 @@
 import { feedStillLive, requireFeed } from '#lib/domain/admin/feeds.ts';
 import type { CreateKeyRequest } from '#lib/domain/admin/schemas.ts';
 import { NotFoundError } from '#lib/domain/errors.ts';
-import { newSearchId, type SearchKey } from '#lib/domain/keys.ts';
+import { keyBelongsTo, keyView, newSearchId, type SearchKey } from '#lib/domain/keys.ts';
 import type { ApiKeyRegistry, Clock, FeedStore, KeyStore } from '#lib/ports.ts';
 
 export interface KeyAdminDeps {
@@ -20,13 +20,14 @@ export async function createKey(
   deps: KeyAdminDeps,
   feedId: string,
   input: CreateKeyRequest,
-): Promise<SearchKey> {
+): Promise<ReturnType<typeof keyView>> {
   const feed = await requireFeed(deps.feeds, feedId);
   const key: SearchKey = {
     searchId: newSearchId(),
     feedId,
     name: input.name,
     createdAt: deps.clock.now().toISOString(),
+    feedCreatedAt: feed.createdAt,
   };
   await deps.keys.create(key);
   await deps.apiKeys.register(key, feed.plan);
@@ -35,25 +36,28 @@ export async function createKey(
     await deps.keys.delete(key.searchId);
     throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
   }
-  return key;
+  return keyView(key);
 }
 
-/** The feed's search ids, newest first, revoked ones included (marked by revokedAt). */
+/**
+ * The feed's search ids, newest first, revoked ones included (marked by revokedAt). Keys left by an
+ * earlier feed of the same id (keyBelongsTo) are not this feed's and are not listed.
+ */
 export async function listKeys(
   deps: Pick<KeyAdminDeps, 'feeds' | 'keys'>,
   feedId: string,
-): Promise<SearchKey[]> {
-  await requireFeed(deps.feeds, feedId);
-  const keys = await deps.keys.listByFeed(feedId);
-  return keys.sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+): Promise<ReturnType<typeof keyView>[]> {
+  const feed = await requireFeed(deps.feeds, feedId);
+  const keys = (await deps.keys.listByFeed(feedId)).filter((key) => keyBelongsTo(key, feed));
+  return keys.sort((a, b) => b.createdAt.localeCompare(a.createdAt)).map(keyView);
 }
 
 /** Revokes a search id: later requests with it get 403. Steps: mark revoked, remove it from the gateway. */
-export async function revokeKey(deps: KeyAdminDeps, searchId: string): Promise<SearchKey> {
+export async function revokeKey(deps: KeyAdminDeps, searchId: string): Promise<ReturnType<typeof keyView>> {
   const key = await deps.keys.get(searchId);
   if (!key) throw new NotFoundError('not_found', 'Search id not found.');
   const at = deps.clock.now();
   await deps.keys.revoke(searchId, at);
   await deps.apiKeys.unregister(searchId);
-  return { ...key, revokedAt: key.revokedAt ?? at.toISOString() };
+  return keyView({ ...key, revokedAt: key.revokedAt ?? at.toISOString() });
 }

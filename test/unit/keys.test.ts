@@ -1,0 +1,23 @@
+import { describe, expect, it } from 'vitest';
+import { keyBelongsTo, type SearchKey } from '#lib/domain/keys.ts';
+
+const feed = { feedId: 'shop', createdAt: '2026-11-26T10:00:00.000Z' };
+const key: SearchKey = {
+  searchId: 'vps_x',
+  feedId: 'shop',
+  name: 'web',
+  createdAt: '2026-11-26T10:01:00.000Z',
+};
+
+describe('keyBelongsTo', () => {
+  it('binds a key to the feed it was minted for, not to a later feed with the same id', () => {
+    expect(keyBelongsTo({ ...key, feedCreatedAt: feed.createdAt }, feed)).toBe(true);
+    expect(keyBelongsTo({ ...key, feedCreatedAt: '2026-11-25T09:00:00.000Z' }, feed)).toBe(false);
+    expect(keyBelongsTo({ ...key, feedId: 'other', feedCreatedAt: feed.createdAt }, feed)).toBe(false);
+  });
+
+  it('keeps keys minted before the binding was recorded working for their feed id', () => {
+    expect(keyBelongsTo(key, feed)).toBe(true);
+    expect(keyBelongsTo(key, { ...feed, feedId: 'other' })).toBe(false);
+  });
+});
