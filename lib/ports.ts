@@ -374,14 +374,17 @@ export interface FetchLimits {
  * metadata addresses unless configured otherwise. Throws FetchError with a message fit for import errors.
  */
 export interface ImageFetcher {
+  /** `signal` stops the fetch where it is (connecting or reading) with FetchError('stopped.'). */
   fetch(
     url: string,
     limits: FetchLimits,
+    options?: { signal?: AbortSignal },
   ): Promise<{ bytes: Buffer; contentType: string | undefined; url: string }>;
-  /** Same checks, but the body is streamed (feed files); the size cap and deadline apply while reading. */
+  /** Same checks, but the body is streamed (feed files); the size cap, deadline and signal apply while reading. */
   open(
     url: string,
     limits: FetchLimits,
+    options?: { signal?: AbortSignal },
   ): Promise<{ body: AsyncIterable<Buffer>; contentType: string | undefined; url: string }>;
 }
 

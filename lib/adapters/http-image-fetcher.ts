@@ -5,6 +5,9 @@ import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { FetchError } from '#lib/domain/catalogue/imports.ts';
 import type { FetchLimits, ImageFetcher } from '#lib/ports.ts';
 
+/** The message of a fetch its caller stopped (an import paused, or its feed deleted). */
+const STOPPED = 'stopped.';
+
 /** Addresses a fetch must never reach (DESIGN §5): private, loopback, link-local (cloud metadata), reserved. */
 const BLOCKED = new BlockList();
 for (const [net, prefix] of [
@@ -89,20 +92,22 @@ export class HttpImageFetcher implements ImageFetcher {
   async fetch(
     url: string,
     limits: FetchLimits,
+    options: { signal?: AbortSignal } = {},
   ): Promise<{ bytes: Buffer; contentType: string | undefined; url: string }> {
-    const { response, deadline, url: finalUrl } = await this.respond(url, limits);
-    const bytes = await readCapped(response, limits.maxBytes, deadline);
+    const { response, deadline, url: finalUrl } = await this.respond(url, limits, options.signal);
+    const bytes = await readCapped(response, limits.maxBytes, deadline, options.signal);
     return { bytes, contentType: response.headers['content-type'], url: finalUrl };
   }
 
   async open(
     url: string,
     limits: FetchLimits,
+    options: { signal?: AbortSignal } = {},
   ): Promise<{ body: AsyncIterable<Buffer>; contentType: string | undefined; url: string }> {
-    const { response, deadline, url: finalUrl } = await this.respond(url, limits);
+    const { response, deadline, url: finalUrl } = await this.respond(url, limits, options.signal);
     checkDeclaredSize(response, limits.maxBytes);
     return {
-      body: streamCapped(response, limits.maxBytes, deadline),
+      body: streamCapped(response, limits.maxBytes, deadline, options.signal),
       contentType: response.headers['content-type'],
       url: finalUrl,
     };
@@ -112,6 +117,7 @@ export class HttpImageFetcher implements ImageFetcher {
   private async respond(
     url: string,
     limits: FetchLimits,
+    signal: AbortSignal | undefined,
   ): Promise<{ response: IncomingMessage; deadline: number; url: string }> {
     const deadline = Date.now() + limits.timeoutMs;
     let current: URL;
@@ -127,7 +133,7 @@ export class HttpImageFetcher implements ImageFetcher {
       if (isIP(host) && this.refused(host)) {
         throw new FetchError(`${host} is a private or reserved address; refused.`);
       }
-      const response = await this.get(current, deadline);
+      const response = await this.get(current, deadline, signal);
       const status = response.statusCode ?? 0;
       if (status >= 300 && status < 400 && response.headers.location) {
         response.resume();
@@ -143,9 +149,10 @@ export class HttpImageFetcher implements ImageFetcher {
     throw new FetchError('too many redirects.');
   }
 
-  private get(url: URL, deadline: number): Promise<IncomingMessage> {
+  private get(url: URL, deadline: number, signal: AbortSignal | undefined): Promise<IncomingMessage> {
     const remaining = deadline - Date.now();
     if (remaining <= 0) return Promise.reject(new FetchError('timed out.'));
+    if (signal?.aborted) return Promise.reject(new FetchError(STOPPED));
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     return new Promise((resolve, reject) => {
       const request = send(url, {
@@ -155,13 +162,17 @@ export class HttpImageFetcher implements ImageFetcher {
         timeout: remaining,
       });
       const timer = setTimeout(() => request.destroy(new FetchError('timed out.')), remaining);
+      const stop = () => request.destroy(new FetchError(STOPPED));
+      signal?.addEventListener('abort', stop, { once: true });
       request.once('response', (response) => {
         clearTimeout(timer);
+        signal?.removeEventListener('abort', stop);
         resolve(response);
       });
       request.once('timeout', () => request.destroy(new FetchError('timed out.')));
       request.once('error', (error) => {
         clearTimeout(timer);
+        signal?.removeEventListener('abort', stop);
         reject(
           error instanceof FetchError
             ? error
@@ -181,17 +192,21 @@ function checkDeclaredSize(response: IncomingMessage, maxBytes: number): void {
   }
 }
 
-/** The body as a stream that fails once it passes the size cap or the deadline. */
+/** The body as a stream that fails once it passes the size cap or the deadline, or the signal aborts. */
 async function* streamCapped(
   response: IncomingMessage,
   maxBytes: number,
   deadline: number,
+  signal: AbortSignal | undefined,
 ): AsyncGenerator<Buffer> {
   let size = 0;
   const timer = setTimeout(
     () => response.destroy(new FetchError('timed out.')),
     Math.max(0, deadline - Date.now()),
   );
+  const stop = () => response.destroy(new FetchError(STOPPED));
+  if (signal?.aborted) stop();
+  signal?.addEventListener('abort', stop, { once: true });
   try {
     for await (const chunk of response as AsyncIterable<Buffer>) {
       size += chunk.length;
@@ -205,13 +220,19 @@ async function* streamCapped(
       : new FetchError(`connection failed (${(error as Error).message}).`);
   } finally {
     clearTimeout(timer);
+    signal?.removeEventListener('abort', stop);
     response.destroy();
   }
 }
 
-async function readCapped(response: IncomingMessage, maxBytes: number, deadline: number): Promise<Buffer> {
+async function readCapped(
+  response: IncomingMessage,
+  maxBytes: number,
+  deadline: number,
+  signal: AbortSignal | undefined,
+): Promise<Buffer> {
   checkDeclaredSize(response, maxBytes);
   const chunks: Buffer[] = [];
-  for await (const chunk of streamCapped(response, maxBytes, deadline)) chunks.push(chunk);
+  for await (const chunk of streamCapped(response, maxBytes, deadline, signal)) chunks.push(chunk);
   return Buffer.concat(chunks);
 }

@@ -175,8 +175,31 @@ export async function runImport(
 /** Thrown by a progress save (or the feed check while a chunk is prepared) that finds the feed deleted. */
 class FeedGone extends Error {}
 
-/** How often the feed is looked at while a chunk is prepared (see processRows). */
+/** How often the feed is looked at while a chunk is prepared or the feed file downloaded. */
 const FEED_CHECK_MS = 2000;
+
+/**
+ * Looks at the feed every FEED_CHECK_MS until stopped; `signal` aborts once it is found gone, so that
+ * work between two progress saves (a chunk's image fetches, the feed file's download) does not keep a
+ * deletion waiting for it.
+ */
+function watchFeed(stillLive: () => Promise<boolean>): {
+  signal: AbortSignal;
+  gone: () => boolean;
+  stop: () => void;
+} {
+  const found = new AbortController();
+  const timer = setInterval(() => {
+    stillLive().then(
+      (live) => {
+        if (!live) found.abort();
+      },
+      () => undefined,
+    );
+  }, FEED_CHECK_MS);
+  timer.unref();
+  return { signal: found.signal, gone: () => found.signal.aborted, stop: () => clearInterval(timer) };
+}
 
 /** Steps 2–6 of runImport, from the record marked running. */
 async function importInto(
@@ -188,7 +211,7 @@ async function importInto(
 ): Promise<ImportRecord> {
   await save({});
   try {
-    const format = await ensureFeedFile(deps, current());
+    const format = await ensureFeedFile(deps, current(), stillLive);
     if (current().format !== format) await save({ format });
     deps.signal?.throwIfAborted();
     const total = await countRows(await openFeed(deps, current().objectKey), format);
@@ -292,16 +315,44 @@ function now(deps: Pick<IngestDeps, 'clock'>): string {
 }
 
 /** Makes sure the feed file is stored (URL imports stream it in) and returns its format. */
-async function ensureFeedFile(deps: IngestDeps, record: ImportRecord): Promise<FeedFormat> {
+async function ensureFeedFile(
+  deps: IngestDeps,
+  record: ImportRecord,
+  stillLive: () => Promise<boolean>,
+): Promise<FeedFormat> {
   let head = await headOf(deps, record.objectKey);
   if (head === undefined) {
     if (record.source.kind !== 'url')
       throw new DomainError('not_found', 'The feed file of this import is missing.');
-    const { body, contentType } = await deps.fetcher.open(record.source.url, deps.limits.feed);
-    await deps.feedFiles.write(record.objectKey, body, contentType ?? 'application/octet-stream');
+    await downloadFeedFile(deps, record, record.source.url, stillLive);
     head = (await headOf(deps, record.objectKey)) ?? '';
   }
   return record.format ?? sniffFormat(head);
+}
+
+/**
+ * Streams a URL import's feed file into the store. It can take up to the feed fetch's timeout (minutes),
+ * so a pause stops it, and so does the feed's deletion (seen within FEED_CHECK_MS): the deletion waits
+ * for this run to let the feed go. A stopped download stores nothing.
+ */
+async function downloadFeedFile(
+  deps: IngestDeps,
+  record: ImportRecord,
+  url: string,
+  stillLive: () => Promise<boolean>,
+): Promise<void> {
+  const feed = watchFeed(stillLive);
+  const signal = deps.signal ? AbortSignal.any([feed.signal, deps.signal]) : feed.signal;
+  try {
+    const { body, contentType } = await deps.fetcher.open(url, deps.limits.feed, { signal });
+    await deps.feedFiles.write(record.objectKey, body, contentType ?? 'application/octet-stream');
+  } catch (error) {
+    if (feed.gone()) throw new FeedGone();
+    deps.signal?.throwIfAborted();
+    throw error;
+  } finally {
+    feed.stop();
+  }
 }
 
 /** The first few KB of a stored file (enough to sniff its format), or undefined when it is not stored. */
@@ -356,29 +407,20 @@ async function processRows(
   // A failed commit (its feed deleted, a store error) stops the next chunk's image fetches: its error is
   // seen once that preparation ends, and a deletion waits for this run to let the feed go.
   const commitFailed = new AbortController();
-  // The feed is also looked at every FEED_CHECK_MS while a chunk is prepared (its images may take long
-  // to fetch): a deletion waiting for this run is not kept waiting for a whole chunk's fetches.
-  let feedGone = false;
-  const watch = setInterval(() => {
-    stillLive().then(
-      (live) => {
-        if (live) return;
-        feedGone = true;
-        commitFailed.abort();
-      },
-      () => undefined,
-    );
-  }, FEED_CHECK_MS);
-  watch.unref();
+  // The feed is also looked at while a chunk is prepared (its images may take long to fetch): a deletion
+  // waiting for this run is not kept waiting for a whole chunk's fetches.
+  const feed = watchFeed(stillLive);
   // A pause stops the fetches as well; the chunk they belonged to is then not committed (the resumed run
   // starts again from the checkpoint before it).
-  const stopFetching = deps.signal
-    ? AbortSignal.any([commitFailed.signal, deps.signal])
-    : commitFailed.signal;
+  const stopFetching = AbortSignal.any([
+    commitFailed.signal,
+    feed.signal,
+    ...(deps.signal ? [deps.signal] : []),
+  ]);
   const flush = async () => {
     if (chunk.length === 0) return;
     const prepared = await prepareChunk(deps, start, chunk, baseUrl, previousIds, stopFetching);
-    if (feedGone) throw new FeedGone();
+    if (feed.gone()) throw new FeedGone();
     if (deps.signal?.aborted) {
       await committing;
       await flushIndices(deps);
@@ -396,7 +438,7 @@ async function processRows(
   try {
     await readAndCommit();
   } finally {
-    clearInterval(watch);
+    feed.stop();
     // Leaving with an error (a failed lookup of the next chunk, a broken stream): the chunk being
     // committed finishes first, so nothing of this run writes after runImport has returned or thrown.
     await committing.catch(() => undefined);
@@ -813,10 +855,12 @@ async function fetchImages(
   const fetched = await mapLimit(jobs, deps.limits.imageConcurrency, async (job) => {
     if (stop.aborted) return undefined;
     try {
-      const { bytes } = await deps.fetcher.fetch(job.url, deps.limits.image);
+      const { bytes } = await deps.fetcher.fetch(job.url, deps.limits.image, { signal: stop });
       await deps.images.inspect(bytes);
       return { ...job, bytes };
     } catch (error) {
+      // Stopped part way: the chunk is not committed, so its fetch is not the product's error.
+      if (stop.aborted) return undefined;
       if (!(error instanceof FetchError || error instanceof DomainError)) throw error;
       const field = job.index === 0 ? 'image_link' : 'additional_image_link';
       errors.push({

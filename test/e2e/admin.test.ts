@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from '#test/support/error-shape.ts';
 import { pngBase64, startTestStack, type TestStack } from '#test/support/local-stack.ts';
@@ -80,6 +82,42 @@ describe('feeds', () => {
       headers: { authorization: `Bearer ${key}` },
     });
     expectError(orphan, 401, 'invalid_search_id');
+  });
+
+  it('deletes a feed within seconds while a URL import is still downloading its feed file', async () => {
+    // Prepare: a shop server that sends its feed file one byte every 100 ms (it would take minutes)
+    const shop = createServer((_request, response) => {
+      const timer = setInterval(() => response.write(' '), 100);
+      response.on('close', () => clearInterval(timer));
+    });
+    await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(shop.address() as AddressInfo).port}/feed.xml`;
+      await stack.admin('POST', '/admin/v1/feeds', { feedId: 'slow-shop', name: 'Slow' });
+      const started = await stack.admin('POST', '/admin/v1/feeds/slow-shop/imports', { url });
+      expect(started.status).toBe(202);
+      const importPath = `/admin/v1/feeds/slow-shop/imports/${started.body.importId}`;
+      let status = 'queued';
+      while (status === 'queued') {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        status = (await stack.admin('GET', importPath)).body.status;
+      }
+      expect(status).toBe('running');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Act
+      const deleted = await stack.admin('DELETE', '/admin/v1/feeds/slow-shop');
+      // Assess: before, the DELETE waited 10 s for the download and answered 409
+      expect(deleted.status).toBe(204);
+      expect((await stack.admin('GET', '/admin/v1/feeds/slow-shop')).status).toBe(404);
+      await stack.importsIdle();
+      expect((await stack.admin('POST', '/admin/v1/feeds', { feedId: 'slow-shop', name: 'S' })).status).toBe(
+        201,
+      );
+      expect((await stack.admin('GET', '/admin/v1/feeds/slow-shop/imports')).body.imports).toEqual([]);
+    } finally {
+      shop.closeAllConnections();
+      await new Promise((resolve) => shop.close(resolve));
+    }
   });
 
   it('returns 409 conflict for an existing feed id', async () => {

@@ -27,6 +27,19 @@ beforeAll(async () => {
       return response.end();
     }
     if (request.url === '/slow') return void setTimeout(() => response.end('late'), 3000);
+    if (request.url === '/trickle') {
+      // A part every 50 ms for 5 s.
+      let sent = 0;
+      const timer = setInterval(() => {
+        if (response.destroyed || sent === 100) {
+          clearInterval(timer);
+          return void response.end();
+        }
+        sent += 1;
+        response.write('x');
+      }, 50);
+      return;
+    }
     response.writeHead(404);
     response.end();
   });
@@ -72,6 +85,32 @@ describe('HttpImageFetcher', () => {
     await expect(open.fetch(`${base}/slow`, { maxBytes: 1000, timeoutMs: 200 })).rejects.toThrow(/timed out/);
     await expect(open.fetch(`${base}/missing`, limits)).rejects.toThrow('HTTP 404.');
     await expect(open.fetch('ftp://example.com/x', limits)).rejects.toThrow(/http and https/);
+  });
+
+  it('stops where it is when its signal aborts: waiting for the answer, or reading the body', async () => {
+    const waiting = new AbortController();
+    setTimeout(() => waiting.abort(), 100);
+    const started = Date.now();
+    await expect(open.fetch(`${base}/slow`, limits, { signal: waiting.signal })).rejects.toThrow('stopped.');
+    expect(Date.now() - started).toBeLessThan(1000);
+
+    const reading = new AbortController();
+    const { body } = await open.open(
+      `${base}/trickle`,
+      { maxBytes: 1000, timeoutMs: 10_000 },
+      {
+        signal: reading.signal,
+      },
+    );
+    let parts = 0;
+    const read = (async () => {
+      for await (const _part of body) if (++parts === 3) reading.abort();
+    })();
+    await expect(read).rejects.toThrow('stopped.');
+    expect(parts).toBe(3);
+    await expect(open.fetch(`${base}/img`, limits, { signal: reading.signal })).rejects.toBeInstanceOf(
+      FetchError,
+    );
   });
 
   it('streams a body with open() and stops it at the size cap', async () => {

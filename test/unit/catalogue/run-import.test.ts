@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { importObjectKeys, importView, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
+import {
+  FetchError,
+  importObjectKeys,
+  importView,
+  type ImportRecord,
+} from '#lib/domain/catalogue/imports.ts';
 import { InvalidImageError } from '#lib/domain/errors.ts';
 import { ImportDeferred, runImport, runTriggeredImport } from '#lib/ingest/run-import.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
@@ -55,6 +60,35 @@ async function importInline(
 ): Promise<ImportRecord> {
   const queued = await queueInline(w, content, mode);
   return runImport(w.deps, FEED, queued.importId);
+}
+
+/**
+ * Serves `content` as the feed file at https://shop.example/feed.jsonl in 100 parts, `gap` ms apart,
+ * stopping with FetchError('stopped.') when the fetch's signal aborts, as the HTTP fetcher does.
+ * `started` is called as the download starts; `parts()` counts the parts read.
+ */
+function slowFeedFile(w: World, content: string) {
+  const bytes = Buffer.from(content);
+  const download = { started: () => undefined as unknown, gap: 100, parts: () => parts };
+  let parts = 0;
+  w.fetcher.open = async (url, _limits, options: { signal?: AbortSignal } = {}) => {
+    download.started();
+    const { signal } = options;
+    const size = Math.ceil(bytes.length / 100);
+    return {
+      body: (async function* () {
+        for (let i = 0; i < 100; i += 1) {
+          await new Promise((resolve) => setTimeout(resolve, download.gap));
+          if (signal?.aborted) throw new FetchError('stopped.');
+          parts += 1;
+          yield bytes.subarray(i * size, (i + 1) * size);
+        }
+      })(),
+      contentType: undefined,
+      url,
+    };
+  };
+  return download;
 }
 
 describe('runImport', () => {
@@ -383,6 +417,23 @@ describe('runImport', () => {
 });
 
 describe('pausing', () => {
+  it("stops downloading a URL import's feed file when paused, and the resumed run downloads it", async () => {
+    const w = world(filesFor('a'));
+    const download = slowFeedFile(w, jsonl([product('a')]));
+    const queued = await queue(w, { url: 'https://shop.example/feed.jsonl', mode: 'full' });
+    const pause = new AbortController();
+    download.started = () => setTimeout(() => pause.abort(), 300);
+    // Act
+    await expect(runImport({ ...w.deps, signal: pause.signal }, FEED, queued.importId)).rejects.toThrow();
+    const stopped = download.parts();
+    download.started = () => undefined;
+    download.gap = 0;
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess
+    expect(stopped).toBeLessThan(20);
+    expect(record).toMatchObject({ status: 'succeeded', embedded: 1 });
+  });
+
   it('does not count a paused run as a failed attempt, however often it is paused', async () => {
     // Prepare: every run is paused while its first chunk fetches its images
     const names = ['a', 'b', 'c', 'd'];
@@ -602,6 +653,47 @@ describe('an import whose feed is deleted', () => {
     expect(record.status).toBe('failed');
     expect(w.fetcher.fetched.length).toBeLessThan(10);
     expect(stored(w)).toEqual([]);
+  });
+
+  it('stops an image fetch in flight once the deletion has been seen', async () => {
+    // Prepare: one image whose server would answer after 8 s; the deletion starts as it is asked for
+    const w = world(filesFor('a'));
+    let stopped = false;
+    w.fetcher.fetch = async (url, _limits, options: { signal?: AbortSignal } = {}) => {
+      w.feeds.deleting.add(FEED);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 8000);
+        options.signal?.addEventListener('abort', () => {
+          stopped = true;
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      throw new FetchError(stopped ? 'stopped.' : 'timed out.');
+    };
+    const queued = await queueInline(w, jsonl([product('a')]));
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess: the fetch was stopped at the first feed check, not left to its server
+    expect(stopped).toBe(true);
+    expect(record.status).toBe('failed');
+    expect(stored(w)).toEqual([]);
+  });
+
+  it("stops downloading a URL import's feed file within a feed check once the feed is being deleted", async () => {
+    // Prepare: the feed file trickles in over ~10 s (100 parts, 100 ms apart); the deletion starts as
+    // the download does
+    const w = world(filesFor('a'));
+    const download = slowFeedFile(w, jsonl([product('a')]));
+    const queued = await queue(w, { url: 'https://shop.example/feed.jsonl', mode: 'full' });
+    download.started = () => w.feeds.deleting.add(FEED);
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess: stopped at the first check (2 s), and the import removed itself and its files
+    expect(record.status).toBe('failed');
+    expect(download.parts()).toBeLessThan(50);
+    expect(await w.imports.get(FEED, queued.importId)).toBeUndefined();
+    expect(importFiles(w, queued.importId)).toEqual([]);
   });
 
   it('does nothing but remove itself when its feed is gone before it starts', async () => {
