@@ -101,6 +101,8 @@ export interface ObjectStore {
   put(key: string, body: Buffer | string, contentType?: string): Promise<void>;
   get(key: string): Promise<Buffer | undefined>;
   delete(key: string): Promise<void>;
+  /** Deletes many objects in few calls (S3's DeleteObjects takes 1000); absent keys are no error. */
+  deleteMany(keys: readonly string[]): Promise<void>;
   list(prefix: string): Promise<string[]>;
 }
 

@@ -7,6 +7,7 @@ import {
   type QueryCommandInput,
 } from '@aws-sdk/lib-dynamodb';
 import type { Config } from '#lib/config.ts';
+import { mapLimit } from '#lib/ingest/concurrency.ts';
 
 /** One document client per process. Local mode points it at the embedded DynamoDB-protocol server. */
 export function createDocumentClient(
@@ -45,17 +46,25 @@ export async function* queryPages(
   } while (start);
 }
 
+/** BatchWriteItem calls in flight for deletions of many distinct items (a feed's products, its usage). */
+export const DELETE_BATCHES_IN_FLIGHT = 4;
+
 /**
  * Sends put/delete requests to one table 25 at a time (BatchWriteItem's limit), sending the unprocessed
- * ones of each batch again with a growing pause (throttling) until none are left.
+ * ones of each batch again with a growing pause (throttling) until none are left. `inFlight` batches go
+ * at once: only for requests on distinct keys (the order between batches is then not kept); a feed's
+ * deletion removes one item per product within an API request's time.
  */
 export async function writeBatches(
   db: DynamoDBDocumentClient,
   table: string,
   requests: Record<string, unknown>[],
+  options: { inFlight?: number } = {},
 ): Promise<void> {
-  for (let i = 0; i < requests.length; i += 25) {
-    let batch: Record<string, unknown>[] | undefined = requests.slice(i, i + 25);
+  const batches: Record<string, unknown>[][] = [];
+  for (let i = 0; i < requests.length; i += 25) batches.push(requests.slice(i, i + 25));
+  await mapLimit(batches, options.inFlight ?? 1, async (first) => {
+    let batch: Record<string, unknown>[] | undefined = first;
     for (let attempt = 0; batch && batch.length > 0; attempt += 1) {
       if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 25 * 2 ** attempt)));
       const out: BatchWriteCommandOutput = await db.send(
@@ -63,5 +72,5 @@ export async function writeBatches(
       );
       batch = out.UnprocessedItems?.[table] as Record<string, unknown>[] | undefined;
     }
-  }
+  });
 }

@@ -5,7 +5,7 @@ import {
   GetCommand,
   QueryCommand,
 } from '@aws-sdk/lib-dynamodb';
-import { queryPages, writeBatches } from '#lib/adapters/dynamodb-client.ts';
+import { DELETE_BATCHES_IN_FLIGHT, queryPages, writeBatches } from '#lib/adapters/dynamodb-client.ts';
 import { ValidationError } from '#lib/domain/errors.ts';
 import type { Product } from '#lib/domain/products.ts';
 import { MAX_PRODUCT_ID_LENGTH } from '#lib/domain/schemas.ts';
@@ -96,8 +96,12 @@ export class DynamoDbProductStore implements ProductStore {
   }
 
   async deleteMany(feedId: string, productIds: string[]): Promise<void> {
-    await this.batchWrite(
+    // Distinct keys, so batches can go side by side.
+    await writeBatches(
+      this.db,
+      this.table,
       [...new Set(productIds)].map((productId) => ({ DeleteRequest: { Key: { feedId, productId } } })),
+      { inFlight: DELETE_BATCHES_IN_FLIGHT },
     );
   }
 

@@ -1,5 +1,10 @@
 import { type DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { isConditionalCheckFailed, queryPages, writeBatches } from '#lib/adapters/dynamodb-client.ts';
+import {
+  DELETE_BATCHES_IN_FLIGHT,
+  isConditionalCheckFailed,
+  queryPages,
+  writeBatches,
+} from '#lib/adapters/dynamodb-client.ts';
 import {
   currentWindowCapacity,
   retryAfterSeconds,
@@ -149,6 +154,7 @@ export class DynamoDbUsageStore implements UsageStore {
       this.db,
       this.table,
       sks.map((sk) => ({ DeleteRequest: { Key: { pk, sk } } })),
+      { inFlight: DELETE_BATCHES_IN_FLIGHT },
     );
   }
 

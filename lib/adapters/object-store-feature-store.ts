@@ -86,22 +86,22 @@ export class ObjectStoreFeatureStore implements FeatureStore {
     except: readonly FeatureRef[] = [],
   ): Promise<void> {
     const kept = new Set(except.map(featuresKey));
-    for (const productId of productIds) {
-      for (const key of await this.objects.list(productPrefix(feedId, productId))) {
-        if (kept.has(key)) continue;
-        await this.objects.delete(key);
-        this.cache.delete(key);
-      }
-    }
+    // A product's records are listed (it has one per image), 16 products at a time, then deleted together.
+    const listed = await mapLimit(productIds, 16, (productId) =>
+      this.objects.list(productPrefix(feedId, productId)),
+    );
+    await this.forget(listed.flat().filter((key) => !kept.has(key)));
   }
 
   async deleteFeed(feedId: string): Promise<void> {
-    // 16 deletions in flight: a feed's records are one object per image, and the feed deletion runs
-    // within an API request's time.
-    await mapLimit(await this.objects.list(featuresPrefix(feedId)), 16, async (key) => {
-      await this.objects.delete(key);
-      this.cache.delete(key);
-    });
+    // One object per catalogue image, deleted a thousand per call: the feed deletion runs within an API
+    // request's time (16 single deletions at a time took over 27 s for 10k images locally).
+    await this.forget(await this.objects.list(featuresPrefix(feedId)));
+  }
+
+  private async forget(keys: string[]): Promise<void> {
+    await this.objects.deleteMany(keys);
+    for (const key of keys) this.cache.delete(key);
   }
 
   private get ttlMs(): number {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
+import { mapLimit } from '#lib/ingest/concurrency.ts';
 import { startTestStores } from '#test/support/embedded-stores.ts';
 
 let store: S3ObjectStore;
@@ -28,6 +29,26 @@ describe('S3ObjectStore against the S3-protocol server', () => {
 
     await store.delete('feeds/a/file.xml');
     expect(await store.get('feeds/a/file.xml')).toBeUndefined();
+  });
+
+  it('deletes many objects across DeleteObjects batches, absent keys included, and nothing else', async () => {
+    const keys = Array.from({ length: 1003 }, (_, i) => `many/k${i}`);
+    await mapLimit(keys, 32, (key) => store.put(key, 'x'));
+    await store.put('many-kept/k0', 'x');
+
+    await store.deleteMany([...keys, 'many/never-stored']);
+
+    expect(await store.list('many/')).toEqual([]);
+    expect(await store.list('many-kept/')).toEqual(['many-kept/k0']);
+    await store.deleteMany([]);
+  });
+
+  it('fails a deletion when S3 lists keys it could not delete (its answer is 200 all the same)', async () => {
+    const refusing = { send: async () => ({ Errors: [{ Key: 'a', Code: 'AccessDenied', Message: 'no' }] }) };
+    const failing = new S3ObjectStore(refusing as never, 'bucket');
+    await expect(failing.deleteMany(['a', 'b'])).rejects.toThrow(
+      'Could not delete 1 of 2 objects (a: AccessDenied no).',
+    );
   });
 
   it('returns undefined for a missing object', async () => {

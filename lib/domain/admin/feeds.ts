@@ -3,7 +3,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Plan } from '#lib/config.ts';
 import { DomainError, NotFoundError, ValidationError } from '#lib/domain/errors.ts';
 import { type Feed, hourlyLimitOf } from '#lib/domain/feeds.ts';
-import { mapLimit } from '#lib/ingest/concurrency.ts';
 import type { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import type {
   ApiKeyRegistry,
@@ -165,7 +164,7 @@ export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<v
     await deps.products.deleteFeed(feedId);
     await lease.renew();
     await deps.imports.deleteFeed(feedId);
-    await mapLimit(await deps.objects.list(`imports/${feedId}/`), 16, (key) => deps.objects.delete(key));
+    await deps.objects.deleteMany(await deps.objects.list(`imports/${feedId}/`));
     await lease.renew();
     await deps.features.deleteFeed(feedId);
     await lease.renew();

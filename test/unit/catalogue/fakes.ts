@@ -139,6 +139,9 @@ export class MemoryObjectStore implements ObjectStore, FeedFileStore {
   async delete(key: string) {
     this.objects.delete(key);
   }
+  async deleteMany(keys: readonly string[]) {
+    for (const key of keys) this.objects.delete(key);
+  }
   async list(prefix: string) {
     return [...this.objects.keys()].filter((k) => k.startsWith(prefix));
   }
