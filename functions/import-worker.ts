@@ -1,11 +1,21 @@
 import type { S3Event, SQSEvent } from 'aws-lambda';
-import { type Container, getContainer } from '#lib/container.ts';
-import { type ImportRecord, importObjectKeys, importOfRequestKey } from '#lib/domain/catalogue/imports.ts';
-import { ImportDeferred, runTriggeredImport } from '#lib/ingest/run-import.ts';
+import { type Container, feedAdminDeps, getContainer } from '#lib/container.ts';
+import type { FeedAdminDeps } from '#lib/domain/admin/feeds.ts';
+import {
+  FEED_DELETION_JOB,
+  type ImportRecord,
+  importObjectKeys,
+  importOfRequestKey,
+} from '#lib/domain/catalogue/imports.ts';
+import { runFeedJob } from '#lib/ingest/feed-jobs.ts';
+import { ImportDeferred } from '#lib/ingest/run-import.ts';
 
 type WorkerEvent = S3Event | SQSEvent;
 
-/** Imports named by the event: S3 notifications for `imports/{feedId}/{importId}/request.json`, direct or via SQS. */
+/**
+ * Jobs named by the event: S3 notifications for `imports/{feedId}/{importId}/request.json`, direct or via
+ * SQS; the import id is FEED_DELETION_JOB for a feed deletion its DELETE request handed over.
+ */
 export function importsOf(event: WorkerEvent): { feedId: string; importId: string }[] {
   const found: { feedId: string; importId: string }[] = [];
   for (const record of event.Records as (S3Event['Records'][number] | SQSEvent['Records'][number])[]) {
@@ -29,7 +39,8 @@ export async function handler(
   event: WorkerEvent,
   context?: { getRemainingTimeInMillis(): number },
 ): Promise<void> {
-  await runImportEvent(getContainer(), event, context?.getRemainingTimeInMillis());
+  const c = getContainer();
+  await runImportEvent({ ...c, admin: feedAdminDeps(c) }, event, context?.getRemainingTimeInMillis());
 }
 
 /** Time kept back from the function's timeout: a chunk in flight finishes and the import pauses. */
@@ -42,7 +53,7 @@ export const PAUSE_MARGIN_MS = 120_000;
  * later, and an import needing more than three invocations would end in the dead-letter queue.)
  */
 export async function runImportEvent(
-  c: Pick<Container, 'ingest' | 'objects' | 'logger'>,
+  c: Pick<Container, 'ingest' | 'objects' | 'logger'> & { admin?: FeedAdminDeps },
   event: WorkerEvent,
   remainingMs = Number.POSITIVE_INFINITY,
   marginMs = PAUSE_MARGIN_MS,
@@ -55,14 +66,17 @@ export async function runImportEvent(
     for (const { feedId, importId } of importsOf(event)) {
       let record: ImportRecord | undefined;
       try {
-        record = await runTriggeredImport({ ...c.ingest, signal: pause.signal }, feedId, importId);
+        record = await runFeedJob(c, feedId, importId, pause.signal);
       } catch (error) {
         if (pause.signal.aborted) {
-          // Only when something is left to run (the pause may come as the last import finishes).
-          if ((await c.ingest.imports.listUnfinished(feedId)).length > 0) {
+          // Only when something is left to run (the pause may come as the last import finishes; a paused
+          // deletion has always something left).
+          const left =
+            importId === FEED_DELETION_JOB || (await c.ingest.imports.listUnfinished(feedId)).length > 0;
+          if (left) {
             const { request } = importObjectKeys(feedId, importId);
             await c.objects.put(request, JSON.stringify({ feedId, importId }), 'application/json');
-            c.logger.info('import paused: continues in a new invocation', { feedId, importId });
+            c.logger.info('paused: continues in a new invocation', { feedId, importId });
           }
           continue;
         }
@@ -71,6 +85,10 @@ export async function runImportEvent(
         if (error instanceof ImportDeferred)
           c.logger.info('import deferred: feed busy', { feedId, importId });
         throw error;
+      }
+      if (importId === FEED_DELETION_JOB) {
+        c.logger.info('feed deletion finished', { feedId });
+        continue;
       }
       c.logger.info(record ? 'import finished' : 'import trigger dropped: no such import', {
         feedId,

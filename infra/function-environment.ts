@@ -55,6 +55,7 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   IMAGE_FETCH_TIMEOUT_MS: 'default',
   IMAGE_MAX_BYTES: 'default',
   FEED_FETCH_TIMEOUT_MS: 'default',
+  FEED_DELETE_BUDGET_MS: 'default',
   FEED_MAX_BYTES: 'default',
   RERANK_TOP_N: 'default',
   WORD_SHORTLIST_TOP_N: 'default',

@@ -38,14 +38,23 @@ export const ADMIN_DEFAULT_PROFILE: AccessProfile = {
 /**
  * The import worker: reads the request and feed file under imports/ (and stores a fetched feed file
  * there), writes products, vectors, the products' local features under features/ and import progress.
+ * It also finishes the feed deletions a DELETE request hands over (lib/ingest/feed-jobs.ts), so it has
+ * AdminDeleteFeed's access as well: the feed, its keys (and their gateway API keys) and its usage.
  */
 export const IMPORT_WORKER_PROFILE: AccessProfile = {
-  tables: { feeds: 'read', products: 'readWrite', imports: 'readWrite' },
+  tables: {
+    feeds: 'readWrite',
+    keys: 'readWrite',
+    products: 'readWrite',
+    imports: 'readWrite',
+    usage: 'readWrite',
+  },
   buckets: [
     { access: 'readWrite', prefix: IMPORTS_PREFIX },
     { access: 'readWrite', prefix: FEATURES_PREFIX },
   ],
   search: 'readWrite',
+  apiKeyRegistry: true,
   models: true,
 };
 

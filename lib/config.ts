@@ -77,6 +77,11 @@ const EnvSchema = z.object({
   FEED_FETCH_TIMEOUT_MS: positiveInt.default(120_000),
   FEED_MAX_BYTES: positiveInt.default(512 * 1024 * 1024),
   /**
+   * How long a feed's DELETE request deletes before it hands the rest to the import runner and answers
+   * 202 (inside API Gateway's 29 s; 0 hands every deletion over).
+   */
+  FEED_DELETE_BUDGET_MS: z.coerce.number().int().min(0).max(25_000).default(20_000),
+  /**
    * Image search: how many of the best item groups by global similarity are geometrically verified and
    * re-ranked (local features); 0 turns re-ranking off (global order, global-only scores). 10: with the
    * keypoint shortlist, 10 and 20 gave the same recall on both measurements of docs/quality.md, and
@@ -175,6 +180,7 @@ export interface Config {
   maxBodyBytes: number;
   maxImagePixels: number;
   fetchAllowPrivate: boolean;
+  feedDeleteBudgetMs: number;
   imports: {
     runner: 'in-process' | 'worker';
     chunkSize: number;
@@ -262,6 +268,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxBodyBytes: e.MAX_BODY_BYTES,
     maxImagePixels: e.MAX_IMAGE_PIXELS,
     fetchAllowPrivate: e.FETCH_ALLOW_PRIVATE,
+    feedDeleteBudgetMs: e.FEED_DELETE_BUDGET_MS,
     imports: {
       runner: e.IMPORT_RUNNER,
       chunkSize: e.IMPORT_CHUNK_SIZE,

@@ -17,7 +17,9 @@ import { LocalVisualWordIndex } from '#lib/adapters/local-visual-word-index.ts';
 import { PROJECTED_COSINE_SCALE } from '#lib/vision/projection.ts';
 import { LazyApiKeyRegistry, LazyVisualWordIndex } from '#lib/adapters/lazy-adapters.ts';
 import { InProcessImportDispatcher, ObjectEventImportDispatcher } from '#lib/ingest/dispatchers.ts';
-import { type IngestDeps, runTriggeredImport } from '#lib/ingest/run-import.ts';
+import type { IngestDeps } from '#lib/ingest/run-import.ts';
+import { runFeedJob } from '#lib/ingest/feed-jobs.ts';
+import type { FeedAdminDeps } from '#lib/domain/admin/feeds.ts';
 import { systemClock } from '#lib/adapters/system-clock.ts';
 import { type Config, loadConfig } from '#lib/config.ts';
 import { UnavailableError } from '#lib/domain/errors.ts';
@@ -107,6 +109,11 @@ export function getContainer(): Container {
   return instance;
 }
 
+/** The container as the feed administration's use cases take it (the admin API, the import runner). */
+export function feedAdminDeps(c: Container): FeedAdminDeps {
+  return { ...c, planLimits: c.config.planLimits, deletionBudgetMs: c.config.feedDeleteBudgetMs };
+}
+
 function buildContainer(config: Config): Container {
   const db = createDocumentClient(config);
   const logger = createLogger(config.logLevel, { stage: config.stage });
@@ -156,8 +163,13 @@ function buildContainer(config: Config): Container {
     dispatcher:
       config.imports.runner === 'in-process'
         ? new InProcessImportDispatcher(
-            (feedId, importId, signal) =>
-              runTriggeredImport({ ...container.ingest, signal }, feedId, importId),
+            (feedId, jobId, signal) =>
+              runFeedJob(
+                { ingest: container.ingest, admin: feedAdminDeps(container) },
+                feedId,
+                jobId,
+                signal,
+              ),
             logger,
           )
         : new ObjectEventImportDispatcher(),

@@ -208,7 +208,8 @@ export interface FeatureStore {
     except?: readonly FeatureRef[],
   ): Promise<void>;
   /** Removes every stored image of the feed. */
-  deleteFeed(feedId: string): Promise<void>;
+  /** `signal` stops it between batches (a feed deletion out of its request's time); what is left stays. */
+  deleteFeed(feedId: string, options?: { signal?: AbortSignal }): Promise<void>;
 }
 
 /** One vector per product image, with what queries filter on. */
@@ -334,7 +335,8 @@ export interface ProductStore {
   page(feedId: string, limit: number, cursor?: string): Promise<{ items: Product[]; cursor?: string }>;
   /** Ids of the feed's products not marked as seen by this import (what a full import removes). */
   listUnseen(feedId: string, importId: string): Promise<string[]>;
-  deleteFeed(feedId: string): Promise<void>;
+  /** `signal` stops it between pages (a feed deletion out of its request's time); what is left stays. */
+  deleteFeed(feedId: string, options?: { signal?: AbortSignal }): Promise<void>;
 }
 
 /** Feed imports with their progress; one record per (feedId, importId). */

@@ -7,11 +7,10 @@ import {
 } from '#lib/domain/admin/feeds.ts';
 import { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import { parseInput } from '#lib/domain/validation.ts';
-import type { Container } from '#lib/container.ts';
+import { feedAdminDeps as deps } from '#lib/container.ts';
 import { adminEndpoint, type JsonEvent } from '#lib/http/middleware.ts';
-import { created, noContent, ok } from '#lib/http/responses.ts';
+import { accepted, created, noContent, ok } from '#lib/http/responses.ts';
 
-const deps = (c: Container) => ({ ...c, planLimits: c.config.planLimits });
 const feedIdOf = (event: JsonEvent) => event.pathParameters?.feedId ?? '';
 
 /** POST /admin/v1/feeds */
@@ -30,8 +29,12 @@ export const updateFeed = adminEndpoint(async (event, _ctx, c) =>
   ok(await update(deps(c), feedIdOf(event), parseInput(UpdateFeedRequest, event.body ?? {}))),
 );
 
-/** DELETE /admin/v1/feeds/{feedId} */
+/**
+ * DELETE /admin/v1/feeds/{feedId}: 204 once deleted; 202 when the import runner finishes a deletion that
+ * outlasts the request (the feed answers 404 from the start either way).
+ */
 export const deleteFeed = adminEndpoint(async (event, _ctx, c) => {
-  await remove(deps(c), feedIdOf(event));
-  return noContent();
+  const feedId = feedIdOf(event);
+  if ((await remove(deps(c), feedId)) === 'deleted') return noContent();
+  return accepted({ feedId, status: 'deleting' });
 });

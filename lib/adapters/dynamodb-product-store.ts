@@ -154,7 +154,7 @@ export class DynamoDbProductStore implements ProductStore {
     return ids;
   }
 
-  async deleteFeed(feedId: string): Promise<void> {
+  async deleteFeed(feedId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
     for await (const items of queryPages(this.db, {
       TableName: this.table,
       KeyConditionExpression: 'feedId = :f',
@@ -163,6 +163,7 @@ export class DynamoDbProductStore implements ProductStore {
       // Products written just before the deletion started are deleted too.
       ConsistentRead: true,
     })) {
+      options.signal?.throwIfAborted();
       await this.deleteMany(
         feedId,
         items.map((item) => String(item.productId)),

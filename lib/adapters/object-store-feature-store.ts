@@ -11,6 +11,9 @@ export function featuresPrefix(feedId: string): string {
   return `${FEATURES_ROOT}${encodeURIComponent(feedId)}/`;
 }
 
+/** Records deleted between two looks at a feed deletion's signal. */
+const DELETION_SLICE = 1000;
+
 /** Object key of one product image's features: `features/{feedId}/{productId}/{imageIndex}.gvlf`. */
 export function featuresKey(ref: FeatureRef): string {
   return `${productPrefix(ref.feedId, ref.productId)}${ref.imageIndex}.gvlf`;
@@ -93,10 +96,15 @@ export class ObjectStoreFeatureStore implements FeatureStore {
     await this.forget(listed.flat().filter((key) => !kept.has(key)));
   }
 
-  async deleteFeed(feedId: string): Promise<void> {
+  async deleteFeed(feedId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
     // One object per catalogue image, deleted a thousand per call: the feed deletion runs within an API
-    // request's time (16 single deletions at a time took over 27 s for 10k images locally).
-    await this.forget(await this.objects.list(featuresPrefix(feedId)));
+    // request's time (16 single deletions at a time took over 27 s for 10k images locally), and stops
+    // between slices when that time is up.
+    const keys = await this.objects.list(featuresPrefix(feedId));
+    for (let i = 0; i < keys.length; i += DELETION_SLICE) {
+      options.signal?.throwIfAborted();
+      await this.forget(keys.slice(i, i + DELETION_SLICE));
+    }
   }
 
   private async forget(keys: string[]): Promise<void> {

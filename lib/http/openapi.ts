@@ -299,6 +299,8 @@ export interface OperationDoc {
   /** Query string: the handler's zod object schema; each property becomes one parameter. */
   query?: { schema: z.ZodObject; example: Record<string, string> };
   response: { status: number; description: string; schema: JsonObject; zod?: z.ZodType; example?: unknown };
+  /** Another success answer of the operation (a deletion that continues in the background: 202). */
+  alsoResponse?: { status: number; description: string; schema: JsonObject; example?: unknown };
   /** Error codes beyond those every route of its access level can return. */
   errors: ErrorCode[];
 }
@@ -471,8 +473,18 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     tag: 'Admin: feeds',
     summary: 'Delete a feed',
     description:
-      'Deletes the feed with everything stored for it: search ids, products, vectors, local features, imports with their files, and usage. An import running meanwhile stops and removes what it stored; a search id created meanwhile is removed (its creation answers 404). A deletion that fails part way, or finds the feed busy for 10 s (409), leaves the feed hidden (404) and not re-creatable (409) until the DELETE is repeated.',
+      'Deletes the feed with everything stored for it: search ids, products, vectors, local features, imports with their files, and usage. An import running meanwhile stops and removes what it stored; a search id created meanwhile is removed (its creation answers 404). A feed too large to delete within the request (20 s) is finished in the background: the answer is then 202, and the feed answers 404 (and 409 to a re-creation) until it is gone. A deletion that fails part way, or finds the feed busy for 10 s (409), leaves the feed hidden (404) and not re-creatable (409) until the DELETE is repeated.',
     response: { status: 204, description: 'Deleted.', schema: {} },
+    alsoResponse: {
+      status: 202,
+      description: 'Accepted: the deletion continues in the background (the feed is already hidden).',
+      schema: {
+        type: 'object',
+        properties: { feedId: { type: 'string' }, status: { const: 'deleting' } },
+        required: ['feedId', 'status'],
+      },
+      example: { feedId: 'acme-shoes', status: 'deleting' },
+    },
     errors: ['feed_not_found', 'conflict'],
   },
   AdminCreateKey: {
@@ -712,7 +724,18 @@ function operation(route: Route): JsonObject {
     if (success.example !== undefined) media.example = success.example;
     successResponse.content = { 'application/json': media };
   }
-  op.responses = { [String(success.status)]: successResponse, ...errorResponses(route) };
+  op.responses = { [String(success.status)]: successResponse };
+  const also = doc?.alsoResponse;
+  if (also) {
+    const media: JsonObject = { schema: also.schema };
+    if (also.example !== undefined) media.example = also.example;
+    (op.responses as JsonObject)[String(also.status)] = {
+      description: also.description,
+      headers: successHeaders,
+      content: { 'application/json': media },
+    };
+  }
+  Object.assign(op.responses as JsonObject, errorResponses(route));
   return op;
 }
 

@@ -3,8 +3,8 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import { join, resolve } from 'node:path';
 import { type Config, loadConfig } from '#lib/config.ts';
-import { configureContainer, type Container, getContainer } from '#lib/container.ts';
-import { createFeed, deleteFeed } from '#lib/domain/admin/feeds.ts';
+import { configureContainer, type Container, feedAdminDeps, getContainer } from '#lib/container.ts';
+import { createFeed, finishFeedDeletion } from '#lib/domain/admin/feeds.ts';
 import { createKey } from '#lib/domain/admin/keys.ts';
 import { ensureStorage, startEmbeddedStores } from '#lib/local/embedded-stores.ts';
 import { startHttpServer } from '#lib/local/server.ts';
@@ -173,12 +173,11 @@ async function seedDemoFeed(c: Container, url: string): Promise<void> {
  * FEED_LEASE_MS), and deletions of feeds that were stopped part way are finished.
  */
 async function recoverFeeds(c: Container): Promise<void> {
-  const deps = { ...c, planLimits: c.config.planLimits };
   // Every lease, also of a feed whose deletion was killed after removing the feed but before giving up.
   for (const feedId of await c.imports.leasedFeeds()) await c.imports.releaseLease(feedId);
   for (const feed of await c.feeds.list()) {
     if (feed.deletingAt) {
-      await deleteFeed(deps, feed.feedId);
+      await finishFeedDeletion(feedAdminDeps(c), feed.feedId);
       c.logger.info('feed deletion finished', { feedId: feed.feedId });
     }
   }

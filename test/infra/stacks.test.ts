@@ -458,9 +458,26 @@ describe('least privilege', () => {
       for (const prefix of ['/features/*', '/imports/*'])
         expect([...actionsOn(statements, prefix)].sort(), `${name} ${prefix}`).toEqual(writes);
     }
-    const deletion = statementsOf(dev.api, functionId(dev.api, 'vps-dev-AdminDeleteFeed'));
-    for (const table of ['ImportsTable', 'UsageTable', 'ProductsTable', 'KeysTable'])
-      expect(actionsOn(deletion, table).has('dynamodb:DeleteItem'), table).toBe(true);
+    // The worker finishes the deletions a DELETE hands over (lib/ingest/feed-jobs.ts): the same tables.
+    for (const name of names) {
+      const deletion = statementsOf(dev.api, functionId(dev.api, name));
+      for (const table of ['FeedsTable', 'ImportsTable', 'UsageTable', 'ProductsTable', 'KeysTable'])
+        expect(actionsOn(deletion, table).has('dynamodb:DeleteItem'), `${name} ${table}`).toBe(true);
+    }
+  });
+
+  it.runIf(WORKER_EXISTS)("lets the import worker remove a deleted feed's gateway API keys", () => {
+    const worker = statementsOf(dev.api, functionId(dev.api, 'vps-dev-ImportWorker'));
+    expect([...actionsOn(worker, ':apigateway:')].sort()).toEqual([
+      'apigateway:DELETE',
+      'apigateway:GET',
+      'apigateway:POST',
+    ]);
+    expect(
+      resources(dev.api)[functionId(dev.api, 'vps-dev-ImportWorker')]!.Properties!.Environment,
+    ).toMatchObject({
+      Variables: { REST_API_ID: expect.anything(), USAGE_PLAN_FREE_ID: expect.anything() },
+    });
   });
 
   it('lets only the key-managing admin functions call the API Gateway key APIs', () => {

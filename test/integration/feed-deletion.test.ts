@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { S3Event } from 'aws-lambda';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CachingFeedStore } from '#lib/adapters/caching-stores.ts';
 import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
 import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
@@ -6,18 +7,22 @@ import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
 import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
 import { DynamoDbProductStore } from '#lib/adapters/dynamodb-product-store.ts';
 import { DynamoDbUsageStore } from '#lib/adapters/dynamodb-usage-store.ts';
-import { ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
+import { featuresKey, ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
 import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
 import {
   createFeed,
   deleteFeed,
   type FeedAdminDeps,
+  finishFeedDeletion,
   getFeed,
   listFeeds,
   updateFeed,
 } from '#lib/domain/admin/feeds.ts';
 import { createKey } from '#lib/domain/admin/keys.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
+import type { IngestDeps } from '#lib/ingest/run-import.ts';
+import { createLogger } from '#lib/log.ts';
+import { runImportEvent } from '#functions/import-worker.ts';
 import type { SearchKey } from '#lib/domain/keys.ts';
 import type { ApiKeyRegistry } from '#lib/ports.ts';
 import { startTestStores } from '#test/support/embedded-stores.ts';
@@ -32,6 +37,8 @@ let deps: FeedAdminDeps;
 let usage: DynamoDbUsageStore;
 /** Search ids mirrored to the (recording) gateway registry. */
 const registered = new Set<string>();
+/** Deletions handed over to the import runner, as `feedId/jobId`. */
+const handedOver: string[] = [];
 
 beforeAll(async () => {
   const stores = await startTestStores();
@@ -56,9 +63,14 @@ beforeAll(async () => {
     features: new ObjectStoreFeatureStore(objects, { cacheItems: 0 }),
     feedVectors: async () => vectors,
     apiKeys,
+    dispatcher: { dispatch: async (feedId, jobId) => void handedOver.push(`${feedId}/${jobId}`) },
     clock: { now: () => new Date((tick += 1000)) },
     planLimits: { free: 100, pro: 1000, enterprise: 10_000 },
   };
+});
+
+beforeEach(() => {
+  handedOver.length = 0;
 });
 
 afterAll(async () => {
@@ -257,7 +269,7 @@ describe('deleteFeed racing a re-creation and an import start', () => {
 
   it('removes an import started while the feed is deleted, and answers 404', async () => {
     await createFeed(deps, input('importing'));
-    let deletion!: Promise<void>;
+    let deletion!: Promise<unknown>;
     let dispatched = false;
     const start = {
       feeds: deps.feeds,
@@ -281,6 +293,114 @@ describe('deleteFeed racing a re-creation and an import start', () => {
     expect(dispatched).toBe(false);
     expect(await (deps.imports as DynamoDbImportStore).list('importing', 10)).toEqual([]);
     expect(await deps.objects.list('imports/importing/')).toEqual([]);
+  });
+});
+
+describe('a deletion that outlasts its request', () => {
+  /** A feed with a key and a stored feature record (deleted by the feature store's own listing). */
+  async function stockedFeed(feedId: string): Promise<SearchKey> {
+    await createFeed(deps, input(feedId));
+    await deps.objects.put(featuresKey({ feedId, productId: 'p1', imageIndex: 0 }), 'features');
+    return createKey(deps, feedId, { name: 'web' }) as Promise<SearchKey>;
+  }
+
+  it('is handed over to the import runner, the feed hidden meanwhile, and the runner finishes it', async () => {
+    const key = await stockedFeed('large');
+
+    const outcome = await deleteFeed({ ...deps, deletionBudgetMs: 0 }, 'large');
+
+    // Out of time from the start: no step ran (the feed's mark already hides it and its keys)
+    expect(outcome).toBe('continuing');
+    expect(registered.has(key.searchId)).toBe(true);
+    expect(handedOver).toEqual(['large/deletion']);
+    expect(await deps.objects.list('imports/large/')).toEqual(['imports/large/deletion/request.json']);
+    await expect(getFeed(deps, 'large')).rejects.toMatchObject({ code: 'feed_not_found' });
+    await expect(createFeed(deps, input('large'))).rejects.toMatchObject({ code: 'conflict' });
+    expect(await deps.imports.takeLease('large', 'importer', new Date(Date.now() + 60_000), new Date())).toBe(
+      true,
+    );
+    await deps.imports.releaseLease('large', 'importer');
+
+    expect(await finishFeedDeletion(deps, 'large')).toBe(true);
+
+    expect(await deps.feeds.get('large', { fresh: true })).toBeUndefined();
+    expect(await deps.objects.list('features/large/')).toEqual([]);
+    expect(await deps.objects.list('imports/large/')).toEqual([]);
+    expect(await deps.keys.listByFeed('large')).toEqual([]);
+    expect(registered.has(key.searchId)).toBe(false);
+  });
+
+  it('stops a step that is still running when the time is up, between its batches', async () => {
+    await stockedFeed('slow-step');
+    const productsDelete = deps.products.deleteFeed.bind(deps.products);
+    const slow = {
+      ...deps,
+      deletionBudgetMs: 200,
+      products: {
+        // The store looks at the signal between its pages; this one's first page takes 400 ms.
+        deleteFeed: async (feedId: string, options: { signal?: AbortSignal } = {}) => {
+          await new Promise((resolve) => setTimeout(resolve, 400));
+          return productsDelete(feedId, options);
+        },
+      },
+    };
+
+    expect(await deleteFeed(slow, 'slow-step')).toBe('continuing');
+    expect(await deps.objects.list('features/slow-step/')).toHaveLength(1);
+    expect(await finishFeedDeletion(deps, 'slow-step')).toBe(true);
+    expect(await deps.objects.list('features/slow-step/')).toEqual([]);
+  });
+
+  it('leaves the feed marked for the next run when the runner is paused', async () => {
+    await stockedFeed('paused-deletion');
+    expect(await deleteFeed({ ...deps, deletionBudgetMs: 0 }, 'paused-deletion')).toBe('continuing');
+
+    expect(await finishFeedDeletion(deps, 'paused-deletion', AbortSignal.abort())).toBe(false);
+
+    expect((await deps.feeds.get('paused-deletion', { fresh: true }))?.deletingAt).toEqual(
+      expect.any(String),
+    );
+    expect(await finishFeedDeletion(deps, 'paused-deletion')).toBe(true);
+    expect(await deps.feeds.get('paused-deletion', { fresh: true })).toBeUndefined();
+  });
+
+  it("is finished by the import worker from its trigger's S3 event, and paused there it triggers itself again", async () => {
+    await stockedFeed('worker-deletion');
+    await deleteFeed({ ...deps, deletionBudgetMs: 0 }, 'worker-deletion');
+    const trigger = 'imports/worker-deletion/deletion/request.json';
+    const event = { Records: [{ s3: { object: { key: trigger } } }] } as unknown as S3Event;
+    // The worker runs imports through `ingest`; a deletion job needs only the admin dependencies.
+    const worker = {
+      ingest: { imports: deps.imports } as unknown as IngestDeps,
+      objects: deps.objects,
+      logger: createLogger('silent'),
+      admin: deps,
+    };
+    await deps.objects.delete(trigger);
+
+    // Paused at once (no time left): the feed stays marked and the trigger is written again
+    await runImportEvent(worker, event, 0, 0);
+    expect((await deps.feeds.get('worker-deletion', { fresh: true }))?.deletingAt).toEqual(
+      expect.any(String),
+    );
+    expect(await deps.objects.list('imports/worker-deletion/')).toEqual([trigger]);
+
+    await runImportEvent(worker, event);
+    expect(await deps.feeds.get('worker-deletion', { fresh: true })).toBeUndefined();
+    expect(await deps.objects.list('features/worker-deletion/')).toEqual([]);
+    expect(await deps.objects.list('imports/worker-deletion/')).toEqual([]);
+  });
+
+  it('does not touch a feed created again when its trigger comes once more', async () => {
+    await stockedFeed('again');
+    await deleteFeed({ ...deps, deletionBudgetMs: 0 }, 'again');
+    await finishFeedDeletion(deps, 'again');
+    await stockedFeed('again');
+
+    expect(await finishFeedDeletion(deps, 'again')).toBe(true);
+
+    expect((await getFeed(deps, 'again')).feedId).toBe('again');
+    expect(await deps.objects.list('features/again/')).toHaveLength(1);
   });
 });
 

@@ -102,4 +102,21 @@ describe('ObjectStoreFeatureStore', () => {
     ]);
     expect(await store.getMany([{ feedId: 'f', productId: 'a', imageIndex: 1 }])).toEqual([undefined]);
   });
+
+  it("stops a feed's deletion between slices once its signal aborts, keeping the rest", async () => {
+    const objects = new MemoryObjectStore();
+    const store = new ObjectStoreFeatureStore(objects, { cacheItems: 0 });
+    for (let i = 0; i < 1500; i += 1)
+      await objects.put(featuresKey({ feedId: 'f', productId: `p${i}`, imageIndex: 0 }), 'x');
+    const stop = new AbortController();
+    const deleteMany = objects.deleteMany.bind(objects);
+    objects.deleteMany = async (keys) => {
+      await deleteMany(keys);
+      stop.abort();
+    };
+
+    await expect(store.deleteFeed('f', { signal: stop.signal })).rejects.toThrow();
+
+    expect(objects.objects.size).toBe(500);
+  });
 });

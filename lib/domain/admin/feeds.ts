@@ -3,15 +3,18 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Plan } from '#lib/config.ts';
 import { DomainError, NotFoundError, ValidationError } from '#lib/domain/errors.ts';
 import { type Feed, hourlyLimitOf } from '#lib/domain/feeds.ts';
+import { FEED_DELETION_JOB, importObjectKeys } from '#lib/domain/catalogue/imports.ts';
 import type { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import type {
   ApiKeyRegistry,
   Clock,
   FeatureStore,
   FeedStore,
+  ImportDispatcher,
   ImportStore,
   KeyStore,
   ObjectStore,
+  ProductStore,
   UsageStore,
   VectorIndex,
   VisualWordIndex,
@@ -20,7 +23,7 @@ import type {
 export interface FeedAdminDeps {
   feeds: FeedStore;
   keys: KeyStore;
-  products: { deleteFeed(feedId: string): Promise<void> };
+  products: Pick<ProductStore, 'deleteFeed'>;
   imports: Pick<ImportStore, 'deleteFeed' | 'takeLease' | 'renewLease' | 'releaseLease'>;
   /** How long a deletion waits for the feed's lease (a running import stopping); default 10 s. */
   leaseWaitMs?: number;
@@ -33,6 +36,10 @@ export interface FeedAdminDeps {
   /** The visual-word index, when search uses one. */
   visualWords?: Pick<VisualWordIndex, 'deleteFeed'> | undefined;
   apiKeys: ApiKeyRegistry;
+  /** Hands a feed's deletion that outlasts its request to the import runner (deleteFeed). */
+  dispatcher: ImportDispatcher;
+  /** How long a DELETE request deletes before it hands the rest over; default 20 s. */
+  deletionBudgetMs?: number;
   clock: Clock;
   planLimits: Record<Plan, number>;
 }
@@ -140,38 +147,86 @@ export async function updateFeed(
  *    created just before the mark may reach the listing index late);
  * 4. delete the feed itself (only the feed read in 1), then give the lease up. A failure part-way leaves
  *    the feed marked, hidden, for a repeated DELETE to finish, rather than orphaned data.
+ * A large feed's steps can outlast the request (API Gateway gives it 29 s): once `deletionBudgetMs`
+ * (20 s) have passed since the request began, step 3 stops between batches, the lease is given up and
+ * the import runner finishes the deletion (finishFeedDeletion): the answer is then 'continuing'.
  */
-export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<void> {
+export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<'deleted' | 'continuing'> {
+  const budget = AbortSignal.timeout(deps.deletionBudgetMs ?? DELETION_BUDGET_MS);
   const feed = await deps.feeds.get(feedId, { fresh: true });
   if (!feed) throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
   try {
     // Only the feed read above: one created again since (after a concurrent deletion) is not marked.
     await deps.feeds.markDeleting(feedId, deps.clock.now(), feed.createdAt);
   } catch (error) {
-    if (error instanceof NotFoundError) return;
+    if (error instanceof NotFoundError) return 'deleted';
     throw error;
   }
+  if (await deleteMarkedFeed(deps, feed, budget)) return 'deleted';
+  // Handed over like an import: its trigger object under imports/ (the worker's S3 event in AWS), then
+  // the dispatcher (the in-process runner locally). The deletion's last sweep of imports/ removes it.
+  const { request } = importObjectKeys(feedId, FEED_DELETION_JOB);
+  await deps.objects.put(request, JSON.stringify({ feedId, deletion: true }), 'application/json');
+  await deps.dispatcher.dispatch(feedId, FEED_DELETION_JOB);
+  return 'continuing';
+}
+
+/**
+ * Finishes the deletion of a feed marked as being deleted (the import runner, for a DELETE out of its
+ * time; `npm start`, for a run killed part way). Nothing to do when the feed is gone or not marked (a
+ * feed created again since). `stop` (a paused runner) stops it between batches: it returns false and the
+ * feed stays marked for the next run.
+ */
+export async function finishFeedDeletion(
+  deps: FeedAdminDeps,
+  feedId: string,
+  stop?: AbortSignal,
+): Promise<boolean> {
+  const feed = await deps.feeds.get(feedId, { fresh: true });
+  if (!feed?.deletingAt) return true;
+  return deleteMarkedFeed(deps, feed, stop);
+}
+
+/** How long a DELETE request deletes before it hands the rest over (inside API Gateway's 29 s). */
+const DELETION_BUDGET_MS = 20_000;
+
+/** Steps 2–4 of deleteFeed; false when `stop` aborted them part way (the lease is then given up). */
+async function deleteMarkedFeed(deps: FeedAdminDeps, feed: Feed, stop?: AbortSignal): Promise<boolean> {
+  const { feedId } = feed;
   const lease = await takeFeedLease(deps, feedId);
+  const signal = stop ? { signal: stop } : {};
+  const steps: (() => Promise<unknown>)[] = [
+    () => deleteKeys(deps, feedId),
+    async () => {
+      const vectors = await deps.feedVectors();
+      await vectors.deleteFeed(feedId);
+      await vectors.flush();
+      await deps.visualWords?.deleteFeed(feedId);
+    },
+    () => deps.products.deleteFeed(feedId, signal),
+    async () => {
+      await deps.imports.deleteFeed(feedId);
+      await deps.objects.deleteMany(await deps.objects.list(`imports/${feedId}/`));
+    },
+    () => deps.features.deleteFeed(feedId, signal),
+    async () => {
+      await deps.usage.deleteFeed(feedId);
+      await deleteKeys(deps, feedId);
+    },
+  ];
   try {
     const now = await deps.feeds.get(feedId, { fresh: true });
-    if (!now || now.createdAt !== feed.createdAt) return;
-    await deleteKeys(deps, feedId);
-    const vectors = await deps.feedVectors();
-    await vectors.deleteFeed(feedId);
-    await vectors.flush();
-    await deps.visualWords?.deleteFeed(feedId);
-    await lease.renew();
-    await deps.products.deleteFeed(feedId);
-    await lease.renew();
-    await deps.imports.deleteFeed(feedId);
-    await deps.objects.deleteMany(await deps.objects.list(`imports/${feedId}/`));
-    await lease.renew();
-    await deps.features.deleteFeed(feedId);
-    await lease.renew();
-    await deps.usage.deleteFeed(feedId);
-    await deleteKeys(deps, feedId);
-    await lease.renew();
+    if (!now || now.createdAt !== feed.createdAt) return true;
+    for (const step of steps) {
+      if (stop?.aborted) return false;
+      await step();
+      await lease.renew();
+    }
     await deps.feeds.delete(feedId, feed.createdAt);
+    return true;
+  } catch (error) {
+    if (stop?.aborted) return false;
+    throw error;
   } finally {
     await lease.release();
   }

@@ -83,7 +83,13 @@ export function importObjectKeys(feedId: string, importId: string): { file: stri
   return { file: `${prefix}/feed`, request: `${prefix}/request.json` };
 }
 
-/** Parses the worker's trigger object key back to its import. */
+/**
+ * The job id, in place of an import id, of a trigger asking the import runner to finish a feed's deletion
+ * (one a DELETE request could not finish in its time). Import ids start with `imp_`, so it names none.
+ */
+export const FEED_DELETION_JOB = 'deletion';
+
+/** Parses the worker's trigger object key back to its import (or FEED_DELETION_JOB). */
 export function importOfRequestKey(key: string): { feedId: string; importId: string } | undefined {
   const match = /^imports\/([^/]+)\/([^/]+)\/request\.json$/.exec(
     decodeURIComponent(key.replace(/\+/g, ' ')),

@@ -127,6 +127,12 @@ describe('DynamoDbProductStore on the DynamoDB-protocol server', () => {
     await products.deleteFeed('f5');
     expect(await products.hasProducts('f5')).toBe(false);
   });
+
+  it("does not start a feed's deletion whose signal has aborted (a deletion out of its time)", async () => {
+    await products.putMany([product('f6', 'a')]);
+    await expect(products.deleteFeed('f6', { signal: AbortSignal.abort() })).rejects.toThrow();
+    expect(await products.hasProducts('f6')).toBe(true);
+  });
 });
 
 describe('DynamoDbImportStore on the DynamoDB-protocol server', () => {
