@@ -104,6 +104,8 @@ export interface ObjectStore {
   /** Deletes many objects in few calls (S3's DeleteObjects takes 1000); absent keys are no error. */
   deleteMany(keys: readonly string[]): Promise<void>;
   list(prefix: string): Promise<string[]>;
+  /** The same keys a page (S3: up to 1000) at a time, for work on more keys than one call should wait for. */
+  listPages(prefix: string): AsyncIterable<string[]>;
 }
 
 /** Mirrors search ids into the API gateway's usage plans (AWS); a no-op locally. */

@@ -11,9 +11,6 @@ export function featuresPrefix(feedId: string): string {
   return `${FEATURES_ROOT}${encodeURIComponent(feedId)}/`;
 }
 
-/** Records deleted between two looks at a feed deletion's signal. */
-const DELETION_SLICE = 1000;
-
 /** Object key of one product image's features: `features/{feedId}/{productId}/{imageIndex}.gvlf`. */
 export function featuresKey(ref: FeatureRef): string {
   return `${productPrefix(ref.feedId, ref.productId)}${ref.imageIndex}.gvlf`;
@@ -98,12 +95,12 @@ export class ObjectStoreFeatureStore implements FeatureStore {
 
   async deleteFeed(feedId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
     // One object per catalogue image, deleted a thousand per call: the feed deletion runs within an API
-    // request's time (16 single deletions at a time took over 27 s for 10k images locally), and stops
-    // between slices when that time is up.
-    const keys = await this.objects.list(featuresPrefix(feedId));
-    for (let i = 0; i < keys.length; i += DELETION_SLICE) {
+    // request's time (16 single deletions at a time took over 27 s for 10k images locally), a listed page
+    // at a time (S3: 1000 keys), so that it stops between pages when that time is up: listing a large
+    // feed's records whole could itself outlast the request.
+    for await (const page of this.objects.listPages(featuresPrefix(feedId))) {
       options.signal?.throwIfAborted();
-      await this.forget(keys.slice(i, i + DELETION_SLICE));
+      await this.forget(page);
     }
   }
 

@@ -83,14 +83,18 @@ export class S3ObjectStore implements ObjectStore {
 
   async list(prefix: string): Promise<string[]> {
     const keys: string[] = [];
+    for await (const page of this.listPages(prefix)) keys.push(...page);
+    return keys;
+  }
+
+  async *listPages(prefix: string): AsyncIterable<string[]> {
     let token: string | undefined;
     do {
       const out = await this.s3.send(
         new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }),
       );
-      for (const object of out.Contents ?? []) if (object.Key) keys.push(object.Key);
+      yield (out.Contents ?? []).flatMap((object) => (object.Key ? [object.Key] : []));
       token = out.IsTruncated ? out.NextContinuationToken : undefined;
     } while (token);
-    return keys;
   }
 }

@@ -17,11 +17,16 @@ export interface SearchKey {
   revokedAt?: string;
 }
 
-/** Whether the key was minted for this feed, not for an earlier feed that had its id. */
+/**
+ * Whether the key was minted for this feed, not for an earlier feed that had its id. A key minted before
+ * feedCreatedAt was recorded belongs to the feed of its id that existed when it was created: one created
+ * before this feed was is an earlier feed's.
+ */
 export function keyBelongsTo(key: SearchKey, feed: { feedId: string; createdAt: string }): boolean {
-  return (
-    key.feedId === feed.feedId && (key.feedCreatedAt === undefined || key.feedCreatedAt === feed.createdAt)
-  );
+  if (key.feedId !== feed.feedId) return false;
+  return key.feedCreatedAt === undefined
+    ? key.createdAt >= feed.createdAt
+    : key.feedCreatedAt === feed.createdAt;
 }
 
 /** The key as the admin API shows it: the feed's creation time is bookkeeping, not part of the resource. */

@@ -208,7 +208,9 @@ function searchIdAuth(
       const key = await container.keys.get(searchId);
       if (!key) throw new DomainError('invalid_search_id', 'Unknown search id.');
       if (key.revokedAt) throw new DomainError('search_id_revoked', 'This search id has been revoked.');
-      const feed = await container.feeds.get(key.feedId);
+      let feed = await container.feeds.get(key.feedId);
+      // A new feed's key against a cached earlier feed of the same id: read the feed past the cache.
+      if (feed && !keyBelongsTo(key, feed)) feed = await container.feeds.get(key.feedId, { fresh: true });
       // A key of an earlier feed with the same id (one a deletion's sweep missed) is unknown to this one.
       if (!feed || feed.deletingAt || !keyBelongsTo(key, feed)) {
         throw new DomainError('invalid_search_id', 'Unknown search id.');

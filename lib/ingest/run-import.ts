@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import {
   readFeed,
   sniffFormat,
@@ -417,6 +418,8 @@ async function processRows(
     feed.signal,
     ...(deps.signal ? [deps.signal] : []),
   ]);
+  // One abort listener per image fetch in flight (IMAGE_FETCH_CONCURRENCY, up to 64): not a leak.
+  setMaxListeners(0, stopFetching);
   const flush = async () => {
     if (chunk.length === 0) return;
     const prepared = await prepareChunk(deps, start, chunk, baseUrl, previousIds, stopFetching);

@@ -1,6 +1,12 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
+import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
+import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
+import { feedAdminDeps } from '#lib/container.ts';
+import { createFeed, deleteFeed } from '#lib/domain/admin/feeds.ts';
+import { createKey } from '#lib/domain/admin/keys.ts';
 import { expectError } from '#test/support/error-shape.ts';
 import { pngBase64, startTestStack, type TestStack } from '#test/support/local-stack.ts';
 
@@ -193,6 +199,37 @@ describe('search ids', () => {
     expect(keys.body.keys).toEqual([]);
     expect(usage.body.totals.requests).toBe(0);
     expect(usage.body.keys).toEqual([]);
+  });
+
+  it("accepts a new feed's key at once where the earlier feed of its id is still cached", async () => {
+    // This process's auth cache holds the feed after a public call...
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'cached', name: 'Cached' });
+    const first = (await stack.admin('POST', '/admin/v1/feeds/cached/keys', { name: 'web' })).body;
+    const related = (searchId: string) =>
+      stack.call('POST', '/api/v1/related', {
+        body: { productId: 'p1' },
+        headers: { authorization: `Bearer ${searchId}` },
+      });
+    expectError(await related(first.searchId), 404, 'product_not_found');
+    // ...when another process (an admin function in AWS) deletes it, creates it again and a key for it.
+    const config = stack.container.config;
+    const db = createDocumentClient(config);
+    const other = {
+      ...feedAdminDeps(stack.container),
+      feeds: new DynamoDbFeedStore(db, config.tables.feeds),
+      keys: new DynamoDbKeyStore(db, config.tables.keys),
+    };
+    await deleteFeed(other, 'cached');
+    await createFeed(other, {
+      feedId: 'cached',
+      name: 'Again',
+      plan: 'free',
+      domains: [],
+      requireOrigin: false,
+    });
+    const second = await createKey(other, 'cached', { name: 'web' });
+
+    expectError(await related(second.searchId), 404, 'product_not_found');
   });
 
   it('keeps the feed creation time it binds a key to out of the key resource', async () => {

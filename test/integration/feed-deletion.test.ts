@@ -1,5 +1,5 @@
 import type { S3Event } from 'aws-lambda';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { CachingFeedStore } from '#lib/adapters/caching-stores.ts';
 import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
 import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
@@ -173,18 +173,70 @@ describe('deleteFeed and the feed’s lease', () => {
     await deps.imports.releaseLease('busy');
   });
 
-  it('answers 409 when the lease stays held, and a repeated DELETE finishes', async () => {
+  it('hands the deletion over when the lease stays held, and the runner finishes it once let go', async () => {
     await createFeed(deps, input('stuck'));
     await deps.imports.takeLease('stuck', 'stalled runner', new Date(Date.now() + 60_000), new Date());
 
-    await expect(deleteFeed({ ...deps, leaseWaitMs: 300 }, 'stuck')).rejects.toMatchObject({
+    expect(await deleteFeed({ ...deps, leaseWaitMs: 300 }, 'stuck')).toBe('continuing');
+    expect(handedOver).toEqual(['stuck/deletion']);
+    await expect(finishFeedDeletion({ ...deps, leaseWaitMs: 300 }, 'stuck')).rejects.toMatchObject({
       code: 'conflict',
-      message: expect.stringContaining('Repeat the DELETE'),
     });
     await deps.imports.releaseLease('stuck');
-    await deleteFeed(deps, 'stuck');
+    expect(await finishFeedDeletion(deps, 'stuck')).toBe(true);
 
     expect(await deps.feeds.get('stuck', { fresh: true })).toBeUndefined();
+  });
+
+  it('answers a failure after its time is up as a failure, not as a deletion that continues', async () => {
+    await createFeed(deps, input('refused'));
+    const failing = {
+      ...deps,
+      deletionBudgetMs: 100,
+      products: {
+        deleteFeed: async () => {
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          throw new Error('AccessDenied');
+        },
+      },
+    };
+
+    await expect(deleteFeed(failing, 'refused')).rejects.toThrow('AccessDenied');
+    expect(handedOver).toEqual([]);
+    expect(await finishFeedDeletion(deps, 'refused')).toBe(true);
+  });
+
+  it('renews its lease while a long step runs, so that no other deletion takes the feed meanwhile', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      await createFeed(deps, input('long-step'));
+      const renewals: string[] = [];
+      const imports = Object.assign(Object.create(deps.imports) as FeedAdminDeps['imports'], {
+        renewLease: async (...args: Parameters<FeedAdminDeps['imports']['renewLease']>) => {
+          renewals.push(args[1]);
+          return deps.imports.renewLease(...args);
+        },
+      });
+      const productsDelete = deps.products.deleteFeed.bind(deps.products);
+      const long = {
+        ...deps,
+        imports,
+        products: {
+          // A step of a large feed: several lease periods long
+          deleteFeed: async (feedId: string, options?: { signal?: AbortSignal }) => {
+            await vi.advanceTimersByTimeAsync(70_000);
+            return productsDelete(feedId, options);
+          },
+        },
+      };
+
+      expect(await deleteFeed(long, 'long-step')).toBe('deleted');
+
+      // Three renewals during the step (every 20 s), then one after each step
+      expect(renewals.length).toBeGreaterThanOrEqual(3 + 6);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('does not let a second DELETE of a feed touch the feed created again after the first finished', async () => {
@@ -261,8 +313,9 @@ describe('deleteFeed racing a re-creation and an import start', () => {
       return { ...deps, leaseWaitMs: 300, clock: { now: () => new Date(base + seconds * 1000) } };
     };
 
-    await expect(deleteFeed(at(0), 'killed')).rejects.toMatchObject({ code: 'conflict' });
-    await deleteFeed(at(61), 'killed');
+    // Still held: handed over to the runner (which would wait for it); a minute later it has lapsed
+    expect(await deleteFeed(at(0), 'killed')).toBe('continuing');
+    expect(await deleteFeed(at(61), 'killed')).toBe('deleted');
 
     expect(await deps.feeds.get('killed', { fresh: true })).toBeUndefined();
   });
@@ -405,6 +458,21 @@ describe('a deletion that outlasts its request', () => {
 });
 
 describe('updateFeed racing deleteFeed', () => {
+  it("does not register an earlier feed's key a deletion missed when the new feed's plan changes", async () => {
+    await createFeed(deps, input('replan-stale'));
+    const old = await createKey(deps, 'replan-stale', { name: 'web' });
+    const stored = (await deps.keys.get(old.searchId))!;
+    await deleteFeed(deps, 'replan-stale');
+    await createFeed(deps, input('replan-stale'));
+    await deps.keys.create(stored);
+    const fresh = await createKey(deps, 'replan-stale', { name: 'web' });
+
+    await updateFeed(deps, 'replan-stale', { plan: 'pro' });
+
+    expect(registered.has(fresh.searchId)).toBe(true);
+    expect(registered.has(old.searchId)).toBe(false);
+  });
+
   it('takes back the gateway keys a plan change registered after the deletion removed them', async () => {
     await createFeed(deps, input('replanned'));
     const key = await createKey(deps, 'replanned', { name: 'web' });

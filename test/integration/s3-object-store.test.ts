@@ -43,6 +43,20 @@ describe('S3ObjectStore against the S3-protocol server', () => {
     await store.deleteMany([]);
   });
 
+  it('lists a page of at most 1000 keys at a time, and goes on past the keys deleted meanwhile', async () => {
+    const keys = Array.from({ length: 1005 }, (_, i) => `paged/k${String(i).padStart(4, '0')}`);
+    await mapLimit(keys, 32, (key) => store.put(key, 'x'));
+
+    const sizes: number[] = [];
+    for await (const page of store.listPages('paged/')) {
+      sizes.push(page.length);
+      await store.deleteMany(page);
+    }
+
+    expect(sizes).toEqual([1000, 5]);
+    expect(await store.list('paged/')).toEqual([]);
+  });
+
   it('fails a deletion when S3 lists keys it could not delete (its answer is 200 all the same)', async () => {
     const refusing = { send: async () => ({ Errors: [{ Key: 'a', Code: 'AccessDenied', Message: 'no' }] }) };
     const failing = new S3ObjectStore(refusing as never, 'bucket');

@@ -16,8 +16,10 @@ describe('keyBelongsTo', () => {
     expect(keyBelongsTo({ ...key, feedId: 'other', feedCreatedAt: feed.createdAt }, feed)).toBe(false);
   });
 
-  it('keeps keys minted before the binding was recorded working for their feed id', () => {
+  it('binds a key minted before the binding was recorded to the feed of its id that existed then', () => {
     expect(keyBelongsTo(key, feed)).toBe(true);
     expect(keyBelongsTo(key, { ...feed, feedId: 'other' })).toBe(false);
+    // Created before this feed was: an earlier feed's key
+    expect(keyBelongsTo({ ...key, createdAt: '2026-11-26T09:59:59.000Z' }, feed)).toBe(false);
   });
 });

@@ -4,6 +4,7 @@ import type { Plan } from '#lib/config.ts';
 import { DomainError, NotFoundError, ValidationError } from '#lib/domain/errors.ts';
 import { type Feed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 import { FEED_DELETION_JOB, importObjectKeys } from '#lib/domain/catalogue/imports.ts';
+import { keyBelongsTo } from '#lib/domain/keys.ts';
 import type { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import type {
   ApiKeyRegistry,
@@ -122,7 +123,10 @@ export async function updateFeed(
   }
   await deps.feeds.put(next);
   if (next.plan !== current.plan) {
-    const moved = (await deps.keys.listByFeed(feedId)).filter((key) => !key.revokedAt);
+    // Not an earlier feed's keys a deletion missed: they stay out of the gateway's plans.
+    const moved = (await deps.keys.listByFeed(feedId)).filter(
+      (key) => !key.revokedAt && keyBelongsTo(key, next),
+    );
     for (const key of moved) await deps.apiKeys.register(key, next.plan);
     // A deletion that started meanwhile may have unregistered these keys already: they go again.
     if (!(await feedStillLive(deps.feeds, next))) {
@@ -149,7 +153,8 @@ export async function updateFeed(
  *    the feed marked, hidden, for a repeated DELETE to finish, rather than orphaned data.
  * A large feed's steps can outlast the request (API Gateway gives it 29 s): once `deletionBudgetMs`
  * (20 s) have passed since the request began, step 3 stops between batches, the lease is given up and
- * the import runner finishes the deletion (finishFeedDeletion): the answer is then 'continuing'.
+ * the import runner finishes the deletion (finishFeedDeletion): the answer is then 'continuing'. So it
+ * is when the lease stays held in step 2 (the runner waits for it).
  */
 export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<'deleted' | 'continuing'> {
   const budget = AbortSignal.timeout(deps.deletionBudgetMs ?? DELETION_BUDGET_MS);
@@ -162,7 +167,16 @@ export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<'
     if (error instanceof NotFoundError) return 'deleted';
     throw error;
   }
-  if (await deleteMarkedFeed(deps, feed, budget)) return 'deleted';
+  let done: boolean;
+  try {
+    done = await deleteMarkedFeed(deps, feed, budget);
+  } catch (error) {
+    // The feed's lease stayed held (an import stopping slowly, a runner finishing this deletion, one
+    // that died holding it): the runner waits for it instead of the client repeating the DELETE.
+    if (!(error instanceof DomainError && error.code === 'conflict')) throw error;
+    done = false;
+  }
+  if (done) return 'deleted';
   // Handed over like an import: its trigger object under imports/ (the worker's S3 event in AWS), then
   // the dispatcher (the in-process runner locally). The deletion's last sweep of imports/ removes it.
   const { request } = importObjectKeys(feedId, FEED_DELETION_JOB);
@@ -190,11 +204,21 @@ export async function finishFeedDeletion(
 /** How long a DELETE request deletes before it hands the rest over (inside API Gateway's 29 s). */
 const DELETION_BUDGET_MS = 20_000;
 
-/** Steps 2–4 of deleteFeed; false when `stop` aborted them part way (the lease is then given up). */
+/**
+ * Steps 2–4 of deleteFeed; false when `stop` aborted them part way (the lease is then given up). The
+ * lease is also renewed every DELETION_LEASE_MS / 3 while a step runs (a large feed's step takes minutes
+ * in the runner); lost to another deletion, the steps stop and the answer is a conflict.
+ */
 async function deleteMarkedFeed(deps: FeedAdminDeps, feed: Feed, stop?: AbortSignal): Promise<boolean> {
   const { feedId } = feed;
   const lease = await takeFeedLease(deps, feedId);
-  const signal = stop ? { signal: stop } : {};
+  const lost = new AbortController();
+  const renewal = setInterval(() => {
+    lease.renew().catch((error: unknown) => lost.abort(error));
+  }, DELETION_LEASE_MS / 3);
+  renewal.unref();
+  const halt = stop ? AbortSignal.any([stop, lost.signal]) : lost.signal;
+  const signal = { signal: halt };
   const steps: (() => Promise<unknown>)[] = [
     () => deleteKeys(deps, feedId),
     async () => {
@@ -219,15 +243,20 @@ async function deleteMarkedFeed(deps: FeedAdminDeps, feed: Feed, stop?: AbortSig
     if (!now || now.createdAt !== feed.createdAt) return true;
     for (const step of steps) {
       if (stop?.aborted) return false;
+      halt.throwIfAborted();
       await step();
       await lease.renew();
     }
     await deps.feeds.delete(feedId, feed.createdAt);
     return true;
   } catch (error) {
-    if (stop?.aborted) return false;
+    if (lost.signal.aborted) throw lost.signal.reason;
+    // Only the stop itself (its reason, thrown by a step between batches) hands over; any other
+    // failure is the caller's to see, not to be hidden behind a deletion said to continue.
+    if (stop?.aborted && error === stop.reason) return false;
     throw error;
   } finally {
+    clearInterval(renewal);
     await lease.release();
   }
 }

@@ -45,8 +45,11 @@ export async function usageReport(
   }
   // Rows of an earlier feed with this id: requests a public function answered from its auth cache just
   // after that feed's deletion had removed its rows. They are not this feed's usage.
-  const rows = (await deps.usage.list(feedId, from, to)).filter(
-    (row) => row.feedCreatedAt === undefined || row.feedCreatedAt === feed.createdAt,
+  // (Rows written before feedCreatedAt was kept: those of days before this feed was created.)
+  const rows = (await deps.usage.list(feedId, from, to)).filter((row) =>
+    row.feedCreatedAt === undefined
+      ? row.day >= feed.createdAt.slice(0, 10)
+      : row.feedCreatedAt === feed.createdAt,
   );
   const days = new Map<string, { day: string; endpoint: Endpoint } & UsageTotals>();
   const keys = new Map<string, { searchId: string } & UsageTotals>();

@@ -145,6 +145,11 @@ export class MemoryObjectStore implements ObjectStore, FeedFileStore {
   async list(prefix: string) {
     return [...this.objects.keys()].filter((k) => k.startsWith(prefix));
   }
+  /** Pages of 1000, as S3 lists them. */
+  async *listPages(prefix: string) {
+    const keys = await this.list(prefix);
+    for (let i = 0; i < keys.length; i += 1000) yield keys.slice(i, i + 1000);
+  }
   async write(key: string, body: AsyncIterable<Uint8Array>) {
     const chunks: Buffer[] = [];
     for await (const chunk of body) chunks.push(Buffer.from(chunk));
