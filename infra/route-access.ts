@@ -36,12 +36,10 @@ export const ADMIN_DEFAULT_PROFILE: AccessProfile = {
 };
 
 /**
- * The import worker: reads the request and feed file under imports/ (and stores a fetched feed file
- * there), writes products, vectors, the products' local features under features/ and import progress.
- * It also finishes the feed deletions a DELETE request hands over (lib/ingest/feed-jobs.ts), so it has
- * AdminDeleteFeed's access as well: the feed, its keys (and their gateway API keys) and its usage.
+ * Deleting a feed removes its keys (and their gateway keys), products, vectors, imports with their feed
+ * files, local features and usage.
  */
-export const IMPORT_WORKER_PROFILE: AccessProfile = {
+const FEED_DELETION_PROFILE: AccessProfile = {
   tables: {
     feeds: 'readWrite',
     keys: 'readWrite',
@@ -55,8 +53,15 @@ export const IMPORT_WORKER_PROFILE: AccessProfile = {
   ],
   search: 'readWrite',
   apiKeyRegistry: true,
-  models: true,
 };
+
+/**
+ * The import worker: reads the request and feed file under imports/ (and stores a fetched feed file
+ * there), writes products, vectors, the products' local features under features/ and import progress.
+ * It also finishes the feed deletions a DELETE request hands over (lib/ingest/feed-jobs.ts), so it has
+ * the deletion's access (which covers the imports' tables, prefixes and index) and the models.
+ */
+export const IMPORT_WORKER_PROFILE: AccessProfile = { ...FEED_DELETION_PROFILE, models: true };
 
 export const ROUTE_ACCESS: Record<string, AccessProfile> = {
   SearchImage: PUBLIC_PROFILE,
@@ -69,23 +74,7 @@ export const ROUTE_ACCESS: Record<string, AccessProfile> = {
   AdminGetFeed: { tables: { feeds: 'read' } },
   // A plan change moves the feed's keys to the other usage plan.
   AdminUpdateFeed: { tables: { feeds: 'readWrite', keys: 'read' }, apiKeyRegistry: true },
-  // Deleting a feed removes its keys (and their gateway keys), products, vectors, imports with their feed
-  // files, local features and usage.
-  AdminDeleteFeed: {
-    tables: {
-      feeds: 'readWrite',
-      keys: 'readWrite',
-      products: 'readWrite',
-      imports: 'readWrite',
-      usage: 'readWrite',
-    },
-    buckets: [
-      { access: 'readWrite', prefix: IMPORTS_PREFIX },
-      { access: 'readWrite', prefix: FEATURES_PREFIX },
-    ],
-    search: 'readWrite',
-    apiKeyRegistry: true,
-  },
+  AdminDeleteFeed: FEED_DELETION_PROFILE,
   AdminCreateKey: { tables: { feeds: 'read', keys: 'readWrite' }, apiKeyRegistry: true },
   AdminListKeys: { tables: { feeds: 'read', keys: 'read' } },
   AdminRevokeKey: { tables: { keys: 'readUpdate' }, apiKeyRegistry: true },
