@@ -263,7 +263,8 @@ export interface VectorIndex {
    * replaced a product's images in place removes only what the new ones did not replace).
    */
   deleteProducts(feedId: string, productIds: string[], except?: readonly string[]): Promise<void>;
-  deleteFeed(feedId: string): Promise<void>;
+  /** `signal` stops it between batches (a feed deletion out of its request's time); what is left stays. */
+  deleteFeed(feedId: string, options?: { signal?: AbortSignal }): Promise<void>;
   /** Nearest documents first; ties broken by productId for stable paging. */
   search(query: VectorQuery): Promise<VectorHit[]>;
   /**
@@ -315,7 +316,8 @@ export interface VisualWordIndex {
   /** Inserts or replaces documents by id. */
   upsert(documents: VisualWordDocument[]): Promise<void>;
   deleteProducts(feedId: string, productIds: string[], except?: readonly string[]): Promise<void>;
-  deleteFeed(feedId: string): Promise<void>;
+  /** `signal` stops it between batches (a feed deletion out of its request's time); what is left stays. */
+  deleteFeed(feedId: string, options?: { signal?: AbortSignal }): Promise<void>;
   /** Images sharing the most idf-weighted words with the query first; ties by id. */
   search(query: VisualWordQuery): Promise<VisualWordHit[]>;
   /** Makes writes durable (the local index persists to disk); a no-op where writes already are. */

@@ -30,8 +30,8 @@ export class LazyVisualWordIndex implements VisualWordIndex {
     return (await this.index()).deleteProducts(feedId, productIds, except);
   }
 
-  async deleteFeed(feedId: string): Promise<void> {
-    return (await this.index()).deleteFeed(feedId);
+  async deleteFeed(feedId: string, options?: { signal?: AbortSignal }): Promise<void> {
+    return (await this.index()).deleteFeed(feedId, options);
   }
 
   async search(query: VisualWordQuery): Promise<VisualWordHit[]> {

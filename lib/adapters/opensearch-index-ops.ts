@@ -25,6 +25,9 @@ export async function createIndexIfMissing(
   }
 }
 
+/** Documents a feed deletion removes per delete_by_query call (a few seconds of work at most). */
+const DELETE_BATCH = 10_000;
+
 /**
  * Deletes a feed's documents matching `filter` (routed by the feed id). Deletes must be visible to the next
  * search, like upserts; a conflict with a concurrent re-index of the same document is resolved in favour of
@@ -37,16 +40,27 @@ export async function deleteFeedDocuments(
   filter: Array<Record<string, unknown>>,
   /** Document ids the query leaves alone. */
   except: readonly string[] = [],
+  /**
+   * With a signal, the documents go `batch` at a time (`max_docs`), the signal looked at between two
+   * calls: a whole feed's deletion in one call can outlast the request that makes it.
+   */
+  options: { signal?: AbortSignal; batch?: number } = {},
 ): Promise<void> {
   const mustNot = except.length > 0 ? { must_not: [{ ids: { values: [...except] } }] } : {};
+  const batch = options.signal ? (options.batch ?? DELETE_BATCH) : undefined;
   try {
-    await client.deleteByQuery({
-      index,
-      routing: feedId,
-      refresh: true,
-      conflicts: 'proceed',
-      body: { query: { bool: { filter, ...mustNot } } },
-    });
+    for (;;) {
+      options.signal?.throwIfAborted();
+      const response = await client.deleteByQuery({
+        index,
+        routing: feedId,
+        refresh: true,
+        conflicts: 'proceed',
+        body: { query: { bool: { filter, ...mustNot } }, ...(batch ? { max_docs: batch } : {}) },
+      });
+      // Fewer matched than `batch`: nothing is left (version conflicts count as matched, so they go on).
+      if (!batch || Number((response.body as { total?: number }).total ?? 0) < batch) return;
+    }
   } catch (error) {
     if (statusOf(error) === 404) return;
     throw error;

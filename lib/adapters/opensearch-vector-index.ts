@@ -151,10 +151,10 @@ export class OpenSearchFeedVectors implements Pick<VectorIndex, 'deleteFeed' | '
     private readonly indexPrefix: string,
   ) {}
 
-  async deleteFeed(feedId: string): Promise<void> {
+  async deleteFeed(feedId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
     const response = await this.client.indices.get({ index: `${this.indexPrefix}-*` });
     for (const index of Object.keys(response.body as Record<string, unknown>))
-      await deleteFeedDocuments(this.client, index, feedId, [{ term: { feed_id: feedId } }]);
+      await deleteFeedDocuments(this.client, index, feedId, [{ term: { feed_id: feedId } }], [], options);
   }
 
   /** Deletions are refreshed as they are made. */
@@ -233,8 +233,15 @@ export class OpenSearchVectorIndex implements VectorIndex {
     );
   }
 
-  async deleteFeed(feedId: string): Promise<void> {
-    await deleteFeedDocuments(this.#client, this.indexName, feedId, [{ term: { feed_id: feedId } }]);
+  async deleteFeed(feedId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    await deleteFeedDocuments(
+      this.#client,
+      this.indexName,
+      feedId,
+      [{ term: { feed_id: feedId } }],
+      [],
+      options,
+    );
   }
 
   async search(query: VectorQuery): Promise<VectorHit[]> {

@@ -213,8 +213,15 @@ export class OpenSearchVisualWordIndex implements VisualWordIndex {
     }
   }
 
-  async deleteFeed(feedId: string): Promise<void> {
-    await deleteFeedDocuments(this.#client, this.indexName, feedId, [{ term: { feed_id: feedId } }]);
+  async deleteFeed(feedId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    await deleteFeedDocuments(
+      this.#client,
+      this.indexName,
+      feedId,
+      [{ term: { feed_id: feedId } }],
+      [],
+      options,
+    );
   }
 
   async search(query: VisualWordQuery): Promise<VisualWordHit[]> {

@@ -1,7 +1,9 @@
 import { Client } from '@opensearch-project/opensearch';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { deleteFeedDocuments } from '#lib/adapters/opensearch-index-ops.ts';
 import {
   createOpenSearchClient,
+  OpenSearchFeedVectors,
   OpenSearchVectorIndex,
   similarityFromScore,
   vectorIndexBody,
@@ -106,6 +108,56 @@ describe('the feed deletion’s vectors (OpenSearchFeedVectors, through the cont
     } finally {
       configureContainer(loadConfig({ LOG_LEVEL: 'silent' }));
     }
+  });
+});
+
+describe('a feed deletion out of its time (deleteFeedDocuments with a signal)', () => {
+  it('deletes `batch` documents per call and stops between calls once the signal aborts', async () => {
+    // Prepare: 5 documents of f1 and 1 of f2; calls of 2 documents, the signal aborts after the first
+    const index = freshIndex();
+    await index.upsert([
+      ...[1, 2, 3, 4, 5].map((n) => doc('f1', `p${n}`, unit(1, 0))),
+      doc('f2', 'p1', unit(1, 0)),
+    ]);
+    const client = new Client({ node: fake.url });
+    const stop = new AbortController();
+    const deleteByQuery = client.deleteByQuery.bind(client);
+    const calls: number[] = [];
+    client.deleteByQuery = (async (params: Parameters<typeof deleteByQuery>[0]) => {
+      const response = await deleteByQuery(params);
+      calls.push((response.body as { deleted: number }).deleted);
+      stop.abort();
+      return response;
+    }) as typeof client.deleteByQuery;
+    const feed = [{ term: { feed_id: 'f1' } }];
+
+    // Act
+    await expect(
+      deleteFeedDocuments(client, index.indexName, 'f1', feed, [], { signal: stop.signal, batch: 2 }),
+    ).rejects.toThrow();
+    const stopped = await index.count('f1');
+    await deleteFeedDocuments(client, index.indexName, 'f1', feed, [], {
+      signal: new AbortController().signal,
+      batch: 2,
+    });
+
+    // Assess: 2 of 5, then the other 3 in calls of 2, 1; f2 untouched
+    expect(stopped).toBe(3);
+    expect(calls).toEqual([2, 2, 1]);
+    expect([await index.count('f1'), await index.count('f2')]).toEqual([0, 1]);
+  });
+
+  it('passes the signal on from the adapters (an aborted one deletes nothing)', async () => {
+    const index = freshIndex();
+    await index.upsert([doc('f1', 'p1', unit(1, 0))]);
+    const aborted = { signal: AbortSignal.abort() };
+
+    await expect(index.deleteFeed('f1', aborted)).rejects.toThrow();
+    await expect(
+      new OpenSearchFeedVectors(new Client({ node: fake.url }), 'products').deleteFeed('f1', aborted),
+    ).rejects.toThrow();
+
+    expect(await index.count('f1')).toBe(1);
   });
 });
 

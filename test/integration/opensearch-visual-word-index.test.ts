@@ -59,6 +59,21 @@ function requestsSince(before: number, path: string): FakeOpenSearch['requests']
 }
 
 describe('OpenSearchVisualWordIndex', () => {
+  it("passes a feed deletion's signal on (an aborted one deletes nothing; a live one deletes in calls)", async () => {
+    const index = freshIndex();
+    await index.upsert([wordDoc('f1', 'p1', [1, 2]), wordDoc('f2', 'p1', [1, 2])]);
+    const before = fake.requests.length;
+
+    await expect(index.deleteFeed('f1', { signal: AbortSignal.abort() })).rejects.toThrow();
+    expect(requestsSince(before, '/_delete_by_query')).toEqual([]);
+    await index.deleteFeed('f1', { signal: new AbortController().signal });
+
+    const [call] = requestsSince(before, '/_delete_by_query');
+    expect((call?.body as { max_docs?: number }).max_docs).toBe(10_000);
+    expect((await index.search({ feedId: 'f1', words: words(1, 2), k: 5 })).length).toBe(0);
+    expect((await index.search({ feedId: 'f2', words: words(1, 2), k: 5 })).length).toBe(1);
+  });
+
   it('creates its index on first write: routed, strict, words as whitespace text with an idf-only BM25', async () => {
     // Prepare
     const index = freshIndex({ indexPrefix: 'Products' });

@@ -717,9 +717,10 @@ export async function startFakeOpenSearch(options: FakeOpenSearchOptions = {}): 
     index: FakeIndex,
     body: unknown,
     where: string,
+    allowed: string[] = ['query'],
   ): ((document: StoredDocument) => boolean) => {
     if (!isObject(body)) fail('parsing_exception', `[${where}] body required`);
-    onlyKeys(body, ['query'], where);
+    onlyKeys(body, allowed, where);
     if (body.query === undefined) fail('action_request_validation_exception', `[${where}] query is missing`);
     const scorer = compileQuery(index, body.query, 'query', false);
     return (document) => scorer(document) !== undefined;
@@ -776,9 +777,17 @@ export async function startFakeOpenSearch(options: FakeOpenSearchOptions = {}): 
           if (!['routing', 'refresh', 'conflicts'].includes(key))
             fail('illegal_argument_exception', `unrecognized parameter [${key}]`);
         }
-        const matches = queryOnly(index, json(), '_delete_by_query');
-        // Like OpenSearch, delete_by_query works on a search snapshot: only visible documents are deleted.
-        const doomed = [...index.visible.values()].filter(matches);
+        const body = json();
+        const matches = queryOnly(index, body, '_delete_by_query', ['query', 'max_docs']);
+        const maxDocs = isObject(body) ? body.max_docs : undefined;
+        if (
+          maxDocs !== undefined &&
+          (typeof maxDocs !== 'number' || !Number.isInteger(maxDocs) || maxDocs < 1)
+        )
+          fail('action_request_validation_exception', 'maxDocs should be greater than 0');
+        // Like OpenSearch, delete_by_query works on a search snapshot: only visible documents are deleted
+        // (at most max_docs of them).
+        const doomed = [...index.visible.values()].filter(matches).slice(0, maxDocs ?? Infinity);
         for (const document of doomed) index.live.delete(document.id);
         refreshIf(index, query);
         return [

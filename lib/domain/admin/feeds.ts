@@ -223,9 +223,9 @@ async function deleteMarkedFeed(deps: FeedAdminDeps, feed: Feed, stop?: AbortSig
     () => deleteKeys(deps, feedId),
     async () => {
       const vectors = await deps.feedVectors();
-      await vectors.deleteFeed(feedId);
+      await vectors.deleteFeed(feedId, signal);
       await vectors.flush();
-      await deps.visualWords?.deleteFeed(feedId);
+      await deps.visualWords?.deleteFeed(feedId, signal);
     },
     () => deps.products.deleteFeed(feedId, signal),
     async () => {
