@@ -1,4 +1,4 @@
-import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
+import { FEED_DELETION_JOB, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import type { Logger } from '#lib/log.ts';
 import type { ImportDispatcher } from '#lib/ports.ts';
 import { ImportDeferred } from '#lib/ingest/run-import.ts';
@@ -39,7 +39,8 @@ export class InProcessImportDispatcher implements ImportDispatcher {
       )
       .then(
         (record) => {
-          if (record)
+          if (importId === FEED_DELETION_JOB) this.logger.info('feed deletion finished', { feedId });
+          else if (record)
             this.logger.info('import finished', {
               feedId,
               importId,
@@ -48,7 +49,11 @@ export class InProcessImportDispatcher implements ImportDispatcher {
             });
         },
         (error: unknown) => {
-          if (this.stopping.signal.aborted) this.logger.info('import paused', { feedId, importId });
+          if (this.stopping.signal.aborted)
+            this.logger.info(importId === FEED_DELETION_JOB ? 'feed deletion paused' : 'import paused', {
+              feedId,
+              importId,
+            });
           else if (error instanceof ImportDeferred) {
             // The feed's lease is held (its deletion runs, which then drops the import): try again soon.
             this.logger.info('import deferred: feed busy', { feedId, importId });

@@ -1,5 +1,5 @@
 import { type FeedAdminDeps, finishFeedDeletion } from '#lib/domain/admin/feeds.ts';
-import { type ImportRecord, FEED_DELETION_JOB } from '#lib/domain/catalogue/imports.ts';
+import { FEED_DELETION_JOB, type ImportRecord, importObjectKeys } from '#lib/domain/catalogue/imports.ts';
 import { DomainError } from '#lib/domain/errors.ts';
 import { type IngestDeps, ImportDeferred, runTriggeredImport } from '#lib/ingest/run-import.ts';
 
@@ -33,5 +33,8 @@ export async function runFeedJob(
     throw error;
   }
   if (!finished) signal?.throwIfAborted();
+  // Done (or the feed was gone already): a trigger a repeated DELETE wrote after the deletion's own sweep
+  // of imports/ goes too.
+  await deps.admin.objects.delete(importObjectKeys(feedId, FEED_DELETION_JOB).request);
   return undefined;
 }

@@ -21,6 +21,7 @@ import {
 import { createKey } from '#lib/domain/admin/keys.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import type { IngestDeps } from '#lib/ingest/run-import.ts';
+import { runFeedJob } from '#lib/ingest/feed-jobs.ts';
 import { createLogger } from '#lib/log.ts';
 import { runImportEvent } from '#functions/import-worker.ts';
 import type { SearchKey } from '#lib/domain/keys.ts';
@@ -211,9 +212,13 @@ describe('deleteFeed and the feed’s lease', () => {
     try {
       await createFeed(deps, input('long-step'));
       const renewals: string[] = [];
+      let inStep = false;
+      let throttled = 0;
       const imports = Object.assign(Object.create(deps.imports) as FeedAdminDeps['imports'], {
         renewLease: async (...args: Parameters<FeedAdminDeps['imports']['renewLease']>) => {
           renewals.push(args[1]);
+          // The first renewal during the step fails like a throttled call: tried again at the next tick
+          if (inStep && (throttled += 1) === 1) throw new Error('ThrottlingException');
           return deps.imports.renewLease(...args);
         },
       });
@@ -224,7 +229,9 @@ describe('deleteFeed and the feed’s lease', () => {
         products: {
           // A step of a large feed: several lease periods long
           deleteFeed: async (feedId: string, options?: { signal?: AbortSignal }) => {
+            inStep = true;
             await vi.advanceTimersByTimeAsync(70_000);
+            inStep = false;
             return productsDelete(feedId, options);
           },
         },
@@ -442,6 +449,30 @@ describe('a deletion that outlasts its request', () => {
     expect(await deps.feeds.get('worker-deletion', { fresh: true })).toBeUndefined();
     expect(await deps.objects.list('features/worker-deletion/')).toEqual([]);
     expect(await deps.objects.list('imports/worker-deletion/')).toEqual([]);
+  });
+
+  it("removes its trigger when done, also one a repeated DELETE wrote after the deletion's own sweep", async () => {
+    const trigger = 'imports/swept/deletion/request.json';
+    await deps.objects.put(trigger, '{}');
+    const job = { ingest: {} as IngestDeps, admin: deps };
+
+    expect(await runFeedJob(job, 'swept', 'deletion')).toBeUndefined();
+
+    expect(await deps.objects.list('imports/swept/')).toEqual([]);
+  });
+
+  it('waits for the lease in the runner until it is paused, rather than giving up after 10 s', async () => {
+    await stockedFeed('held');
+    await deleteFeed({ ...deps, deletionBudgetMs: 0 }, 'held');
+    await deps.imports.takeLease('held', 'slow import', new Date(Date.now() + 3_600_000), new Date());
+    const pause = new AbortController();
+    setTimeout(() => pause.abort(new Error('paused')), 400);
+
+    await expect(finishFeedDeletion(deps, 'held', pause.signal)).rejects.toThrow('paused');
+
+    expect((await deps.feeds.get('held', { fresh: true }))?.deletingAt).toEqual(expect.any(String));
+    await deps.imports.releaseLease('held');
+    expect(await finishFeedDeletion(deps, 'held')).toBe(true);
   });
 
   it('does not touch a feed created again when its trigger comes once more', async () => {

@@ -198,8 +198,13 @@ export async function finishFeedDeletion(
 ): Promise<boolean> {
   const feed = await deps.feeds.get(feedId, { fresh: true });
   if (!feed?.deletingAt) return true;
-  return deleteMarkedFeed(deps, feed, stop);
+  // The runner waits out whoever holds the lease (a lapsed one within 10 minutes) rather than deferring:
+  // in AWS a deferred trigger comes back only after the queue's visibility timeout (90 minutes).
+  return deleteMarkedFeed({ ...deps, leaseWaitMs: deps.leaseWaitMs ?? RUNNER_LEASE_WAIT_MS }, feed, stop);
 }
+
+/** How long the import runner waits for the lease of a feed it deletes: past an import runner's lease. */
+const RUNNER_LEASE_WAIT_MS = 11 * 60_000;
 
 /** How long a DELETE request deletes before it hands the rest over (inside API Gateway's 29 s). */
 const DELETION_BUDGET_MS = 20_000;
@@ -211,10 +216,13 @@ const DELETION_BUDGET_MS = 20_000;
  */
 async function deleteMarkedFeed(deps: FeedAdminDeps, feed: Feed, stop?: AbortSignal): Promise<boolean> {
   const { feedId } = feed;
-  const lease = await takeFeedLease(deps, feedId);
+  const lease = await takeFeedLease(deps, feedId, stop);
   const lost = new AbortController();
   const renewal = setInterval(() => {
-    lease.renew().catch((error: unknown) => lost.abort(error));
+    lease.renew().catch((error: unknown) => {
+      // Lost (taken over) stops the deletion; a failed call (throttling, network) is tried at the next tick.
+      if (error instanceof DomainError && error.code === 'conflict') lost.abort(error);
+    });
   }, DELETION_LEASE_MS / 3);
   renewal.unref();
   const halt = stop ? AbortSignal.any([stop, lost.signal]) : lost.signal;
@@ -267,14 +275,17 @@ const DELETION_LEASE_MS = 60_000;
 async function takeFeedLease(
   deps: Pick<FeedAdminDeps, 'imports' | 'clock' | 'leaseWaitMs'>,
   feedId: string,
+  /** Stops the wait (a paused runner): its reason is thrown. */
+  stop?: AbortSignal,
 ): Promise<{ renew(): Promise<void>; release(): Promise<void> }> {
   const owner = `deletion:${randomUUID()}`;
   // Short, and renewed after every step: a deletion killed part way (by its function's timeout) holds
   // the feed for a minute at most, not for an import runner's 10 minutes.
   const until = () => new Date(deps.clock.now().getTime() + DELETION_LEASE_MS);
-  // Well inside the 29 s of an API Gateway request, with the deletion itself after it.
+  // By default well inside the 29 s of an API Gateway request, with the deletion itself after it.
   const deadline = Date.now() + (deps.leaseWaitMs ?? 10_000);
   while (!(await deps.imports.takeLease(feedId, owner, until(), deps.clock.now()))) {
+    stop?.throwIfAborted();
     if (Date.now() >= deadline)
       throw new DomainError(
         'conflict',
