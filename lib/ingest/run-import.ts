@@ -162,6 +162,7 @@ export async function runImport(
       save,
       unconfirmed,
       () => feedStillLive(deps.feeds, feed),
+      async () => renewLease?.(),
     );
   } catch (error) {
     // A runner that lost its lease stalled (another took over): what it wrote since its last save must
@@ -209,6 +210,8 @@ async function importInto(
   save: (patch: Partial<ImportRecord>) => Promise<void>,
   unconfirmed: Set<string>,
   stillLive: () => Promise<boolean>,
+  /** Renews the runner's lease right before a chunk is written (processRows). */
+  renewLease: () => Promise<void>,
 ): Promise<ImportRecord> {
   await save({});
   try {
@@ -226,6 +229,7 @@ async function importInto(
       save,
       unconfirmed,
       stillLive,
+      renewLease,
     );
     if (current().mode === 'full') {
       if (outcome.readToEnd && outcome.valid > 0) {
@@ -395,6 +399,7 @@ async function processRows(
   save: (patch: Partial<ImportRecord>) => Promise<void>,
   unconfirmed: Set<string>,
   stillLive: () => Promise<boolean>,
+  renewLease: () => Promise<void>,
 ): Promise<{ readToEnd: boolean; valid: number }> {
   const start = current();
   const baseUrl = start.source.kind === 'url' ? start.source.url : undefined;
@@ -435,7 +440,11 @@ async function processRows(
     await committing;
     for (const productId of prepared.rowOfId.keys()) unconfirmed.add(productId);
     // A checkpoint reached: this run is the first attempt at the rows after it.
-    committing = commitChunk(deps, prepared).then((patch) => save({ ...patch(current()), attempts: 1 }));
+    // The lease renewed right before the writes (10 more minutes): a runner that stalled past its lease
+    // while the chunk was prepared, and lost it to another, writes nothing of it (LeaseLost).
+    committing = renewLease()
+      .then(() => commitChunk(deps, prepared))
+      .then((patch) => save({ ...patch(current()), attempts: 1 }));
     committing.catch(() => commitFailed.abort());
   };
   try {

@@ -821,6 +821,26 @@ describe('runTriggeredImport', () => {
     expect((await w.imports.get(FEED, queued.importId))?.checkpointRow).toBe(3);
   });
 
+  it('writes nothing of a chunk whose preparation outlasted its lease, taken over meanwhile', async () => {
+    // Prepare: chunks of 2; while the second chunk's images are fetched, another runner takes the
+    // lease (this one stalled past its expiry)
+    const w = world(filesFor('a', 'b', 'c', 'd'));
+    w.deps.limits = { ...w.deps.limits, chunkSize: 2, imageConcurrency: 1 };
+    const fetch = w.fetcher.fetch.bind(w.fetcher);
+    w.fetcher.fetch = async (url, limits) => {
+      if (url === img('c'))
+        w.imports.leases.set(FEED, { owner: 'other runner', until: new Date('2026-12-01T00:00:00Z') });
+      return fetch(url, limits);
+    };
+    const queued = await queueInline(w, jsonl(['a', 'b', 'c', 'd'].map((n) => product(n))));
+    // Act
+    const record = await runTriggeredImport(w.deps, FEED, queued.importId);
+    // Assess: the first chunk only (written before the takeover); the other runner resumes the import
+    expect([...w.products.rows.values()].map((p) => p.product_id).sort()).toEqual(['a', 'b']);
+    expect(record?.status).toBe('running');
+    expect(w.imports.leases.get(FEED)?.owner).toBe('other runner');
+  });
+
   it('stops without failing the import when another runner took its lease over', async () => {
     // Prepare: after the first chunk, the lease is taken by another runner (this one stalled past it)
     const w = world(filesFor('a', 'b', 'c', 'd'));
