@@ -14,7 +14,10 @@ import type { TableDefinition } from '#lib/adapters/dynamodb-tables.ts';
 import type { Config } from '#lib/config.ts';
 import { type ConfigEnvKey, OPENSEARCH_INDEX_PREFIX } from '../function-environment.ts';
 
-/** read: Get/Query/Scan. readUpdate: Get/Query + UpdateItem (counters, last-used), no Put/Delete. readWrite: all item actions. */
+/**
+ * read: Get/Query/Scan. readUpdate: GetItem + UpdateItem by key (counters, last-used, revocation): no
+ * listing (Query/Scan), no Put/Delete. readWrite: all item actions.
+ */
 export type TableAccess = 'read' | 'readUpdate' | 'readWrite';
 export type TableName = keyof Config['tables'];
 
@@ -36,7 +39,7 @@ const READ = [
 ];
 export const TABLE_ACTIONS: Record<TableAccess, string[]> = {
   read: READ,
-  readUpdate: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem', 'dynamodb:UpdateItem'],
+  readUpdate: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
   readWrite: [
     ...READ,
     'dynamodb:PutItem',

@@ -430,8 +430,12 @@ describe('least privilege', () => {
         for (const write of WRITES)
           expect(actionsOn(statements, table).has(write), `${route.name} ${write} ${table}`).toBe(false);
       }
-      expect(actionsOn(statements, 'UsageTable').has('dynamodb:UpdateItem')).toBe(true);
-      expect(actionsOn(statements, 'KeysTable').has('dynamodb:PutItem')).toBe(false);
+      // Keys by id and usage counters: get and update only (no listing a feed's keys, no Put or Delete)
+      for (const table of ['UsageTable', 'KeysTable'])
+        expect([...actionsOn(statements, table)].sort(), `${route.name} ${table}`).toEqual([
+          'dynamodb:GetItem',
+          'dynamodb:UpdateItem',
+        ]);
       const all = statements.flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action]));
       expect(
         all.filter(
