@@ -189,6 +189,17 @@ describe('deleteFeed and the feed’s lease', () => {
     expect(await deps.feeds.get('stuck', { fresh: true })).toBeUndefined();
   });
 
+  it('hands over when its time is up while it still waits for the lease', async () => {
+    await createFeed(deps, input('waiting'));
+    await deps.imports.takeLease('waiting', 'slow import', new Date(Date.now() + 60_000), new Date());
+
+    expect(await deleteFeed({ ...deps, deletionBudgetMs: 100 }, 'waiting')).toBe('continuing');
+
+    expect(handedOver).toEqual(['waiting/deletion']);
+    await deps.imports.releaseLease('waiting');
+    expect(await finishFeedDeletion(deps, 'waiting')).toBe(true);
+  });
+
   it('answers a failure after its time is up as a failure, not as a deletion that continues', async () => {
     await createFeed(deps, input('refused'));
     const failing = {
@@ -468,7 +479,7 @@ describe('a deletion that outlasts its request', () => {
     const pause = new AbortController();
     setTimeout(() => pause.abort(new Error('paused')), 400);
 
-    await expect(finishFeedDeletion(deps, 'held', pause.signal)).rejects.toThrow('paused');
+    expect(await finishFeedDeletion(deps, 'held', pause.signal)).toBe(false);
 
     expect((await deps.feeds.get('held', { fresh: true }))?.deletingAt).toEqual(expect.any(String));
     await deps.imports.releaseLease('held');

@@ -216,7 +216,14 @@ const DELETION_BUDGET_MS = 20_000;
  */
 async function deleteMarkedFeed(deps: FeedAdminDeps, feed: Feed, stop?: AbortSignal): Promise<boolean> {
   const { feedId } = feed;
-  const lease = await takeFeedLease(deps, feedId, stop);
+  let lease: Awaited<ReturnType<typeof takeFeedLease>>;
+  try {
+    lease = await takeFeedLease(deps, feedId, stop);
+  } catch (error) {
+    // Stopped while waiting for the lease (out of time, paused): nothing done yet, nothing held.
+    if (stop?.aborted && error === stop.reason) return false;
+    throw error;
+  }
   const lost = new AbortController();
   const renewal = setInterval(() => {
     lease.renew().catch((error: unknown) => {
