@@ -473,7 +473,7 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     tag: 'Admin: feeds',
     summary: 'Delete a feed',
     description:
-      'Deletes the feed with everything stored for it: search ids, products, vectors, local features, imports with their files, and usage. An import running meanwhile stops and removes what it stored; a search id created meanwhile is removed (its creation answers 404). A feed too large to delete within the request (20 s), or busy for 10 s with an import that is stopping, is finished in the background: the answer is then 202, and the feed answers 404 (and 409 to a re-creation) until it is gone. A deletion that fails part way leaves the feed hidden (404) and not re-creatable (409) until the DELETE is repeated.',
+      'Deletes the feed with everything stored for it: search ids, products, vectors, local features, imports with their files, and usage. An import running meanwhile stops and removes what it stored; a search id created meanwhile is removed (its creation answers 404). A feed too large to delete within the request (20 s), or busy for 10 s with an import that is stopping, is finished in the background: the answer is then 202, and the feed answers 404 (and 409 to a re-creation) until it is gone. A deletion that fails part way (5xx) leaves the feed hidden (404) and not re-creatable (409); the import runner tries again, and a repeated DELETE finishes it too.',
     response: { status: 204, description: 'Deleted.', schema: {} },
     alsoResponse: {
       status: 202,

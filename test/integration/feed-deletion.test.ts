@@ -107,7 +107,7 @@ describe('deleteFeed', () => {
     expect(await usage.list('usage-feed', '2026-01-01', '2026-12-31')).toEqual([]);
   });
 
-  it('leaves a feed stopped half way hidden and unchangeable until a repeated delete finishes it', async () => {
+  it('leaves a feed stopped half way hidden and unchangeable, handed to the runner, and a repeated delete finishes it', async () => {
     await createFeed(deps, input('half'));
     await createKey(deps, 'half', { name: 'web' });
     const productsDelete = deps.products.deleteFeed.bind(deps.products);
@@ -119,6 +119,7 @@ describe('deleteFeed', () => {
     } finally {
       deps.products.deleteFeed = productsDelete;
     }
+    expect(handedOver).toEqual(['half/deletion']);
 
     await expect(getFeed(deps, 'half')).rejects.toMatchObject({ code: 'feed_not_found' });
     expect((await listFeeds(deps)).map((feed) => feed.feedId)).not.toContain('half');
@@ -214,7 +215,8 @@ describe('deleteFeed and the feed’s lease', () => {
     };
 
     await expect(deleteFeed(failing, 'refused')).rejects.toThrow('AccessDenied');
-    expect(handedOver).toEqual([]);
+    // ...and the runner tries again meanwhile
+    expect(handedOver).toEqual(['refused/deletion']);
     expect(await finishFeedDeletion(deps, 'refused')).toBe(true);
   });
 

@@ -150,7 +150,8 @@ export async function updateFeed(
  *    import records, stored feed files, local features and usage; sweep the keys once more (a key
  *    created just before the mark may reach the listing index late);
  * 4. delete the feed itself (only the feed read in 1), then give the lease up. A failure part-way leaves
- *    the feed marked, hidden, for a repeated DELETE to finish, rather than orphaned data.
+ *    the feed marked, hidden, rather than orphaned data: it is thrown, and the import runner (or a
+ *    repeated DELETE) finishes the deletion.
  * A large feed's steps can outlast the request (API Gateway gives it 29 s): once `deletionBudgetMs`
  * (20 s) have passed since the request began, step 3 stops between batches, the lease is given up and
  * the import runner finishes the deletion (finishFeedDeletion): the answer is then 'continuing'. So it
@@ -173,16 +174,28 @@ export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<'
   } catch (error) {
     // The feed's lease stayed held (an import stopping slowly, a runner finishing this deletion, one
     // that died holding it): the runner waits for it instead of the client repeating the DELETE.
-    if (!(error instanceof DomainError && error.code === 'conflict')) throw error;
+    if (!(error instanceof DomainError && error.code === 'conflict')) {
+      // A failure (a store error) is the client's to see, and the runner tries again meanwhile, so the
+      // feed does not stay hidden until someone repeats the DELETE. Best effort: the failure stands.
+      await handOver(deps, feedId).catch(() => undefined);
+      throw error;
+    }
     done = false;
   }
   if (done) return 'deleted';
-  // Handed over like an import: its trigger object under imports/ (the worker's S3 event in AWS), then
-  // the dispatcher (the in-process runner locally). The deletion's last sweep of imports/ removes it.
+  await handOver(deps, feedId);
+  return 'continuing';
+}
+
+/**
+ * Hands a feed's deletion to the import runner like an import: its trigger object under imports/ (the
+ * worker's S3 event in AWS), then the dispatcher (the in-process runner locally). The deletion's last
+ * sweep of imports/ (or the finished job) removes the trigger.
+ */
+async function handOver(deps: FeedAdminDeps, feedId: string): Promise<void> {
   const { request } = importObjectKeys(feedId, FEED_DELETION_JOB);
   await deps.objects.put(request, JSON.stringify({ feedId, deletion: true }), 'application/json');
   await deps.dispatcher.dispatch(feedId, FEED_DELETION_JOB);
-  return 'continuing';
 }
 
 /**
