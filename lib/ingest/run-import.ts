@@ -1064,7 +1064,14 @@ export async function runTriggeredImport(
   feedId: string,
   importId: string,
 ): Promise<ImportRecord | undefined> {
-  if (!(await deps.imports.get(feedId, importId))) return undefined;
+  if (!(await deps.imports.get(feedId, importId))) {
+    // No such import (its feed was deleted between its start's check and its trigger): what the start
+    // wrote after the deletion's sweep of imports/ goes.
+    const keys = importObjectKeys(feedId, importId);
+    await deps.objects.delete(keys.request);
+    await deps.objects.delete(keys.file);
+    return undefined;
+  }
   await runFeedImports(deps, feedId);
   return deps.imports.get(feedId, importId);
 }

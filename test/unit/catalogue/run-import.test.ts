@@ -723,9 +723,13 @@ describe('an import whose feed is deleted', () => {
 });
 
 describe('runTriggeredImport', () => {
-  it('drops a trigger whose import no longer exists', async () => {
+  it('drops a trigger whose import no longer exists, with what its start wrote after the record went', async () => {
     const w = world();
+    const keys = importObjectKeys(FEED, 'imp_gone');
+    await w.objects.put(keys.request, '{}');
+    await w.objects.put(keys.file, 'rows');
     expect(await runTriggeredImport(w.deps, FEED, 'imp_gone')).toBeUndefined();
+    expect([...w.objects.objects.keys()].filter((key) => key.startsWith(`imports/${FEED}/`))).toEqual([]);
   });
 
   it("runs a feed's imports in creation order whatever order their triggers arrive in", async () => {
