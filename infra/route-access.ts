@@ -70,7 +70,8 @@ export const ROUTE_ACCESS: Record<string, AccessProfile> = {
   RootSearch: PUBLIC_PROFILE,
 
   AdminCreateFeed: { tables: { feeds: 'readWrite' } },
-  AdminListFeeds: { tables: { feeds: 'read' } },
+  // The one listing by Scan (feeds are few; the others list by key or index).
+  AdminListFeeds: { tables: { feeds: 'readList' } },
   AdminGetFeed: { tables: { feeds: 'read' } },
   // A plan change moves the feed's keys to the other usage plan.
   AdminUpdateFeed: { tables: { feeds: 'readWrite', keys: 'read' }, apiKeyRegistry: true },

@@ -15,10 +15,12 @@ import type { Config } from '#lib/config.ts';
 import { type ConfigEnvKey, OPENSEARCH_INDEX_PREFIX } from '../function-environment.ts';
 
 /**
- * read: Get/Query/Scan. readUpdate: GetItem + UpdateItem by key (counters, last-used, revocation): no
- * listing (Query/Scan), no Put/Delete. readWrite: all item actions.
+ * read: GetItem, BatchGetItem, Query (by key or index). readList: also Scan (only the feeds listing
+ * scans a table in AWS). readUpdate: GetItem + UpdateItem by key (counters, last-used, revocation): no
+ * listing, no Put/Delete. readWrite: read's actions and every item write. Nothing here grants Scan,
+ * DescribeTable or the transactional ConditionCheckItem where no adapter calls them.
  */
-export type TableAccess = 'read' | 'readUpdate' | 'readWrite';
+export type TableAccess = 'read' | 'readList' | 'readUpdate' | 'readWrite';
 export type TableName = keyof Config['tables'];
 
 export const TABLE_ENV: Record<TableName, ConfigEnvKey> = {
@@ -29,16 +31,10 @@ export const TABLE_ENV: Record<TableName, ConfigEnvKey> = {
   imports: 'IMPORTS_TABLE',
 };
 
-const READ = [
-  'dynamodb:GetItem',
-  'dynamodb:BatchGetItem',
-  'dynamodb:Query',
-  'dynamodb:Scan',
-  'dynamodb:ConditionCheckItem',
-  'dynamodb:DescribeTable',
-];
+const READ = ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query'];
 export const TABLE_ACTIONS: Record<TableAccess, string[]> = {
   read: READ,
+  readList: [...READ, 'dynamodb:Scan'],
   readUpdate: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
   readWrite: [
     ...READ,

@@ -494,6 +494,20 @@ describe('least privilege', () => {
     }
   });
 
+  it('grants Scan to the feeds listing alone, and no table action that no adapter calls', () => {
+    const names = [
+      ...ROUTES.map((route) => `vps-dev-${route.name}`),
+      ...(WORKER_EXISTS ? ['vps-dev-ImportWorker'] : []),
+    ];
+    for (const name of names) {
+      const statements = statementsOf(dev.api, functionId(dev.api, name));
+      const actions = new Set(statements.flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action])));
+      expect(actions.has('dynamodb:Scan'), name).toBe(name === 'vps-dev-AdminListFeeds');
+      for (const unused of ['dynamodb:DescribeTable', 'dynamodb:ConditionCheckItem'])
+        expect(actions.has(unused), `${name} ${unused}`).toBe(false);
+    }
+  });
+
   it('names table indexes exactly instead of index/*', () => {
     expect(JSON.stringify(dev.api.toJSON())).not.toContain('/index/*');
   });
