@@ -309,7 +309,7 @@ async function takeFeedLease(
     if (Date.now() >= deadline)
       throw new DomainError(
         'conflict',
-        `Feed ${feedId} is busy: an import is stopping or another deletion runs. Repeat the DELETE in a few seconds.`,
+        `Feed ${feedId} is busy: an import is stopping or another deletion runs.`,
       );
     await sleep(200);
   }
@@ -318,7 +318,7 @@ async function takeFeedLease(
       if (!(await deps.imports.renewLease(feedId, owner, until())))
         throw new DomainError(
           'conflict',
-          `Feed ${feedId} was taken over during its deletion; repeat the DELETE.`,
+          `Feed ${feedId} was taken over during its deletion (by another deletion).`,
         );
     },
     release: () => deps.imports.releaseLease(feedId, owner),
