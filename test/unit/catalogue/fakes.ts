@@ -169,8 +169,11 @@ export class MemoryObjectStore implements ObjectStore, FeedFileStore {
 /** Serves URLs from a map; anything else is unreachable. Counts fetches. */
 export class MapFetcher implements ImageFetcher {
   fetched: string[] = [];
+  /** Runs first in every fetch: a delay, or a side effect when a given URL is asked for. */
+  before: (url: string) => unknown = () => undefined;
   constructor(readonly files: Map<string, Buffer>) {}
   async fetch(url: string, _limits: FetchLimits) {
+    await this.before(url);
     this.fetched.push(url);
     const bytes = this.files.get(url);
     if (!bytes) throw new FetchError('HTTP 404.');

@@ -64,11 +64,7 @@ describe('import worker time budget', () => {
       Array.from({ length: 9 }, (_, i) => `p${i}`),
     );
     w.deps.limits = { ...w.deps.limits, imageConcurrency: 1 };
-    const fetch = w.fetcher.fetch.bind(w.fetcher);
-    w.fetcher.fetch = async (url, limits) => {
-      await new Promise((resolve) => setTimeout(resolve, 60));
-      return fetch(url, limits);
-    };
+    w.fetcher.before = () => new Promise((resolve) => setTimeout(resolve, 60));
     // Act
     await runImportEvent(container, event, 1300, 1000);
     // Assess: paused at a checkpoint, and the marker that starts the next invocation is there again

@@ -439,12 +439,8 @@ describe('pausing', () => {
     const names = ['a', 'b', 'c', 'd'];
     const w = world(filesFor(...names));
     const queued = await queueInline(w, jsonl(names.map((n) => product(n))));
-    const fetch = w.fetcher.fetch.bind(w.fetcher);
     let pause: AbortController | undefined;
-    w.fetcher.fetch = async (url, limits) => {
-      pause?.abort();
-      return fetch(url, limits);
-    };
+    w.fetcher.before = () => pause?.abort();
     // Act: four paused runs, then one left alone
     for (let run = 0; run < 4; run += 1) {
       pause = new AbortController();
@@ -620,11 +616,7 @@ describe('an import whose feed is deleted', () => {
     const many = Array.from({ length: 24 }, (_, i) => `p${i}`);
     const w = world(filesFor(...many));
     w.deps.limits = { ...w.deps.limits, chunkSize: 8, imageConcurrency: 2 };
-    const fetch = w.fetcher.fetch.bind(w.fetcher);
-    w.fetcher.fetch = async (url, limits) => {
-      await new Promise((resolve) => setTimeout(resolve, 40));
-      return fetch(url, limits);
-    };
+    w.fetcher.before = () => new Promise((resolve) => setTimeout(resolve, 40));
     afterStoring(w, 'p0', () => w.feeds.deleting.add(FEED));
     const queued = await queueInline(w, jsonl(many.map((n) => product(n))));
     // Act
@@ -640,11 +632,9 @@ describe('an import whose feed is deleted', () => {
     const many = Array.from({ length: 16 }, (_, i) => `p${i}`);
     const w = world(filesFor(...many));
     w.deps.limits = { ...w.deps.limits, chunkSize: 16, imageConcurrency: 1 };
-    const fetch = w.fetcher.fetch.bind(w.fetcher);
-    w.fetcher.fetch = async (url, limits) => {
+    w.fetcher.before = () => {
       w.feeds.deleting.add(FEED);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      return fetch(url, limits);
+      return new Promise((resolve) => setTimeout(resolve, 300));
     };
     const queued = await queueInline(w, jsonl(many.map((n) => product(n))));
     // Act
@@ -830,11 +820,9 @@ describe('runTriggeredImport', () => {
     // lease (this one stalled past its expiry)
     const w = world(filesFor('a', 'b', 'c', 'd'));
     w.deps.limits = { ...w.deps.limits, chunkSize: 2, imageConcurrency: 1 };
-    const fetch = w.fetcher.fetch.bind(w.fetcher);
-    w.fetcher.fetch = async (url, limits) => {
+    w.fetcher.before = (url) => {
       if (url === img('c'))
         w.imports.leases.set(FEED, { owner: 'other runner', until: new Date('2026-12-01T00:00:00Z') });
-      return fetch(url, limits);
     };
     const queued = await queueInline(w, jsonl(['a', 'b', 'c', 'd'].map((n) => product(n))));
     // Act
