@@ -41,13 +41,13 @@ export async function deleteFeedDocuments(
   /** Document ids the query leaves alone. */
   except: readonly string[] = [],
   /**
-   * With a signal, the documents go `batch` at a time (`max_docs`), the signal looked at between two
-   * calls: a whole feed's deletion in one call can outlast the request that makes it.
+   * `batch`: at most that many documents per call (`max_docs`), calls repeated until fewer match;
+   * `signal` is looked at before each call.
    */
   options: { signal?: AbortSignal; batch?: number } = {},
 ): Promise<void> {
   const mustNot = except.length > 0 ? { must_not: [{ ids: { values: [...except] } }] } : {};
-  const batch = options.signal ? (options.batch ?? DELETE_BATCH) : undefined;
+  const { batch } = options;
   try {
     for (;;) {
       options.signal?.throwIfAborted();
@@ -65,4 +65,20 @@ export async function deleteFeedDocuments(
     if (statusOf(error) === 404) return;
     throw error;
   }
+}
+
+/**
+ * Deletes every document of a feed from `index`, DELETE_BATCH at a time, so that a feed deletion can stop
+ * between calls (`signal`): a whole feed's deletion in one call can outlast the request that makes it.
+ */
+export function deleteWholeFeed(
+  client: Client,
+  index: string,
+  feedId: string,
+  options: { signal?: AbortSignal } = {},
+): Promise<void> {
+  return deleteFeedDocuments(client, index, feedId, [{ term: { feed_id: feedId } }], [], {
+    ...options,
+    batch: DELETE_BATCH,
+  });
 }

@@ -1,5 +1,10 @@
 import { Client } from '@opensearch-project/opensearch';
-import { createIndexIfMissing, deleteFeedDocuments, statusOf } from '#lib/adapters/opensearch-index-ops.ts';
+import {
+  createIndexIfMissing,
+  deleteFeedDocuments,
+  deleteWholeFeed,
+  statusOf,
+} from '#lib/adapters/opensearch-index-ops.ts';
 import { AwsSigv4Signer } from '@opensearch-project/opensearch/aws-v3';
 import type { VectorDocument, VectorFilter, VectorHit, VectorIndex, VectorQuery } from '#lib/ports.ts';
 
@@ -154,7 +159,7 @@ export class OpenSearchFeedVectors implements Pick<VectorIndex, 'deleteFeed' | '
   async deleteFeed(feedId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
     const response = await this.client.indices.get({ index: `${this.indexPrefix}-*` });
     for (const index of Object.keys(response.body as Record<string, unknown>))
-      await deleteFeedDocuments(this.client, index, feedId, [{ term: { feed_id: feedId } }], [], options);
+      await deleteWholeFeed(this.client, index, feedId, options);
   }
 
   /** Deletions are refreshed as they are made. */
@@ -234,14 +239,7 @@ export class OpenSearchVectorIndex implements VectorIndex {
   }
 
   async deleteFeed(feedId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
-    await deleteFeedDocuments(
-      this.#client,
-      this.indexName,
-      feedId,
-      [{ term: { feed_id: feedId } }],
-      [],
-      options,
-    );
+    await deleteWholeFeed(this.#client, this.indexName, feedId, options);
   }
 
   async search(query: VectorQuery): Promise<VectorHit[]> {

@@ -1,5 +1,10 @@
 import type { Client } from '@opensearch-project/opensearch';
-import { createIndexIfMissing, deleteFeedDocuments, statusOf } from '#lib/adapters/opensearch-index-ops.ts';
+import {
+  createIndexIfMissing,
+  deleteFeedDocuments,
+  deleteWholeFeed,
+  statusOf,
+} from '#lib/adapters/opensearch-index-ops.ts';
 import type { VisualWordDocument, VisualWordHit, VisualWordIndex, VisualWordQuery } from '#lib/ports.ts';
 import { wordTerm } from '#lib/vision/local-features/visual-words.ts';
 
@@ -214,14 +219,7 @@ export class OpenSearchVisualWordIndex implements VisualWordIndex {
   }
 
   async deleteFeed(feedId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
-    await deleteFeedDocuments(
-      this.#client,
-      this.indexName,
-      feedId,
-      [{ term: { feed_id: feedId } }],
-      [],
-      options,
-    );
+    await deleteWholeFeed(this.#client, this.indexName, feedId, options);
   }
 
   async search(query: VisualWordQuery): Promise<VisualWordHit[]> {
