@@ -425,15 +425,21 @@ async function processRows(
   ]);
   // One abort listener per image fetch in flight (IMAGE_FETCH_CONCURRENCY, up to 64): not a leak.
   setMaxListeners(0, stopFetching);
+  // Pause at a checkpoint when asked: let the chunk in flight finish writing first. The checkpoints name
+  // rows whose vectors and words a local index holds in memory only: they are saved before this run
+  // stops, or the resumed run would skip rows whose vectors a restart lost.
+  const pauseIfAsked = async () => {
+    if (!deps.signal?.aborted) return;
+    await committing;
+    await flushIndices(deps);
+    deps.signal.throwIfAborted();
+  };
   const flush = async () => {
     if (chunk.length === 0) return;
     const prepared = await prepareChunk(deps, start, chunk, baseUrl, previousIds, stopFetching);
     if (feed.gone()) throw new FeedGone();
-    if (deps.signal?.aborted) {
-      await committing;
-      await flushIndices(deps);
-      deps.signal.throwIfAborted();
-    }
+    // (Prepared under a pause, the chunk is not committed: the resumed run prepares it again.)
+    await pauseIfAsked();
     chunk = [];
     previousIds = prepared.rowOfId;
     valid += prepared.counted;
@@ -469,14 +475,7 @@ async function processRows(
       chunk.push(raw);
       if (chunk.length >= deps.limits.chunkSize) {
         await flush();
-        if (deps.signal?.aborted) {
-          // Pause at a checkpoint: let the chunk in flight finish writing first. The checkpoints name rows
-          // whose vectors and words a local index holds in memory only: they are saved before this run
-          // stops, or the resumed run would skip rows whose vectors a restart lost.
-          await committing;
-          await flushIndices(deps);
-          deps.signal.throwIfAborted();
-        }
+        await pauseIfAsked();
       }
     }
     await flush();
