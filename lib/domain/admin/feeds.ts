@@ -143,7 +143,7 @@ export async function updateFeed(
  *    created for it removes itself again (createKey), and a running import stops at its next progress
  *    save, removing what it wrote after the mark (runImport);
  * 2. take the feed's lease, which a running import holds until it has stopped (waiting up to
- *    `leaseWaitMs`, 10 s; then 409, and a repeated DELETE finishes), so nothing writes to the feed while
+ *    `leaseWaitMs`, 10 s; then the deletion is handed over, below), so nothing writes to the feed while
  *    its data is deleted; check it is still the feed marked in 1 (a concurrent deletion may have finished it,
  *    and a new feed of the same id been created since: that one is not touched);
  * 3. unregister and delete keys (so the feed stops answering first); delete vectors, words, products,
