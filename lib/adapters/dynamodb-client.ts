@@ -5,6 +5,8 @@ import {
   DynamoDBDocumentClient,
   QueryCommand,
   type QueryCommandInput,
+  ScanCommand,
+  type ScanCommandInput,
 } from '@aws-sdk/lib-dynamodb';
 import type { Config } from '#lib/config.ts';
 import { mapLimit } from '#lib/ingest/concurrency.ts';
@@ -32,7 +34,7 @@ export function isConditionalCheckFailed(error: unknown): boolean {
 
 /**
  * Runs a query to its end, one page at a time (callers that act per page keep memory flat; the others
- * collect). The one place that follows LastEvaluatedKey.
+ * collect). With scanPages, the one place that follows LastEvaluatedKey.
  */
 export async function* queryPages(
   db: DynamoDBDocumentClient,
@@ -41,6 +43,19 @@ export async function* queryPages(
   let start: Record<string, unknown> | undefined;
   do {
     const out = await db.send(new QueryCommand({ ...input, ExclusiveStartKey: start }));
+    yield out.Items ?? [];
+    start = out.LastEvaluatedKey;
+  } while (start);
+}
+
+/** A scan of the whole table (or its filtered part) to its end, one page at a time. */
+export async function* scanPages(
+  db: DynamoDBDocumentClient,
+  input: Omit<ScanCommandInput, 'ExclusiveStartKey'>,
+): AsyncGenerator<Record<string, unknown>[]> {
+  let start: Record<string, unknown> | undefined;
+  do {
+    const out = await db.send(new ScanCommand({ ...input, ExclusiveStartKey: start }));
     yield out.Items ?? [];
     start = out.LastEvaluatedKey;
   } while (start);

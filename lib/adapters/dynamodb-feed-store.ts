@@ -3,10 +3,9 @@ import {
   type DynamoDBDocumentClient,
   GetCommand,
   PutCommand,
-  ScanCommand,
   UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
-import { isConditionalCheckFailed } from '#lib/adapters/dynamodb-client.ts';
+import { isConditionalCheckFailed, scanPages } from '#lib/adapters/dynamodb-client.ts';
 import { DomainError, NotFoundError } from '#lib/domain/errors.ts';
 import type { Feed } from '#lib/domain/feeds.ts';
 import type { FeedStore } from '#lib/ports.ts';
@@ -43,12 +42,8 @@ export class DynamoDbFeedStore implements FeedStore {
 
   async list(): Promise<Feed[]> {
     const feeds: Feed[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const out = await this.db.send(new ScanCommand({ TableName: this.table, ExclusiveStartKey: start }));
-      feeds.push(...((out.Items ?? []) as Feed[]));
-      start = out.LastEvaluatedKey;
-    } while (start);
+    for await (const items of scanPages(this.db, { TableName: this.table }))
+      feeds.push(...(items as unknown as Feed[]));
     return feeds.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.feedId.localeCompare(b.feedId));
   }
 

@@ -4,10 +4,9 @@ import {
   GetCommand,
   PutCommand,
   QueryCommand,
-  ScanCommand,
   UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
-import { isConditionalCheckFailed, queryPages } from '#lib/adapters/dynamodb-client.ts';
+import { isConditionalCheckFailed, queryPages, scanPages } from '#lib/adapters/dynamodb-client.ts';
 import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { DomainError } from '#lib/domain/errors.ts';
 import type { ImportStore } from '#lib/ports.ts';
@@ -134,20 +133,14 @@ export class DynamoDbImportStore implements ImportStore {
 
   async leasedFeeds(): Promise<string[]> {
     const feeds: string[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const out = await this.db.send(
-        new ScanCommand({
-          TableName: this.table,
-          FilterExpression: 'importId = :lease',
-          ExpressionAttributeValues: { ':lease': LEASE_KEY },
-          ProjectionExpression: 'feedId',
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of out.Items ?? []) feeds.push(String(item.feedId));
-      start = out.LastEvaluatedKey;
-    } while (start);
+    for await (const items of scanPages(this.db, {
+      TableName: this.table,
+      FilterExpression: 'importId = :lease',
+      ExpressionAttributeValues: { ':lease': LEASE_KEY },
+      ProjectionExpression: 'feedId',
+    })) {
+      for (const item of items) feeds.push(String(item.feedId));
+    }
     return feeds;
   }
 
