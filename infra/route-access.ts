@@ -4,13 +4,13 @@
  * synth warning, so a new route deploys but is reviewed.
  */
 import type { Route } from '#lib/http/routes.ts';
-import type { TableAccess, TableName } from './constructs/bindings.ts';
+import type { BucketAccess, TableAccess, TableName } from './constructs/bindings.ts';
 import { FEATURES_PREFIX, IMPORTS_PREFIX } from './stacks/stateful-stack.ts';
 
 export interface AccessProfile {
   tables: Partial<Record<TableName, TableAccess>>;
   /** Objects of the assets bucket, by key prefix. */
-  buckets?: { access: 'read' | 'readWrite'; prefix: string }[];
+  buckets?: { access: BucketAccess; prefix: string }[];
   search?: 'read' | 'readWrite';
   /** Creates, moves or deletes gateway API keys (admin key and feed lifecycle). */
   apiKeyRegistry?: boolean;
@@ -81,10 +81,11 @@ export const ROUTE_ACCESS: Record<string, AccessProfile> = {
   AdminRevokeKey: { tables: { keys: 'readUpdate' }, apiKeyRegistry: true },
   AdminGetUsage: { tables: { feeds: 'read', usage: 'read' } },
   // Starting an import records it and writes the feed file and the request marker under imports/ (the
-  // marker's S3 event starts the worker).
+  // marker's S3 event starts the worker); when the feed's deletion began meanwhile, it takes the record
+  // and the file back. It reads neither.
   AdminStartImport: {
-    tables: { feeds: 'read', imports: 'readWrite' },
-    buckets: [{ access: 'readWrite', prefix: IMPORTS_PREFIX }],
+    tables: { feeds: 'read', imports: 'putDelete' },
+    buckets: [{ access: 'write', prefix: IMPORTS_PREFIX }],
   },
   AdminListImports: { tables: { feeds: 'read', imports: 'read' } },
   AdminGetImport: { tables: { feeds: 'read', imports: 'read' } },

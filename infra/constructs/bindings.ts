@@ -17,10 +17,11 @@ import { type ConfigEnvKey, OPENSEARCH_INDEX_PREFIX } from '../function-environm
 /**
  * read: GetItem, BatchGetItem, Query (by key or index). readList: also Scan (only the feeds listing
  * scans a table in AWS). readUpdate: GetItem + UpdateItem by key (counters, last-used, revocation): no
- * listing, no Put/Delete. readWrite: read's actions and every item write. Nothing here grants Scan,
- * DescribeTable or the transactional ConditionCheckItem where no adapter calls them.
+ * listing, no Put/Delete. putDelete: PutItem + DeleteItem by key, nothing read (recording an import,
+ * and taking the record back). readWrite: read's actions and every item write. Nothing here grants
+ * Scan, DescribeTable or the transactional ConditionCheckItem where no adapter calls them.
  */
-export type TableAccess = 'read' | 'readList' | 'readUpdate' | 'readWrite';
+export type TableAccess = 'read' | 'readList' | 'readUpdate' | 'putDelete' | 'readWrite';
 export type TableName = keyof Config['tables'];
 
 export const TABLE_ENV: Record<TableName, ConfigEnvKey> = {
@@ -36,6 +37,7 @@ export const TABLE_ACTIONS: Record<TableAccess, string[]> = {
   read: READ,
   readList: [...READ, 'dynamodb:Scan'],
   readUpdate: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
+  putDelete: ['dynamodb:PutItem', 'dynamodb:DeleteItem'],
   readWrite: [
     ...READ,
     'dynamodb:PutItem',
@@ -44,6 +46,9 @@ export const TABLE_ACTIONS: Record<TableAccess, string[]> = {
     'dynamodb:BatchWriteItem',
   ],
 };
+
+/** Accesses that may Query or Scan an index; the others act on items by key, which indexes have not. */
+const READS_INDEXES: ReadonlySet<TableAccess> = new Set(['read', 'readList', 'readWrite']);
 
 /** A table with its definition (for the index names: grants name each index, no `index/*`). */
 export interface BoundTable {
@@ -58,7 +63,9 @@ export function bindTable(fn: lambda.Function, { table, definition }: BoundTable
       actions: TABLE_ACTIONS[access],
       resources: [
         table.tableArn,
-        ...definition.indexes.map((index) => `${table.tableArn}/index/${index.name}`),
+        ...(READS_INDEXES.has(access)
+          ? definition.indexes.map((index) => `${table.tableArn}/index/${index.name}`)
+          : []),
       ],
     }),
   );
@@ -71,27 +78,37 @@ export interface BoundBucket {
   name: string;
 }
 
-/** read: GetObject under `prefix`; readWrite: also Put/Delete there, and aborting a multipart upload. */
+export type BucketAccess = 'read' | 'write' | 'readWrite';
+
+const BUCKET_ACTIONS: Record<BucketAccess, string[]> = {
+  read: ['s3:GetObject'],
+  write: ['s3:PutObject', 's3:DeleteObject'],
+  readWrite: ['s3:GetObject', 's3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload'],
+};
+
+/**
+ * read: GetObject under `prefix`, and listing it (without ListBucket, S3 answers 403 rather than 404
+ * for a missing key). write: single-request Put and Delete there, nothing read or listed (storing an
+ * import's feed file and request marker). readWrite: all of these, and aborting a multipart upload.
+ */
 export function bindBucket(
   fn: lambda.Function,
   { bucket, name }: BoundBucket,
-  access: 'read' | 'readWrite',
+  access: BucketAccess,
   prefix: string,
 ): void {
   fn.addEnvironment('ASSETS_BUCKET', bucket.bucketName);
   const objects = `arn:${Stack.of(fn).partition}:s3:::${name}/${prefix}*`;
-  const actions =
-    access === 'read'
-      ? ['s3:GetObject']
-      : ['s3:GetObject', 's3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload'];
-  fn.addToRolePolicy(new iam.PolicyStatement({ actions, resources: [objects] }));
-  fn.addToRolePolicy(
-    new iam.PolicyStatement({
-      actions: ['s3:ListBucket'],
-      resources: [`arn:${Stack.of(fn).partition}:s3:::${name}`],
-      conditions: { StringLike: { 's3:prefix': [`${prefix}*`] } },
-    }),
-  );
+  fn.addToRolePolicy(new iam.PolicyStatement({ actions: BUCKET_ACTIONS[access], resources: [objects] }));
+  if (access !== 'write') {
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['s3:ListBucket'],
+        resources: [`arn:${Stack.of(fn).partition}:s3:::${name}`],
+        conditions: { StringLike: { 's3:prefix': [`${prefix}*`] } },
+      }),
+    );
+  }
   acknowledgeWildcard(
     fn,
     objects,
@@ -116,8 +133,8 @@ export function searchDomainEnvironment(domain: BoundSearchDomain): Record<strin
 }
 
 /**
- * read: GET/HEAD on the product indices and POST only on their query endpoints (_search, _msearch,
- * _mget, _count: k-NN queries are POSTs). readWrite: every HTTP verb on the product indices (their own
+ * read: GET/HEAD on the product indices and POST only on the query endpoints the adapters call
+ * (_search, _msearch, _count: k-NN queries are POSTs). readWrite: every HTTP verb on the product indices (their own
  * _bulk endpoints included).
  */
 export function bindSearchDomain(
@@ -131,9 +148,7 @@ export function bindSearchDomain(
   const indices = [`${arn}/${OPENSEARCH_INDEX_PREFIX}*`, `${arn}/${OPENSEARCH_INDEX_PREFIX}*/*`];
   const reason = `One index per embedding model version, all named ${OPENSEARCH_INDEX_PREFIX}-<model version>: the version is not known at deploy time.`;
   if (access === 'read') {
-    const queries = ['_search', '_msearch', '_mget', '_count'].map(
-      (op) => `${arn}/${OPENSEARCH_INDEX_PREFIX}*/${op}`,
-    );
+    const queries = ['_search', '_msearch', '_count'].map((op) => `${arn}/${OPENSEARCH_INDEX_PREFIX}*/${op}`);
     fn.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['es:ESHttpGet', 'es:ESHttpHead'], resources: indices }),
     );

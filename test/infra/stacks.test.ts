@@ -508,6 +508,60 @@ describe('least privilege', () => {
     }
   });
 
+  it('lets the import start record an import and store its files, but read or list nothing of them', () => {
+    const statements = statementsOf(dev.api, functionId(dev.api, 'vps-dev-AdminStartImport'));
+    expect([...actionsOn(statements, 'ImportsTable')].sort()).toEqual([
+      'dynamodb:DeleteItem',
+      'dynamodb:PutItem',
+    ]);
+    expect([...actionsOn(statements, '/imports/*')].sort()).toEqual(['s3:DeleteObject', 's3:PutObject']);
+    const all = new Set(statements.flatMap(actionsOf));
+    for (const action of ['s3:GetObject', 's3:ListBucket', 's3:AbortMultipartUpload'])
+      expect(all.has(action), action).toBe(false);
+  });
+
+  it('grants table indexes only with Query (the item actions by key cannot use them)', () => {
+    const names = [
+      ...ROUTES.map((route) => `vps-dev-${route.name}`),
+      ...(WORKER_EXISTS ? ['vps-dev-ImportWorker'] : []),
+    ];
+    let indexGrants = 0;
+    for (const name of names) {
+      for (const statement of statementsOf(dev.api, functionId(dev.api, name))) {
+        const list = Array.isArray(statement.Resource) ? statement.Resource : [statement.Resource];
+        if (!list.some((resource) => JSON.stringify(resource).includes('/index/'))) continue;
+        indexGrants += 1;
+        expect(actionsOf(statement), name).toContain('dynamodb:Query');
+      }
+      // Public functions touch keys and usage by key only: no index of those tables.
+      if (PUBLIC.some((route) => name === `vps-dev-${route.name}`)) {
+        const statements = statementsOf(dev.api, functionId(dev.api, name));
+        for (const table of ['KeysTable', 'UsageTable']) {
+          const onIndexes = statements.filter(
+            (statement) =>
+              JSON.stringify(statement.Resource).includes(table) &&
+              JSON.stringify(statement.Resource).includes('/index/'),
+          );
+          expect(onIndexes, `${name} ${table}`).toEqual([]);
+        }
+      }
+    }
+    expect(indexGrants).toBeGreaterThan(0);
+  });
+
+  it('lets public functions POST only to the OpenSearch endpoints the adapters call', () => {
+    for (const route of PUBLIC) {
+      const statements = statementsOf(dev.api, functionId(dev.api, `vps-dev-${route.name}`));
+      const endpoints = statements
+        .filter((statement) => actionsOf(statement).includes('es:ESHttpPost'))
+        .flatMap((statement) =>
+          Array.isArray(statement.Resource) ? statement.Resource : [statement.Resource],
+        )
+        .map((resource) => placeholder(resource).split('/').pop());
+      expect(endpoints.sort(), route.name).toEqual(['_count', '_msearch', '_search']);
+    }
+  });
+
   it('names table indexes exactly instead of index/*', () => {
     expect(JSON.stringify(dev.api.toJSON())).not.toContain('/index/*');
   });
