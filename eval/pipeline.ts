@@ -24,6 +24,7 @@ import { createFeed } from '#lib/domain/admin/feeds.ts';
 import { searchByImage, type SearchDeps } from '#lib/domain/search.ts';
 import { loadConfig } from '#lib/config.ts';
 import type { Container } from '#lib/container.ts';
+import type { Detector } from '#lib/ports.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
 import { EVAL_ROOT } from './fetch-data.ts';
@@ -74,12 +75,24 @@ function defaultStages(
 
 /**
  * The default pipeline with the second look (SECOND_LOOK_BOXES) at `boxes` detector boxes, each box's
- * keypoint shortlist `wordTopN` deep (SECOND_LOOK_WORD_TOP_N, 50 by default).
+ * keypoint shortlist `wordTopN` deep (SECOND_LOOK_WORD_TOP_N, 50 by default). `detector` replaces the
+ * configured detector (NanoDet) for the second look, to compare others (eval/objectron.ts).
  */
-function withSecondLook(boxes: number, wordTopN = DEFAULTS.secondLook.wordTopN): PipelineVariant {
+export function withSecondLook(
+  boxes: number,
+  wordTopN = DEFAULTS.secondLook.wordTopN,
+  detector?: { name: string; of(container: Container): Promise<Detector> },
+): PipelineVariant {
+  const whose = detector ? `${detector.name} ` : 'detector ';
   return {
-    name: `projected: default + second look at ${boxes} detector box${boxes > 1 ? 'es' : ''}, box shortlists ${wordTopN} deep, when nothing verified`,
-    deps: (c) => ({ ...defaultStages(c), secondLook: { ...DEFAULTS.secondLook, boxes, wordTopN } }),
+    name: `projected: default + second look at ${boxes} ${whose}box${boxes > 1 ? 'es' : ''}, box shortlists ${wordTopN} deep, when nothing verified`,
+    deps: (c) => ({
+      ...defaultStages(c),
+      secondLook: { ...DEFAULTS.secondLook, boxes, wordTopN },
+      ...(detector
+        ? { vision: async () => ({ ...(await c.vision()), detector: await detector.of(c) }) }
+        : {}),
+    }),
   };
 }
 

