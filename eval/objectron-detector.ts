@@ -13,6 +13,7 @@ import { convertTfliteModel } from '#layers/convert/tflite-to-onnx.ts';
 import { loadObjectronSsd, OBJECTRON_SOURCE } from '#layers/sources.ts';
 import type { DetectedObject, Detector, PixelBox } from '#lib/ports.ts';
 import { openImage, rgbFilled } from '#lib/vision/image-input.ts';
+import { type Candidate, perClassNms } from '#lib/vision/nanodet-decode.ts';
 import { createSession, floatTensor, outputData } from '#lib/vision/onnx-session.ts';
 
 const INPUT_SIZE = 300;
@@ -67,13 +68,6 @@ export function ssdAnchors(): Anchor[] {
   return anchors;
 }
 
-function iou(a: PixelBox, b: PixelBox): number {
-  const width = Math.max(0, Math.min(a[2], b[2]) - Math.max(a[0], b[0]));
-  const height = Math.max(0, Math.min(a[3], b[3]) - Math.max(a[1], b[1]));
-  const inter = width * height;
-  return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter);
-}
-
 /** Converts the pinned TFLite file once into `.cache/model-sources/` and returns the ONNX path and labels. */
 export function objectronModel(root: string): { path: string; labels: string[] } {
   const { tflite, labels } = loadObjectronSsd(root);
@@ -118,7 +112,7 @@ export async function objectronDetector(
       detector.runs += 1;
       const boxes = outputData(outputs, BOXES);
       const scores = outputData(outputs, SCORES);
-      const found: DetectedObject[] = [];
+      const found: Candidate[] = [];
       anchors.forEach((anchor, i) => {
         // Class 0 is the background ("???"), ignored as MediaPipe's ignore_classes does.
         let best = 1;
@@ -136,18 +130,13 @@ export async function objectronDetector(
           Math.min(width, (xCenter + boxWidth / 2) * width),
           Math.min(height, (yCenter + boxHeight / 2) * height),
         ];
-        found.push({ box, label: labels[best]!, score });
+        found.push({ box, classIndex: best, score });
       });
-      found.sort((a, b) => b.score - a.score);
-      const kept: DetectedObject[] = [];
-      for (const candidate of found) {
-        if (kept.length >= MAX_DETECTIONS) break;
-        const suppressed = kept.some(
-          (other) => other.label === candidate.label && iou(other.box, candidate.box) > NMS_IOU,
-        );
-        if (!suppressed) kept.push(candidate);
-      }
-      return kept;
+      return perClassNms(found, NMS_IOU, MAX_DETECTIONS).map(({ box, classIndex, score }) => ({
+        box,
+        label: labels[classIndex]!,
+        score,
+      }));
     },
   };
   return detector;

@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util';
 import type { DetectedObject, Detector, PixelBox } from '#lib/ports.ts';
 import { openImage } from '#lib/vision/image-input.ts';
 import { loadVision } from '#lib/vision/load-vision.ts';
+import { intersectionOverUnion } from '#lib/vision/nanodet-decode.ts';
 import { ensureEvalData } from './fetch-data.ts';
 import { objectronDetector } from './objectron-detector.ts';
 import { defaultVariants, evaluatePipelines, withSecondLook } from './pipeline.ts';
@@ -26,13 +27,6 @@ const MAX_AREA = 0.5;
 const BOXES = 3;
 
 const { values: flags } = parseArgs({ options: { pipeline: { type: 'boolean', default: false } } });
-
-function iou(a: PixelBox, b: PixelBox): number {
-  const width = Math.max(0, Math.min(a[2], b[2]) - Math.max(a[0], b[0]));
-  const height = Math.max(0, Math.min(a[3], b[3]) - Math.max(a[1], b[1]));
-  const inter = width * height;
-  return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter);
-}
 
 /** The boxes the second look would take: the most confident first, none covering over half the photo. */
 function lookBoxes(objects: readonly DetectedObject[], width: number, height: number): PixelBox[] {
@@ -52,7 +46,7 @@ function combined(nanodet: Detector, objectron: Detector, first: number, extra: 
       const { width, height } = await sizeOf(image);
       const kept = lookBoxes(mine, width, height).slice(0, first);
       const added = lookBoxes(theirs, width, height)
-        .filter((box) => kept.every((other) => iou(box, other) < 0.5))
+        .filter((box) => kept.every((other) => intersectionOverUnion(box, other) < 0.5))
         .slice(0, extra);
       return [...kept, ...added].map((box) => ({ box, label: 'object', score: 1 }));
     },
@@ -78,7 +72,9 @@ async function checkConversion(objectron: Detector): Promise<void> {
   ] as const) {
     const best = found.find((object) => object.label === ours);
     const overlap = best
-      ? Math.max(...truth.filter((t) => t.label === theirs).map((t) => iou(best.box, t.box)))
+      ? Math.max(
+          ...truth.filter((t) => t.label === theirs).map((t) => intersectionOverUnion(best.box, t.box)),
+        )
       : 0;
     console.log(
       `objectron: VOC dinner photo, first ${ours} ${best ? `score ${best.score.toFixed(2)}` : 'missing'}, best IoU with a ${theirs} ${overlap.toFixed(2)}`,
@@ -116,7 +112,7 @@ async function main(): Promise<void> {
       // The first rank (1-based) at which a look box holds the product; none in the first BOXES: absent.
       const rank = lookBoxes(objects, width, height)
         .slice(0, BOXES)
-        .findIndex((box) => iou(box, query.box as PixelBox) >= 0.5);
+        .findIndex((box) => intersectionOverUnion(box, query.box as PixelBox) >= 0.5);
       if (rank >= 0) covered[name]!.set(query.id, rank + 1);
     }
   }
