@@ -260,11 +260,21 @@ function checkOrigin(
   domains: string[],
   requireOrigin: boolean,
 ): void {
-  const source = headers.origin ?? headers.referer;
-  if (!source || source === 'null') {
+  // An empty header is no header; Referer counts only when Origin is absent.
+  const source = headers.origin?.trim() || headers.referer?.trim();
+  if (!source) {
     if (requireOrigin)
       throw new DomainError('domain_not_allowed', 'This search id only accepts requests from its domains.');
     return;
+  }
+  // `Origin: null` is an opaque origin (a sandboxed iframe, a data: or file: page): any site can send
+  // it, so it matches no domain. Treated as absent, it let every site use a restricted search id.
+  if (source === 'null') {
+    if (domains.length === 0 && !requireOrigin) return;
+    throw new DomainError(
+      'domain_not_allowed',
+      'Requests from an opaque origin (Origin: null) are not allowed for this search id.',
+    );
   }
   if (domains.length === 0) return;
   let host: string;

@@ -175,6 +175,30 @@ describe('allowed domains', () => {
     expect(exact.headers.get('access-control-allow-origin')).toBe('https://shop.example.com');
   });
 
+  it('refuses an opaque Origin (null), whatever the Referer says, and an empty Origin falls back to Referer', async () => {
+    const opaque = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: { ...bearer(restricted), origin: 'null' },
+    });
+    const opaqueWithReferer = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: { ...bearer(restricted), origin: 'null', referer: 'https://shop.example.com/products/1' },
+    });
+    const emptyOrigin = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: { ...bearer(restricted), origin: '', referer: 'https://evil.example.net/page' },
+    });
+    expectError(opaque, 403, 'domain_not_allowed');
+    expectError(opaqueWithReferer, 403, 'domain_not_allowed');
+    expectError(emptyOrigin, 403, 'domain_not_allowed');
+    // A feed without domains (and without requireOrigin) accepts any origin, an opaque one too.
+    const open = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: { ...bearer(searchId), origin: 'null' },
+    });
+    expect(open.status).toBe(200);
+  });
+
   it('refuses a Referer outside the list', async () => {
     const response = await stack.call('POST', '/api/v1/search/image', {
       body: { imageData: image },
