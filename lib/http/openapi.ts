@@ -32,6 +32,8 @@ const EXAMPLE_REQUEST_ID = 'c0a8012e-7f3b-4c1d-9e2a-5b6c7d8e9f01';
 // ---- Response shapes (documentation schemas; requests use the handlers' own schemas) ----
 
 const cents = z.number().int().describe('Integer amount in cents.');
+/** A price field: cents, or null when the feed gives none (e.g. no sale price). */
+const centsOrNone = cents.nullable().describe('Integer amount in cents; null when the feed has none.');
 
 export const VariantSchema = z
   .looseObject({
@@ -40,8 +42,8 @@ export const VariantSchema = z
     item_group_id: z.string().optional(),
     color: z.string().optional(),
     size: z.union([z.string(), z.number()]).optional(),
-    price: cents.optional(),
-    sale_price: cents.optional(),
+    price: centsOrNone.optional(),
+    sale_price: centsOrNone.optional(),
     currency: z.string().optional(),
     image_link: z.string().optional(),
     availability: z.string().optional(),
@@ -69,8 +71,12 @@ export const ProductSchema = z
     product_type: z.string().optional(),
     image_link: z.string().describe('Product image URL.'),
     link: z.string().optional().describe('Product page URL.'),
-    price: z.union([cents, z.string()]).optional().describe('Cents; a string on the root search.'),
-    sale_price: z.union([cents, z.string()]).optional(),
+    price: z
+      .union([centsOrNone, z.string()])
+      .optional()
+      .describe('Cents (null when the feed has none); a string on the root search ("" when none).'),
+    sale_price: z.union([centsOrNone, z.string()]).optional(),
+    shipping_price: z.union([centsOrNone, z.string()]).optional(),
     currency: z.string().optional(),
     product_highlight: z.union([z.array(z.string()), z.string()]).optional(),
     score: z
@@ -313,7 +319,7 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     tag: 'Search',
     summary: 'Image search',
     description:
-      'Catalogue products that look like the image, best first (score descending, ties by product_id), one per item group with its variants. An empty array when nothing matches.',
+      'Catalogue products that look like the image, best first (verified matches by their inliers, then the others by their calibrated score; the score is non-increasing in this order: docs/api.md "Ordering"), one per item group with its variants. An empty array when nothing matches.',
     body: {
       component: 'SearchImageRequest',
       schema: SearchImageRequest,
