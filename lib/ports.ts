@@ -54,7 +54,7 @@ export interface RateLimitDecision {
   allowed: boolean;
   limit: number;
   remaining: number;
-  /** Seconds until the allowance is fully available again (end of the current window). */
+  /** Seconds until the allowance is fully available again (lib/domain/rate-window.ts). */
   resetSeconds: number;
   /** Seconds a refused client should wait before the next attempt can succeed. */
   retryAfterSeconds: number;

@@ -8,7 +8,7 @@ import {
 import {
   currentWindowCapacity,
   retryAfterSeconds,
-  secondsToWindowEnd,
+  secondsToFullAllowance,
   WINDOW_MS,
   windowAt,
 } from '#lib/domain/rate-window.ts';
@@ -44,12 +44,11 @@ export class DynamoDbUsageStore implements UsageStore {
     const pk = `rate#${searchId}`;
     const previous = await this.previousWindowCount(searchId, pk, position.start);
     const capacity = currentWindowCapacity(limit, previous, position.elapsed);
-    const resetSeconds = secondsToWindowEnd(position, now);
     const refuse = (current: number): RateLimitDecision => ({
       allowed: false,
       limit,
       remaining: 0,
-      resetSeconds,
+      resetSeconds: secondsToFullAllowance(previous, current, position, now),
       retryAfterSeconds: retryAfterSeconds(limit, previous, current, position, now),
     });
     if (capacity <= 0) return refuse(0);
@@ -74,7 +73,7 @@ export class DynamoDbUsageStore implements UsageStore {
         allowed: true,
         limit,
         remaining: Math.max(0, capacity - current),
-        resetSeconds,
+        resetSeconds: secondsToFullAllowance(previous, current, position, now),
         retryAfterSeconds: 0,
       };
     } catch (error) {

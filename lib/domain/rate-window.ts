@@ -29,6 +29,23 @@ export function secondsToWindowEnd(position: WindowPosition, now: Date): number 
 }
 
 /**
+ * Seconds until the whole allowance is back (RateLimit-Reset): a window's count weighs on the rolling
+ * hour until the end of the window after it. So with requests counted in this window it is the end of
+ * the next one; with only the previous window's, the end of this one. Never earlier than a refused
+ * client's Retry-After (retryAfterSeconds), which a client retrying at the reset would otherwise meet.
+ */
+export function secondsToFullAllowance(
+  previousCount: number,
+  currentCount: number,
+  position: WindowPosition,
+  now: Date,
+): number {
+  const toWindowEnd = secondsToWindowEnd(position, now);
+  if (currentCount > 0) return toWindowEnd + WINDOW_MS / 1000;
+  return previousCount > 0 ? toWindowEnd : 0;
+}
+
+/**
  * Seconds a refused client must wait, assuming no further admitted requests, until one more request fits:
  * the weighted count must drop to limit - 1 or below.
  */

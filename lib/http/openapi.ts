@@ -812,7 +812,8 @@ export function buildOpenApiDocument(
           example: 998,
         },
         'RateLimit-Reset': {
-          description: 'Seconds until the allowance is fully available again.',
+          description:
+            'Seconds until the allowance is fully available again: requests weigh on the rolling hour until the end of the next clock hour (a sliding-window count). On a 429 it is never earlier than Retry-After.',
           schema: { type: 'integer', minimum: 0 },
           example: 3540,
         },

@@ -119,15 +119,28 @@ describe('DynamoDbUsageStore', () => {
     expect(admitted).toEqual([true, true, false, false]);
   });
 
-  it('reports remaining requests and the reset time of the window', async () => {
+  it('reports remaining requests and when the whole allowance is back', async () => {
     const decision = await usage.consume('fresh', 100, new Date('2026-11-22T13:59:00Z'));
+    // The request weighs on the rolling hour until the end of the next window: 60 s + 1 h.
     expect(decision).toEqual({
       allowed: true,
       limit: 100,
       remaining: 99,
-      resetSeconds: 60,
+      resetSeconds: 60 + 3600,
       retryAfterSeconds: 0,
     });
+  });
+
+  it('never resets a refused client before it may retry', async () => {
+    // One request an hour: a second one 23 minutes before the hour ends is refused.
+    const at = new Date('2026-11-22T14:37:00Z');
+    expect((await usage.consume('single', 1, at)).allowed).toBe(true);
+    const refused = await usage.consume('single', 1, at);
+    expect(refused.allowed).toBe(false);
+    expect(refused.resetSeconds).toBeGreaterThanOrEqual(refused.retryAfterSeconds);
+    // And the retry then succeeds.
+    const retry = new Date(at.getTime() + refused.retryAfterSeconds * 1000);
+    expect((await usage.consume('single', 1, retry)).allowed).toBe(true);
   });
 
   it("deletes a feed's usage rows and no other feed's", async () => {

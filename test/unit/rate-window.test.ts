@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   currentWindowCapacity,
   retryAfterSeconds,
+  secondsToFullAllowance,
   secondsToWindowEnd,
   windowAt,
 } from '#lib/domain/rate-window.ts';
@@ -25,6 +26,26 @@ describe('rolling-hour window arithmetic', () => {
   it('counts seconds to the end of the window', () => {
     const now = new Date('2026-11-22T10:59:30Z');
     expect(secondsToWindowEnd(windowAt(now), now)).toBe(30);
+  });
+
+  it('gives the whole allowance back when every counted window has stopped weighing', () => {
+    const now = new Date('2026-11-22T10:59:30Z');
+    // This hour's requests weigh until the end of the next hour; the previous hour's until this one ends.
+    expect(secondsToFullAllowance(5, 1, windowAt(now), now)).toBe(30 + 3600);
+    expect(secondsToFullAllowance(5, 0, windowAt(now), now)).toBe(30);
+    expect(secondsToFullAllowance(0, 0, windowAt(now), now)).toBe(0);
+    // Never before a refused client may retry.
+    for (const [previous, current] of [
+      [0, 1],
+      [100, 0],
+      [0, 100],
+      [40, 80],
+      [100, 100],
+    ] as const) {
+      expect(secondsToFullAllowance(previous, current, windowAt(now), now)).toBeGreaterThanOrEqual(
+        retryAfterSeconds(100, previous, current, windowAt(now), now),
+      );
+    }
   });
 
   it('waits within the window while the previous hour decays', () => {
