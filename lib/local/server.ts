@@ -16,6 +16,9 @@ type LambdaHandler = (event: APIGatewayProxyEvent, context: Context) => Promise<
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
+/** JSON media types, as the handlers' body parser (@middy/http-json-body-parser) accepts them. */
+const JSON_MEDIA_TYPE = /^application\/(.+\+)?json\s*($|;)/i;
+
 const CORS_HEADERS = {
   'Access-Control-Allow-Methods': 'GET,POST,PATCH,DELETE,OPTIONS',
   'Access-Control-Allow-Headers': 'Authorization,Content-Type',
@@ -91,32 +94,43 @@ export async function startHttpServer(options: {
     if (await serveStatic(request, response, url)) return;
     if (await serveDemoFile(request, response, url)) return;
     const body = await readBody(request, options.maxBodyBytes);
+    // The gateway's own errors on the public API carry an allow-origin header, so that a browser can read
+    // them (infra/stacks/api-stack.ts); the admin API's do not.
+    const gatewayHeaders: Record<string, string> = url.pathname.startsWith('/admin/')
+      ? {}
+      : { 'Access-Control-Allow-Origin': '*' };
+    const refuse = (error: DomainError, headers: Record<string, string> = {}) =>
+      sendError(response, error, { ...gatewayHeaders, ...headers });
     const { match, allowed } = matchRoute(method, url.pathname);
     if (!match) {
       if (allowed.length > 0) {
-        return sendError(
-          response,
-          new DomainError('method_not_allowed', `Use ${allowed.join(', ')} on this path.`),
-          {
-            Allow: allowed.join(', '),
-          },
-        );
+        return refuse(new DomainError('method_not_allowed', `Use ${allowed.join(', ')} on this path.`), {
+          Allow: allowed.join(', '),
+        });
       }
-      return sendError(response, new DomainError('not_found', `No route for ${method} ${url.pathname}.`));
+      return refuse(new DomainError('not_found', `No route for ${method} ${url.pathname}.`));
     }
     if (body === undefined) {
-      return sendError(
-        response,
+      return refuse(
         new DomainError('payload_too_large', `Request body exceeds ${options.maxBodyBytes} bytes.`),
       );
     }
     // API Gateway hands a Lambda the body as text; bytes that are not UTF-8 would become U+FFFD (three
-    // bytes each) and could then read as an over-size body instead of what they are.
+    // bytes each) and could then read as an over-size body instead of what they are. Bytes sent as
+    // something other than JSON (a raw image upload) are the media-type error the handler would give.
     let text: string | null = null;
     try {
       text = body.length > 0 ? UTF8.decode(body) : null;
     } catch {
-      return sendError(response, new DomainError('invalid_request', 'The request body is not valid UTF-8.'));
+      if (!JSON_MEDIA_TYPE.test(request.headers['content-type']?.trim() ?? '')) {
+        return refuse(
+          new DomainError(
+            'unsupported_media_type',
+            'Send the request body as JSON with Content-Type: application/json.',
+          ),
+        );
+      }
+      return refuse(new DomainError('invalid_request', 'The request body is not valid UTF-8.'));
     }
     const event = toProxyEvent(request, url, match, text);
     const context = toLambdaContext(`vps-local-${match.route.name}`, event.requestContext.requestId);

@@ -267,6 +267,33 @@ describe('request validation', () => {
     }
   });
 
+  it('returns 415 for raw image bytes (a binary upload instead of JSON), readable by a browser', async () => {
+    const bytes = Buffer.from(await pngBase64(), 'base64');
+    for (const type of ['image/png', 'multipart/form-data; boundary=x', 'application/octet-stream']) {
+      const response = await fetch(`${stack.url}/api/v1/search/image`, {
+        method: 'POST',
+        headers: { ...bearer(searchId), 'content-type': type, origin: 'https://shop.example.com' },
+        body: Buffer.concat([bytes, Buffer.from([0xff, 0xfe])]),
+      });
+      expect(response.status, type).toBe(415);
+      expect(await response.json()).toMatchObject({ error: { code: 'unsupported_media_type' } });
+      expect(response.headers.get('access-control-allow-origin'), type).toBe('*');
+    }
+  });
+
+  it("lets a browser read the local server's own errors on public paths, as the gateway's", async () => {
+    const origin = { origin: 'https://shop.example.com' };
+    const wrongMethod = await fetch(`${stack.url}/api/v1/related`, { headers: origin });
+    const unknown = await fetch(`${stack.url}/api/v1/nothing`, { method: 'POST', headers: origin });
+    expect([wrongMethod.status, unknown.status]).toEqual([405, 404]);
+    for (const response of [wrongMethod, unknown])
+      expect(response.headers.get('access-control-allow-origin')).toBe('*');
+    // The admin API's errors carry none (its gateway responses have no CORS headers either).
+    const admin = await fetch(`${stack.url}/admin/v1/nothing`, { headers: origin });
+    expect(admin.status).toBe(404);
+    expect(admin.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
   it('takes the JSON media type in any case and with spaced parameters', async () => {
     for (const type of [
       'APPLICATION/JSON',
