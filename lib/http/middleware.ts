@@ -188,8 +188,15 @@ function searchIdAuth(
       const container = getContainer();
       const { event, context } = request;
       const state = context.state;
-      const headerId = bearerToken(event.headers.authorization, 'missing_search_id');
       const bodyId = bodySearchId(event.body, idField);
+      let headerId: string | undefined;
+      try {
+        headerId = bearerToken(event.headers.authorization, 'missing_search_id');
+      } catch (error) {
+        // Another scheme (a proxy's Basic credentials, an empty Bearer) is not a search id: with one in
+        // the body, that one counts; without, the header's form is what to explain.
+        if (bodyId === undefined) throw error;
+      }
       if (headerId !== undefined && bodyId !== undefined && headerId !== bodyId) {
         throw new ValidationError(
           `The Authorization header and the body field ${idField} name different search ids.`,

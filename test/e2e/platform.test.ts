@@ -32,6 +32,26 @@ describe('search-id authentication', () => {
     expectError(response, 401, 'missing_search_id');
   });
 
+  it('takes the body search id beside an Authorization header of another scheme', async () => {
+    const basic = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image, searchId },
+      headers: { authorization: 'Basic Zm9vOmJhcg==' },
+    });
+    const emptyBearer = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image, searchId },
+      headers: { authorization: 'Bearer ' },
+    });
+    // Authenticated by the body's id: the feed is empty, so the answer is an empty list.
+    expect([basic.status, emptyBearer.status]).toEqual([200, 200]);
+    expect([basic.body, emptyBearer.body]).toEqual([[], []]);
+    // Without a body id, the header's form is explained.
+    const alone = await stack.call('POST', '/api/v1/search/image', {
+      body: { imageData: image },
+      headers: { authorization: 'Basic Zm9vOmJhcg==' },
+    });
+    expectError(alone, 401, 'missing_search_id');
+  });
+
   it('returns 401 invalid_search_id for an unknown search id', async () => {
     const response = await stack.call('POST', '/api/v1/search/image', {
       body: { imageData: image },
