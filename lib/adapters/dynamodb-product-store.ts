@@ -14,8 +14,12 @@ import type { ProductStore } from '#lib/ports.ts';
 /** Stored item: the product plus its table keys (feedId, productId) and the byItemGroup index key. */
 type Item = Product & { feedId: string; productId: string; feedItemGroup: string };
 
-const toItem = (p: Product): Item => ({
+const toItem = (p: Product) => ({
   ...p,
+  // A Map, not the plain object: the marshaller takes an object with an own `constructor` (a feed's
+  // metadata column named "constructor") for a class instance and refuses the whole write. It reads
+  // back as a plain object.
+  metadata: new Map(Object.entries(p.metadata)),
   feedId: p.feed_id,
   productId: p.product_id,
   feedItemGroup: `${p.feed_id}#${p.group}`,

@@ -17,8 +17,18 @@ export function featuresKey(ref: FeatureRef): string {
 }
 
 function productPrefix(feedId: string, productId: string): string {
-  // Encoded, so that product "a" never lists the records of product "a/b".
-  return `${featuresPrefix(feedId)}${encodeURIComponent(productId)}/`;
+  return `${featuresPrefix(feedId)}${keySegment(productId)}/`;
+}
+
+/**
+ * A product id as one segment of a key: URL-encoded, so that product "a" never lists the records of
+ * product "a/b", and never "." or "..", which a file-backed store (and any client that normalises
+ * paths) reads as the folder itself or its parent: product ".." of every feed shared one record at
+ * features/0.gvlf, which no feed's deletion removed.
+ */
+export function keySegment(id: string): string {
+  const encoded = encodeURIComponent(id);
+  return encoded === '.' || encoded === '..' ? encoded.replaceAll('.', '%2E') : encoded;
 }
 
 interface Cached {

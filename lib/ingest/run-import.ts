@@ -15,7 +15,7 @@ import {
   type ImportRowError,
 } from '#lib/domain/catalogue/imports.ts';
 import { feedStillLive } from '#lib/domain/admin/feeds.ts';
-import { normaliseRecord, RowError } from '#lib/domain/catalogue/normalise.ts';
+import { errorProductId, normaliseRecord, RowError } from '#lib/domain/catalogue/normalise.ts';
 import { DomainError, NotFoundError } from '#lib/domain/errors.ts';
 import {
   contentHash,
@@ -565,7 +565,7 @@ async function prepareChunk(
       const id = raw.fields.id?.[0] ?? raw.fields.product_id?.[0];
       errors.push({
         row: raw.row,
-        ...(id !== undefined ? { productId: String(id) } : {}),
+        ...(id !== undefined ? { productId: errorProductId(id) } : {}),
         message: error.message,
       });
       failed += 1;

@@ -149,6 +149,41 @@ describe('feed imports', () => {
     expect(products.body.products.length).toBeGreaterThan(0);
   });
 
+  it('imports the rest of a feed around hostile ids and metadata keys, each product in its own place', async () => {
+    // Rows an abuse probe used to stop whole imports with: a lone surrogate in an id (the import crashed
+    // URL-encoding it), a metadata column named "constructor" (the DynamoDB marshaller refused the row),
+    // and ids "." and ".." (their features landed outside the feed's folder).
+    const content = [
+      `{"id":"\\ud800x","title":"Broken id","image_link":"${link('tools-hammer3')}"}`,
+      `{"id":"ctor","title":"Builder","image_link":"${link('tools-hammer5')}","metadata":{"constructor":"yes"}}`,
+      `{"id":"..","title":"Dots","image_link":"${link('tools-plier2')}"}`,
+      `{"id":".","title":"Dot","image_link":"${link('tools-plier1')}"}`,
+      `{"id":"${'l'.repeat(300)}","title":"Long id","image_link":"${link('tools-plier1')}"}`,
+    ].join('\n');
+    const hostile = await createShop('Hostile rows');
+    const record = await importFeed(hostile, { format: 'jsonl', content });
+    expect(record).toMatchObject({ status: 'succeeded', total: 5, embedded: 3, failed: 2 });
+    // The error names the row's id as text can hold it.
+    expect(record.errors).toEqual([
+      { row: 1, productId: '\ufffdx', message: expect.stringMatching(/lone surrogate/) },
+      { row: 5, productId: `${'l'.repeat(199)}…`, message: expect.stringMatching(/longer than/) },
+    ]);
+    const products = await stack.admin('GET', `/admin/v1/feeds/${hostile.feedId}/products?limit=50`);
+    expect(products.body.products.map((p: { product_id: string }) => p.product_id).sort()).toEqual([
+      '.',
+      '..',
+      'ctor',
+    ]);
+    // Each is found by its own photo (its own keypoints, verified), the metadata filter works.
+    const dots = await search(hostile, '/api/v1/search/image', { imageData: await photo('tools-plier2') });
+    expect(dots.body[0]).toMatchObject({ product_id: '..', score: 1 });
+    const filtered = await search(hostile, '/api/v1/related', {
+      imageData: await photo('tools-hammer5'),
+      filters: [{ key: 'metadata.constructor', value: 'yes' }],
+    });
+    expect(filtered.body.map((p: { product_id: string }) => p.product_id)).toEqual(['ctor']);
+  });
+
   it('lists imports newest first and refuses a request with neither url nor content', async () => {
     const list = await stack.admin('GET', `/admin/v1/feeds/${shop.feedId}/imports`);
     expect(list.body.imports[0]).toMatchObject({ importId: firstImport.importId, status: 'succeeded' });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
 import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
 import { mapLimit } from '#lib/ingest/concurrency.ts';
 import { startTestStores } from '#test/support/embedded-stores.ts';
@@ -29,6 +30,31 @@ describe('S3ObjectStore against the S3-protocol server', () => {
 
     await store.delete('feeds/a/file.xml');
     expect(await store.get('feeds/a/file.xml')).toBeUndefined();
+  });
+
+  it('keeps the features of products named "." and ".." inside their own feed', async () => {
+    // Product ".." of every feed used to share features/0.gvlf (the store's files resolve the dots).
+    const features = new ObjectStoreFeatureStore(store, { cacheItems: 0 });
+    const set = (x: number) => ({
+      width: 10,
+      height: 10,
+      points: Float32Array.from([x, x]),
+      descriptors: new Uint32Array(8).fill(x),
+    });
+    const record = (x: number) => ({ original: set(x), mirrored: set(x) });
+    await features.put({ feedId: 'dots-e', productId: '..', imageIndex: 0 }, record(1));
+    await features.put({ feedId: 'dots-f', productId: '..', imageIndex: 0 }, record(2));
+    await features.put({ feedId: 'dots-e', productId: '.', imageIndex: 0 }, record(3));
+
+    const read = await features.getMany([
+      { feedId: 'dots-e', productId: '..', imageIndex: 0 },
+      { feedId: 'dots-f', productId: '..', imageIndex: 0 },
+      { feedId: 'dots-e', productId: '.', imageIndex: 0 },
+    ]);
+    expect(read.map((found) => found?.original.points[0])).toEqual([1, 2, 3]);
+    await features.deleteFeed('dots-e');
+    await features.deleteFeed('dots-f');
+    expect(await store.list('features/')).toEqual([]);
   });
 
   it('deletes many objects across DeleteObjects batches, absent keys included, and nothing else', async () => {

@@ -2,6 +2,27 @@ import type { RawFields } from '#lib/domain/catalogue/feed-formats.ts';
 import { AVAILABILITY, type Availability, type ProductContent } from '#lib/domain/products.ts';
 import { MAX_PRODUCT_ID_LENGTH } from '#lib/domain/schemas.ts';
 
+/** A UTF-16 surrogate without its other half: not a character, and not encodable as UTF-8. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * Text as the stores can keep it: lone surrogates (a JSON feed may escape one, "\ud800"; a cut at a
+ * length limit may halve a pair) become U+FFFD, as String.prototype.toWellFormed does.
+ */
+export function wellFormed(text: string): string {
+  return text.replace(LONE_SURROGATE, '\uFFFD');
+}
+
+/**
+ * A refused row's id as its import error names it: well-formed and at most MAX_PRODUCT_ID_LENGTH long
+ * (the raw id may be neither, and the errors are stored in the import record).
+ */
+export function errorProductId(id: string | number): string {
+  const text = String(id);
+  const shown = text.length > MAX_PRODUCT_ID_LENGTH ? `${text.slice(0, MAX_PRODUCT_ID_LENGTH - 1)}…` : text;
+  return wellFormed(shown);
+}
+
 /** Why one row of a feed was not imported; the message is shown in the import's errors. */
 export class RowError extends Error {
   override name = 'RowError';
@@ -137,17 +158,21 @@ const MAX_PRODUCT_BYTES = 128 * 1024;
  * against `baseUrl` (the feed's URL). Throws RowError naming the first problem.
  */
 export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductContent {
-  const all = (...names: string[]) =>
+  const text = (...names: string[]) =>
     names
       .flatMap((name) => fields[name] ?? [])
       .map((v) => String(v).trim())
       .filter(Boolean);
-  const one = (...names: string[]) => (all(...names)[0] ?? '').slice(0, MAX_TEXT);
+  const all = (...names: string[]) => text(...names).map(wellFormed);
+  const one = (...names: string[]) => wellFormed((text(...names)[0] ?? '').slice(0, MAX_TEXT));
   const raw = (...names: string[]) =>
     names.map((name) => fields[name]?.[0]).find((v) => v !== undefined && v !== '');
 
-  const productId = one('id', 'product_id', 'offer_id');
+  // The id is kept exactly, so an id that is not text (a lone surrogate) is the row's error.
+  const productId = (text('id', 'product_id', 'offer_id')[0] ?? '').slice(0, MAX_TEXT);
   if (!productId) throw new RowError('id (product_id) is missing.');
+  if (wellFormed(productId) !== productId)
+    throw new RowError('id (product_id) is not valid Unicode text (it has a lone surrogate).');
   if (productId.length > MAX_PRODUCT_ID_LENGTH)
     throw new RowError(`id (product_id) is longer than ${MAX_PRODUCT_ID_LENGTH} characters.`);
   if (encodeURIComponent(productId).length > MAX_ENCODED_ID)
@@ -199,7 +224,7 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
         : undefined;
     const value = values[0] === undefined ? '' : String(values[0]).trim();
     if (key && /^[A-Za-z0-9_-]{1,64}$/.test(key) && value && Object.keys(metadata).length < MAX_METADATA)
-      metadata[key] = value.slice(0, 500);
+      metadata[key] = wellFormed(value.slice(0, 500));
   }
 
   const product: ProductContent = {
@@ -233,7 +258,7 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
     shipping_weight: one('shipping_weight'),
     product_highlight: all('product_highlight')
       .slice(0, MAX_HIGHLIGHTS)
-      .map((highlight) => highlight.slice(0, MAX_HIGHLIGHT)),
+      .map((highlight) => wellFormed(highlight.slice(0, MAX_HIGHLIGHT))),
     metadata,
     product_updated_at: one('product_updated_at', 'updated'),
   };

@@ -90,6 +90,19 @@ describe('DynamoDbProductStore on the DynamoDB-protocol server', () => {
     expect(await products.hasProducts('nobody')).toBe(false);
   });
 
+  it('stores metadata whatever its keys are called, JavaScript object members included', async () => {
+    // A feed's metadata.constructor column: as a plain object's own key, the marshaller refused the write.
+    const named = product('f-meta', 'm1', 'm1', {
+      metadata: { constructor: 'builder', toString: 'x', hasOwnProperty: 'y', campaign: 'z' },
+    });
+
+    await products.putMany([named]);
+
+    const stored = await products.get('f-meta', 'm1');
+    expect(stored).toEqual(named);
+    expect(Object.entries(stored!.metadata)).toEqual(Object.entries(named.metadata));
+  });
+
   it('lists the variants of an item group in product_id order, never another feed’s', async () => {
     await products.putMany([
       product('f2', 'b', 'g'),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { normaliseRecord, parsePrice, RowError } from '#lib/domain/catalogue/normalise.ts';
+import { errorProductId, normaliseRecord, parsePrice, RowError } from '#lib/domain/catalogue/normalise.ts';
 
 describe('parsePrice', () => {
   it.each([
@@ -85,6 +85,39 @@ describe('normaliseRecord', () => {
     [{ ...base, price: ['10 USD'], sale_price: ['9 EUR'] }, /currency/],
   ])('refuses %j', (fields, message) => {
     expect(() => normaliseRecord(fields, 'https://s/')).toThrow(message);
+  });
+
+  it('refuses an id with a lone surrogate, and keeps other text well-formed', () => {
+    const row = (extra: Record<string, string[]>) => ({
+      title: ['Lamp'],
+      image_link: ['https://cdn.example/l.jpg'],
+      ...extra,
+    });
+    expect(() => normaliseRecord(row({ id: ['\ud800x'] }))).toThrow(RowError);
+    expect(() => normaliseRecord(row({ id: ['\ud800x'] }))).toThrow(/lone surrogate/);
+    // Elsewhere a lone surrogate becomes U+FFFD, also where a length limit halves a pair.
+    const cut = normaliseRecord(
+      row({
+        id: ['ok'],
+        description: ['a\udc00b'],
+        title: ['x'.repeat(4999) + '😀'],
+        'metadata.note': ['y'.repeat(499) + '😀'],
+      }),
+    );
+    expect(cut.description).toBe('a\ufffdb');
+    expect(cut.title.endsWith('\ufffd')).toBe(true);
+    expect(cut.metadata['note']!.endsWith('\ufffd')).toBe(true);
+    for (const text of [cut.title, cut.description, cut.metadata['note']!])
+      expect(() => encodeURIComponent(text)).not.toThrow();
+  });
+
+  it("names a refused row's id in its error as stored text: bounded and well-formed", () => {
+    expect(errorProductId('sku-1')).toBe('sku-1');
+    expect(errorProductId(42)).toBe('42');
+    expect(errorProductId('\ud800x')).toBe('\ufffdx');
+    const long = errorProductId('x'.repeat(1_000_000));
+    expect(long).toHaveLength(200);
+    expect(long.endsWith('…')).toBe(true);
   });
 
   it('refuses ids too long for a stored object key once URL-encoded', () => {
