@@ -19,6 +19,6 @@ export const getImport = adminEndpoint(async (event, _ctx, c) =>
 
 /** GET /admin/v1/feeds/{feedId}/imports?limit */
 export const listImports = adminEndpoint(async (event, _ctx, c) => {
-  const { limit } = parseInput(ListImportsQuery, event.queryStringParameters ?? {});
+  const { limit } = parseInput(ListImportsQuery, event.queryStringParameters ?? {}, '(query)');
   return ok({ imports: (await list(c, feedIdOf(event), limit)).map(importView) });
 });

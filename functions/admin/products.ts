@@ -10,7 +10,7 @@ export const listProducts = adminEndpoint(async (event, _ctx, c) =>
     await list(
       c,
       event.pathParameters?.feedId ?? '',
-      parseInput(ProductsPageQuery, event.queryStringParameters ?? {}),
+      parseInput(ProductsPageQuery, event.queryStringParameters ?? {}, '(query)'),
     ),
   ),
 );

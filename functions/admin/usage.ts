@@ -10,7 +10,7 @@ export const getUsage = adminEndpoint(async (event, _ctx, c) =>
     await usageReport(
       c,
       event.pathParameters?.feedId ?? '',
-      parseInput(UsageQuery, event.queryStringParameters ?? {}),
+      parseInput(UsageQuery, event.queryStringParameters ?? {}, '(query)'),
     ),
   ),
 );

@@ -51,6 +51,12 @@ export async function startHttpServer(options: {
 
   const server = createServer((request, response) => {
     handle(request, response).catch((error: unknown) => {
+      // A client that goes away part way through its body is no failure of ours: nobody is left to answer.
+      if (request.destroyed || (error as { code?: string }).code === 'ECONNRESET') {
+        options.logger.info('request aborted by the client', { method: request.method, path: request.url });
+        response.destroy();
+        return;
+      }
       options.logger.error('local server failure', {
         error: error instanceof Error ? error.message : String(error),
       });

@@ -290,6 +290,22 @@ describe('usage queries', () => {
     );
   });
 
+  it('names the query, not the body, for a parameter the route does not take', async () => {
+    for (const path of [
+      '/admin/v1/feeds/demo/usage?colour=red',
+      '/admin/v1/feeds/demo/imports?limit[]=1',
+      '/admin/v1/feeds/demo/products?page=2',
+    ]) {
+      const response = await stack.admin('GET', path);
+      expectError(response, 400, 'invalid_request');
+      expect(
+        response.body.error.details.map((d: { path: string }) => d.path),
+        path,
+      ).toEqual(['(query)']);
+      expect(response.body.error.message, path).toMatch(/^Invalid \(query\)/);
+    }
+  });
+
   it('names a day that is not in the calendar as such, not as a bad range', async () => {
     const response = await stack.admin('GET', '/admin/v1/feeds/demo/usage?from=2026-02-30&to=2026-03-01');
     expectError(response, 400, 'invalid_request');

@@ -1,0 +1,61 @@
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Logger } from '#lib/log.ts';
+import { startHttpServer } from '#lib/local/server.ts';
+
+/** A logger that keeps what it is told, by level. */
+function recordingLogger(lines: { level: string; message: string }[]): Logger {
+  const at =
+    (level: string) =>
+    (message: string): void => {
+      lines.push({ level, message });
+    };
+  const logger: Logger = {
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    child: () => logger,
+  };
+  return logger;
+}
+
+const lines: { level: string; message: string }[] = [];
+let url: URL;
+let close: () => Promise<void>;
+
+beforeAll(async () => {
+  const { server, url: address } = await startHttpServer({
+    port: 0,
+    maxBodyBytes: 1_000_000,
+    logger: recordingLogger(lines),
+  });
+  url = new URL(address);
+  close = () => new Promise((resolve) => server.close(() => resolve()));
+});
+
+afterAll(async () => {
+  await close?.();
+});
+
+describe('local HTTP server', () => {
+  it('logs a client that leaves part way through its body as such, not as a server failure', async () => {
+    // Act: announce 1,000 bytes, send 10, hang up.
+    await new Promise<void>((resolve, reject) => {
+      const socket = connect(Number(url.port), url.hostname, () => {
+        socket.write(
+          'POST /api/v1/search/image HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+            'Content-Length: 1000\r\n\r\n{"imageDa',
+          () => setTimeout(() => socket.destroy(), 50),
+        );
+      });
+      socket.on('close', () => resolve());
+      socket.on('error', reject);
+    });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+
+    // Assert
+    expect(lines.filter((line) => line.level === 'error')).toEqual([]);
+    expect(lines).toContainEqual({ level: 'info', message: 'request aborted by the client' });
+  });
+});
