@@ -15,7 +15,7 @@ import {
   type ImportRowError,
 } from '#lib/domain/catalogue/imports.ts';
 import { feedStillLive } from '#lib/domain/admin/feeds.ts';
-import { errorProductId, normaliseRecord, RowError } from '#lib/domain/catalogue/normalise.ts';
+import { errorProductId, normaliseRecord, RowError, wellFormed } from '#lib/domain/catalogue/normalise.ts';
 import { DomainError, NotFoundError } from '#lib/domain/errors.ts';
 import {
   contentHash,
@@ -387,8 +387,23 @@ async function countRows(file: AsyncIterable<Uint8Array>, format: FeedFormat): P
   return total;
 }
 
-function capErrors(errors: ImportRowError[], more: ImportRowError[]): ImportRowError[] {
-  return [...errors, ...more].slice(0, MAX_IMPORT_ERRORS);
+/** Longest row-error message an import record keeps (the record is one store item, at most 400 KB). */
+const MAX_ERROR_MESSAGE = 500;
+
+/**
+ * The errors an import record keeps: the first MAX_IMPORT_ERRORS, each as text a store can hold and of a
+ * bounded size, whatever a row put into its message or id (a message may quote the row's values).
+ */
+export function capErrors(errors: ImportRowError[], more: ImportRowError[]): ImportRowError[] {
+  return [...errors, ...more].slice(0, MAX_IMPORT_ERRORS).map((error) => ({
+    ...error,
+    ...(error.productId !== undefined ? { productId: errorProductId(error.productId) } : {}),
+    message: wellFormed(
+      error.message.length > MAX_ERROR_MESSAGE
+        ? `${error.message.slice(0, MAX_ERROR_MESSAGE - 1)}…`
+        : error.message,
+    ),
+  }));
 }
 
 async function processRows(
@@ -877,7 +892,8 @@ async function fetchImages(
       errors.push({
         row: rowOf.get(job.product.product_id) ?? null,
         productId: job.product.product_id,
-        message: `${field} ${job.url}: ${error.message}`,
+        // The link shortened (up to 2,048 characters), so that the reason stays in the stored message.
+        message: `${field} ${job.url.length > 200 ? `${job.url.slice(0, 199)}…` : job.url}: ${error.message}`,
       });
       return undefined;
     }

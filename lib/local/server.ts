@@ -52,7 +52,8 @@ export async function startHttpServer(options: {
   const server = createServer((request, response) => {
     handle(request, response).catch((error: unknown) => {
       // A client that goes away part way through its body is no failure of ours: nobody is left to answer.
-      if (request.destroyed || (error as { code?: string }).code === 'ECONNRESET') {
+      // (`complete`: the whole body arrived; `destroyed` is also true once a body was read to its end.)
+      if (!request.complete || (error as { code?: string } | null)?.code === 'ECONNRESET') {
         options.logger.info('request aborted by the client', { method: request.method, path: request.url });
         response.destroy();
         return;

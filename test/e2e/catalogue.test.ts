@@ -159,20 +159,30 @@ describe('feed imports', () => {
       `{"id":"..","title":"Dots","image_link":"${link('tools-plier2')}"}`,
       `{"id":".","title":"Dot","image_link":"${link('tools-plier1')}"}`,
       `{"id":"${'l'.repeat(300)}","title":"Long id","image_link":"${link('tools-plier1')}"}`,
+      // A megabyte-long price and one with a lone surrogate: their errors quote them, within bounds.
+      `{"id":"p1","title":"Price","image_link":"${link('tools-plier1')}","price":"${'9'.repeat(200_000)}x"}`,
+      `{"id":"p2","title":"Price","image_link":"${link('tools-plier1')}","price":"\\ud800 12"}`,
+      `{"id":"u1","title":"Long link","image_link":"${stack.url}/demo/images/${'m'.repeat(1500)}.webp"}`,
     ].join('\n');
     const hostile = await createShop('Hostile rows');
     const record = await importFeed(hostile, { format: 'jsonl', content });
-    expect(record).toMatchObject({ status: 'succeeded', total: 5, embedded: 3, failed: 2 });
+    expect(record).toMatchObject({ status: 'succeeded', total: 8, embedded: 3, failed: 5 });
     // The error names the row's id as text can hold it.
     expect(record.errors).toEqual([
       { row: 1, productId: '\ufffdx', message: expect.stringMatching(/lone surrogate/) },
       { row: 5, productId: `${'l'.repeat(199)}…`, message: expect.stringMatching(/longer than/) },
+      { row: 6, productId: 'p1', message: `price "${'9'.repeat(59)}…" is not a price like "12.99 USD".` },
+      { row: 7, productId: 'p2', message: 'price "\ufffd 12" is not a price like "12.99 USD".' },
+      // A long link is shortened in the message, so that the reason after it is kept.
+      { row: 8, productId: 'u1', message: expect.stringMatching(/^image_link http.{195}…: .*404/) },
     ]);
     const products = await stack.admin('GET', `/admin/v1/feeds/${hostile.feedId}/products?limit=50`);
+    // (u1 is stored without vectors: its image could not be fetched.)
     expect(products.body.products.map((p: { product_id: string }) => p.product_id).sort()).toEqual([
       '.',
       '..',
       'ctor',
+      'u1',
     ]);
     // Each is found by its own photo (its own keypoints, verified), the metadata filter works.
     const dots = await search(hostile, '/api/v1/search/image', { imageData: await photo('tools-plier2') });

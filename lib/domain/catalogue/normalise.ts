@@ -23,6 +23,12 @@ export function errorProductId(id: string | number): string {
   return wellFormed(shown);
 }
 
+/** A feed's value quoted in a row error: its start only (a value may be megabytes), as well-formed text. */
+function quote(value: string | number): string {
+  const text = String(value);
+  return `"${wellFormed(text.length > 60 ? `${text.slice(0, 59)}…` : text)}"`;
+}
+
 /** Why one row of a feed was not imported; the message is shown in the import's errors. */
 export class RowError extends Error {
   override name = 'RowError';
@@ -74,7 +80,7 @@ export function parsePrice(
   }
   const match = /^\s*(?:([A-Za-z]{3})\s*)?([0-9][0-9.,\s]*?)\s*(?:([A-Za-z]{3}))?\s*$/.exec(value);
   if (!match || (match[1] && match[3]))
-    throw new RowError(`${field} "${value}" is not a price like "12.99 USD".`);
+    throw new RowError(`${field} ${quote(value)} is not a price like "12.99 USD".`);
   const currency = (match[1] ?? match[3] ?? fallbackCurrency).toUpperCase();
   let amount = match[2]!.replace(/\s/g, '');
   if (/^\d{1,3}(,\d{3})+(\.\d+)?$/.test(amount)) amount = amount.replace(/,/g, '');
@@ -82,14 +88,14 @@ export function parsePrice(
     amount = amount.replace(/\./g, '').replace(',', '.');
   else if (/^\d+,\d{1,3}$/.test(amount)) amount = amount.replace(',', '.');
   if (!/^\d+(\.\d+)?$/.test(amount))
-    throw new RowError(`${field} "${value}" is not a price like "12.99 USD".`);
+    throw new RowError(`${field} ${quote(value)} is not a price like "12.99 USD".`);
   const digits = minorDigits(currency);
   const [whole, fraction = ''] = amount.split('.');
   const padded = `${fraction}${'0'.repeat(digits + 1)}`;
   // Round half up on the first dropped digit, in integers so 0.1 + 0.2 never leaks in.
   let cents = Number(whole) * 10 ** digits + Number(padded.slice(0, digits) || '0');
   if (Number(padded[digits]) >= 5) cents += 1;
-  if (!Number.isSafeInteger(cents)) throw new RowError(`${field} "${value}" is out of range.`);
+  if (!Number.isSafeInteger(cents)) throw new RowError(`${field} ${quote(value)} is out of range.`);
   return { cents, currency };
 }
 
@@ -114,7 +120,7 @@ export function parseAvailability(value: string | undefined): Availability {
     .replace(/^https?:\/\/schema\.org\//, '')
     .replace(/[\s-]+/g, '_');
   const found = AVAILABILITY_ALIASES[key];
-  if (!found) throw new RowError(`availability "${value}" is not one of ${AVAILABILITY.join(', ')}.`);
+  if (!found) throw new RowError(`availability ${quote(value)} is not one of ${AVAILABILITY.join(', ')}.`);
   return found;
 }
 
@@ -124,7 +130,7 @@ function absoluteUrl(value: string, base: string | undefined, field: string): st
   try {
     url = new URL(value, base);
   } catch {
-    throw new RowError(`${field} "${value}" is not a URL.`);
+    throw new RowError(`${field} ${quote(value)} is not a URL.`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:')
     throw new RowError(`${field} must be an http(s) URL.`);

@@ -6,7 +6,7 @@ import {
   type ImportRecord,
 } from '#lib/domain/catalogue/imports.ts';
 import { InvalidImageError } from '#lib/domain/errors.ts';
-import { ImportDeferred, runImport, runTriggeredImport } from '#lib/ingest/run-import.ts';
+import { capErrors, ImportDeferred, runImport, runTriggeredImport } from '#lib/ingest/run-import.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { vectorOf, world, type World } from './fakes.ts';
 
@@ -847,5 +847,26 @@ describe('runTriggeredImport', () => {
     // Assess: left running at its checkpoint for the other runner to resume
     expect(record?.status).toBe('running');
     expect(w.imports.leases.get(FEED)?.owner).toBe('other runner');
+  });
+});
+
+describe('capErrors', () => {
+  it('keeps the first 100 errors, each bounded and well-formed, whatever a row put in it', () => {
+    const kept = capErrors(
+      [{ row: 1, message: 'earlier' }],
+      [
+        { row: 2, productId: 'x'.repeat(5000), message: 'm'.repeat(100_000) },
+        { row: 3, productId: '\ud800', message: 'bad \udc00 text' },
+        ...Array.from({ length: 200 }, (_, i) => ({ row: 4 + i, message: 'more' })),
+      ],
+    );
+    expect(kept).toHaveLength(100);
+    expect(kept[0]).toEqual({ row: 1, message: 'earlier' });
+    expect(kept[1]!.message).toHaveLength(500);
+    expect(kept[1]!.message.endsWith('…')).toBe(true);
+    expect(kept[1]!.productId).toHaveLength(200);
+    expect(kept[2]).toEqual({ row: 3, productId: '\ufffd', message: 'bad \ufffd text' });
+    // Bounding what is already bounded changes nothing.
+    expect(capErrors(kept, [])).toEqual(kept);
   });
 });
