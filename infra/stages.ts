@@ -45,6 +45,11 @@ export interface StageConfig {
   };
   /** RETAIN keeps data when a stack is deleted (prod); DESTROY lets dev stacks be torn down. */
   removalPolicy: RemovalPolicy;
+  /**
+   * E-mail address the stage's alarms notify (infra/constructs/alarms.ts; the address confirms the
+   * subscription once). Undefined: the alarms still fire, visible in the CloudWatch console.
+   */
+  alarmEmail: string | undefined;
 }
 
 export const STAGE_CONFIG: Record<Stage, StageConfig> = {
@@ -70,6 +75,7 @@ export const STAGE_CONFIG: Record<Stage, StageConfig> = {
       availabilityZones: 1,
     },
     removalPolicy: RemovalPolicy.DESTROY,
+    alarmEmail: undefined,
   },
   prod: {
     env: { account: '222222222222', region: 'eu-west-1' },
@@ -93,6 +99,7 @@ export const STAGE_CONFIG: Record<Stage, StageConfig> = {
       availabilityZones: 3,
     },
     removalPolicy: RemovalPolicy.RETAIN,
+    alarmEmail: undefined,
   },
 };
 

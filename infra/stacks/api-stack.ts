@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Annotations, CfnOutput, Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import * as apigateway from 'aws-cdk-lib/aws-apigateway';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
@@ -19,6 +20,7 @@ import {
   TABLE_ENV,
   type TableName,
 } from '../constructs/bindings.ts';
+import { ALARM_PERIOD } from '../constructs/alarms.ts';
 import { type CodeMode, EndpointFunction, REPO_ROOT } from '../constructs/endpoint-function.ts';
 import { ModelLayer, NativeModulesLayer } from '../constructs/layers.ts';
 import { MODEL_DIR } from '../function-environment.ts';
@@ -162,6 +164,14 @@ export class ApiStack extends Stack {
         allowHeaders: ['Authorization', 'Content-Type'],
         maxAge: Duration.minutes(10),
       },
+    });
+    // The gateway's own 5xx (a handler that failed or timed out, the authorizer down) count here; a 503
+    // the handlers answer for a dependency that is down too.
+    stateful.alarms.alarm(this, 'public-api-5xx', {
+      alarmDescription: 'The public API answered 5xx more than 10 times in 5 minutes.',
+      metric: this.publicApi.metricServerError({ period: ALARM_PERIOD, statistic: 'Sum' }),
+      threshold: 10,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
     });
     addErrorResponses(this.publicApi, 'public');
 

@@ -1,4 +1,5 @@
 import { Duration, RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -9,6 +10,7 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { TABLES } from '#lib/adapters/dynamodb-tables.ts';
 import { FEATURES_ROOT } from '#lib/adapters/object-store-feature-store.ts';
+import { ALARM_PERIOD, AlarmTopic } from '../constructs/alarms.ts';
 import type { BoundTable, TableName } from '../constructs/bindings.ts';
 import { resourcePrefix, type Stage, type StageConfig } from '../stages.ts';
 
@@ -45,6 +47,8 @@ export class StatefulStack extends Stack {
   readonly domainName: string;
   readonly importQueue: sqs.Queue;
   readonly domain: opensearch.Domain;
+  /** The stage's alarm topic; the API stack adds its own alarms to it. */
+  readonly alarms: AlarmTopic;
 
   constructor(scope: Construct, id: string, props: StatefulStackProps) {
     super(scope, id, props);
@@ -175,6 +179,39 @@ export class StatefulStack extends Stack {
 
     this.domainName = `${prefix}-search`;
     this.domain = this.createDomain(stage, config, removalPolicy);
+
+    this.alarms = new AlarmTopic(this, 'Alarms', { prefix, email: config.alarmEmail, removalPolicy });
+    const atLeastOne = {
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    };
+    // An import or a handed-over feed deletion the worker failed three times: it waits here for an
+    // operator (a deletion keeps its feed hidden until then).
+    this.alarms.alarm(this, 'import-dead-letters', {
+      alarmDescription: `Imports or feed deletions in ${importDlq.queueName} failed three times; see docs/deploy.md "Alarms".`,
+      metric: importDlq.metricApproximateNumberOfMessagesVisible({
+        period: ALARM_PERIOD,
+        statistic: 'Maximum',
+      }),
+      ...atLeastOne,
+    });
+    this.alarms.alarm(this, 'search-cluster-red', {
+      alarmDescription: 'A primary shard of the search domain is unassigned: searches and imports fail.',
+      metric: this.domain.metricClusterStatusRed({ period: Duration.minutes(1), statistic: 'Maximum' }),
+      ...atLeastOne,
+    });
+    this.alarms.alarm(this, 'search-writes-blocked', {
+      alarmDescription: 'The search domain refuses writes (disk or memory pressure): imports fail.',
+      metric: this.domain.metricClusterIndexWritesBlocked({ period: ALARM_PERIOD, statistic: 'Maximum' }),
+      ...atLeastOne,
+    });
+    this.alarms.alarm(this, 'search-storage-low', {
+      alarmDescription: 'A search data node has less than a fifth of its volume free.',
+      // FreeStorageSpace is in megabytes, per node (the minimum is the fullest node).
+      metric: this.domain.metricFreeStorageSpace({ period: ALARM_PERIOD, statistic: 'Minimum' }),
+      threshold: config.openSearch.volumeGiB * 1024 * 0.2,
+      comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
+    });
   }
 
   private createDomain(stage: Stage, config: StageConfig, removalPolicy: RemovalPolicy): opensearch.Domain {

@@ -1,6 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Annotations, Match } from 'aws-cdk-lib/assertions';
+import { App, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { TABLES } from '#lib/adapters/dynamodb-tables.ts';
 import {
@@ -11,6 +12,7 @@ import {
 import { CONFIG_ENV_KEYS, loadConfig } from '#lib/config.ts';
 import { ROUTES } from '#lib/http/routes.ts';
 import { PROJECTION_SPEC, WINDOW_PROJECTION_SPEC } from '#lib/vision/projection.ts';
+import { AlarmTopic } from '../../infra/constructs/alarms.ts';
 import { REPO_ROOT } from '../../infra/constructs/endpoint-function.ts';
 import { ENV_SCOPE, keysOfScope, OPENSEARCH_INDEX_PREFIX } from '../../infra/function-environment.ts';
 import { ROUTE_ACCESS } from '../../infra/route-access.ts';
@@ -408,6 +410,107 @@ describe('stateful resources', () => {
     dev.api.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
       FunctionName: { Ref: functionId(dev.api, 'vps-dev-ImportWorker') },
       FunctionResponseTypes: ['ReportBatchItemFailures'],
+    });
+  });
+});
+
+describe('alarms', () => {
+  /** The alarm of that name in a template, with its metric and actions. */
+  function alarmNamed(template: Synthesised['api'], name: string) {
+    const found = Object.values(resources(template, 'AWS::CloudWatch::Alarm')).find(
+      (alarm) => alarm.Properties?.AlarmName === name,
+    );
+    expect(found, name).toBeDefined();
+    return found!.Properties! as {
+      MetricName: string;
+      Namespace: string;
+      Dimensions: { Name: string; Value: unknown }[];
+      Threshold: number;
+      ComparisonOperator: string;
+      Statistic: string;
+      AlarmActions: unknown[];
+      OKActions: unknown[];
+    };
+  }
+
+  it("raises the stage's alarms, each notifying the alarm topic when it fires and when it clears", () => {
+    const [topicId] = Object.keys(resources(dev.stateful, 'AWS::SNS::Topic'));
+    const expected: [Synthesised['api'], string, string, string, number][] = [
+      [dev.stateful, 'vps-dev-import-dead-letters', 'AWS/SQS', 'ApproximateNumberOfMessagesVisible', 1],
+      [dev.stateful, 'vps-dev-search-cluster-red', 'AWS/ES', 'ClusterStatus.red', 1],
+      [dev.stateful, 'vps-dev-search-writes-blocked', 'AWS/ES', 'ClusterIndexWritesBlocked', 1],
+      [dev.stateful, 'vps-dev-search-storage-low', 'AWS/ES', 'FreeStorageSpace', 20 * 1024 * 0.2],
+      [prod.stateful, 'vps-prod-search-storage-low', 'AWS/ES', 'FreeStorageSpace', 100 * 1024 * 0.2],
+      [dev.api, 'vps-dev-public-api-5xx', 'AWS/ApiGateway', '5XXError', 10],
+    ];
+    for (const [template, name, namespace, metric, threshold] of expected) {
+      const alarm = alarmNamed(template, name);
+      expect([alarm.Namespace, alarm.MetricName, alarm.Threshold], name).toEqual([
+        namespace,
+        metric,
+        threshold,
+      ]);
+      for (const targets of [alarm.AlarmActions, alarm.OKActions]) {
+        expect(targets, name).toHaveLength(1);
+        // The stateful stack refers to its topic; the API stack imports the topic's ARN.
+        expect(JSON.stringify(targets[0]), name).toMatch(
+          template === dev.api ? /Fn::ImportValue.*Alarms/ : new RegExp(`"Ref":"${topicId}"`),
+        );
+      }
+    }
+    // The dead letters are those of the import queue's dead-letter queue; the 5xx those of the public API.
+    const [dlqId] = Object.entries(resources(dev.stateful, 'AWS::SQS::Queue'))
+      .filter(([, queue]) => queue.Properties?.QueueName === 'vps-dev-imports-dlq')
+      .map(([id]) => id);
+    expect(JSON.stringify(alarmNamed(dev.stateful, 'vps-dev-import-dead-letters').Dimensions)).toContain(
+      dlqId,
+    );
+    expect(alarmNamed(dev.api, 'vps-dev-public-api-5xx').Dimensions).toContainEqual({
+      Name: 'ApiName',
+      Value: 'vps-dev-public',
+    });
+    expect(alarmNamed(dev.stateful, 'vps-dev-search-storage-low').ComparisonOperator).toBe(
+      'LessThanOrEqualToThreshold',
+    );
+  });
+
+  it("lets CloudWatch, for the stage's alarms only, publish to the encrypted topic and use its key", () => {
+    const [topic] = Object.values(resources(dev.stateful, 'AWS::SNS::Topic'));
+    const keyRef = topic!.Properties!.KmsMasterKeyId as { 'Fn::GetAtt': [string, string] };
+    const key = resources(dev.stateful)[keyRef['Fn::GetAtt'][0]]!;
+    expect(key.Properties!.EnableKeyRotation).toBe(true);
+    const keyStatements = (key.Properties!.KeyPolicy as { Statement: Record<string, unknown>[] }).Statement;
+    const topicStatements = Object.values(resources(dev.stateful, 'AWS::SNS::TopicPolicy')).flatMap(
+      (policy) => (policy.Properties!.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement,
+    );
+    for (const [statements, action] of [
+      [keyStatements, 'kms:Decrypt'],
+      [topicStatements, 'sns:Publish'],
+    ] as const) {
+      const forCloudWatch = statements.filter(
+        (statement) =>
+          JSON.stringify(statement.Principal) === JSON.stringify({ Service: 'cloudwatch.amazonaws.com' }),
+      );
+      expect(forCloudWatch, action).toHaveLength(1);
+      expect(JSON.stringify(forCloudWatch[0]!.Action)).toContain(action);
+      expect(JSON.stringify(forCloudWatch[0]!.Condition)).toContain(':alarm:vps-dev-*');
+    }
+    // No e-mail configured for dev: no subscription.
+    expect(Object.keys(resources(dev.stateful, 'AWS::SNS::Subscription'))).toEqual([]);
+  });
+
+  it('subscribes the configured e-mail address', () => {
+    const stack = new Stack(new App(), 'AlarmsTest', {
+      env: { account: '111111111111', region: 'eu-west-1' },
+    });
+    new AlarmTopic(stack, 'Alarms', {
+      prefix: 'vps-test',
+      email: 'ops@example.com',
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    Template.fromStack(stack).hasResourceProperties('AWS::SNS::Subscription', {
+      Protocol: 'email',
+      Endpoint: 'ops@example.com',
     });
   });
 });
