@@ -51,7 +51,9 @@ export class DynamoDbUsageStore implements UsageStore {
       resetSeconds: secondsToFullAllowance(previous, current, position, now),
       retryAfterSeconds: retryAfterSeconds(limit, previous, current, position, now),
     });
-    if (capacity <= 0) return refuse(0);
+    // Refused before counting: this window's own count still matters for when to come back (after the
+    // limit was lowered, this window may already hold admitted requests).
+    if (capacity <= 0) return refuse(await this.windowCount(pk, position.start));
     try {
       const out = await this.db.send(
         new UpdateCommand({
@@ -157,14 +159,18 @@ export class DynamoDbUsageStore implements UsageStore {
     );
   }
 
+  private async windowCount(pk: string, start: number): Promise<number> {
+    const out = await this.db.send(
+      new GetCommand({ TableName: this.table, Key: { pk, sk: windowKey(start) }, ConsistentRead: true }),
+    );
+    return Number(out.Item?.count ?? 0);
+  }
+
   private async previousWindowCount(searchId: string, pk: string, currentStart: number): Promise<number> {
     const start = currentStart - WINDOW_MS;
     const known = this.finishedWindows.get(searchId);
     if (known?.start === start) return known.count;
-    const out = await this.db.send(
-      new GetCommand({ TableName: this.table, Key: { pk, sk: windowKey(start) }, ConsistentRead: true }),
-    );
-    const count = Number(out.Item?.count ?? 0);
+    const count = await this.windowCount(pk, start);
     if (this.finishedWindows.size >= 50_000) this.finishedWindows.clear();
     this.finishedWindows.set(searchId, { start, count });
     return count;

@@ -143,6 +143,23 @@ describe('DynamoDbUsageStore', () => {
     expect((await usage.consume('single', 1, retry)).allowed).toBe(true);
   });
 
+  it('counts this window when a lowered limit refuses before counting', async () => {
+    // 10 admitted in the previous hour and 5 in this one under a limit of 20; then the limit drops to 5.
+    const previous = new Date('2026-11-22T15:30:00Z');
+    for (let i = 0; i < 10; i++) await usage.consume('lowered', 20, previous);
+    const now = new Date('2026-11-22T16:10:00Z');
+    for (let i = 0; i < 5; i++) expect((await usage.consume('lowered', 20, now)).allowed).toBe(true);
+
+    const refused = await usage.consume('lowered', 5, now);
+
+    // This hour's 5 requests weigh until the end of the next hour (50 min + 1 h), and one more request
+    // fits only once they have decayed below the limit, in the next hour.
+    expect(refused.allowed).toBe(false);
+    expect(refused.resetSeconds).toBe(50 * 60 + 3600);
+    expect(refused.retryAfterSeconds).toBeGreaterThan(50 * 60);
+    expect(refused.resetSeconds).toBeGreaterThanOrEqual(refused.retryAfterSeconds);
+  });
+
   it("deletes a feed's usage rows and no other feed's", async () => {
     const at = new Date('2026-11-20T01:00:00Z');
     for (const feedId of ['gone', 'kept', 'gone'])
