@@ -56,6 +56,14 @@ async function* decode(source: ByteSource): AsyncGenerator<string> {
   if (rest) yield rest;
 }
 
+/**
+ * An empty record. Without a prototype, so that a feed's field named like an object member (constructor,
+ * toString, __proto__) is a field like any other instead of the member it would find or replace.
+ */
+function newFields(): RawFields {
+  return Object.create(null) as RawFields;
+}
+
 function add(fields: RawFields, name: string, value: string | number): void {
   (fields[name] ??= []).push(value);
 }
@@ -85,7 +93,7 @@ async function* readXml(source: ByteSource): AsyncGenerator<RawRecord> {
   parser.on('opentag', (node) => {
     if (!fields) {
       if (node.local === 'item' || node.local === 'entry') {
-        fields = {};
+        fields = newFields();
         depth = 0;
         row += 1;
       }
@@ -95,7 +103,8 @@ async function* readXml(source: ByteSource): AsyncGenerator<RawRecord> {
     const parent = path[path.length - 1];
     let name: string | undefined;
     if (node.uri === GOOGLE_NS) name = node.local;
-    else if (depth === 1 && node.local && CORE_FIELDS[node.local]) name = CORE_FIELDS[node.local];
+    else if (depth === 1 && node.local && Object.hasOwn(CORE_FIELDS, node.local))
+      name = CORE_FIELDS[node.local];
     else if (depth === 1 && node.uri === '') name = node.local;
     if (name && depth > 1) name = parent?.name ? `${parent.name}.${name}` : undefined;
     if (name === 'link' && node.local === 'link') {
@@ -158,6 +167,9 @@ async function* readDelimited(source: ByteSource, tabs: boolean): AsyncGenerator
   const delimiter = tabs ? '\t' : csvDelimiter(head.split(/\r?\n/, 1)[0] ?? '');
   const parser = parseCsv({
     delimiter,
+    // Any line ending, each line its own: detected from the first line alone, a header ending in CRLF
+    // made every later LF-only row part of the first record (its cells dropped, the products removed).
+    record_delimiter: ['\r\n', '\n', '\r'],
     bom: true,
     relax_quotes: true,
     relax_column_count: true,
@@ -178,7 +190,7 @@ async function* readDelimited(source: ByteSource, tabs: boolean): AsyncGenerator
         continue;
       }
       row += 1;
-      const fields: RawFields = {};
+      const fields = newFields();
       record.forEach((value, i) => {
         const name = header?.[i];
         if (name && value !== '') add(fields, name, value);
@@ -205,15 +217,27 @@ function csvDelimiter(headerLine: string): string {
   return best && count(best) > 0 ? best : ',';
 }
 
-/** A JSON array of product objects, read element by element. */
+/**
+ * A JSON array of product objects, read element by element. Every element is read to its end, strings
+ * and nested brackets included, whatever its type: one that is not an object is one row's error, and
+ * the array goes on after it. A file that ends before the array's `]` is cut short: a fatal error, so
+ * that a full import removes nothing on the strength of it.
+ */
 async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
   let row = 0;
   let started = false;
+  /** Bracket depth inside the current element (0: between elements, or inside a scalar element). */
   let depth = 0;
   let inString = false;
   let escaped = false;
-  let element = '';
-  let skipping = false;
+  /** The current element's text; undefined between elements. */
+  let element: string | undefined;
+  const finish = (text: string): RawRecord => {
+    row += 1;
+    return text.trimStart().startsWith('{')
+      ? parseJsonObject(row, text)
+      : { row, error: 'Expected a product object.' };
+  };
   for await (const text of decode(source)) {
     for (const ch of text) {
       if (!started) {
@@ -224,62 +248,77 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
         }
         continue;
       }
-      if (depth === 0 && !inString) {
-        if (skipping) {
-          if (ch === ',') skipping = false;
-          else if (ch === ']') return;
-          continue;
+      if (element === undefined) {
+        // Between elements.
+        if (ch === ']') return;
+        if (/[\s,]/.test(ch)) continue;
+        element = '';
+      }
+      if (inString) {
+        element += ch;
+        if (escaped) escaped = false;
+        else if (ch === '\\') escaped = true;
+        else if (ch === '"') {
+          inString = false;
+          // A string element ends with its closing quote.
+          if (depth === 0 && element.trimStart().startsWith('"')) {
+            yield finish(element);
+            element = undefined;
+          }
         }
-        if (ch === '{') {
-          depth = 1;
-          element = ch;
-        } else if (ch === ']') {
-          return;
-        } else if (!/[\s,]/.test(ch)) {
-          row += 1;
-          yield { row, error: 'Expected a product object.' };
-          skipping = true;
-        }
+        continue;
+      }
+      if (depth === 0 && (ch === ',' || ch === ']')) {
+        // The end of a scalar element (a number, true, false, null).
+        yield finish(element);
+        element = undefined;
+        if (ch === ']') return;
         continue;
       }
       element += ch;
-      if (inString) {
-        if (escaped) escaped = false;
-        else if (ch === '\\') escaped = true;
-        else if (ch === '"') inString = false;
-        continue;
-      }
       if (ch === '"') inString = true;
       else if (ch === '{' || ch === '[') depth += 1;
       else if (ch === '}' || ch === ']') {
         depth -= 1;
         if (depth === 0) {
-          row += 1;
-          yield parseJsonObject(row, element);
-          element = '';
+          yield finish(element);
+          element = undefined;
         }
       }
     }
   }
-  if (depth > 0)
-    yield { row: row + 1, error: 'The JSON array ends in the middle of a product.', fatal: true };
+  if (!started) return;
+  yield {
+    row: row + 1,
+    error:
+      element !== undefined && element.trim() !== ''
+        ? 'The JSON array ends in the middle of a product.'
+        : 'The JSON array is not closed (no "]"): the file may be cut short.',
+    fatal: true,
+  };
 }
 
 /** JSON Lines: one product object per line; blank lines are skipped. */
 async function* readJsonLines(source: ByteSource): AsyncGenerator<RawRecord> {
   let row = 0;
-  let pending = '';
+  // The pieces of the line being read: each chunk is searched for line ends once, so a long line costs
+  // its length, not its length times its chunks.
+  let pieces: string[] = [];
   for await (const text of decode(source)) {
-    pending += text;
-    const lines = pending.split('\n');
-    pending = lines.pop() ?? '';
-    for (const line of lines) {
+    let start = 0;
+    for (let end = text.indexOf('\n'); end >= 0; end = text.indexOf('\n', start)) {
+      pieces.push(text.slice(start, end));
+      const line = pieces.join('');
+      pieces = [];
+      start = end + 1;
       if (line.trim() === '') continue;
       row += 1;
       yield parseJsonObject(row, line);
     }
+    if (start < text.length) pieces.push(text.slice(start));
   }
-  if (pending.trim() !== '') yield parseJsonObject(row + 1, pending);
+  const last = pieces.join('');
+  if (last.trim() !== '') yield parseJsonObject(row + 1, last);
 }
 
 /** Deepest nesting of a product's JSON values that is read (shipping.price is 2). */
@@ -294,7 +333,7 @@ function parseJsonObject(row: number, text: string): RawRecord {
   }
   if (!value || typeof value !== 'object' || Array.isArray(value))
     return { row, error: 'Expected a product object.' };
-  const fields: RawFields = {};
+  const fields = newFields();
   // Depth-first over nested values; a product nested deeper than MAX_JSON_DEPTH is refused as a row
   // (recursing as deep as the text goes would overflow the stack and fail the whole import).
   let tooDeep = false;

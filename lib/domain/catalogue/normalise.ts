@@ -34,6 +34,9 @@ export class RowError extends Error {
   override name = 'RowError';
 }
 
+/** Longest price text read ("USD 1,234,567,890.00" is 20): longer ones are a row error before parsing. */
+const MAX_PRICE_TEXT = 64;
+
 /** Currencies without minor units: "1500 JPY" is 1500, not 150000. */
 const ZERO_DECIMAL = new Set([
   'BIF',
@@ -78,6 +81,10 @@ export function parsePrice(
     if (!Number.isSafeInteger(value)) throw new RowError(`${field} ${value} is out of range.`);
     return { cents: value, currency: fallbackCurrency };
   }
+  // Bounded before the pattern, whose optional spaces backtrack in cubic time on a long value (a 6 KB
+  // price held the whole local server for 24 s).
+  if (value.length > MAX_PRICE_TEXT)
+    throw new RowError(`${field} is longer than ${MAX_PRICE_TEXT} characters.`);
   const match = /^\s*(?:([A-Za-z]{3})\s*)?([0-9][0-9.,\s]*?)\s*(?:([A-Za-z]{3}))?\s*$/.exec(value);
   if (!match || (match[1] && match[3]))
     throw new RowError(`${field} ${quote(value)} is not a price like "12.99 USD".`);

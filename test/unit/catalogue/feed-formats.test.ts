@@ -125,6 +125,95 @@ describe('readFeed', () => {
   });
 });
 
+describe('readFeed against hostile files (a fuzzing review)', () => {
+  const fieldsOf = (records: RawRecord[]) =>
+    records.map((record) => ('fields' in record ? { ...record.fields } : record));
+
+  it('reads fields named like object members (constructor, toString, __proto__) in every format', async () => {
+    const names = ['constructor', 'toString', '__proto__', 'hasOwnProperty'];
+    const json = `{"id":"p1",${names.map((name) => `"${name}":"v"`).join(',')}}`;
+    const xml = `<rss xmlns:g="http://base.google.com/ns/1.0"><channel><item><g:id>p1</g:id>${names
+      .map((name) => `<g:${name}>v</g:${name}>`)
+      .join('')}<constructor>v</constructor></item></channel></rss>`;
+    const csv = `id,${names.join(',')}\np1,v,v,v,v\n`;
+    for (const [text, format] of [
+      [`[${json}]`, 'json'],
+      [`${json}\n`, 'jsonl'],
+      [xml, 'xml'],
+      [csv, 'csv'],
+    ] as const) {
+      const [record, ...more] = await read(text, format);
+      expect(more, format).toEqual([]);
+      expect(record && 'fields' in record, format).toBe(true);
+      const fields = (record as { fields: Record<string, unknown[]> }).fields;
+      expect(fields['id'], format).toEqual(['p1']);
+      for (const name of names) {
+        // The XML item also has a plain <constructor> element (not a core RSS field): a second value.
+        const values = format === 'xml' && name === 'constructor' ? ['v', 'v'] : ['v'];
+        // CSV header names are lower-cased.
+        const key = format === 'csv' ? name.toLowerCase() : name;
+        expect(Object.hasOwn(fields, key) && fields[key], `${format} ${name}`).toEqual(values);
+      }
+    }
+  });
+
+  it('reads a JSON array to its end past string and array elements holding "]", each one row', async () => {
+    const text = '[{"id":"p1"}, "a]b,c", [1, [2]], 42, {"id":"p2","note":"x]y"}, true, {"id":"p3"}]';
+
+    const records = await read(text, 'json');
+
+    expect(fieldsOf(records)).toEqual([
+      { id: ['p1'] },
+      { row: 2, error: 'Expected a product object.' },
+      { row: 3, error: 'Expected a product object.' },
+      { row: 4, error: 'Expected a product object.' },
+      { id: ['p2'], note: ['x]y'] },
+      { row: 6, error: 'Expected a product object.' },
+      { id: ['p3'] },
+    ]);
+    expect(records.map((record) => record.row)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+  });
+
+  it('ends a JSON array cut short (no "]") with a fatal error after what it read', async () => {
+    for (const cut of [
+      '[{"id":"p1"},{"id":"p2"}',
+      '[{"id":"p1"},{"id":"p2"},',
+      '[{"id":"p1"},{"id":"p2"},{"id"',
+    ]) {
+      const records = await read(cut, 'json');
+      expect(
+        records.slice(0, 2).map((record) => 'fields' in record && record.fields['id']),
+        cut,
+      ).toEqual([['p1'], ['p2']]);
+      expect(records[2], cut).toMatchObject({ row: 3, fatal: true });
+      expect(records, cut).toHaveLength(3);
+    }
+    // A complete array is read to its end without one.
+    expect((await read('[{"id":"p1"}]', 'json')).some((record) => 'fatal' in record)).toBe(false);
+  });
+
+  it('reads each CSV/TSV line as its own row whatever its line ending, mixed in one file', async () => {
+    for (const [text, format] of [
+      ['id,title\r\np1,A\np2,B\rp3,C\r\n', 'csv'],
+      ['id,title\np1,A\r\np2,B\r\np3,C', 'csv'],
+      ['id\ttitle\rp1\tA\np2\tB\np3\tC\n', 'tsv'],
+    ] as const) {
+      const records = await read(text, format, 3);
+      expect(fieldsOf(records), JSON.stringify(text)).toEqual([
+        { id: ['p1'], title: ['A'] },
+        { id: ['p2'], title: ['B'] },
+        { id: ['p3'], title: ['C'] },
+      ]);
+    }
+  });
+
+  it('reads a JSON Lines line longer than many chunks whole', async () => {
+    const long = 'x'.repeat(100_000);
+    const records = await read(`{"id":"p1","description":"${long}"}\n{"id":"p2"}\n`, 'jsonl', 1000);
+    expect(fieldsOf(records)).toEqual([{ id: ['p1'], description: [long] }, { id: ['p2'] }]);
+  });
+});
+
 describe('sniffFormat', () => {
   it.each([
     ['<?xml version="1.0"?><rss>', 'xml'],

@@ -26,6 +26,15 @@ describe('parsePrice', () => {
     expect(() => parsePrice(2 ** 53, 'USD', 'price')).toThrow(/out of range/);
   });
 
+  it('refuses an over-long price before matching it (the pattern backtracks on long runs of spaces)', () => {
+    // Matched, this one took seconds (6,000 spaces); refused by its length, it never reaches the pattern.
+    expect(() => parsePrice(`1${' '.repeat(6000)}x`, 'USD', 'price')).toThrow(/longer than 64 characters/);
+    expect(parsePrice('USD 1,234,567,890.00', 'EUR', 'price')).toEqual({
+      cents: 123456789000,
+      currency: 'USD',
+    });
+  });
+
   it('refuses text that is not a price', () => {
     expect(() => parsePrice('free', 'USD', 'price')).toThrow(/not a price/);
   });
