@@ -169,40 +169,8 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   // Settles to [] on any failure: the keypoint shortlist may only add candidates, never fail a search.
   const wordGroups = keypointShortlist(deps, query).catch((): VisualWordHit[] => []);
   const window = Math.max(query.offset + query.limit, topN);
-  let k = Math.min(MAX_K, window * 3 + 20);
-  let best = new Map<string, VectorHit>();
-  for (;;) {
-    const lists = await Promise.all(
-      query.vectors.map((vector) =>
-        vectors.search({
-          feedId: query.feedId,
-          vector,
-          k,
-          ...(query.filter && Object.keys(query.filter).length > 0 ? { filter: query.filter } : {}),
-          ...(query.excludeItemGroupIds ? { excludeItemGroupIds: query.excludeItemGroupIds } : {}),
-        }),
-      ),
-    );
-    best = new Map();
-    for (const hit of lists.flat()) {
-      const current = best.get(hit.itemGroupId);
-      if (
-        !current ||
-        hit.similarity > current.similarity ||
-        (hit.similarity === current.similarity && hit.productId < current.productId)
-      ) {
-        best.set(hit.itemGroupId, hit);
-      }
-    }
-    if (best.size >= window || lists.every((hits) => hits.length < k) || k >= MAX_K) break;
-    k = Math.min(MAX_K, k * 4);
-  }
-  const shortlist = [...best.values()]
-    .sort(
-      (a, b) =>
-        b.similarity - a.similarity || (a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0),
-    )
-    .slice(0, window);
+  const nearest = await nearestGroups(vectors, query, window);
+  const shortlist = nearest.groups.slice(0, window);
 
   // Groups the keypoint shortlist adds, then the regional one: verified with the global top N on the
   // image whose words or region matched, and represented by that image wherever they rank (inside the
@@ -240,12 +208,16 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   const added = [...wordAdded, ...regionAdded, ...(looked?.added ?? [])];
   const verified = [...firstVerified, ...regionAdded, ...(looked?.added ?? [])];
   const inliers = [...firstInliers, ...regionInliers];
-  const inWindow = new Set(shortlist.map((hit) => hit.itemGroupId));
-  const addedByGroup = new Map(added.map((hit) => [hit.itemGroupId, hit]));
-  const hits = [
-    ...shortlist.map((hit) => addedByGroup.get(hit.itemGroupId) ?? hit),
-    ...added.filter((hit) => !inWindow.has(hit.itemGroupId)),
-  ];
+  // The window counts only the groups no shortlist added: the added ones are candidates whatever the
+  // window, so counting them let a smaller window leave out a group that a larger one ranked above one
+  // of them (paging by 3 repeated a product and never showed another). With too few such groups found,
+  // the k-NN is asked for more.
+  const addedGroups = new Set(added.map((hit) => hit.itemGroupId));
+  const notAdded = (groups: VectorHit[]) => groups.filter((hit) => !addedGroups.has(hit.itemGroupId));
+  let others = notAdded(nearest.groups);
+  if (others.length < window && !nearest.exhausted)
+    others = notAdded((await nearestGroups(vectors, query, window + addedGroups.size)).groups);
+  const hits = [...others.slice(0, window), ...added];
   // Regional evidence for the verified candidates only: they are the same groups whatever the page, so
   // the order stays one list that every page is a slice of (the rest keep their whole-image order).
   const regional = confident
@@ -293,6 +265,53 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     }),
   );
   return groups.filter((g): g is GroupHit => g !== undefined);
+}
+
+/**
+ * The feed's item groups nearest to the query's vectors, at least `minGroups` of them when the feed has
+ * them: each represented by its most similar image, by similarity then product_id. The k-NN asks for
+ * 3 × minGroups + 20 images and four times more while that gives too few groups; `exhausted` when it
+ * found every image there is (or reached MAX_K).
+ */
+async function nearestGroups(
+  vectors: VectorIndex,
+  query: RankQuery,
+  minGroups: number,
+): Promise<{ groups: VectorHit[]; exhausted: boolean }> {
+  let k = Math.min(MAX_K, minGroups * 3 + 20);
+  for (;;) {
+    const lists = await Promise.all(
+      query.vectors.map((vector) =>
+        vectors.search({
+          feedId: query.feedId,
+          vector,
+          k,
+          ...(query.filter && Object.keys(query.filter).length > 0 ? { filter: query.filter } : {}),
+          ...(query.excludeItemGroupIds ? { excludeItemGroupIds: query.excludeItemGroupIds } : {}),
+        }),
+      ),
+    );
+    const best = new Map<string, VectorHit>();
+    for (const hit of lists.flat()) {
+      const current = best.get(hit.itemGroupId);
+      if (
+        !current ||
+        hit.similarity > current.similarity ||
+        (hit.similarity === current.similarity && hit.productId < current.productId)
+      ) {
+        best.set(hit.itemGroupId, hit);
+      }
+    }
+    const exhausted = lists.every((hits) => hits.length < k) || k >= MAX_K;
+    if (best.size >= minGroups || exhausted) {
+      const groups = [...best.values()].sort(
+        (a, b) =>
+          b.similarity - a.similarity || (a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0),
+      );
+      return { groups, exhausted };
+    }
+    k = Math.min(MAX_K, k * 4);
+  }
 }
 
 /** Whether a query gets a keypoint shortlist: a word index, `wordTopN` > 0, query features, no filter. */

@@ -585,6 +585,46 @@ describe('searchByImage with the keypoint shortlist', () => {
     };
   }
 
+  it('pages the same list at every page size when a word hit ranks below its k-NN place', async () => {
+    // Prepare: ten groups at cosine 0.95, 0.90, … to the photo; p5's other image (cosine 0.40) is the one
+    // whose words match, so p5 ranks last, by that image, while the k-NN places it sixth. A window cut
+    // at p5's k-NN place used to leave p6 out of the page that should show it.
+    const w = await rankedCatalogue({ count: 10, top: 0.95 });
+    await w.index.upsert([
+      {
+        id: vectorDocumentId('s', 'p5', 1),
+        feedId: 's',
+        productId: 'p5',
+        itemGroupId: 'p5',
+        vector: near('query photo', 0.4, 'p5 back'),
+        fields: {},
+      },
+    ]);
+    const words: VisualWordIndex = {
+      ...wordIndex().index,
+      search: async () => [
+        { id: vectorDocumentId('s', 'p5', 1), productId: 'p5', itemGroupId: 'p5', score: 9 },
+      ],
+    };
+    const search = (offset: number, limit: number) =>
+      searchByImage(withWords(w, words, 3, 2), {
+        feedId: 's',
+        image: Buffer.from('query photo'),
+        limit,
+        offset,
+      });
+    // Act
+    const full = (await search(0, 10)).map((h) => h.product.product_id);
+    // Assess
+    expect(full).toEqual(['p0', 'p1', 'p2', 'p3', 'p4', 'p6', 'p7', 'p8', 'p9', 'p5']);
+    for (const size of [1, 2, 3, 4]) {
+      const paged: string[] = [];
+      for (let offset = 0; offset < full.length; offset += size)
+        paged.push(...(await search(offset, size)).map((h) => h.product.product_id));
+      expect(paged, `pages of ${size}`).toEqual(full);
+    }
+  });
+
   it('finds a product the global top N misses, and keeps unverified word hits in global order', async () => {
     // Prepare
     const w = await catalogue();
