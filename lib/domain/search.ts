@@ -20,6 +20,7 @@ import {
   DEFAULT_COSINE_SCALE,
   fusedScore,
   MIN_VERIFIED_INLIERS,
+  ranksAboveUnseen,
   rerankCandidates,
 } from '#lib/vision/local-features/fusion.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
@@ -210,14 +211,10 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   const inliers = [...firstInliers, ...regionInliers];
   // The window counts only the groups no shortlist added: the added ones are candidates whatever the
   // window, so counting them let a smaller window leave out a group that a larger one ranked above one
-  // of them (paging by 3 repeated a product and never showed another). With too few such groups found,
-  // the k-NN is asked for more.
+  // of them (paging by 3 repeated a product and never showed another).
   const addedGroups = new Set(added.map((hit) => hit.itemGroupId));
   const notAdded = (groups: VectorHit[]) => groups.filter((hit) => !addedGroups.has(hit.itemGroupId));
-  let others = notAdded(nearest.groups);
-  if (others.length < window && !nearest.exhausted)
-    others = notAdded((await nearestGroups(vectors, query, window + addedGroups.size)).groups);
-  const hits = [...others.slice(0, window), ...added];
+  const others = notAdded(nearest.groups);
   // Regional evidence for the verified candidates only: they are the same groups whatever the page, so
   // the order stays one list that every page is a slice of (the rest keep their whole-image order).
   const regional = confident
@@ -231,13 +228,28 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
       Math.max(inliers[i] ?? 0, looked?.inliers.get(hit.itemGroupId) ?? 0),
     ]),
   );
-  const candidates = hits.map((hit) => ({
-    hit,
-    globalScore: Math.max(hit.similarity, regionalOf.get(hit.itemGroupId) ?? Number.NEGATIVE_INFINITY),
-    inliers: inliersOf.get(hit.itemGroupId) ?? 0,
-  }));
+  const candidatesOf = (nearestOthers: VectorHit[]) =>
+    [...nearestOthers.slice(0, window), ...added].map((hit) => ({
+      hit,
+      globalScore: Math.max(hit.similarity, regionalOf.get(hit.itemGroupId) ?? Number.NEGATIVE_INFINITY),
+      inliers: inliersOf.get(hit.itemGroupId) ?? 0,
+    }));
   const minScore = query.minScore ?? 0;
   const scale = deps.cosineScale ?? {};
+  let candidates = candidatesOf(others);
+  // Fewer than `window` other groups found (the added ones took the k-NN's places): the page is complete
+  // when enough candidates rank above any group the k-NN did not return (all under its last similarity);
+  // otherwise it is asked for more. Decided by scores only, so a request always gives the same page.
+  if (others.length < window && !nearest.exhausted) {
+    const sure = candidates.filter(
+      (c) => fusedScore(c, scale) >= minScore && ranksAboveUnseen(c, nearest.floor, scale),
+    ).length;
+    const unseenMayShow = fusedScore({ globalScore: nearest.floor, inliers: 0 }, scale) >= minScore;
+    if (sure < query.offset + query.limit && unseenMayShow)
+      candidates = candidatesOf(
+        notAdded((await nearestGroups(vectors, query, window + added.length)).groups),
+      );
+  }
   // Verified groups lead and cap the scores below them: one under the cut-off on its own evidence is
   // dropped first, or it would pull every better-scoring unverified group under the cut-off with it.
   const ranked = rerankCandidates(
@@ -270,14 +282,15 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
 /**
  * The feed's item groups nearest to the query's vectors, at least `minGroups` of them when the feed has
  * them: each represented by its most similar image, by similarity then product_id. The k-NN asks for
- * 3 × minGroups + 20 images and four times more while that gives too few groups; `exhausted` when it
- * found every image there is (or reached MAX_K).
+ * 3 × minGroups + 20 images and four times more while that gives too few groups; `exhausted` when no
+ * group can be missing (a list came back shorter than asked, or MAX_K was reached); `floor`: no group it
+ * did not return has an image more similar than that.
  */
 async function nearestGroups(
   vectors: VectorIndex,
   query: RankQuery,
   minGroups: number,
-): Promise<{ groups: VectorHit[]; exhausted: boolean }> {
+): Promise<{ groups: VectorHit[]; exhausted: boolean; floor: number }> {
   let k = Math.min(MAX_K, minGroups * 3 + 20);
   for (;;) {
     const lists = await Promise.all(
@@ -302,13 +315,18 @@ async function nearestGroups(
         best.set(hit.itemGroupId, hit);
       }
     }
-    const exhausted = lists.every((hits) => hits.length < k) || k >= MAX_K;
+    // One list shorter than k holds every image its query can see: no group is left out then.
+    const exhausted = lists.some((hits) => hits.length < k) || k >= MAX_K;
     if (best.size >= minGroups || exhausted) {
       const groups = [...best.values()].sort(
         (a, b) =>
           b.similarity - a.similarity || (a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0),
       );
-      return { groups, exhausted };
+      // A group not returned has no image above any list's last similarity.
+      const floor = Math.max(
+        ...lists.map((hits) => hits[hits.length - 1]?.similarity ?? Number.NEGATIVE_INFINITY),
+      );
+      return { groups, exhausted, floor };
     }
     k = Math.min(MAX_K, k * 4);
   }

@@ -89,28 +89,45 @@ export function fusedScore(input: FusionInput, options: FusionOptions = {}): num
   return 1 - (1 - geometric) * (1 - o.globalWeight * global);
 }
 
+/** What orders an unverified candidate: its calibrated score, counting only inliers above chance. */
+function orderScoreOf(candidate: FusionInput, options: FusionOptions): number {
+  const chanceInliers = options.chanceInliers ?? DEFAULTS.chanceInliers;
+  return candidate.inliers > chanceInliers
+    ? fusedScore(candidate, options)
+    : fusedScore({ globalScore: candidate.globalScore, inliers: 0 }, options);
+}
+
+/**
+ * Whether rerankCandidates puts `candidate` before every candidate it was not given that has no
+ * inliers and a global score at most `floor` (a group a k-NN cut at that similarity did not return,
+ * which would be listed after the given ones): verified, or ordered strictly higher.
+ */
+export function ranksAboveUnseen(
+  candidate: FusionInput,
+  floor: number,
+  options: FusionOptions = {},
+): boolean {
+  if (candidate.inliers >= (options.minInliers ?? DEFAULTS.minInliers)) return true;
+  const own = orderScoreOf(candidate, options);
+  const unseen = fusedScore({ globalScore: floor, inliers: 0 }, options);
+  return own > unseen || (own === unseen && candidate.globalScore > floor);
+}
+
 /** Re-orders a shortlist by verification and calibrated score and attaches the calibrated score. */
 export function rerankCandidates<T extends FusionInput>(
   candidates: readonly T[],
   options: FusionOptions = {},
 ): Fused<T>[] {
   const minInliers = options.minInliers ?? DEFAULTS.minInliers;
-  const chanceInliers = options.chanceInliers ?? DEFAULTS.chanceInliers;
   const ordered = candidates
-    .map((candidate, index) => {
-      const raw = fusedScore(candidate, options);
-      return {
-        candidate,
-        index,
-        verified: candidate.inliers >= minInliers,
-        raw,
-        // What orders the unverified ones: the same score, without the inliers chance can give.
-        orderScore:
-          candidate.inliers > chanceInliers
-            ? raw
-            : fusedScore({ globalScore: candidate.globalScore, inliers: 0 }, options),
-      };
-    })
+    .map((candidate, index) => ({
+      candidate,
+      index,
+      verified: candidate.inliers >= minInliers,
+      raw: fusedScore(candidate, options),
+      // What orders the unverified ones: the same score, without the inliers chance can give.
+      orderScore: orderScoreOf(candidate, options),
+    }))
     .sort(
       (a, b) =>
         Number(b.verified) - Number(a.verified) ||

@@ -625,6 +625,73 @@ describe('searchByImage with the keypoint shortlist', () => {
     }
   });
 
+  it('asks the k-NN for more groups when the shortlist took its places, and still pages one list', async () => {
+    // Prepare: 60 groups at falling cosine; the words match the other image (cosine ≈ 0.1) of p0…p49, so
+    // those groups rank last but p0…p2 (the verified global top), while their k-NN places are the first:
+    // the 32 images a page at offset 3 asks for hold no other group past p2.
+    const w = await rankedCatalogue({ count: 60, top: 0.99 });
+    w.index.docs.clear();
+    const ids = Array.from({ length: 60 }, (_, i) => `p${i}`);
+    await w.index.upsert(
+      ids.flatMap((id, i) => [
+        {
+          id: vectorDocumentId('s', id, 0),
+          feedId: 's',
+          productId: id,
+          itemGroupId: id,
+          vector: near('query photo', 0.99 - i * 0.01, id),
+          fields: {},
+        },
+        {
+          id: vectorDocumentId('s', id, 1),
+          feedId: 's',
+          productId: id,
+          itemGroupId: id,
+          vector: near('query photo', 0.1 - i * 0.001, `${id} back`),
+          fields: {},
+        },
+      ]),
+    );
+    const searched: number[] = [];
+    const search = w.index.search.bind(w.index);
+    w.index.search = async (query) => {
+      searched.push(query.k);
+      return search(query);
+    };
+    const words: VisualWordIndex = {
+      ...wordIndex().index,
+      search: async () =>
+        ids.slice(0, 50).map((id, i) => ({
+          id: vectorDocumentId('s', id, 1),
+          productId: id,
+          itemGroupId: id,
+          score: 99 - i,
+        })),
+    };
+    const page = async (offset: number, limit: number) =>
+      (
+        await searchByImage(withWords(w, words, 3, 50), {
+          feedId: 's',
+          image: Buffer.from('query photo'),
+          limit,
+          offset,
+        })
+      ).map((h) => h.product.product_id);
+    // Act
+    const full = await page(0, 60);
+    searched.length = 0;
+    const fourth = await page(3, 1);
+    // Assess: p0…p2, then p50… by cosine, then the word hits by their other image
+    expect(full).toEqual([...ids.slice(0, 3), ...ids.slice(50), ...ids.slice(3, 50)]);
+    expect(fourth).toEqual(['p50']);
+    expect(searched, 'a second k-NN round').toHaveLength(2);
+    for (const size of [1, 4, 7]) {
+      const paged: string[] = [];
+      for (let offset = 0; offset < 60; offset += size) paged.push(...(await page(offset, size)));
+      expect(paged, `pages of ${size}`).toEqual(full);
+    }
+  });
+
   it('finds a product the global top N misses, and keeps unverified word hits in global order', async () => {
     // Prepare
     const w = await catalogue();
