@@ -1,24 +1,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Logger } from '#lib/log.ts';
 import { startHttpServer } from '#lib/local/server.ts';
-
-/** A logger that keeps what it is told, by level. */
-function recordingLogger(lines: { level: string; message: string }[]): Logger {
-  const at =
-    (level: string) =>
-    (message: string): void => {
-      lines.push({ level, message });
-    };
-  const logger: Logger = {
-    debug: at('debug'),
-    info: at('info'),
-    warn: at('warn'),
-    error: at('error'),
-    child: () => logger,
-  };
-  return logger;
-}
+import { recordingLogger } from '#test/support/recording-logger.ts';
 
 const lines: { level: string; message: string }[] = [];
 let url: URL;

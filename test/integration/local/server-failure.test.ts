@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { Logger } from '#lib/log.ts';
+import { recordingLogger } from '#test/support/recording-logger.ts';
 
 // Fault injection: every request matches a route whose handler module does not exist, so the server
 // fails after it has read the whole body.
@@ -21,18 +21,7 @@ vi.mock('#lib/http/routes.ts', () => ({
 }));
 
 const lines: { level: string; message: string }[] = [];
-const at =
-  (level: string) =>
-  (message: string): void => {
-    lines.push({ level, message });
-  };
-const logger: Logger = {
-  debug: at('debug'),
-  info: at('info'),
-  warn: at('warn'),
-  error: at('error'),
-  child: () => logger,
-};
+const logger = recordingLogger(lines);
 
 let url: string;
 let close: () => Promise<void>;
