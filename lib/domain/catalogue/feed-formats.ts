@@ -226,6 +226,8 @@ function csvDelimiter(headerLine: string): string {
 async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
   let row = 0;
   let started = false;
+  /** The array's `]` was read: only whitespace may follow. */
+  let closed = false;
   /** Bracket depth inside the current element (0: between elements, or inside a scalar element). */
   let depth = 0;
   let inString = false;
@@ -240,6 +242,13 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
   };
   for await (const text of decode(source)) {
     for (const ch of text) {
+      if (closed) {
+        // More after the array (a second array, a stray product): the file is not the one array it
+        // should be, so it is not read as complete (a full import would remove what follows).
+        if (/\s|\uFEFF/.test(ch)) continue;
+        yield { row: row + 1, error: 'Content follows the JSON array\'s closing "]".', fatal: true };
+        return;
+      }
       if (!started) {
         if (ch === '[') started = true;
         else if (!/\s|\uFEFF/.test(ch)) {
@@ -250,7 +259,10 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
       }
       if (element === undefined) {
         // Between elements.
-        if (ch === ']') return;
+        if (ch === ']') {
+          closed = true;
+          continue;
+        }
         if (/[\s,]/.test(ch)) continue;
         element = '';
       }
@@ -272,7 +284,7 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
         // The end of a scalar element (a number, true, false, null).
         yield finish(element);
         element = undefined;
-        if (ch === ']') return;
+        if (ch === ']') closed = true;
         continue;
       }
       element += ch;
@@ -287,7 +299,7 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
       }
     }
   }
-  if (!started) return;
+  if (!started || closed) return;
   yield {
     row: row + 1,
     error:

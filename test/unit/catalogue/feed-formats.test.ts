@@ -188,8 +188,19 @@ describe('readFeed against hostile files (a fuzzing review)', () => {
       expect(records[2], cut).toMatchObject({ row: 3, fatal: true });
       expect(records, cut).toHaveLength(3);
     }
-    // A complete array is read to its end without one.
-    expect((await read('[{"id":"p1"}]', 'json')).some((record) => 'fatal' in record)).toBe(false);
+    // A complete array is read to its end without one, trailing whitespace included.
+    expect((await read('[{"id":"p1"}]\n \n', 'json')).some((record) => 'fatal' in record)).toBe(false);
+  });
+
+  it('ends a JSON file with more after its array (a second array, a stray object) with a fatal error', async () => {
+    for (const text of ['[{"id":"p1"}]\n[{"id":"p2"}]', '[{"id":"p1"}] {"id":"p2"}', '[1]x']) {
+      const records = await read(text, 'json', 2);
+      expect(records.at(-1), text).toMatchObject({ fatal: true });
+      expect(
+        records.filter((record) => 'fields' in record && record.fields['id']?.[0] === 'p2'),
+        text,
+      ).toEqual([]);
+    }
   });
 
   it('reads each CSV/TSV line as its own row whatever its line ending, mixed in one file', async () => {
