@@ -7,6 +7,16 @@ import { ImportDeferred } from '#lib/ingest/run-import.ts';
 const DEFERRED_RETRY_MS = 2000;
 
 /**
+ * A job whose run failed (crashed) is dispatched again after CRASH_RETRY_MS, up to CRASH_RUNS runs in all,
+ * as SQS redelivers a failed trigger to the worker in AWS (maxReceiveCount 3): a transient failure is
+ * retried, and an import failing part way the third time in a row ends `failed` (the runner counts),
+ * instead of staying `running`, with the feed's next imports queued behind it, until something else
+ * dispatched the feed.
+ */
+const CRASH_RETRY_MS = 5000;
+const CRASH_RUNS = 3;
+
+/**
  * Local mode: runs imports in this process, in the background, one at a time (runTriggeredImport runs a
  * feed's imports in creation order whatever the order of the triggers). `stop()` pauses the running
  * import at its next checkpoint and leaves queued ones queued; the next start resumes both.
@@ -20,6 +30,8 @@ export class InProcessImportDispatcher implements ImportDispatcher {
    * cancelled by stop()); idle() waits for them.
    */
   private readonly retries = new Map<NodeJS.Timeout, { waited: Promise<void>; done: () => void }>();
+  /** Consecutive failed runs of a job, by feed and job id. */
+  private readonly crashes = new Map<string, number>();
 
   constructor(
     private readonly run: (
@@ -39,6 +51,7 @@ export class InProcessImportDispatcher implements ImportDispatcher {
       )
       .then(
         (record) => {
+          this.crashes.delete(`${feedId}\n${importId}`);
           if (importId === FEED_DELETION_JOB) this.logger.info('feed deletion finished', { feedId });
           else if (record)
             this.logger.info('import finished', {
@@ -57,13 +70,22 @@ export class InProcessImportDispatcher implements ImportDispatcher {
           else if (error instanceof ImportDeferred) {
             // The feed's lease is held (its deletion runs, which then drops the import): try again soon.
             this.logger.info('import deferred: feed busy', { feedId, importId });
-            this.retryLater(feedId, importId);
-          } else
+            this.retryLater(feedId, importId, DEFERRED_RETRY_MS);
+          } else {
+            const key = `${feedId}\n${importId}`;
+            const runs = (this.crashes.get(key) ?? 0) + 1;
+            const again = runs < CRASH_RUNS;
+            if (again) this.crashes.set(key, runs);
+            else this.crashes.delete(key);
             this.logger.error('import crashed', {
               feedId,
               importId,
               error: error instanceof Error ? error.message : String(error),
+              run: runs,
+              ...(again ? { retryInMs: CRASH_RETRY_MS } : { givenUp: true }),
             });
+            if (again) this.retryLater(feedId, importId, CRASH_RETRY_MS);
+          }
         },
       )
       .finally(() => {
@@ -71,14 +93,14 @@ export class InProcessImportDispatcher implements ImportDispatcher {
       });
   }
 
-  private retryLater(feedId: string, importId: string): void {
+  private retryLater(feedId: string, importId: string, delayMs: number): void {
     let done!: () => void;
     const waited = new Promise<void>((resolve) => (done = resolve));
     const timer = setTimeout(() => {
       this.retries.delete(timer);
       // dispatch() counts the import as pending before it returns, so idle() keeps waiting.
       void this.dispatch(feedId, importId).finally(done);
-    }, DEFERRED_RETRY_MS);
+    }, delayMs);
     timer.unref();
     this.retries.set(timer, { waited, done });
   }

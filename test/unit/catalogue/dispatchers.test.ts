@@ -47,4 +47,33 @@ describe('InProcessImportDispatcher', () => {
 
     expect(runs).toEqual(['imp_2']);
   });
+
+  it('runs a crashed job again after a pause, three runs in all, as SQS redelivers a failed trigger', async () => {
+    vi.useFakeTimers();
+    const runs: string[] = [];
+    let failures = 5;
+    const dispatcher = new InProcessImportDispatcher(async (feedId, importId) => {
+      runs.push(importId);
+      if (failures > 0) {
+        failures -= 1;
+        throw new Error('store down');
+      }
+      return { feedId, importId, status: 'succeeded', processed: 0 } as ImportRecord;
+    }, createLogger('silent'));
+
+    // A job that keeps failing: three runs, then it is left alone.
+    await dispatcher.dispatch('f', 'imp_3');
+    const idled = dispatcher.idle();
+    await vi.advanceTimersByTimeAsync(4000);
+    expect(runs).toEqual(['imp_3']);
+    await vi.advanceTimersByTimeAsync(20_000);
+    await idled;
+    expect(runs).toEqual(['imp_3', 'imp_3', 'imp_3']);
+    // A job whose second run succeeds: two runs; the count starts afresh after a success.
+    failures = 1;
+    await dispatcher.dispatch('f', 'imp_4');
+    await vi.advanceTimersByTimeAsync(20_000);
+    await dispatcher.idle();
+    expect(runs.slice(3)).toEqual(['imp_4', 'imp_4']);
+  });
 });
