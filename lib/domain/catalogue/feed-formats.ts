@@ -232,13 +232,25 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
   let depth = 0;
   let inString = false;
   let escaped = false;
-  /** The current element's text; undefined between elements. */
+  /** The current element's text (kept up to MAX_ELEMENT_CHARS); undefined between elements. */
   let element: string | undefined;
-  const finish = (text: string): RawRecord => {
+  /** What the element is, from its first character: a string ends at its closing quote. */
+  let kind: 'object' | 'string' | 'other' = 'other';
+  let oversize = false;
+  const append = (ch: string) => {
+    if (oversize) return;
+    element += ch;
+    if (element!.length > MAX_ELEMENT_CHARS) {
+      oversize = true;
+      element = '';
+    }
+  };
+  const finish = (): RawRecord => {
     row += 1;
-    return text.trimStart().startsWith('{')
-      ? parseJsonObject(row, text)
-      : { row, error: 'Expected a product object.' };
+    const text = element!;
+    element = undefined;
+    if (oversize) return { row, error: `The element is longer than ${MAX_ELEMENT_CHARS} characters.` };
+    return kind === 'object' ? parseJsonObject(row, text) : { row, error: 'Expected a product object.' };
   };
   for await (const text of decode(source)) {
     for (const ch of text) {
@@ -265,37 +277,32 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
         }
         if (/[\s,]/.test(ch)) continue;
         element = '';
+        oversize = false;
+        kind = ch === '{' ? 'object' : ch === '"' ? 'string' : 'other';
       }
       if (inString) {
-        element += ch;
+        append(ch);
         if (escaped) escaped = false;
         else if (ch === '\\') escaped = true;
         else if (ch === '"') {
           inString = false;
           // A string element ends with its closing quote.
-          if (depth === 0 && element.trimStart().startsWith('"')) {
-            yield finish(element);
-            element = undefined;
-          }
+          if (depth === 0 && kind === 'string') yield finish();
         }
         continue;
       }
       if (depth === 0 && (ch === ',' || ch === ']')) {
         // The end of a scalar element (a number, true, false, null).
-        yield finish(element);
-        element = undefined;
+        yield finish();
         if (ch === ']') closed = true;
         continue;
       }
-      element += ch;
+      append(ch);
       if (ch === '"') inString = true;
       else if (ch === '{' || ch === '[') depth += 1;
       else if (ch === '}' || ch === ']') {
         depth -= 1;
-        if (depth === 0) {
-          yield finish(element);
-          element = undefined;
-        }
+        if (depth === 0) yield finish();
       }
     }
   }
@@ -303,7 +310,7 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
   yield {
     row: row + 1,
     error:
-      element !== undefined && element.trim() !== ''
+      element !== undefined && (oversize || element.trim() !== '')
         ? 'The JSON array ends in the middle of a product.'
         : 'The JSON array is not closed (no "]"): the file may be cut short.',
     fatal: true,
@@ -316,22 +323,43 @@ async function* readJsonLines(source: ByteSource): AsyncGenerator<RawRecord> {
   // The pieces of the line being read: each chunk is searched for line ends once, so a long line costs
   // its length, not its length times its chunks.
   let pieces: string[] = [];
+  let length = 0;
+  const keep = (piece: string) => {
+    // Past MAX_ELEMENT_CHARS the line is only counted: it becomes one row's error.
+    length += piece.length;
+    if (length <= MAX_ELEMENT_CHARS) pieces.push(piece);
+    else pieces = [];
+  };
+  const line = (): RawRecord | undefined => {
+    const text = pieces.join('');
+    const over = length > MAX_ELEMENT_CHARS;
+    pieces = [];
+    length = 0;
+    if (!over && text.trim() === '') return undefined;
+    row += 1;
+    return over
+      ? { row, error: `The line is longer than ${MAX_ELEMENT_CHARS} characters.` }
+      : parseJsonObject(row, text);
+  };
   for await (const text of decode(source)) {
     let start = 0;
     for (let end = text.indexOf('\n'); end >= 0; end = text.indexOf('\n', start)) {
-      pieces.push(text.slice(start, end));
-      const line = pieces.join('');
-      pieces = [];
+      keep(text.slice(start, end));
       start = end + 1;
-      if (line.trim() === '') continue;
-      row += 1;
-      yield parseJsonObject(row, line);
+      const record = line();
+      if (record) yield record;
     }
-    if (start < text.length) pieces.push(text.slice(start));
+    if (start < text.length) keep(text.slice(start));
   }
-  const last = pieces.join('');
-  if (last.trim() !== '') yield parseJsonObject(row + 1, last);
+  const record = line();
+  if (record) yield record;
 }
+
+/**
+ * Longest JSON element or line read (a product must stay under 128 KB once normalised, so this is
+ * generous): a longer one is one row's error, without being held in memory.
+ */
+const MAX_ELEMENT_CHARS = 1 << 20;
 
 /** Deepest nesting of a product's JSON values that is read (shipping.price is 2). */
 const MAX_JSON_DEPTH = 16;

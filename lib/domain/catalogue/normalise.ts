@@ -81,11 +81,12 @@ export function parsePrice(
     if (!Number.isSafeInteger(value)) throw new RowError(`${field} ${value} is out of range.`);
     return { cents: value, currency: fallbackCurrency };
   }
-  // Bounded before the pattern, whose optional spaces backtrack in cubic time on a long value (a 6 KB
-  // price held the whole local server for 24 s).
-  if (value.length > MAX_PRICE_TEXT)
+  // Trimmed and bounded before the pattern, whose optional spaces backtrack in cubic time on a long
+  // value (a 6 KB price held the whole local server for 24 s); padding around a price is not its length.
+  const text = value.trim();
+  if (text.length > MAX_PRICE_TEXT)
     throw new RowError(`${field} is longer than ${MAX_PRICE_TEXT} characters.`);
-  const match = /^\s*(?:([A-Za-z]{3})\s*)?([0-9][0-9.,\s]*?)\s*(?:([A-Za-z]{3}))?\s*$/.exec(value);
+  const match = /^(?:([A-Za-z]{3})\s*)?([0-9][0-9.,\s]*?)\s*(?:([A-Za-z]{3}))?$/.exec(text);
   if (!match || (match[1] && match[3]))
     throw new RowError(`${field} ${quote(value)} is not a price like "12.99 USD".`);
   const currency = (match[1] ?? match[3] ?? fallbackCurrency).toUpperCase();

@@ -218,6 +218,28 @@ describe('readFeed against hostile files (a fuzzing review)', () => {
     }
   });
 
+  it('makes an element or line over a megabyte one row error, without holding it, and reads on', async () => {
+    const huge = 'x'.repeat(1_100_000);
+    const json = await read(`[{"id":"p1","d":"${huge}"}, "${huge}", {"id":"p2"}]`, 'json', 65_536);
+    expect(fieldsOf(json)).toEqual([
+      { row: 1, error: expect.stringMatching(/longer than 1048576 characters/) },
+      { row: 2, error: expect.stringMatching(/longer than 1048576 characters/) },
+      { id: ['p2'] },
+    ]);
+    const jsonl = await read(`{"id":"p1","d":"${huge}"}\n{"id":"p2"}\n`, 'jsonl', 65_536);
+    expect(fieldsOf(jsonl)).toEqual([
+      { row: 1, error: expect.stringMatching(/longer than 1048576 characters/) },
+      { id: ['p2'] },
+    ]);
+  });
+
+  it('reads an element of many strings (not an object) as one row error, and the product after it', async () => {
+    // (Once, every closing quote in such an element re-copied it: 300 KB of "" took 7.8 s.)
+    const hostile = `[x${'""'.repeat(150_000)}, {"id":"p1"}]`;
+    const records = await read(hostile, 'json', 65_536);
+    expect(fieldsOf(records)).toEqual([{ row: 1, error: 'Expected a product object.' }, { id: ['p1'] }]);
+  });
+
   it('reads a JSON Lines line longer than many chunks whole', async () => {
     const long = 'x'.repeat(100_000);
     const records = await read(`{"id":"p1","description":"${long}"}\n{"id":"p2"}\n`, 'jsonl', 1000);

@@ -29,6 +29,11 @@ describe('parsePrice', () => {
   it('refuses an over-long price before matching it (the pattern backtracks on long runs of spaces)', () => {
     // Matched, this one took seconds (6,000 spaces); refused by its length, it never reaches the pattern.
     expect(() => parsePrice(`1${' '.repeat(6000)}x`, 'USD', 'price')).toThrow(/longer than 64 characters/);
+    // Padding is not length: a padded price still parses.
+    expect(parsePrice(`${' '.repeat(100)}12.99 USD${' '.repeat(100)}`, 'EUR', 'price')).toEqual({
+      cents: 1299,
+      currency: 'USD',
+    });
     expect(parsePrice('USD 1,234,567,890.00', 'EUR', 'price')).toEqual({
       cents: 123456789000,
       currency: 'USD',
