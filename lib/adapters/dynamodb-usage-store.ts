@@ -79,7 +79,9 @@ export class DynamoDbUsageStore implements UsageStore {
         retryAfterSeconds: 0,
       };
     } catch (error) {
-      if (isConditionalCheckFailed(error)) return refuse(capacity);
+      // Refused by the count: read it (this window may hold more than the capacity after the limit was
+      // lowered mid-hour), so that Retry-After and Reset are right.
+      if (isConditionalCheckFailed(error)) return refuse(await this.windowCount(pk, position.start));
       throw error;
     }
   }

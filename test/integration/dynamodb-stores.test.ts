@@ -160,6 +160,22 @@ describe('DynamoDbUsageStore', () => {
     expect(refused.resetSeconds).toBeGreaterThanOrEqual(refused.retryAfterSeconds);
   });
 
+  it('counts this window when a lowered limit refuses by the count', async () => {
+    // 500 admitted this hour under 1000, then the limit drops to 100 (the previous hour was idle, so the
+    // capacity stays above 0 and the write is what refuses).
+    const at = new Date('2026-11-22T17:10:00Z');
+    for (let i = 0; i < 500; i++) await usage.consume('lowered-count', 1000, at);
+
+    const refused = await usage.consume('lowered-count', 100, at);
+
+    expect(refused.allowed).toBe(false);
+    // This hour's 500 must decay under 99 in the next hour: 50 min, then 3600 · (1 − 99/500) s.
+    expect(refused.retryAfterSeconds).toBe(50 * 60 + Math.ceil(3600 * (1 - 99 / 500)));
+    expect(refused.resetSeconds).toBeGreaterThanOrEqual(refused.retryAfterSeconds);
+    const retry = new Date(at.getTime() + refused.retryAfterSeconds * 1000);
+    expect((await usage.consume('lowered-count', 100, retry)).allowed).toBe(true);
+  });
+
   it("deletes a feed's usage rows and no other feed's", async () => {
     const at = new Date('2026-11-20T01:00:00Z');
     for (const feedId of ['gone', 'kept', 'gone'])
