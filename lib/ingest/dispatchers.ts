@@ -62,6 +62,9 @@ export class InProcessImportDispatcher implements ImportDispatcher {
             });
         },
         (error: unknown) => {
+          const key = `${feedId}\n${importId}`;
+          // Only failures in a row count: a pause or a deferral ends the run of them.
+          if (error instanceof ImportDeferred || this.stopping.signal.aborted) this.crashes.delete(key);
           if (this.stopping.signal.aborted)
             this.logger.info(importId === FEED_DELETION_JOB ? 'feed deletion paused' : 'import paused', {
               feedId,
@@ -72,12 +75,11 @@ export class InProcessImportDispatcher implements ImportDispatcher {
             this.logger.info('import deferred: feed busy', { feedId, importId });
             this.retryLater(feedId, importId, DEFERRED_RETRY_MS);
           } else {
-            const key = `${feedId}\n${importId}`;
             const runs = (this.crashes.get(key) ?? 0) + 1;
             const again = runs < CRASH_RUNS;
             if (again) this.crashes.set(key, runs);
             else this.crashes.delete(key);
-            this.logger.error('import crashed', {
+            this.logger.error(importId === FEED_DELETION_JOB ? 'feed deletion crashed' : 'import crashed', {
               feedId,
               importId,
               error: error instanceof Error ? error.message : String(error),

@@ -75,5 +75,15 @@ describe('InProcessImportDispatcher', () => {
     await vi.advanceTimersByTimeAsync(20_000);
     await dispatcher.idle();
     expect(runs.slice(3)).toEqual(['imp_4', 'imp_4']);
+    // Something thrown that is not an Error counts the same: three runs, not a loop.
+    const thrown: string[] = [];
+    const odd = new InProcessImportDispatcher(async (_feedId, importId) => {
+      thrown.push(importId);
+      throw 'not an error';
+    }, createLogger('silent'));
+    await odd.dispatch('f', 'imp_5');
+    await vi.advanceTimersByTimeAsync(60_000);
+    await odd.idle();
+    expect(thrown).toEqual(['imp_5', 'imp_5', 'imp_5']);
   });
 });
