@@ -230,6 +230,14 @@ export class ApiStack extends Stack {
       defaultMethodOptions: { authorizationType: apigateway.AuthorizationType.IAM },
     });
     addErrorResponses(this.adminApi, 'admin');
+    // The admin API's 5xx: imports that cannot start, feeds that cannot be deleted (an operator or the
+    // dashboard sees each one, so a few already matter).
+    stateful.alarms.alarm(this, 'admin-api-5xx', {
+      alarmDescription: 'The admin API answered 5xx more than 3 times in 5 minutes.',
+      metric: this.adminApi.metricServerError({ period: ALARM_PERIOD, statistic: 'Sum' }),
+      threshold: 3,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+    });
 
     // ---- One function per route -------------------------------------------------------------------
     for (const route of routes) {

@@ -442,6 +442,7 @@ describe('alarms', () => {
       [dev.stateful, 'vps-dev-search-storage-low', 'AWS/ES', 'FreeStorageSpace', 20 * 1024 * 0.2],
       [prod.stateful, 'vps-prod-search-storage-low', 'AWS/ES', 'FreeStorageSpace', 100 * 1024 * 0.2],
       [dev.api, 'vps-dev-public-api-5xx', 'AWS/ApiGateway', '5XXError', 10],
+      [dev.api, 'vps-dev-admin-api-5xx', 'AWS/ApiGateway', '5XXError', 3],
     ];
     for (const [template, name, namespace, metric, threshold] of expected) {
       const alarm = alarmNamed(template, name);
@@ -468,6 +469,10 @@ describe('alarms', () => {
     expect(alarmNamed(dev.api, 'vps-dev-public-api-5xx').Dimensions).toContainEqual({
       Name: 'ApiName',
       Value: 'vps-dev-public',
+    });
+    expect(alarmNamed(dev.api, 'vps-dev-admin-api-5xx').Dimensions).toContainEqual({
+      Name: 'ApiName',
+      Value: 'vps-dev-admin',
     });
     expect(alarmNamed(dev.stateful, 'vps-dev-search-storage-low').ComparisonOperator).toBe(
       'LessThanOrEqualToThreshold',
