@@ -1,7 +1,7 @@
 /**
  * Operational alarms and the topic they notify. What needs an operator: imports or feed deletions the
  * worker gave up on (they wait in the dead-letter queue, the feed hidden for a deletion), a search
- * domain that is red, blocks writes or runs out of disk, and the public API answering 5xx.
+ * domain that is red, blocks writes or runs out of disk, and the public or admin API answering 5xx.
  */
 import { Duration, type RemovalPolicy, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
