@@ -232,18 +232,19 @@ async function importInto(
       renewLease,
     );
     if (current().mode === 'full') {
-      if (outcome.readToEnd && outcome.valid > 0) {
+      if (outcome.readToEnd && outcome.valid > 0 && outcome.unreadableRow === undefined) {
         await removeUnseen(deps, current(), save);
       } else {
-        await save({
-          errors: capErrors(current().errors, [
-            {
-              row: null,
-              message:
-                'Products not in this file were kept: the file was not read to its end or listed no valid product.',
-            },
-          ]),
-        });
+        // A row that could not be read at all (broken JSON) may have listed any product: removing the
+        // products the rest does not list could remove the one it held. Said only when some were kept.
+        const unreadable = outcome.unreadableRow !== undefined && outcome.readToEnd && outcome.valid > 0;
+        const message = unreadable
+          ? `Products not in this file were kept: row ${outcome.unreadableRow} could not be read, and it may list one of them.`
+          : 'Products not in this file were kept: the file was not read to its end or listed no valid product.';
+        const kept = unreadable
+          ? (await deps.products.listUnseen(current().feedId, current().importId)).length > 0
+          : true;
+        if (kept) await save({ errors: capErrors(current().errors, [{ row: null, message }]) });
       }
     }
     await flushIndices(deps);
@@ -415,10 +416,12 @@ async function processRows(
   unconfirmed: Set<string>,
   stillLive: () => Promise<boolean>,
   renewLease: () => Promise<void>,
-): Promise<{ readToEnd: boolean; valid: number }> {
+): Promise<{ readToEnd: boolean; valid: number; unreadableRow: number | undefined }> {
   const start = current();
   const baseUrl = start.source.kind === 'url' ? start.source.url : undefined;
   let readToEnd = true;
+  /** The first row the reader could not read at all (broken JSON): it may have listed any product. */
+  let unreadableRow: number | undefined;
   let valid = 0;
   let chunk: RawRecord[] = [];
   let previousIds = new Map<string, number>();
@@ -476,12 +479,14 @@ async function processRows(
     // committed finishes first, so nothing of this run writes after runImport has returned or thrown.
     await committing.catch(() => undefined);
   }
-  return { readToEnd, valid };
+  return { readToEnd, valid, unreadableRow };
 
   async function readAndCommit(): Promise<void> {
     for await (const raw of readFeed(file, format)) {
       const fatal = 'fatal' in raw && raw.fatal === true;
       if (fatal) readToEnd = false;
+      // Rows before a checkpoint are read again on a resumed run: one unreadable there counts too.
+      else if ('error' in raw) unreadableRow ??= raw.row;
       if (raw.row <= start.checkpointRow && !fatal) {
         // Done before an interruption: its product is already stored and marked as seen by this import.
         if ('fields' in raw) valid += 1;

@@ -228,6 +228,11 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
   let started = false;
   /** The array's `]` was read: only whitespace may follow. */
   let closed = false;
+  /**
+   * Between elements, what may come: an element or the end (after `[`), an element (after `,`), or a
+   * separator (after an element). Anything else is not JSON: the file is refused from there on.
+   */
+  let expect = 'first' as 'first' | 'element' | 'separator';
   /** Bracket depth inside the current element (0: between elements, or inside a scalar element). */
   let depth = 0;
   let inString = false;
@@ -249,33 +254,52 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
     row += 1;
     const text = element!;
     element = undefined;
+    expect = 'separator';
     if (oversize) return { row, error: `The element is longer than ${MAX_ELEMENT_CHARS} characters.` };
     return kind === 'object' ? parseJsonObject(row, text) : { row, error: 'Expected a product object.' };
   };
+  const notJson = (what: string): RawRecord => ({
+    row: row + 1,
+    error: `The JSON array is not valid from this element on (${what}).`,
+    fatal: true,
+  });
   for await (const text of decode(source)) {
     for (const ch of text) {
       if (closed) {
         // More after the array (a second array, a stray product): the file is not the one array it
         // should be, so it is not read as complete (a full import would remove what follows).
-        if (/\s|\uFEFF/.test(ch)) continue;
+        if (/[ \t\n\r]/.test(ch)) continue;
         yield { row: row + 1, error: 'Content follows the JSON array\'s closing "]".', fatal: true };
         return;
       }
       if (!started) {
         if (ch === '[') started = true;
-        else if (!/\s|\uFEFF/.test(ch)) {
+        else if (!/[ \t\n\r\uFEFF]/.test(ch)) {
           yield { row: 1, error: 'A JSON feed must be an array of product objects.', fatal: true };
           return;
         }
         continue;
       }
       if (element === undefined) {
-        // Between elements.
-        if (ch === ']') {
+        // Between elements: JSON's whitespace, then what `expect` allows.
+        if (/[ \t\n\r]/.test(ch)) continue;
+        if (expect === 'separator') {
+          if (ch === ',') expect = 'element';
+          else if (ch === ']') closed = true;
+          else {
+            yield notJson('a missing comma');
+            return;
+          }
+          continue;
+        }
+        if (ch === ']' && expect === 'first') {
           closed = true;
           continue;
         }
-        if (/[\s,]/.test(ch)) continue;
+        if (!/[{["\-0-9tfn]/.test(ch)) {
+          yield notJson(ch === ',' || ch === ']' ? 'an extra comma' : `"${ch}" where a value starts`);
+          return;
+        }
         element = '';
         oversize = false;
         kind = ch === '{' ? 'object' : ch === '"' ? 'string' : 'other';
@@ -291,10 +315,11 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
         }
         continue;
       }
-      if (depth === 0 && (ch === ',' || ch === ']')) {
-        // The end of a scalar element (a number, true, false, null).
+      if (depth === 0 && kind === 'other' && /[ \t\n\r,\]]/.test(ch)) {
+        // The end of a scalar element (a number, true, false, null); the separator is read next.
         yield finish();
-        if (ch === ']') closed = true;
+        if (ch === ',') expect = 'element';
+        else if (ch === ']') closed = true;
         continue;
       }
       append(ch);

@@ -192,6 +192,31 @@ describe('readFeed against hostile files (a fuzzing review)', () => {
     expect((await read('[{"id":"p1"}]\n \n', 'json')).some((record) => 'fatal' in record)).toBe(false);
   });
 
+  it('ends a JSON array that stops being JSON (missing, extra or trailing commas, comments) with a fatal error', async () => {
+    for (const text of [
+      '[{"id":"p1"} {"id":"p2"}]',
+      '[{"id":"p1"},,{"id":"p2"}]',
+      '[{"id":"p1"},]',
+      '[{"id":"p1"}, /* c */ {"id":"p2"}]',
+      '[{"id":"p1"}, 1 2]',
+    ]) {
+      const records = await read(text, 'json', 3);
+      expect(records[0], text).toMatchObject({ row: 1, fields: { id: ['p1'] } });
+      expect(records.at(-1), text).toMatchObject({ fatal: true });
+      expect(
+        records.some((record) => 'fields' in record && record.fields['id']?.[0] === 'p2'),
+        text,
+      ).toBe(false);
+    }
+    // Valid JSON with JSON's whitespace anywhere between elements reads whole, an empty array too.
+    expect(fieldsOf(await read('[\n\t{"id":"p1"}\r\n ,\n 1 ,"x"\n]\n', 'json', 2))).toEqual([
+      { id: ['p1'] },
+      { row: 2, error: 'Expected a product object.' },
+      { row: 3, error: 'Expected a product object.' },
+    ]);
+    expect(await read(' [ ] ', 'json')).toEqual([]);
+  });
+
   it('ends a JSON file with more after its array (a second array, a stray object) with a fatal error', async () => {
     for (const text of ['[{"id":"p1"}]\n[{"id":"p2"}]', '[{"id":"p1"}] {"id":"p2"}', '[1]x']) {
       const records = await read(text, 'json', 2);
@@ -235,7 +260,7 @@ describe('readFeed against hostile files (a fuzzing review)', () => {
 
   it('reads an element of many strings (not an object) as one row error, and the product after it', async () => {
     // (Once, every closing quote in such an element re-copied it: 300 KB of "" took 7.8 s.)
-    const hostile = `[x${'""'.repeat(150_000)}, {"id":"p1"}]`;
+    const hostile = `[[${'"",'.repeat(150_000)}""], {"id":"p1"}]`;
     const records = await read(hostile, 'json', 65_536);
     expect(fieldsOf(records)).toEqual([{ row: 1, error: 'Expected a product object.' }, { id: ['p1'] }]);
   });

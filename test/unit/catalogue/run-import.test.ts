@@ -407,6 +407,22 @@ describe('runImport', () => {
     expect(record).toMatchObject({ status: 'failed', message: 'HTTP 404.' });
   });
 
+  it('keeps existing products when a full import has a row it cannot read at all, saying which', async () => {
+    const w = world(filesFor('a', 'b'));
+    await importInline(w, jsonl([product('a'), product('b')]));
+    // b's line is broken JSON: the file may still list b, so nothing is removed.
+    const record = await importInline(w, `${jsonl([product('a')])}\n{"id":"b",\n`);
+    expect(record.removed).toBe(0);
+    expect(await w.products.get(FEED, 'b')).toBeDefined();
+    expect(record.errors).toContainEqual({
+      row: null,
+      message: 'Products not in this file were kept: row 2 could not be read, and it may list one of them.',
+    });
+    // A row that reads but is refused (no title) is not such a row: the product it names goes.
+    const refused = await importInline(w, jsonl([product('a'), { id: 'b' }]));
+    expect(refused.removed).toBe(1);
+  });
+
   it('keeps existing products when a full import lists no valid product', async () => {
     const w = world(filesFor('a'));
     await importInline(w, jsonl([product('a')]));
