@@ -486,7 +486,7 @@ async function processRows(
       const fatal = 'fatal' in raw && raw.fatal === true;
       if (fatal) readToEnd = false;
       // Rows before a checkpoint are read again on a resumed run: one unreadable there counts too.
-      else if ('error' in raw) unreadableRow ??= raw.row;
+      else if ('error' in raw && raw.unreadable) unreadableRow ??= raw.row;
       if (raw.row <= start.checkpointRow && !fatal) {
         // Done before an interruption: its product is already stored and marked as seen by this import.
         if ('fields' in raw) valid += 1;

@@ -17,7 +17,18 @@ export type RawFields = Record<string, (string | number)[]>;
  * A `fatal` error ends the stream: the rest of the file is unreadable (so a full import must not treat
  * the products after it as removed).
  */
-export type RawRecord = { row: number; fields: RawFields } | { row: number; error: string; fatal?: true };
+export type RawRecord =
+  | { row: number; fields: RawFields }
+  | {
+      row: number;
+      error: string;
+      fatal?: true;
+      /**
+       * The row's text could not be read as a value at all (broken JSON, too long, nested too deep), so
+       * it may have listed any product; a row that reads but is not a product (`null`, `1`) is not.
+       */
+      unreadable?: true;
+    };
 
 export type ByteSource = AsyncIterable<Buffer | Uint8Array | string>;
 
@@ -255,8 +266,12 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
     const text = element!;
     element = undefined;
     expect = 'separator';
-    if (oversize) return { row, error: `The element is longer than ${MAX_ELEMENT_CHARS} characters.` };
-    return kind === 'object' ? parseJsonObject(row, text) : { row, error: 'Expected a product object.' };
+    if (oversize)
+      return { row, error: `The element is longer than ${MAX_ELEMENT_CHARS} characters.`, unreadable: true };
+    if (kind === 'object') return parseJsonObject(row, text);
+    return isJson(text)
+      ? { row, error: 'Expected a product object.' }
+      : { row, error: 'Not valid JSON.', unreadable: true };
   };
   const notJson = (what: string): RawRecord => ({
     row: row + 1,
@@ -363,7 +378,7 @@ async function* readJsonLines(source: ByteSource): AsyncGenerator<RawRecord> {
     if (!over && text.trim() === '') return undefined;
     row += 1;
     return over
-      ? { row, error: `The line is longer than ${MAX_ELEMENT_CHARS} characters.` }
+      ? { row, error: `The line is longer than ${MAX_ELEMENT_CHARS} characters.`, unreadable: true }
       : parseJsonObject(row, text);
   };
   for await (const text of decode(source)) {
@@ -386,6 +401,15 @@ async function* readJsonLines(source: ByteSource): AsyncGenerator<RawRecord> {
  */
 const MAX_ELEMENT_CHARS = 1 << 20;
 
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Deepest nesting of a product's JSON values that is read (shipping.price is 2). */
 const MAX_JSON_DEPTH = 16;
 
@@ -394,7 +418,7 @@ function parseJsonObject(row: number, text: string): RawRecord {
   try {
     value = JSON.parse(text);
   } catch {
-    return { row, error: 'Not valid JSON.' };
+    return { row, error: 'Not valid JSON.', unreadable: true };
   }
   if (!value || typeof value !== 'object' || Array.isArray(value))
     return { row, error: 'Expected a product object.' };
@@ -418,6 +442,7 @@ function parseJsonObject(row: number, text: string): RawRecord {
   };
   for (const [name, item] of Object.entries(value as Record<string, unknown>))
     put(name.replace(/^g:/, ''), item, 1);
-  if (tooDeep) return { row, error: `Values nested more than ${MAX_JSON_DEPTH} levels deep.` };
+  if (tooDeep)
+    return { row, error: `Values nested more than ${MAX_JSON_DEPTH} levels deep.`, unreadable: true };
   return { row, fields };
 }

@@ -109,8 +109,8 @@ describe('readFeed', () => {
     );
     // Assess
     expect(records).toEqual([
-      { row: 1, error: 'Values nested more than 16 levels deep.' },
-      { row: 2, error: 'Values nested more than 16 levels deep.' },
+      { row: 1, error: 'Values nested more than 16 levels deep.', unreadable: true },
+      { row: 2, error: 'Values nested more than 16 levels deep.', unreadable: true },
       { row: 3, fields: { id: ['ok'], 's.price': ['1 USD'] } },
     ]);
   });
@@ -119,7 +119,7 @@ describe('readFeed', () => {
     const records = await read('{"id":"1"}\n{oops\n\n{"id":"3"}', 'jsonl');
     expect(records).toEqual([
       { row: 1, fields: { id: ['1'] } },
-      { row: 2, error: 'Not valid JSON.' },
+      { row: 2, error: 'Not valid JSON.', unreadable: true },
       { row: 3, fields: { id: ['3'] } },
     ]);
   });
@@ -209,6 +209,12 @@ describe('readFeed against hostile files (a fuzzing review)', () => {
       ).toBe(false);
     }
     // Valid JSON with JSON's whitespace anywhere between elements reads whole, an empty array too.
+    // An element that is JSON but not a product reads; one that is not JSON is unreadable.
+    expect(await read('[null, tru, {"id":"p1"}]', 'json')).toEqual([
+      { row: 1, error: 'Expected a product object.' },
+      { row: 2, error: 'Not valid JSON.', unreadable: true },
+      { row: 3, fields: { id: ['p1'] } },
+    ]);
     expect(fieldsOf(await read('[\n\t{"id":"p1"}\r\n ,\n 1 ,"x"\n]\n', 'json', 2))).toEqual([
       { id: ['p1'] },
       { row: 2, error: 'Expected a product object.' },
@@ -247,13 +253,13 @@ describe('readFeed against hostile files (a fuzzing review)', () => {
     const huge = 'x'.repeat(1_100_000);
     const json = await read(`[{"id":"p1","d":"${huge}"}, "${huge}", {"id":"p2"}]`, 'json', 65_536);
     expect(fieldsOf(json)).toEqual([
-      { row: 1, error: expect.stringMatching(/longer than 1048576 characters/) },
-      { row: 2, error: expect.stringMatching(/longer than 1048576 characters/) },
+      { row: 1, error: expect.stringMatching(/longer than 1048576 characters/), unreadable: true },
+      { row: 2, error: expect.stringMatching(/longer than 1048576 characters/), unreadable: true },
       { id: ['p2'] },
     ]);
     const jsonl = await read(`{"id":"p1","d":"${huge}"}\n{"id":"p2"}\n`, 'jsonl', 65_536);
     expect(fieldsOf(jsonl)).toEqual([
-      { row: 1, error: expect.stringMatching(/longer than 1048576 characters/) },
+      { row: 1, error: expect.stringMatching(/longer than 1048576 characters/), unreadable: true },
       { id: ['p2'] },
     ]);
   });

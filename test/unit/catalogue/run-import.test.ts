@@ -418,7 +418,10 @@ describe('runImport', () => {
       row: null,
       message: 'Products not in this file were kept: row 2 could not be read, and it may list one of them.',
     });
-    // A row that reads but is refused (no title) is not such a row: the product it names goes.
+    // Rows that read but are not products (null, 1) or are refused (no title) are not such rows: b goes.
+    const notProducts = await importInline(w, `${jsonl([product('a')])}\nnull\n1\n`);
+    expect(notProducts.removed).toBe(1);
+    await importInline(w, jsonl([product('a'), product('b')]));
     const refused = await importInline(w, jsonl([product('a'), { id: 'b' }]));
     expect(refused.removed).toBe(1);
   });
