@@ -1,4 +1,5 @@
-import type { S3Event, SQSEvent } from 'aws-lambda';
+import type { S3Event, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import type { Config } from '#lib/config.ts';
 import { type Container, feedAdminDeps, getContainer } from '#lib/container.ts';
 import type { FeedAdminDeps } from '#lib/domain/admin/feeds.ts';
 import {
@@ -9,6 +10,7 @@ import {
 } from '#lib/domain/catalogue/imports.ts';
 import { runFeedJob } from '#lib/ingest/feed-jobs.ts';
 import { ImportDeferred } from '#lib/ingest/run-import.ts';
+import type { TriggerQueue } from '#lib/ports.ts';
 
 type WorkerEvent = S3Event | SQSEvent;
 
@@ -38,66 +40,162 @@ export function importsOf(event: WorkerEvent): { feedId: string; importId: strin
 export async function handler(
   event: WorkerEvent,
   context?: { getRemainingTimeInMillis(): number },
-): Promise<void> {
+): Promise<SQSBatchResponse> {
   const c = getContainer();
-  await runImportEvent({ ...c, admin: feedAdminDeps(c) }, event, context?.getRemainingTimeInMillis());
+  return runImportEvent(
+    { ...c, admin: feedAdminDeps(c), triggers: await triggerQueue(c.config) },
+    event,
+    context?.getRemainingTimeInMillis(),
+  );
 }
+
+/** The worker's queue client, built once per container (none without IMPORT_QUEUE_URL). */
+const triggerQueue = (() => {
+  let queue: Promise<TriggerQueue | undefined> | undefined;
+  return (config: Config) => {
+    const url = config.imports.queueUrl;
+    queue ??= url
+      ? Promise.all([import('@aws-sdk/client-sqs'), import('#lib/adapters/sqs-trigger-queue.ts')]).then(
+          ([{ SQSClient }, { SqsTriggerQueue }]) =>
+            new SqsTriggerQueue(new SQSClient({ region: config.region }), url),
+        )
+      : Promise.resolve(undefined);
+    return queue;
+  };
+})();
 
 /** Time kept back from the function's timeout: a chunk in flight finishes and the import pauses. */
 export const PAUSE_MARGIN_MS = 120_000;
+
+/** How soon a trigger deferred by a busy feed is delivered again (as a new message). */
+export const DEFERRED_RETRY_SECONDS = 60;
+
+/**
+ * How long a trigger whose run failed stays invisible, by the number of times it was received: 30 s,
+ * then 2 and 8 minutes (the queue's maxReceiveCount is 3: after the third failure it goes to the
+ * dead-letter queue). The runner counts an import's failed runs itself and ends it `failed`.
+ */
+export function retryDelaySeconds(receiveCount: number): number {
+  return Math.min(900, 30 * 4 ** Math.max(0, receiveCount - 1));
+}
+
+type WorkerDeps = Pick<Container, 'ingest' | 'objects' | 'logger'> & {
+  admin?: FeedAdminDeps;
+  /** The trigger queue; without it a failed or deferred SQS message waits out its visibility timeout. */
+  triggers?: TriggerQueue | undefined;
+};
 
 /**
  * Runs the event's imports within `remainingMs`: once only `marginMs` are left, the running import pauses
  * at its next checkpoint and its request marker is written again, whose S3 event starts a new invocation
  * that resumes it. (Running into the timeout instead would leave it to the queue's redelivery, 90 minutes
  * later, and an import needing more than three invocations would end in the dead-letter queue.)
+ *
+ * An SQS message whose run failed is reported in `batchItemFailures` (the event source keeps it) and
+ * shown again after retryDelaySeconds; one whose feed was busy is sent again as a new message and
+ * reported done. Without a trigger queue, and for S3 events delivered directly, a failure is thrown.
  */
 export async function runImportEvent(
-  c: Pick<Container, 'ingest' | 'objects' | 'logger'> & { admin?: FeedAdminDeps },
+  c: WorkerDeps,
   event: WorkerEvent,
   remainingMs = Number.POSITIVE_INFINITY,
   marginMs = PAUSE_MARGIN_MS,
-): Promise<void> {
+): Promise<SQSBatchResponse> {
   const pause = new AbortController();
   const timer = Number.isFinite(remainingMs)
     ? setTimeout(() => pause.abort(), Math.max(0, remainingMs - marginMs))
     : undefined;
+  const batchItemFailures: SQSBatchResponse['batchItemFailures'] = [];
   try {
-    for (const { feedId, importId } of importsOf(event)) {
-      let record: ImportRecord | undefined;
+    for (const record of event.Records as WorkerRecord[]) {
+      const message = 'receiptHandle' in record && c.triggers ? record : undefined;
       try {
-        record = await runFeedJob(c, feedId, importId, pause.signal);
+        for (const job of importsOf({ Records: [record] } as WorkerEvent))
+          await runJob(c, job, pause.signal, message && c.triggers);
       } catch (error) {
-        if (pause.signal.aborted) {
-          // Only when something is left to run (the pause may come as the last import finishes; a paused
-          // deletion has always something left).
-          const left =
-            importId === FEED_DELETION_JOB || (await c.ingest.imports.listUnfinished(feedId)).length > 0;
-          if (left) {
-            const { request } = importObjectKeys(feedId, importId);
-            await c.objects.put(request, JSON.stringify({ feedId, importId }), 'application/json');
-            c.logger.info('paused: continues in a new invocation', { feedId, importId });
-          }
-          continue;
-        }
-        // Another runner (or the feed's deletion) holds the feed: the event is delivered again later,
-        // and finds the import run by then, or the holder's lease expired.
-        if (error instanceof ImportDeferred)
-          c.logger.info('import deferred: feed busy', { feedId, importId });
-        throw error;
+        if (!message || !c.triggers) throw error;
+        await retryLater(c, c.triggers, message, error);
+        batchItemFailures.push({ itemIdentifier: message.messageId });
       }
-      if (importId === FEED_DELETION_JOB) {
-        c.logger.info('feed deletion finished', { feedId });
-        continue;
-      }
-      c.logger.info(record ? 'import finished' : 'import trigger dropped: no such import', {
-        feedId,
-        importId,
-        status: record?.status,
-        processed: record?.processed,
-      });
     }
   } finally {
     clearTimeout(timer);
+  }
+  return { batchItemFailures };
+}
+
+type WorkerRecord = S3Event['Records'][number] | SQSRecord;
+
+/** One job of a trigger; a deferral is sent again through `requeue` when there is one, else thrown. */
+async function runJob(
+  c: WorkerDeps,
+  { feedId, importId }: { feedId: string; importId: string },
+  signal: AbortSignal,
+  requeue: TriggerQueue | undefined,
+): Promise<void> {
+  let record: ImportRecord | undefined;
+  try {
+    record = await runFeedJob(c, feedId, importId, signal);
+  } catch (error) {
+    if (signal.aborted) {
+      // Only when something is left to run (the pause may come as the last import finishes; a paused
+      // deletion has always something left).
+      const left =
+        importId === FEED_DELETION_JOB || (await c.ingest.imports.listUnfinished(feedId)).length > 0;
+      if (left) {
+        const { request } = importObjectKeys(feedId, importId);
+        await c.objects.put(request, JSON.stringify({ feedId, importId }), 'application/json');
+        c.logger.info('paused: continues in a new invocation', { feedId, importId });
+      }
+      return;
+    }
+    // Another runner (or the feed's deletion) holds the feed: the trigger comes back later and finds the
+    // import run by then, or the holder's lease expired.
+    if (!(error instanceof ImportDeferred)) throw error;
+    if (!requeue) {
+      c.logger.info('import deferred: feed busy', { feedId, importId });
+      throw error;
+    }
+    await requeue.sendIn(JSON.stringify({ feedId, importId }), DEFERRED_RETRY_SECONDS);
+    c.logger.info('import deferred: feed busy', { feedId, importId, retryInSeconds: DEFERRED_RETRY_SECONDS });
+    return;
+  }
+  if (importId === FEED_DELETION_JOB) {
+    c.logger.info('feed deletion finished', { feedId });
+    return;
+  }
+  c.logger.info(record ? 'import finished' : 'import trigger dropped: no such import', {
+    feedId,
+    importId,
+    status: record?.status,
+    processed: record?.processed,
+  });
+}
+
+/**
+ * Logs a failed SQS message and shows it again after retryDelaySeconds. Best effort: when the back-off
+ * cannot be set, the message comes back after the visibility timeout as before.
+ */
+async function retryLater(
+  c: WorkerDeps,
+  triggers: TriggerQueue,
+  message: SQSRecord,
+  error: unknown,
+): Promise<void> {
+  const receiveCount = Number(message.attributes?.ApproximateReceiveCount) || 1;
+  const seconds = retryDelaySeconds(receiveCount);
+  c.logger.error('import run failed', {
+    messageId: message.messageId,
+    receiveCount,
+    error: error instanceof Error ? error.message : String(error),
+    retryInSeconds: seconds,
+  });
+  try {
+    await triggers.retryIn(message.receiptHandle, seconds);
+  } catch (backoffError) {
+    c.logger.warn('import retry back-off not set: the message returns after the visibility timeout', {
+      messageId: message.messageId,
+      error: backoffError instanceof Error ? backoffError.message : String(backoffError),
+    });
   }
 }

@@ -11,11 +11,12 @@ export type ConfigEnvKey = (typeof CONFIG_ENV_KEYS)[number];
  * - `every`: set on every route function and the import worker (the container reads them at cold start).
  * - `registry`: set where the API key registry is bound (admin functions that create, move or delete keys).
  * - `authorizer`: the gateway authorizer only.
+ * - `worker`: the import worker only.
  * - `runtime`: provided by the Lambda runtime (AWS_REGION is reserved).
  * - `default`: the config's default is right in AWS (limits, PORT of local mode...).
  * - `local`: local mode only (embedded servers, data folder, admin token); never set in AWS.
  */
-export type EnvScope = 'every' | 'registry' | 'authorizer' | 'runtime' | 'default' | 'local';
+export type EnvScope = 'every' | 'registry' | 'authorizer' | 'worker' | 'runtime' | 'default' | 'local';
 
 export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey, EnvScope> = {
   STAGE: 'every',
@@ -50,6 +51,7 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   MAX_IMAGE_PIXELS: 'default',
   FETCH_ALLOW_PRIVATE: 'local',
   IMPORT_RUNNER: 'every',
+  IMPORT_QUEUE_URL: 'worker',
   IMPORT_CHUNK_SIZE: 'default',
   IMAGE_FETCH_CONCURRENCY: 'default',
   IMAGE_FETCH_TIMEOUT_MS: 'default',

@@ -70,6 +70,11 @@ const EnvSchema = z.object({
 
   /** Where feed imports run: in this process (local mode) or in the import worker Lambda (AWS, S3 event). */
   IMPORT_RUNNER: z.enum(['in-process', 'worker']).default('worker'),
+  /**
+   * The import worker's own queue (AWS): a failed run is retried after a back-off and a deferred one sent
+   * again (functions/import-worker.ts). Unset, both wait for the queue's visibility timeout.
+   */
+  IMPORT_QUEUE_URL: z.string().url().optional(),
   IMPORT_CHUNK_SIZE: positiveInt.max(500).default(32),
   IMAGE_FETCH_CONCURRENCY: positiveInt.max(64).default(8),
   IMAGE_FETCH_TIMEOUT_MS: positiveInt.default(10_000),
@@ -183,6 +188,8 @@ export interface Config {
   feedDeleteBudgetMs: number;
   imports: {
     runner: 'in-process' | 'worker';
+    /** The import worker's queue (IMPORT_QUEUE_URL), for retries and deferrals; unset locally. */
+    queueUrl: string | undefined;
     chunkSize: number;
     imageConcurrency: number;
     image: { timeoutMs: number; maxBytes: number };
@@ -271,6 +278,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     feedDeleteBudgetMs: e.FEED_DELETE_BUDGET_MS,
     imports: {
       runner: e.IMPORT_RUNNER,
+      queueUrl: e.IMPORT_QUEUE_URL,
       chunkSize: e.IMPORT_CHUNK_SIZE,
       imageConcurrency: e.IMAGE_FETCH_CONCURRENCY,
       image: { timeoutMs: e.IMAGE_FETCH_TIMEOUT_MS, maxBytes: e.IMAGE_MAX_BYTES },

@@ -408,3 +408,16 @@ export interface FeedFileStore {
 export interface ImportDispatcher {
   dispatch(feedId: string, importId: string): Promise<void>;
 }
+
+/**
+ * The import worker's trigger queue (SQS in AWS), for a trigger the worker could not run to the end: a
+ * failed run is seen again after a back-off rather than after the queue's visibility timeout (90
+ * minutes), and a deferred one (its feed busy) comes back as a new message, so that waiting for a feed
+ * does not count as a failed receive (the third of which sends a trigger to the dead-letter queue).
+ */
+export interface TriggerQueue {
+  /** The received message of `receiptHandle` becomes visible again in `seconds`. */
+  retryIn(receiptHandle: string, seconds: number): Promise<void>;
+  /** Sends a new message `body`, delivered in `seconds` (SQS allows at most 900). */
+  sendIn(body: string, seconds: number): Promise<void>;
+}

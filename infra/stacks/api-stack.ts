@@ -291,9 +291,13 @@ export class ApiStack extends Stack {
         'worker',
       );
       this.applyProfile(worker, IMPORT_WORKER_PROFILE, stateful);
+      // The event source grants ChangeMessageVisibility (a failed run's back-off); SendMessage sends a
+      // deferred trigger again (functions/import-worker.ts).
       worker.addEventSource(
         new SqsEventSource(stateful.importQueue, { batchSize: 1, reportBatchItemFailures: true }),
       );
+      worker.addEnvironment('IMPORT_QUEUE_URL', stateful.importQueue.queueUrl);
+      stateful.importQueue.grantSendMessages(worker);
       this.importWorker = worker;
     } else {
       // The worker is written separately; until its module exists the queue collects import events.

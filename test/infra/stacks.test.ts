@@ -412,6 +412,22 @@ describe('stateful resources', () => {
       FunctionResponseTypes: ['ReportBatchItemFailures'],
     });
   });
+
+  it.runIf(WORKER_EXISTS)('lets the import worker back off a failed trigger and send a deferred one', () => {
+    const worker = functionId(dev.api, 'vps-dev-ImportWorker');
+    const onQueue = actionsOn(statementsOf(dev.api, worker), 'ImportQueue');
+    for (const action of ['sqs:ChangeMessageVisibility', 'sqs:SendMessage'])
+      expect(onQueue.has(action), action).toBe(true);
+    const env = (
+      resources(dev.api)[worker]!.Properties!.Environment as { Variables: Record<string, unknown> }
+    ).Variables;
+    expect(JSON.stringify(env.IMPORT_QUEUE_URL)).toContain('ImportQueue');
+    // No other function may send to the queue or learns its address.
+    for (const route of ROUTES) {
+      const name = `vps-dev-${route.name}`;
+      expect(actionsOn(statementsOf(dev.api, functionId(dev.api, name)), 'ImportQueue').size, name).toBe(0);
+    }
+  });
 });
 
 describe('alarms', () => {
@@ -701,6 +717,8 @@ describe('environment', () => {
       for (const key of keysOfScope('every')) expect(env, `${name} ${key}`).toHaveProperty(key);
       for (const key of keysOfScope('local', 'runtime'))
         expect(env, `${name} ${key}`).not.toHaveProperty(key);
+      for (const key of keysOfScope('worker'))
+        expect(Object.hasOwn(env, key), `${name} ${key}`).toBe(name === 'vps-dev-ImportWorker');
       expect(env).toMatchObject({
         VECTOR_INDEX: 'opensearch',
         OPENSEARCH_SIGV4: 'true',

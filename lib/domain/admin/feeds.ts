@@ -211,8 +211,8 @@ export async function finishFeedDeletion(
 ): Promise<boolean> {
   const feed = await deps.feeds.get(feedId, { fresh: true });
   if (!feed?.deletingAt) return true;
-  // The runner waits out whoever holds the lease (a lapsed one within 10 minutes) rather than deferring:
-  // in AWS a deferred trigger comes back only after the queue's visibility timeout (90 minutes).
+  // The runner waits out whoever holds the lease (a lapsed one within 10 minutes) rather than deferring,
+  // which would bring its trigger back every minute (functions/import-worker.ts) until then.
   return deleteMarkedFeed({ ...deps, leaseWaitMs: deps.leaseWaitMs ?? RUNNER_LEASE_WAIT_MS }, feed, stop);
 }
 

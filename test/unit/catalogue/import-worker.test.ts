@@ -1,9 +1,18 @@
-import type { S3Event, SQSEvent } from 'aws-lambda';
-import { describe, expect, it } from 'vitest';
-import { importsOf, runImportEvent } from '#functions/import-worker.ts';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import type { S3Event, SQSEvent, SQSRecord } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  DEFERRED_RETRY_SECONDS,
+  importsOf,
+  retryDelaySeconds,
+  runImportEvent,
+} from '#functions/import-worker.ts';
+import { SqsTriggerQueue } from '#lib/adapters/sqs-trigger-queue.ts';
 import { importObjectKeys } from '#lib/domain/catalogue/imports.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { createLogger } from '#lib/log.ts';
+import { FakeSqs } from '../../support/fake-sqs.ts';
+import { recordingLogger } from '../../support/recording-logger.ts';
 import { world } from './fakes.ts';
 
 const s3Record = (key: string) => ({ s3: { object: { key } } }) as unknown as S3Event['Records'][number];
@@ -30,33 +39,33 @@ describe('import worker events', () => {
   });
 });
 
+const img = (id: string) => `https://cdn.example/${id}.jpg`;
+
+/** A world whose feed "shop" has a queued full import of `names`, its request marker not yet written. */
+async function queuedImport(names: string[]) {
+  const w = world(new Map(names.map((n) => [img(n), Buffer.from(`image ${n}`)])));
+  const content = names
+    .map((id) => JSON.stringify({ id, title: id, image_link: img(id), price: '1.00 USD' }))
+    .join('\n');
+  const queued = await startImport(
+    {
+      feeds: w.feeds,
+      imports: w.imports,
+      objects: w.objects,
+      dispatcher: { dispatch: async () => undefined },
+      clock: w.deps.clock,
+    },
+    'shop',
+    { content, format: 'jsonl', mode: 'full' },
+  );
+  const { request } = importObjectKeys('shop', queued.importId);
+  await w.objects.delete(request);
+  const container = { ingest: w.deps, objects: w.objects, logger: createLogger('silent') };
+  const event = { Records: [s3Record(request)] } as S3Event;
+  return { w, importId: queued.importId, request, container, event };
+}
+
 describe('import worker time budget', () => {
-  const img = (id: string) => `https://cdn.example/${id}.jpg`;
-
-  /** A world whose feed "shop" has a queued full import of `names`, its request marker not yet written. */
-  async function queuedImport(names: string[]) {
-    const w = world(new Map(names.map((n) => [img(n), Buffer.from(`image ${n}`)])));
-    const content = names
-      .map((id) => JSON.stringify({ id, title: id, image_link: img(id), price: '1.00 USD' }))
-      .join('\n');
-    const queued = await startImport(
-      {
-        feeds: w.feeds,
-        imports: w.imports,
-        objects: w.objects,
-        dispatcher: { dispatch: async () => undefined },
-        clock: w.deps.clock,
-      },
-      'shop',
-      { content, format: 'jsonl', mode: 'full' },
-    );
-    const { request } = importObjectKeys('shop', queued.importId);
-    await w.objects.delete(request);
-    const container = { ingest: w.deps, objects: w.objects, logger: createLogger('silent') };
-    const event = { Records: [s3Record(request)] } as S3Event;
-    return { w, importId: queued.importId, request, container, event };
-  }
-
   it('pauses an import before the function times out and writes its request marker again', async () => {
     // Prepare: 9 products in chunks of 3, each image 60 ms to fetch; the function has 300 ms left over
     // its margin
@@ -119,5 +128,124 @@ describe('import worker time budget', () => {
     };
     await runImportEvent(container, event, 0, 0);
     expect(await w.objects.get(request)).toBeUndefined();
+  });
+});
+
+describe('import worker on SQS', () => {
+  const sqs = new FakeSqs();
+  let client: SQSClient;
+  let time = 5_000_000;
+
+  beforeAll(async () => {
+    await sqs.start();
+    sqs.now = () => time;
+    client = new SQSClient({
+      region: 'eu-west-1',
+      endpoint: new URL(sqs.queueUrl).origin,
+      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    });
+  });
+  afterAll(async () => {
+    client.destroy();
+    await sqs.stop();
+  });
+
+  /** Lambda's SQS event source: the next visible message to the worker; deleted unless reported failed. */
+  async function deliver(
+    container: Parameters<typeof runImportEvent>[0],
+  ): Promise<{ record: SQSRecord; failed: boolean }> {
+    const record = sqs.receive();
+    if (!record) throw new Error('No message is visible.');
+    const { batchItemFailures } = await runImportEvent(container, { Records: [record] } as SQSEvent);
+    const failed = batchItemFailures.some((failure) => failure.itemIdentifier === record.messageId);
+    if (!failed) sqs.delete(record.receiptHandle);
+    return { record, failed };
+  }
+
+  /** The S3 notification of a request marker, as the bucket sends it to the queue. */
+  const notification = (key: string) => JSON.stringify({ Records: [s3Record(key)] });
+
+  it('shows a failed trigger again after a back-off, until the runner ends the import failed', async () => {
+    // Prepare: every product write fails (a store outage)
+    const { w, importId, request, container } = await queuedImport(['a', 'b']);
+    w.products.putMany = () => Promise.reject(new Error('DynamoDB is unavailable'));
+    const lines: { level: string; message: string }[] = [];
+    const triggers = new SqsTriggerQueue(client, sqs.queueUrl);
+    const deps = { ...container, triggers, logger: recordingLogger(lines) };
+    sqs.send(notification(request));
+    // Act / Assess: the first failure comes back after 30 s, not after the 90-minute visibility timeout
+    expect((await deliver(deps)).failed).toBe(true);
+    time += 29_000;
+    expect(sqs.receive()).toBeUndefined();
+    time += 1_000;
+    // ...the second after 2 minutes
+    expect((await deliver(deps)).failed).toBe(true);
+    time += retryDelaySeconds(2) * 1000 - 1;
+    expect(sqs.receive()).toBeUndefined();
+    time += 1;
+    // The third run ends the import failed (the runner's count): the trigger is done
+    const third = await deliver(deps);
+    expect(third.record.attributes.ApproximateReceiveCount).toBe('3');
+    expect(third.failed).toBe(false);
+    expect(sqs.messages).toEqual([]);
+    expect((await w.imports.get('shop', importId))?.status).toBe('failed');
+    expect(lines.filter((line) => line.message === 'import run failed')).toHaveLength(2);
+    expect(sqs.calls.map((call) => [call.action, call.input.VisibilityTimeout, call.status])).toEqual([
+      ['ChangeMessageVisibility', 30, 200],
+      ['ChangeMessageVisibility', 120, 200],
+    ]);
+  });
+
+  it('sends a trigger whose feed is busy again as a new message, not as a failed receive', async () => {
+    // Prepare: another runner holds the feed's lease
+    sqs.calls.length = 0;
+    const { w, importId, request, container } = await queuedImport(['a']);
+    const until = new Date(w.deps.clock.now().getTime() + 600_000);
+    w.imports.leases.set('shop', { owner: 'another runner', until });
+    const deps = { ...container, triggers: new SqsTriggerQueue(client, sqs.queueUrl) };
+    sqs.send(notification(request));
+    // Act
+    const deferred = await deliver(deps);
+    // Assess: done as far as the queue is concerned; a new message comes in a minute, a first receive
+    expect(deferred.failed).toBe(false);
+    expect(sqs.messages).toHaveLength(1);
+    expect(sqs.messages[0]!.messageId).not.toBe(deferred.record.messageId);
+    time += DEFERRED_RETRY_SECONDS * 1000 - 1;
+    expect(sqs.receive()).toBeUndefined();
+    time += 1;
+    w.imports.leases.delete('shop');
+    const again = await deliver(deps);
+    expect(again.record.attributes.ApproximateReceiveCount).toBe('1');
+    expect(again.failed).toBe(false);
+    expect((await w.imports.get('shop', importId))?.status).toBe('succeeded');
+    expect(sqs.calls.map((call) => [call.action, call.input.DelaySeconds])).toEqual([
+      ['SendMessage', DEFERRED_RETRY_SECONDS],
+    ]);
+  });
+
+  it('still reports a failed trigger when its back-off cannot be set', async () => {
+    const { w, request, container } = await queuedImport(['a']);
+    w.products.putMany = () => Promise.reject(new Error('DynamoDB is unavailable'));
+    const lines: { level: string; message: string }[] = [];
+    // A queue that refuses the call: the message comes back after its visibility timeout instead
+    const triggers = new SqsTriggerQueue(client, `${sqs.queueUrl}-gone`);
+    sqs.send(notification(request));
+    const { failed, record } = await deliver({ ...container, triggers, logger: recordingLogger(lines) });
+    expect(failed).toBe(true);
+    expect(lines.map((line) => line.message)).toContain(
+      'import retry back-off not set: the message returns after the visibility timeout',
+    );
+    sqs.delete(record.receiptHandle);
+  });
+
+  it('throws without a trigger queue (and for S3 events), leaving the retry to Lambda', async () => {
+    const { w, container, event, request } = await queuedImport(['a']);
+    w.imports.leases.set('shop', { owner: 'another runner', until: new Date(Date.now() + 600_000) });
+    await expect(runImportEvent(container, event)).rejects.toThrow(/run elsewhere/);
+    // An S3 event delivered directly has no message to retry, queue or not
+    const triggers = new SqsTriggerQueue(client, sqs.queueUrl);
+    await expect(runImportEvent({ ...container, triggers }, event)).rejects.toThrow(/run elsewhere/);
+    const viaSqs = { Records: [{ messageId: 'm', receiptHandle: 'r', body: notification(request) }] };
+    await expect(runImportEvent(container, viaSqs as SQSEvent)).rejects.toThrow(/run elsewhere/);
   });
 });
