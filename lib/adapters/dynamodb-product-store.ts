@@ -14,12 +14,22 @@ import type { ProductStore } from '#lib/ports.ts';
 /** Stored item: the product plus its table keys (feedId, productId) and the byItemGroup index key. */
 type Item = Product & { feedId: string; productId: string; feedItemGroup: string };
 
+/**
+ * The stored name of a metadata key `__proto__`. The SDK's marshaller and unmarshaller build each map by
+ * assignment, where that name reaches the prototype's setter: the entry vanished from the write (and read
+ * back, an object value would become the prototype). A feed's metadata keys are [A-Za-z0-9_-] only
+ * (lib/domain/catalogue/normalise.ts), so a stored name with `$` is never one of them.
+ */
+const STORED_PROTO_KEY = '$__proto__';
+
 const toItem = (p: Product) => ({
   ...p,
   // A Map, not the plain object: the marshaller takes an object with an own `constructor` (a feed's
   // metadata column named "constructor") for a class instance and refuses the whole write. It reads
   // back as a plain object.
-  metadata: new Map(Object.entries(p.metadata)),
+  metadata: new Map(
+    Object.entries(p.metadata).map(([key, value]) => [key === '__proto__' ? STORED_PROTO_KEY : key, value]),
+  ),
   feedId: p.feed_id,
   productId: p.product_id,
   feedItemGroup: `${p.feed_id}#${p.group}`,
@@ -27,7 +37,14 @@ const toItem = (p: Product) => ({
 
 function toProduct(item: Record<string, unknown>): Product {
   const { feedId: _f, productId: _p, feedItemGroup: _g, ...product } = item as unknown as Item;
-  return product;
+  return { ...product, metadata: storedMetadata(product.metadata) };
+}
+
+/** Metadata as read, `__proto__` under its own name again: an own key (fromEntries), not the prototype. */
+function storedMetadata(metadata: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(metadata).map(([key, value]) => [key === STORED_PROTO_KEY ? '__proto__' : key, value]),
+  );
 }
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -152,10 +152,11 @@ describe('feed imports', () => {
   it('imports the rest of a feed around hostile ids and metadata keys, each product in its own place', async () => {
     // Rows an abuse probe used to stop whole imports with: a lone surrogate in an id (the import crashed
     // URL-encoding it), a metadata column named "constructor" (the DynamoDB marshaller refused the row),
-    // and ids "." and ".." (their features landed outside the feed's folder).
+    // and ids "." and ".." (their features landed outside the feed's folder). A metadata key "__proto__"
+    // was dropped without a word (assigned, it reached the prototype's setter).
     const content = [
       `{"id":"\\ud800x","title":"Broken id","image_link":"${link('tools-hammer3')}"}`,
-      `{"id":"ctor","title":"Builder","image_link":"${link('tools-hammer5')}","metadata":{"constructor":"yes"}}`,
+      `{"id":"ctor","title":"Builder","image_link":"${link('tools-hammer5')}","metadata":{"constructor":"yes","__proto__":"proto"}}`,
       `{"id":"..","title":"Dots","image_link":"${link('tools-plier2')}"}`,
       `{"id":".","title":"Dot","image_link":"${link('tools-plier1')}"}`,
       `{"id":"${'l'.repeat(300)}","title":"Long id","image_link":"${link('tools-plier1')}"}`,
@@ -188,14 +189,27 @@ describe('feed imports', () => {
       'ctor',
       'u1',
     ]);
+    // Every metadata key comes back as a key (JSON.parse makes "__proto__" an own key, as sent).
+    const ctorMetadata = [
+      ['constructor', 'yes'],
+      ['__proto__', 'proto'],
+    ];
+    const ctor = products.body.products.find((p: { product_id: string }) => p.product_id === 'ctor');
+    expect(Object.entries(ctor.metadata)).toEqual(ctorMetadata);
     // Each is found by its own photo (its own keypoints, verified), the metadata filter works.
     const dots = await search(hostile, '/api/v1/search/image', { imageData: await photo('tools-plier2') });
     expect(dots.body[0]).toMatchObject({ product_id: '..', score: 1 });
-    const filtered = await search(hostile, '/api/v1/related', {
-      imageData: await photo('tools-hammer5'),
-      filters: [{ key: 'metadata.constructor', value: 'yes' }],
-    });
-    expect(filtered.body.map((p: { product_id: string }) => p.product_id)).toEqual(['ctor']);
+    for (const key of ['metadata.constructor', 'metadata.__proto__']) {
+      const filtered = await search(hostile, '/api/v1/related', {
+        imageData: await photo('tools-hammer5'),
+        filters: [{ key, value: key === 'metadata.constructor' ? 'yes' : 'proto' }],
+      });
+      expect(
+        filtered.body.map((p: { product_id: string }) => p.product_id),
+        key,
+      ).toEqual(['ctor']);
+      expect(Object.entries(filtered.body[0].metadata), key).toEqual(ctorMetadata);
+    }
   });
 
   it('lists imports newest first and refuses a request with neither url nor content', async () => {

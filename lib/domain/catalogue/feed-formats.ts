@@ -53,8 +53,24 @@ export function sniffFormat(head: string): FeedFormat {
   if (text.startsWith('<')) return 'xml';
   if (text.startsWith('[')) return 'json';
   if (text.startsWith('{')) return 'jsonl';
-  const firstLine = text.split(/\r?\n/, 1)[0] ?? '';
-  return firstLine.includes('\t') ? 'tsv' : 'csv';
+  return firstLine(text).includes('\t') ? 'tsv' : 'csv';
+}
+
+/**
+ * Line endings of the line formats (CSV, TSV, JSON Lines): CRLF, LF and a lone CR (old Mac files), in any
+ * mix, each ending its own line. Taken from the first line alone, a header ending in CRLF made every later
+ * LF-only row part of the first record; an LF-only reader saw a CR-only file as one line.
+ */
+const LINE_ENDINGS = ['\r\n', '\n', '\r'];
+
+/** A pattern of LINE_ENDINGS, CRLF first so that it is one ending. New per use: `g` keeps a position. */
+function lineEnd(): RegExp {
+  return new RegExp(LINE_ENDINGS.join('|'), 'g');
+}
+
+/** The text before its first line ending (all of it without one). */
+function firstLine(text: string): string {
+  return text.split(lineEnd(), 1)[0] ?? '';
 }
 
 async function* decode(source: ByteSource): AsyncGenerator<string> {
@@ -170,17 +186,17 @@ async function* readDelimited(source: ByteSource, tabs: boolean): AsyncGenerator
   const texts = decode(source);
   // Spreadsheet exports in many locales separate CSV cells with ";": take the header line's separator.
   let head = '';
-  while (!head.includes('\n') && head.length < 65_536) {
+  // (Up to the header's line ending, whichever: with LF only, a CR-only file's separator was counted over
+  // all its first 64 KB, where commas in "10,50 EUR" could outnumber the header's ";".)
+  while (!lineEnd().test(head) && head.length < 65_536) {
     const next = await texts.next();
     if (next.done) break;
     head += next.value;
   }
-  const delimiter = tabs ? '\t' : csvDelimiter(head.split(/\r?\n/, 1)[0] ?? '');
+  const delimiter = tabs ? '\t' : csvDelimiter(firstLine(head));
   const parser = parseCsv({
     delimiter,
-    // Any line ending, each line its own: detected from the first line alone, a header ending in CRLF
-    // made every later LF-only row part of the first record (its cells dropped, the products removed).
-    record_delimiter: ['\r\n', '\n', '\r'],
+    record_delimiter: LINE_ENDINGS,
     bom: true,
     relax_quotes: true,
     relax_column_count: true,
@@ -357,7 +373,10 @@ async function* readJsonArray(source: ByteSource): AsyncGenerator<RawRecord> {
   };
 }
 
-/** JSON Lines: one product object per line; blank lines are skipped. */
+/**
+ * JSON Lines: one product object per line, whatever its line ending (LINE_ENDINGS); blank lines are
+ * skipped (so a CRLF split between two chunks, read as CR then LF, adds no row).
+ */
 async function* readJsonLines(source: ByteSource): AsyncGenerator<RawRecord> {
   let row = 0;
   // The pieces of the line being read: each chunk is searched for line ends once, so a long line costs
@@ -381,11 +400,13 @@ async function* readJsonLines(source: ByteSource): AsyncGenerator<RawRecord> {
       ? { row, error: `The line is longer than ${MAX_ELEMENT_CHARS} characters.`, unreadable: true }
       : parseJsonObject(row, text);
   };
+  const ends = lineEnd();
   for await (const text of decode(source)) {
     let start = 0;
-    for (let end = text.indexOf('\n'); end >= 0; end = text.indexOf('\n', start)) {
-      keep(text.slice(start, end));
-      start = end + 1;
+    ends.lastIndex = 0;
+    for (let end = ends.exec(text); end; end = ends.exec(text)) {
+      keep(text.slice(start, end.index));
+      start = ends.lastIndex;
       const record = line();
       if (record) yield record;
     }

@@ -229,7 +229,9 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
       ? undefined
       : parsePrice(shippingPriceRaw, shippingFallbackCurrency, 'shipping price');
 
-  const metadata: Record<string, string> = {};
+  // Collected in a Map: assigned to a plain object, a key `__proto__` called the prototype's setter,
+  // which ignores a string, and the key was gone without a word. fromEntries makes it an own key.
+  const metadata = new Map<string, string>();
   for (const [name, values] of Object.entries(fields)) {
     const key = name.startsWith('metadata.')
       ? name.slice('metadata.'.length)
@@ -237,8 +239,8 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
         ? name
         : undefined;
     const value = values[0] === undefined ? '' : String(values[0]).trim();
-    if (key && /^[A-Za-z0-9_-]{1,64}$/.test(key) && value && Object.keys(metadata).length < MAX_METADATA)
-      metadata[key] = wellFormed(value.slice(0, 500));
+    if (key && /^[A-Za-z0-9_-]{1,64}$/.test(key) && value && metadata.size < MAX_METADATA)
+      metadata.set(key, wellFormed(value.slice(0, 500)));
   }
 
   const product: ProductContent = {
@@ -273,7 +275,7 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
     product_highlight: all('product_highlight')
       .slice(0, MAX_HIGHLIGHTS)
       .map((highlight) => wellFormed(highlight.slice(0, MAX_HIGHLIGHT))),
-    metadata,
+    metadata: Object.fromEntries(metadata),
     product_updated_at: one('product_updated_at', 'updated'),
   };
   if (Buffer.byteLength(JSON.stringify(product)) > MAX_PRODUCT_BYTES)

@@ -92,15 +92,28 @@ describe('DynamoDbProductStore on the DynamoDB-protocol server', () => {
 
   it('stores metadata whatever its keys are called, JavaScript object members included', async () => {
     // A feed's metadata.constructor column: as a plain object's own key, the marshaller refused the write.
+    // A `__proto__` key: the marshaller assigned it to the prototype's setter, and the entry was gone.
     const named = product('f-meta', 'm1', 'm1', {
-      metadata: { constructor: 'builder', toString: 'x', hasOwnProperty: 'y', campaign: 'z' },
+      metadata: Object.fromEntries([
+        ['constructor', 'builder'],
+        ['toString', 'x'],
+        ['__proto__', 'p'],
+        ['hasOwnProperty', 'y'],
+        ['campaign', 'z'],
+      ]),
     });
 
     await products.putMany([named]);
 
-    const stored = await products.get('f-meta', 'm1');
-    expect(stored).toEqual(named);
-    expect(Object.entries(stored!.metadata)).toEqual(Object.entries(named.metadata));
+    for (const stored of [
+      await products.get('f-meta', 'm1'),
+      (await products.getMany('f-meta', ['m1'])).get('m1'),
+      (await products.page('f-meta', 10)).items[0],
+    ]) {
+      expect(stored).toEqual(named);
+      expect(Object.entries(stored!.metadata)).toEqual(Object.entries(named.metadata));
+      expect(Object.getPrototypeOf(stored!.metadata)).toBe(Object.prototype);
+    }
   });
 
   it('lists the variants of an item group in product_id order, never another feed’s', async () => {

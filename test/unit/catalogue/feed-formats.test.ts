@@ -249,6 +249,34 @@ describe('readFeed against hostile files (a fuzzing review)', () => {
     }
   });
 
+  it('reads each JSON Lines line as its own row whatever its line ending, mixed in one file', async () => {
+    // CR alone (old Mac files) once ended no line: the whole file was one line, one row error.
+    for (const text of [
+      '{"id":"p1"}\r{"id":"p2"}\r{"id":"p3"}\r',
+      '{"id":"p1"}\r\n{"id":"p2"}\r\n{"id":"p3"}',
+      '{"id":"p1"}\n{"id":"p2"}\r{"id":"p3"}\r\n\r\n',
+    ]) {
+      // Chunks of 1, 3 and 12 characters split CRLFs between chunks.
+      for (const chunk of [1, 3, 12]) {
+        const records = await read(text, 'jsonl', chunk);
+        expect(records, `${JSON.stringify(text)} ${chunk}`).toEqual([
+          { row: 1, fields: { id: ['p1'] } },
+          { row: 2, fields: { id: ['p2'] } },
+          { row: 3, fields: { id: ['p3'] } },
+        ]);
+      }
+    }
+  });
+
+  it('takes the CSV separator from the header line alone whatever its line ending', async () => {
+    // With CR-only endings the "header line" was the file's first 64 KB: the rows' commas won over ";".
+    const csv = 'id;title;price\r1;Chair, oak, tall;10,50 EUR\r2;Table, pine, long;3,50 EUR\r';
+    expect(fieldsOf(await read(csv, 'csv', 4))).toEqual([
+      { id: ['1'], title: ['Chair, oak, tall'], price: ['10,50 EUR'] },
+      { id: ['2'], title: ['Table, pine, long'], price: ['3,50 EUR'] },
+    ]);
+  });
+
   it('makes an element or line over a megabyte one row error, without holding it, and reads on', async () => {
     const huge = 'x'.repeat(1_100_000);
     const json = await read(`[{"id":"p1","d":"${huge}"}, "${huge}", {"id":"p2"}]`, 'json', 65_536);
@@ -257,11 +285,13 @@ describe('readFeed against hostile files (a fuzzing review)', () => {
       { row: 2, error: expect.stringMatching(/longer than 1048576 characters/), unreadable: true },
       { id: ['p2'] },
     ]);
-    const jsonl = await read(`{"id":"p1","d":"${huge}"}\n{"id":"p2"}\n`, 'jsonl', 65_536);
-    expect(fieldsOf(jsonl)).toEqual([
-      { row: 1, error: expect.stringMatching(/longer than 1048576 characters/), unreadable: true },
-      { id: ['p2'] },
-    ]);
+    for (const end of ['\n', '\r']) {
+      const jsonl = await read(`{"id":"p1","d":"${huge}"}${end}{"id":"p2"}${end}`, 'jsonl', 65_536);
+      expect(fieldsOf(jsonl), JSON.stringify(end)).toEqual([
+        { row: 1, error: expect.stringMatching(/longer than 1048576 characters/), unreadable: true },
+        { id: ['p2'] },
+      ]);
+    }
   });
 
   it('reads an element of many strings (not an object) as one row error, and the product after it', async () => {
@@ -285,6 +315,9 @@ describe('sniffFormat', () => {
     ['{"id":1}\n', 'jsonl'],
     ['id\ttitle\n', 'tsv'],
     ['id,title\n', 'csv'],
+    // The first line ends at a lone CR too: a tab in a later row does not make the file TSV.
+    ['id,title\rp1,"A\tB"\r', 'csv'],
+    ['id\ttitle\rp1\tA\r', 'tsv'],
   ])('recognises %j as %s', (head, format) => {
     expect(sniffFormat(head)).toBe(format);
   });

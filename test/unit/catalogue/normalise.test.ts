@@ -84,6 +84,19 @@ describe('normaliseRecord', () => {
     });
   });
 
+  it('keeps metadata keys named like object members, __proto__ as an own key and never the prototype', () => {
+    const content = normaliseRecord(
+      { ...base, 'metadata.__proto__': ['p'], 'metadata.constructor': ['c'], 'metadata.campaign': ['w'] },
+      'https://s/',
+    );
+    expect(Object.entries(content.metadata)).toEqual([
+      ['__proto__', 'p'],
+      ['constructor', 'c'],
+      ['campaign', 'w'],
+    ]);
+    expect(Object.getPrototypeOf(content.metadata)).toBe(Object.prototype);
+  });
+
   it('defaults availability to in_stock and leaves absent prices null', () => {
     const content = normaliseRecord(base, 'https://s/');
     expect(content.availability).toBe('in_stock');
