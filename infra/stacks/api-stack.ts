@@ -10,6 +10,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
 import type { ErrorCode } from '#lib/domain/errors.ts';
 import { STATUS_OF } from '#lib/http/errors.ts';
+import { EXPOSED_HEADERS } from '#lib/http/cors.ts';
 import { ROUTES, type Route } from '#lib/http/routes.ts';
 import {
   bindApiKeyRegistry,
@@ -260,13 +261,15 @@ export class ApiStack extends Stack {
 
       const api = route.access === 'public' ? this.publicApi : this.adminApi;
       const resource = route.path === '/' ? api.root : api.root.resourceForPath(route.path);
-      resource.addMethod(
-        route.method,
-        new apigateway.LambdaIntegration(fn, { allowTestInvoke: false }),
+      const integration = new apigateway.LambdaIntegration(fn, { allowTestInvoke: false });
+      const options =
         route.access === 'public'
           ? { authorizer, authorizationType: apigateway.AuthorizationType.CUSTOM, apiKeyRequired: true }
-          : { authorizationType: apigateway.AuthorizationType.IAM },
-      );
+          : { authorizationType: apigateway.AuthorizationType.IAM };
+      resource.addMethod(route.method, integration, options);
+      // HEAD is GET without the body (RFC 9110): the gateway does not answer it with a GET method, so the
+      // same function gets a HEAD method of its own (the middleware drops the body).
+      if (route.method === 'GET') resource.addMethod('HEAD', integration, options);
     }
 
     // CORS preflights are mock integrations: no backend, nothing to authorise.
@@ -429,8 +432,12 @@ function addErrorResponses(api: apigateway.RestApi, kind: 'public' | 'admin'): v
       'The service is unavailable. Retry later.',
     ],
   ];
-  // Browsers read gateway errors of the public API only with an allow-origin header.
-  const cors: Record<string, string> = kind === 'public' ? { 'Access-Control-Allow-Origin': "'*'" } : {};
+  // Browsers read gateway errors of the public API only with an allow-origin header, and their headers
+  // (a throttled 429's Retry-After) only when exposed, as the handlers' answers expose them.
+  const cors: Record<string, string> =
+    kind === 'public'
+      ? { 'Access-Control-Allow-Origin': "'*'", 'Access-Control-Expose-Headers': `'${EXPOSED_HEADERS}'` }
+      : {};
   for (const [id, type, code, message, headers] of responses) {
     const status = STATUS_OF[code];
     api.addGatewayResponse(id, {

@@ -6,6 +6,7 @@ import { type Container, getContainer } from '#lib/container.ts';
 import { DomainError, NotFoundError, RateLimitedError, ValidationError } from '#lib/domain/errors.ts';
 import { hostAllowed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 import { keyBelongsTo } from '#lib/domain/keys.ts';
+import { corsHeaders } from '#lib/http/cors.ts';
 import { toErrorBody } from '#lib/http/errors.ts';
 import { json } from '#lib/http/responses.ts';
 import type { AppContext, RequestState } from '#lib/http/context.ts';
@@ -42,6 +43,9 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
       ...responseHeaders(state),
       ...corsHeaders(request.event.headers.origin),
     };
+    // A HEAD request runs its GET route (infra adds a HEAD method beside each GET one): the same status
+    // and headers, no body.
+    if (request.event.httpMethod === 'HEAD') response.body = '';
     request.response = response;
     await meter(container, state, response.statusCode);
     state.logger.info('request', {
@@ -93,20 +97,6 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
       request.response = json(body.error.status, body, headers);
       await finish(request);
     },
-  };
-}
-
-/**
- * Shop pages call the API from the browser, so every answer (errors included, or the browser hides them)
- * names the calling origin. Which origins may use a search id is the domain check's job, not CORS's.
- */
-function corsHeaders(origin: string | undefined): Record<string, string> {
-  if (!origin) return {};
-  return {
-    'Access-Control-Allow-Origin': origin,
-    'Access-Control-Expose-Headers':
-      'RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset,Retry-After,X-Request-Id',
-    Vary: 'Origin',
   };
 }
 

@@ -164,15 +164,18 @@ export interface RouteMatch {
 
 /**
  * Finds the route for a method and path. `allowed` lists the methods of the path when only the method
- * failed to match (→ 405), empty when no route has that path (→ 404).
+ * failed to match (→ 405), empty when no route has that path (→ 404). HEAD is GET without the body
+ * (RFC 9110 §9.3.2), as the local pages answer it: it takes the path's GET route, and is allowed with it.
  */
 export function matchRoute(method: string, path: string): { match?: RouteMatch; allowed: string[] } {
   const allowed: string[] = [];
+  const wanted = method === 'HEAD' ? 'GET' : method;
   for (const route of ROUTES) {
     const pathParameters = matchPath(route.path, path);
     if (!pathParameters) continue;
-    if (route.method === method) return { match: { route, pathParameters }, allowed };
+    if (route.method === wanted) return { match: { route, pathParameters }, allowed };
     allowed.push(route.method);
+    if (route.method === 'GET') allowed.push('HEAD');
   }
   return { allowed };
 }

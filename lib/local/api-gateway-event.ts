@@ -38,12 +38,14 @@ export function toProxyEvent(
   const [headers, multiValueHeaders] = singleAndMultiValue(pairs);
   const [query, multiQuery] = singleAndMultiValue(url.searchParams);
   const now = new Date();
+  // The request's own method: HEAD reaches the GET route's handler as HEAD, as a gateway method would.
+  const method = request.method ?? match.route.method;
   const hasQuery = Object.keys(query).length > 0;
   const hasParams = Object.keys(match.pathParameters).length > 0;
   return {
     resource: match.route.path,
     path: url.pathname,
-    httpMethod: match.route.method,
+    httpMethod: method,
     headers,
     multiValueHeaders,
     queryStringParameters: hasQuery ? query : null,
@@ -57,7 +59,7 @@ export function toProxyEvent(
       apiId: 'local',
       authorizer: null,
       protocol: `HTTP/${request.httpVersion}`,
-      httpMethod: match.route.method,
+      httpMethod: method,
       path: `/${STAGE}${url.pathname}`,
       stage: STAGE,
       requestId: randomUUID(),

@@ -5,6 +5,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import { DomainError } from '#lib/domain/errors.ts';
+import { EXPOSED_HEADERS } from '#lib/http/cors.ts';
 import { toErrorBody } from '#lib/http/errors.ts';
 import { matchRoute, type Route } from '#lib/http/routes.ts';
 import { toLambdaContext, toProxyEvent } from '#lib/local/api-gateway-event.ts';
@@ -61,7 +62,8 @@ export async function startHttpServer(options: {
       options.logger.error('local server failure', {
         error: error instanceof Error ? error.message : String(error),
       });
-      if (!response.headersSent) sendError(response, new Error('internal'));
+      if (!response.headersSent)
+        sendError(response, new Error('internal'), gatewayHeaders(request.url ?? '/'));
       else response.destroy();
     });
   });
@@ -101,13 +103,8 @@ export async function startHttpServer(options: {
     if (await serveStatic(request, response, url)) return;
     if (await serveDemoFile(request, response, url)) return;
     const body = await readBody(request, options.maxBodyBytes);
-    // The gateway's own errors on the public API carry an allow-origin header, so that a browser can read
-    // them (infra/stacks/api-stack.ts); the admin API's do not.
-    const gatewayHeaders: Record<string, string> = url.pathname.startsWith('/admin/')
-      ? {}
-      : { 'Access-Control-Allow-Origin': '*' };
     const refuse = (error: DomainError, headers: Record<string, string> = {}) =>
-      sendError(response, error, { ...gatewayHeaders, ...headers });
+      sendError(response, error, { ...gatewayHeaders(url.pathname), ...headers });
     const { match, allowed } = matchRoute(method, url.pathname);
     if (!match) {
       if (allowed.length > 0) {
@@ -147,6 +144,7 @@ export async function startHttpServer(options: {
       headers[name] = values.map(String);
     // CORS headers of handler responses come from the middleware, as in AWS; only preflights are answered here.
     response.writeHead(result.statusCode, headers);
+    // (A HEAD answer's body is empty already: the middleware drops it, and Node sends none for HEAD.)
     response.end(result.isBase64Encoded ? Buffer.from(result.body, 'base64') : result.body);
   }
 
@@ -156,6 +154,17 @@ export async function startHttpServer(options: {
   });
   const address = server.address() as AddressInfo;
   return { server, url: `http://${options.host ?? '127.0.0.1'}:${address.port}` };
+}
+
+/**
+ * CORS headers of the server's own errors, as the gateway's own: on the public API an allow-origin header,
+ * so that a browser can read them (infra/stacks/api-stack.ts), none on the admin API. They expose what the
+ * handlers' answers expose, or a browser could not read their request id (the gateway's responses do
+ * not yet: docs/deploy.md "Teardown and known limits").
+ */
+function gatewayHeaders(path: string): Record<string, string> {
+  if (path.startsWith('/admin/')) return {};
+  return { 'Access-Control-Allow-Origin': '*', 'Access-Control-Expose-Headers': EXPOSED_HEADERS };
 }
 
 /** Reads the body; undefined when it exceeds the limit (the rest is drained so the 413 can be sent). */

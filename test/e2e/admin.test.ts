@@ -1,5 +1,8 @@
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
 import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
@@ -7,6 +10,8 @@ import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
 import { feedAdminDeps } from '#lib/container.ts';
 import { createFeed, deleteFeed } from '#lib/domain/admin/feeds.ts';
 import { createKey } from '#lib/domain/admin/keys.ts';
+import { ROUTES } from '#lib/http/routes.ts';
+import { toLambdaContext, toProxyEvent } from '#lib/local/api-gateway-event.ts';
 import { expectError } from '#test/support/error-shape.ts';
 import { pngBase64, startTestStack, type TestStack } from '#test/support/local-stack.ts';
 
@@ -149,6 +154,68 @@ describe('feeds', () => {
 
   it('returns 404 feed_not_found when updating a missing feed', async () => {
     expectError(await stack.admin('PATCH', '/admin/v1/feeds/missing', { name: 'x' }), 404, 'feed_not_found');
+  });
+});
+
+describe('HEAD requests', () => {
+  it('answers HEAD on every GET route like GET, without the body (they were 405s)', async () => {
+    const feed = stack.demo.feedId;
+    const paths = [
+      '/admin/v1/feeds',
+      `/admin/v1/feeds/${feed}`,
+      `/admin/v1/feeds/${feed}/keys`,
+      `/admin/v1/feeds/${feed}/usage`,
+      `/admin/v1/feeds/${feed}/imports`,
+      `/admin/v1/feeds/${feed}/products?limit=2`,
+      '/admin/v1/feeds/nowhere',
+    ];
+    const send = (method: string, path: string, token = stack.adminToken) =>
+      fetch(`${stack.url}${path}`, { method, headers: { authorization: `Bearer ${token}` } });
+    // The same headers, but for the ones about the connection and how a body is framed.
+    const framing = ['date', 'connection', 'keep-alive', 'transfer-encoding', 'content-length'];
+    const shown = (headers: Headers) => [...headers.keys()].filter((name) => !framing.includes(name));
+    for (const [path, token] of [...paths.map((path) => [path, stack.adminToken]), [paths[0]!, 'wrong']]) {
+      const get = await send('GET', path!, token);
+      const head = await send('HEAD', path!, token);
+      expect(head.status, path).toBe(get.status);
+      expect(shown(head.headers), path).toEqual(shown(get.headers));
+      expect(head.headers.get('content-type'), path).toBe(get.headers.get('content-type'));
+      expect((await get.text()).length, path).toBeGreaterThan(0);
+      expect(await head.text(), path).toBe('');
+    }
+    // A 405 names HEAD where GET is allowed.
+    const wrong = await stack.admin('DELETE', '/admin/v1/feeds');
+    expectError(wrong, 405, 'method_not_allowed');
+    expect(wrong.headers.get('allow')).toBe('POST, GET, HEAD');
+  });
+});
+
+describe('HEAD in the handlers', () => {
+  it('drops the body of a HEAD answer in the handler itself (the gateway passes a body on)', async () => {
+    // The handler as the gateway's HEAD method calls it, without the local server in between
+    const route = ROUTES.find((candidate) => candidate.name === 'AdminListFeeds')!;
+    const module = (await import(pathToFileURL(resolve(route.entry)).href)) as Record<string, unknown>;
+    const handler = module[route.handler] as (
+      event: APIGatewayProxyEvent,
+      context: Context,
+    ) => Promise<APIGatewayProxyResult>;
+    const invoke = (method: string) => {
+      const request = {
+        method,
+        httpVersion: '1.1',
+        rawHeaders: ['authorization', `Bearer ${stack.adminToken}`],
+        headers: { authorization: `Bearer ${stack.adminToken}` },
+        socket: { remoteAddress: '127.0.0.1' },
+      } as unknown as IncomingMessage;
+      const url = new URL('http://localhost/admin/v1/feeds');
+      const event = toProxyEvent(request, url, { route, pathParameters: {} }, null);
+      return handler(event, toLambdaContext(route.name, event.requestContext.requestId));
+    };
+    const [get, head] = [await invoke('GET'), await invoke('HEAD')];
+    expect([get.statusCode, head.statusCode]).toEqual([200, 200]);
+    expect(get.body.length).toBeGreaterThan(0);
+    expect(head.body).toBe('');
+    expect(head.headers?.['Content-Type']).toBe(get.headers?.['Content-Type']);
   });
 });
 

@@ -303,15 +303,38 @@ describe('request validation', () => {
 
   it("lets a browser read the local server's own errors on public paths, as the gateway's", async () => {
     const origin = { origin: 'https://shop.example.com' };
+    const post = (type: string, body: Buffer<ArrayBuffer>) =>
+      fetch(`${stack.url}/api/v1/related`, {
+        method: 'POST',
+        headers: { ...origin, 'content-type': type },
+        body,
+      });
     const wrongMethod = await fetch(`${stack.url}/api/v1/related`, { headers: origin });
     const unknown = await fetch(`${stack.url}/api/v1/nothing`, { method: 'POST', headers: origin });
-    expect([wrongMethod.status, unknown.status]).toEqual([405, 404]);
-    for (const response of [wrongMethod, unknown])
+    const tooLarge = await post('application/json', Buffer.alloc(7 * 1024 * 1024, 0x20));
+    const binary = await post('image/png', Buffer.from([0x89, 0xff, 0xfe]));
+    // A handler's own answer, for the headers it lets a browser read (its request id among them).
+    const handled = await fetch(`${stack.url}/api/v1/related`, {
+      method: 'POST',
+      headers: { ...origin, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(handled.status).toBe(401);
+    const exposed = handled.headers.get('access-control-expose-headers');
+    expect(exposed).toContain('X-Request-Id');
+    expect([wrongMethod.status, unknown.status, tooLarge.status, binary.status]).toEqual([
+      405, 404, 413, 415,
+    ]);
+    for (const response of [wrongMethod, unknown, tooLarge, binary]) {
       expect(response.headers.get('access-control-allow-origin')).toBe('*');
+      // Without it, the browser hid their X-Request-Id (the handlers' answers exposed it).
+      expect(response.headers.get('access-control-expose-headers'), String(response.status)).toBe(exposed);
+    }
     // The admin API's errors carry none (its gateway responses have no CORS headers either).
     const admin = await fetch(`${stack.url}/admin/v1/nothing`, { headers: origin });
     expect(admin.status).toBe(404);
     expect(admin.headers.get('access-control-allow-origin')).toBeNull();
+    expect(admin.headers.get('access-control-expose-headers')).toBeNull();
   });
 
   it('takes the JSON media type in any case and with spaced parameters', async () => {

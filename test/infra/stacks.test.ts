@@ -10,6 +10,7 @@ import {
   visualWordIndexName,
 } from '#lib/adapters/opensearch-visual-word-index.ts';
 import { CONFIG_ENV_KEYS, loadConfig } from '#lib/config.ts';
+import { EXPOSED_HEADERS } from '#lib/http/cors.ts';
 import { ROUTES } from '#lib/http/routes.ts';
 import { PROJECTION_SPEC, WINDOW_PROJECTION_SPEC } from '#lib/vision/projection.ts';
 import { AlarmTopic } from '../../infra/constructs/alarms.ts';
@@ -118,7 +119,8 @@ describe('functions and routes', () => {
     for (const route of ROUTES) {
       const fnId = functionId(dev.api, `vps-dev-${route.name}`);
       expect(resources(dev.api)[fnId]!.Properties!.Handler, route.name).toBe(`index.${route.handler}`);
-      const wired = all.filter((m) => m.target.includes(`"${fnId}"`));
+      // A GET route's function also answers its HEAD method (the next test).
+      const wired = all.filter((m) => m.target.includes(`"${fnId}"`) && m.httpMethod !== 'HEAD');
       expect(wired, route.name).toHaveLength(1);
       expect(wired[0], route.name).toMatchObject({
         path: route.path,
@@ -220,6 +222,36 @@ describe('search-id authorizer and usage plans', () => {
       }
     },
   );
+
+  it('gives every GET route a HEAD method with the same function and authorisation', () => {
+    const all = methods(dev.api);
+    const gets = ROUTES.filter((route) => route.method === 'GET');
+    for (const route of gets) {
+      const get = all.find((m) => m.path === route.path && m.httpMethod === 'GET')!;
+      const head = all.find((m) => m.path === route.path && m.httpMethod === 'HEAD');
+      expect(head, route.name).toEqual({ ...get, httpMethod: 'HEAD' });
+    }
+    // Only there: a HEAD beside a path without GET would reach a function that does not answer it.
+    expect(all.filter((m) => m.httpMethod === 'HEAD')).toHaveLength(gets.length);
+  });
+
+  it("lets a browser read the headers of the public API's gateway errors, as of its handlers' answers", () => {
+    for (const [template, kind] of [
+      [dev.api, 'public'],
+      [dev.api, 'admin'],
+    ] as const) {
+      const throttled = Object.values(resources(template, 'AWS::ApiGateway::GatewayResponse'))
+        .map((response) => response.Properties as Record<string, unknown>)
+        .filter((response) => response.ResponseType === 'THROTTLED')
+        .find((response) =>
+          JSON.stringify(response.RestApiId).includes(kind === 'public' ? 'Public' : 'Admin'),
+        )!;
+      const headers = throttled.ResponseParameters as Record<string, string>;
+      const exposed = headers['gatewayresponse.header.Access-Control-Expose-Headers'];
+      if (kind === 'public') expect(exposed).toBe(`'${EXPOSED_HEADERS}'`);
+      else expect(exposed).toBeUndefined();
+    }
+  });
 
   it('answers gateway refusals in the service error shape', () => {
     dev.api.hasResourceProperties('AWS::ApiGateway::GatewayResponse', {

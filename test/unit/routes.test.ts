@@ -18,6 +18,16 @@ describe('route table', () => {
     expect(matchRoute('GET', '/nowhere')).toEqual({ allowed: [] });
   });
 
+  it('takes HEAD to the GET route of a path, and only to one', () => {
+    const feed = matchRoute('HEAD', '/admin/v1/feeds/shop-1');
+    expect(feed.match?.route.name).toBe('AdminGetFeed');
+    expect(feed.match?.pathParameters).toEqual({ feedId: 'shop-1' });
+    expect(matchRoute('HEAD', '/admin/v1/feeds').match?.route.method).toBe('GET');
+    // A path without GET has no HEAD either; where GET is allowed, so is HEAD.
+    expect(matchRoute('HEAD', '/api/v1/detect')).toEqual({ allowed: ['POST'] });
+    expect(matchRoute('DELETE', '/admin/v1/feeds').allowed).toEqual(['POST', 'GET', 'HEAD']);
+  });
+
   it('has unique names and unique method+path pairs', () => {
     expect(new Set(ROUTES.map((r) => r.name)).size).toBe(ROUTES.length);
     expect(new Set(ROUTES.map((r) => `${r.method} ${r.path}`)).size).toBe(ROUTES.length);

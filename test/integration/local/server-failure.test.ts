@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { EXPOSED_HEADERS } from '#lib/http/cors.ts';
 import { recordingLogger } from '#test/support/recording-logger.ts';
 
 // Fault injection: every request matches a route whose handler module does not exist, so the server
@@ -47,6 +48,9 @@ describe('local HTTP server failures', () => {
 
     expect(response.status).toBe(500);
     expect(await response.json()).toMatchObject({ error: { status: 500, code: 'internal' } });
+    // Readable by a browser like the server's other errors on a public path, its request id included.
+    expect(response.headers.get('access-control-allow-origin')).toBe('*');
+    expect(response.headers.get('access-control-expose-headers')).toBe(EXPOSED_HEADERS);
     expect(lines).toContainEqual({ level: 'error', message: 'local server failure' });
     expect(lines.filter((line) => line.message === 'request aborted by the client')).toEqual([]);
   });
