@@ -42,27 +42,39 @@ export async function handler(
   context?: { getRemainingTimeInMillis(): number },
 ): Promise<SQSBatchResponse> {
   const c = getContainer();
+  let triggers = triggerQueues.get(c);
+  if (!triggers) {
+    triggers = createTriggerQueue(c.config).catch((error: unknown) => {
+      triggerQueues.delete(c);
+      throw error;
+    });
+    triggerQueues.set(c, triggers);
+  }
   return runImportEvent(
-    { ...c, admin: feedAdminDeps(c), triggers: await triggerQueue(c.config) },
+    { ...c, admin: feedAdminDeps(c), triggers: await triggers },
     event,
     context?.getRemainingTimeInMillis(),
   );
 }
 
-/** The worker's queue client, built once per container (none without IMPORT_QUEUE_URL). */
-const triggerQueue = (() => {
-  let queue: Promise<TriggerQueue | undefined> | undefined;
-  return (config: Config) => {
-    const url = config.imports.queueUrl;
-    queue ??= url
-      ? Promise.all([import('@aws-sdk/client-sqs'), import('#lib/adapters/sqs-trigger-queue.ts')]).then(
-          ([{ SQSClient }, { SqsTriggerQueue }]) =>
-            new SqsTriggerQueue(new SQSClient({ region: config.region }), url),
-        )
-      : Promise.resolve(undefined);
-    return queue;
-  };
-})();
+/** The trigger queue of each container, built once (a failed build is tried again). */
+const triggerQueues = new WeakMap<Container, Promise<TriggerQueue | undefined>>();
+
+/**
+ * The worker's queue (IMPORT_QUEUE_URL), none without it. The SQS client loads only here: no other
+ * function bundles it.
+ */
+export async function createTriggerQueue(
+  config: Pick<Config, 'region' | 'imports'>,
+): Promise<TriggerQueue | undefined> {
+  const url = config.imports.queueUrl;
+  if (!url) return undefined;
+  const [{ SQSClient }, { SqsTriggerQueue }] = await Promise.all([
+    import('@aws-sdk/client-sqs'),
+    import('#lib/adapters/sqs-trigger-queue.ts'),
+  ]);
+  return new SqsTriggerQueue(new SQSClient({ region: config.region }), url);
+}
 
 /** Time kept back from the function's timeout: a chunk in flight finishes and the import pauses. */
 export const PAUSE_MARGIN_MS = 120_000;
@@ -71,12 +83,14 @@ export const PAUSE_MARGIN_MS = 120_000;
 export const DEFERRED_RETRY_SECONDS = 60;
 
 /**
- * How long a trigger whose run failed stays invisible, by the number of times it was received: 30 s,
- * then 2 and 8 minutes (the queue's maxReceiveCount is 3: after the third failure it goes to the
- * dead-letter queue). The runner counts an import's failed runs itself and ends it `failed`.
+ * How long a trigger whose run failed stays invisible, by the number of times it was received: 2 minutes,
+ * then 30 (and an hour before the queue moves it to the dead-letter queue, at its fourth receive: its
+ * maxReceiveCount is 3). The runner ends an import `failed` at its third failed run in a row, so an import
+ * lives through about half an hour of store outage, each retry coming soon after the cause may be gone
+ * (with the queue's 90-minute visibility timeout alone, retries came 90 minutes apart).
  */
 export function retryDelaySeconds(receiveCount: number): number {
-  return Math.min(900, 30 * 4 ** Math.max(0, receiveCount - 1));
+  return [120, 1800][receiveCount - 1] ?? 3600;
 }
 
 type WorkerDeps = Pick<Container, 'ingest' | 'objects' | 'logger'> & {

@@ -74,7 +74,7 @@ const EnvSchema = z.object({
    * The import worker's own queue (AWS): a failed run is retried after a back-off and a deferred one sent
    * again (functions/import-worker.ts). Unset, both wait for the queue's visibility timeout.
    */
-  IMPORT_QUEUE_URL: z.string().url().optional(),
+  IMPORT_QUEUE_URL: z.url().optional(),
   IMPORT_CHUNK_SIZE: positiveInt.max(500).default(32),
   IMAGE_FETCH_CONCURRENCY: positiveInt.max(64).default(8),
   IMAGE_FETCH_TIMEOUT_MS: positiveInt.default(10_000),

@@ -10,6 +10,7 @@ import type * as apigateway from 'aws-cdk-lib/aws-apigateway';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { TableDefinition } from '#lib/adapters/dynamodb-tables.ts';
 import type { Config } from '#lib/config.ts';
 import { type ConfigEnvKey, OPENSEARCH_INDEX_PREFIX } from '../function-environment.ts';
@@ -204,6 +205,15 @@ export function bindApiKeyRegistry(fn: lambda.Function, target: ApiKeyRegistryTa
       "API key ids are generated when a search id is created; only DELETE is allowed, and only on API keys and the Free/Pro plans' keys.",
     );
   }
+}
+
+/**
+ * The import worker's own queue (functions/import-worker.ts): it sends a deferred trigger again
+ * (SendMessage); the SQS event source grants what a failed one's back-off needs (ChangeMessageVisibility).
+ */
+export function bindTriggerQueue(fn: lambda.Function, queue: sqs.IQueue): void {
+  fn.addEnvironment('IMPORT_QUEUE_URL', queue.queueUrl);
+  queue.grantSendMessages(fn);
 }
 
 /**

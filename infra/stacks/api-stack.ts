@@ -20,6 +20,7 @@ import {
   searchDomainEnvironment,
   TABLE_ENV,
   type TableName,
+  bindTriggerQueue,
 } from '../constructs/bindings.ts';
 import { ALARM_PERIOD } from '../constructs/alarms.ts';
 import { type CodeMode, EndpointFunction, REPO_ROOT } from '../constructs/endpoint-function.ts';
@@ -294,13 +295,10 @@ export class ApiStack extends Stack {
         'worker',
       );
       this.applyProfile(worker, IMPORT_WORKER_PROFILE, stateful);
-      // The event source grants ChangeMessageVisibility (a failed run's back-off); SendMessage sends a
-      // deferred trigger again (functions/import-worker.ts).
       worker.addEventSource(
         new SqsEventSource(stateful.importQueue, { batchSize: 1, reportBatchItemFailures: true }),
       );
-      worker.addEnvironment('IMPORT_QUEUE_URL', stateful.importQueue.queueUrl);
-      stateful.importQueue.grantSendMessages(worker);
+      bindTriggerQueue(worker, stateful.importQueue);
       this.importWorker = worker;
     } else {
       // The worker is written separately; until its module exists the queue collects import events.

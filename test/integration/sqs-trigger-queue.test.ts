@@ -1,5 +1,5 @@
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SqsTriggerQueue } from '#lib/adapters/sqs-trigger-queue.ts';
 import { FakeSqs } from '../support/fake-sqs.ts';
 
@@ -22,6 +22,9 @@ describe('SqsTriggerQueue (SQS JSON protocol)', () => {
   afterAll(async () => {
     client.destroy();
     await sqs.stop();
+  });
+  beforeEach(() => {
+    sqs.messages.length = 0;
   });
 
   it('shows a received message again after the given seconds', async () => {

@@ -105,8 +105,13 @@ export class FakeSqs {
       });
       res.end(JSON.stringify(payload));
     };
+    // The error's type, and the older Query protocol's code the SDK reads first when there is one.
+    const queryCodes: Record<string, string> = {
+      QueueDoesNotExist: 'AWS.SimpleQueueService.NonExistentQueue',
+      MessageNotInflight: 'AWS.SimpleQueueService.MessageNotInflight',
+    };
     const fail = (type: string, message: string) =>
-      answer(400, { __type: `com.amazonaws.sqs#${type}`, message }, type);
+      answer(400, { __type: `com.amazonaws.sqs#${type}`, message }, queryCodes[type] ?? type);
     if (req.method !== 'POST' || req.headers['content-type'] !== 'application/x-amz-json-1.0')
       return fail('InvalidAction', 'Expected a POST of application/x-amz-json-1.0.');
     try {

@@ -1,7 +1,8 @@
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { S3Event, SQSEvent, SQSRecord } from 'aws-lambda';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
+  createTriggerQueue,
   DEFERRED_RETRY_SECONDS,
   importsOf,
   retryDelaySeconds,
@@ -149,6 +150,10 @@ describe('import worker on SQS', () => {
     client.destroy();
     await sqs.stop();
   });
+  beforeEach(() => {
+    sqs.messages.length = 0;
+    sqs.calls.length = 0;
+  });
 
   /** Lambda's SQS event source: the next visible message to the worker; deleted unless reported failed. */
   async function deliver(
@@ -173,12 +178,13 @@ describe('import worker on SQS', () => {
     const triggers = new SqsTriggerQueue(client, sqs.queueUrl);
     const deps = { ...container, triggers, logger: recordingLogger(lines) };
     sqs.send(notification(request));
-    // Act / Assess: the first failure comes back after 30 s, not after the 90-minute visibility timeout
+    // Act / Assess: the first failure comes back after 2 minutes, not after the 90-minute visibility
+    // timeout
     expect((await deliver(deps)).failed).toBe(true);
-    time += 29_000;
+    time += 119_000;
     expect(sqs.receive()).toBeUndefined();
     time += 1_000;
-    // ...the second after 2 minutes
+    // ...the second after 30 minutes
     expect((await deliver(deps)).failed).toBe(true);
     time += retryDelaySeconds(2) * 1000 - 1;
     expect(sqs.receive()).toBeUndefined();
@@ -191,14 +197,13 @@ describe('import worker on SQS', () => {
     expect((await w.imports.get('shop', importId))?.status).toBe('failed');
     expect(lines.filter((line) => line.message === 'import run failed')).toHaveLength(2);
     expect(sqs.calls.map((call) => [call.action, call.input.VisibilityTimeout, call.status])).toEqual([
-      ['ChangeMessageVisibility', 30, 200],
       ['ChangeMessageVisibility', 120, 200],
+      ['ChangeMessageVisibility', 1800, 200],
     ]);
   });
 
   it('sends a trigger whose feed is busy again as a new message, not as a failed receive', async () => {
     // Prepare: another runner holds the feed's lease
-    sqs.calls.length = 0;
     const { w, importId, request, container } = await queuedImport(['a']);
     const until = new Date(w.deps.clock.now().getTime() + 600_000);
     w.imports.leases.set('shop', { owner: 'another runner', until });
@@ -236,6 +241,47 @@ describe('import worker on SQS', () => {
       'import retry back-off not set: the message returns after the visibility timeout',
     );
     sqs.delete(record.receiptHandle);
+  });
+
+  it('keeps a busy trigger as a failed receive when it cannot be sent again', async () => {
+    // Prepare: the feed is busy and the queue refuses the new message (a delay over its 15 minutes)
+    const { w, request, container } = await queuedImport(['a']);
+    w.imports.leases.set('shop', { owner: 'another runner', until: new Date(Date.now() + 600_000) });
+    const triggers = new SqsTriggerQueue(client, sqs.queueUrl);
+    triggers.sendIn = (body) => SqsTriggerQueue.prototype.sendIn.call(triggers, body, 901);
+    sqs.send(notification(request));
+    // Act / Assess: not lost, shown again after the back-off
+    const { failed } = await deliver({ ...container, triggers });
+    expect(failed).toBe(true);
+    expect(sqs.messages).toHaveLength(1);
+    expect(sqs.calls.map((call) => [call.action, call.status])).toEqual([
+      ['SendMessage', 400],
+      ['ChangeMessageVisibility', 200],
+    ]);
+  });
+
+  it('retries a message it cannot read, as the dead-letter queue then keeps it', async () => {
+    const { container } = await queuedImport(['a']);
+    sqs.send('not json');
+    const triggers = new SqsTriggerQueue(client, sqs.queueUrl);
+    expect((await deliver({ ...container, triggers })).failed).toBe(true);
+    expect(sqs.calls.map((call) => call.action)).toEqual(['ChangeMessageVisibility']);
+  });
+
+  it('builds its queue from IMPORT_QUEUE_URL alone, the SDK calling the queue URL', async () => {
+    // The handler's queue, as in AWS: no endpoint, credentials from the environment
+    vi.stubEnv('AWS_ACCESS_KEY_ID', 'test');
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'test');
+    try {
+      const imports = { queueUrl: sqs.queueUrl } as Parameters<typeof createTriggerQueue>[0]['imports'];
+      const triggers = (await createTriggerQueue({ region: 'eu-west-1', imports }))!;
+      await triggers.sendIn('{"feedId":"shop","importId":"imp_9"}', 0);
+      expect(sqs.messages.map((message) => message.body)).toEqual(['{"feedId":"shop","importId":"imp_9"}']);
+      const none = { queueUrl: undefined } as Parameters<typeof createTriggerQueue>[0]['imports'];
+      expect(await createTriggerQueue({ region: 'eu-west-1', imports: none })).toBeUndefined();
+    } finally {
+      vi.unstubAllEnvs();
+    }
   });
 
   it('throws without a trigger queue (and for S3 events), leaving the retry to Lambda', async () => {
