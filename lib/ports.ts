@@ -124,8 +124,16 @@ export interface ImageInfo {
 /** Validates submitted image bytes: format allow-list and pixel limit, before any full decode. */
 export interface ImageInspector {
   inspect(bytes: Buffer): Promise<ImageInfo>;
-  /** Cuts a box (pixels of the EXIF-oriented image) out of an image, re-encoded losslessly. */
-  crop(bytes: Buffer, box: PixelBox): Promise<Buffer>;
+  /**
+   * Cuts boxes (pixels of the EXIF-oriented image) out of an image, each re-encoded losslessly at no more
+   * than the models read; the image is decoded once for all of them.
+   */
+  crops(bytes: Buffer, boxes: readonly PixelBox[]): Promise<Buffer[]>;
+  /**
+   * The image as the search stages read it, and its size (the frame of the second look's boxes): the
+   * same bytes, or for a large image a copy scaled down once, which each stage then decodes cheaply.
+   */
+  bounded(bytes: Buffer): Promise<{ bytes: Buffer; width: number; height: number }>;
 }
 
 /** x0, y0, x1, y1 in pixels of an image after its EXIF orientation. */

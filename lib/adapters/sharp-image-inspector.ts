@@ -1,7 +1,7 @@
 import sharp, { type Metadata } from 'sharp';
 import { InvalidImageError } from '#lib/domain/errors.ts';
-import type { ImageInfo, ImageInspector } from '#lib/ports.ts';
-import { refusalBeforeDecoding } from '#lib/vision/image-input.ts';
+import type { ImageInfo, ImageInspector, PixelBox } from '#lib/ports.ts';
+import { boundedQuery, cropRegions, refusalBeforeDecoding } from '#lib/vision/image-input.ts';
 
 const ALLOWED_FORMATS = new Set(['jpeg', 'png', 'webp', 'gif', 'heif', 'tiff']);
 
@@ -40,20 +40,12 @@ export class SharpImageInspector implements ImageInspector {
     return { format: format === 'heif' ? 'avif' : format, width, height };
   }
 
-  async crop(bytes: Buffer, box: [number, number, number, number]): Promise<Buffer> {
-    const { width, height } = await this.inspect(bytes);
-    const image = sharp(bytes, { limitInputPixels: this.maxPixels }).rotate();
-    const left = clamp(Math.floor(box[0]), 0, width - 1);
-    const top = clamp(Math.floor(box[1]), 0, height - 1);
-    const right = clamp(Math.ceil(box[2]), left + 1, width);
-    const bottom = clamp(Math.ceil(box[3]), top + 1, height);
-    return image
-      .extract({ left, top, width: right - left, height: bottom - top })
-      .png()
-      .toBuffer();
+  async crops(bytes: Buffer, boxes: readonly PixelBox[]): Promise<Buffer[]> {
+    await this.inspect(bytes);
+    return cropRegions(bytes, boxes);
   }
-}
 
-function clamp(value: number, min: number, max: number): number {
-  return Math.min(max, Math.max(min, value));
+  bounded(bytes: Buffer): Promise<{ bytes: Buffer; width: number; height: number }> {
+    return boundedQuery(bytes);
+  }
 }

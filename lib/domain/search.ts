@@ -648,7 +648,7 @@ async function queryVectors(deps: SearchDeps, image: Buffer): Promise<Float32Arr
     undefined,
   );
   if (!top) return [whole!];
-  const [crop] = await embedder.embed([await deps.images.crop(image, top.box)]);
+  const [crop] = await embedder.embed(await deps.images.crops(image, [top.box]));
   return [whole!, crop!];
 }
 
@@ -659,19 +659,21 @@ async function queryVectors(deps: SearchDeps, image: Buffer): Promise<Float32Arr
  * (k-NN shortlist, geometric re-ranking, calibrated score, minimum-score cut-off); page with offset/limit.
  */
 export async function searchByImage(deps: SearchDeps, query: ImageQuery): Promise<GroupHit[]> {
-  const { width, height } = await deps.images.inspect(query.image);
+  await deps.images.inspect(query.image);
   if (!(await deps.products.hasProducts(query.feedId))) return [];
-  const queryFeatures = startQueryFeatures(deps, query.image);
-  const regions = startRegions(deps, query.image);
+  // Every stage below decodes the image: a large one is scaled down once first.
+  const { bytes: image, width, height } = await deps.images.bounded(query.image);
+  const queryFeatures = startQueryFeatures(deps, image);
+  const regions = startRegions(deps, image);
   return rankGroups(deps, {
     feedId: query.feedId,
-    vectors: await queryVectors(deps, query.image),
+    vectors: await queryVectors(deps, image),
     limit: query.limit,
     offset: query.offset,
     ...(queryFeatures ? { queryFeatures } : {}),
     ...(regions ? { regions } : {}),
     ...(deps.minScore ? { minScore: deps.minScore } : {}),
-    image: { bytes: query.image, width, height },
+    image: { bytes: image, width, height },
   });
 }
 
@@ -745,9 +747,10 @@ export async function relatedProducts(deps: SearchDeps, query: RelatedQuery): Pr
     }
     await deps.images.inspect(image);
     if (!reference && !(await deps.products.hasProducts(query.feedId))) return [];
-    queryFeatures = startQueryFeatures(deps, image);
+    const { bytes } = await deps.images.bounded(image);
+    queryFeatures = startQueryFeatures(deps, bytes);
     minScore = deps.minScore;
-    vector = await embedOne(deps, image);
+    vector = await embedOne(deps, bytes);
   }
   return rankGroups(deps, {
     feedId: query.feedId,
@@ -785,7 +788,10 @@ export async function detectObjects(
   if (objects.length === 0 || !(await deps.products.hasProducts(query.feedId))) {
     return { objects: objects.map((object) => ({ ...object, products: [] })) };
   }
-  const crops = await Promise.all(objects.map((object) => deps.images.crop(query.image, object.box)));
+  const crops = await deps.images.crops(
+    query.image,
+    objects.map((object) => object.box),
+  );
   // Query features cost 30–70 ms each on the JS thread: only the most confident objects are verified.
   const verified = new Set(
     objects

@@ -198,8 +198,11 @@ export const fakeInspector: ImageInspector = {
       throw new InvalidImageError('imageData is not a decodable image.');
     return { format: 'png', width: 10, height: 10 };
   },
-  async crop(bytes) {
-    return bytes;
+  async crops(bytes, boxes) {
+    return boxes.map(() => bytes);
+  },
+  async bounded(bytes) {
+    return { bytes, width: 10, height: 10 };
   },
 };
 

@@ -199,6 +199,24 @@ describe('searchByImage', () => {
     expect(hits.map((h) => h.product.product_id)).toEqual(['aa', 'zz']);
   });
 
+  it('searches with the image as the inspector bounds it (a large one scaled down once)', async () => {
+    const w = world();
+    await seed(w, [
+      { product: make('s', 'lamp'), image: 'lamp' },
+      { product: make('s', 'chair'), image: 'chair' },
+    ]);
+    const scaledDown = Buffer.from('chair');
+    const d: SearchDeps = {
+      ...deps(w),
+      images: { ...fakeInspector, bounded: async () => ({ bytes: scaledDown, width: 10, height: 10 }) },
+    };
+    const query = { feedId: 's', image: Buffer.from('a large photo'), limit: 10, offset: 0 };
+    const direct = await searchByImage(deps(w), { ...query, image: scaledDown });
+    expect((await searchByImage(d, query)).map((hit) => hit.score)).toEqual(direct.map((hit) => hit.score));
+    const related = await relatedProducts(d, query);
+    expect(related.map((hit) => hit.score)).toEqual(direct.map((hit) => hit.score));
+  });
+
   it('ranks by the better of whole image and detector crop with detectorCrop', async () => {
     // Prepare: the whole photo looks like the chair, its detected box like the lamp
     const w = world();
@@ -209,7 +227,7 @@ describe('searchByImage', () => {
     w.detections.push({ box: [1, 1, 4, 4], label: 'cup', score: 0.8 });
     const d: SearchDeps = {
       ...deps(w),
-      images: { ...fakeInspector, crop: async () => Buffer.from('lamp') },
+      images: { ...fakeInspector, crops: async (_bytes, boxes) => boxes.map(() => Buffer.from('lamp')) },
       detectorCrop: true,
     };
     // Act

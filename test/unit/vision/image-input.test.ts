@@ -1,12 +1,15 @@
 import sharp, { type Sharp } from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { InvalidImageError } from '#lib/domain/errors.ts';
+import { SharpImageInspector } from '#lib/adapters/sharp-image-inspector.ts';
 import {
   clampToPixels,
+  CROP_MAX_SIDE,
   inspectImage,
   openImage,
   rgbLetterbox,
   rgbSquares,
+  QUERY_MAX_SIDE,
   rgbToNormalisedBgrPlanes,
 } from '#lib/vision/image-input.ts';
 import { withScans } from '#test/support/jpeg-scans.ts';
@@ -118,6 +121,69 @@ describe('rgbSquares', () => {
     expect(meanColour(top!)[2]).toBeLessThan(15);
     expect(meanColour(bottom!)[2]).toBeGreaterThan(240);
     expect(meanColour(bottom!)[0]).toBeLessThan(15);
+  });
+});
+
+describe('SharpImageInspector crops and bounded query', () => {
+  const inspector = new SharpImageInspector(40_000_000);
+
+  /** Mean colour and size of an encoded image. */
+  async function look(bytes: Buffer) {
+    const { data, info } = await sharp(bytes).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+    return {
+      colour: meanColour(data),
+      width: info.width,
+      height: info.height,
+      format: (await sharp(bytes).metadata()).format,
+    };
+  }
+
+  it('cuts every box from one oriented image, none larger than the models read', async () => {
+    // Prepare: stored 3000×1400 red|blue with orientation 6 → shown 1400×3000, red on top, blue below
+    const bytes = await (await halves(3000, 1400)).jpeg().withMetadata({ orientation: 6 }).toBuffer();
+    // Act
+    const [top, bottom, whole] = await inspector.crops(bytes, [
+      [0, 0, 1400, 1400],
+      [100, 1700, 300, 1800],
+      [0, 0, 1400, 3000],
+    ]);
+    // Assess: in the frame the client sees; a small box at its own size, a large one scaled down
+    const [a, b, c] = [await look(top!), await look(bottom!), await look(whole!)];
+    expect(a.colour[0]).toBeGreaterThan(240);
+    expect(b.colour[2]).toBeGreaterThan(240);
+    expect([b.width, b.height]).toEqual([200, 100]);
+    expect([a.width, a.height]).toEqual([CROP_MAX_SIDE, CROP_MAX_SIDE]);
+    expect(Math.max(c.width, c.height)).toBe(CROP_MAX_SIDE);
+    expect(await inspector.crops(bytes, [])).toEqual([]);
+  });
+
+  it('reports an image it cannot decode in full as an invalid image (a 500 when each crop decoded it)', async () => {
+    const jpeg = await (await halves(640, 480)).jpeg().toBuffer();
+    const truncated = jpeg.subarray(0, Math.floor(jpeg.length * 0.6));
+    await expect(inspector.crops(truncated, [[0, 0, 10, 10]])).rejects.toThrow(InvalidImageError);
+  });
+
+  it('hands the search stages a large query scaled down once, oriented, and a small one as it is', async () => {
+    const small = await (await halves(1200, 800)).png().toBuffer();
+    const same = await inspector.bounded(small);
+    expect(same.bytes).toBe(small);
+    expect([same.width, same.height]).toEqual([1200, 800]);
+    // A JPEG, however large: each stage decodes it reduced already
+    const jpeg = await (await halves(6000, 2000)).jpeg().toBuffer();
+    expect((await inspector.bounded(jpeg)).bytes).toBe(jpeg);
+    // Stored 6000×2000 with orientation 6 → shown 2000×6000, red on top
+    const large = await (await halves(6000, 2000)).png().withMetadata({ orientation: 6 }).toBuffer();
+    const bounded = await inspector.bounded(large);
+    const seen = await look(bounded.bytes);
+    expect([bounded.width, bounded.height]).toEqual([Math.round(QUERY_MAX_SIDE / 3), QUERY_MAX_SIDE]);
+    expect([seen.width, seen.height, seen.format]).toEqual([bounded.width, bounded.height, 'tiff']);
+    const { data } = await sharp(bounded.bytes)
+      .extract({ left: 0, top: 0, width: bounded.width, height: 100 })
+      .raw()
+      .toBuffer({ resolveWithObject: true });
+    expect(meanColour(data)[0]).toBeGreaterThan(240);
+    // No orientation left for the stages to apply again
+    expect((await sharp(bounded.bytes).metadata()).orientation ?? 1).toBe(1);
   });
 });
 
