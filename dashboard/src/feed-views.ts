@@ -279,6 +279,21 @@ export function keysView({ feed, refresh }: FeedPage, keys: SearchKey[], created
 const DOMAIN_PATTERN =
   /^(\*\.)?(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
+/**
+ * As the server keeps an entry (lib/domain/feeds.ts canonicalDomain): an internationalised name in the
+ * punycode form browsers send in Origin, without a port or a trailing dot.
+ */
+function canonicalDomain(text: string): string {
+  const wildcard = text.startsWith('*.');
+  const host = (wildcard ? text.slice(2) : text).replace(/:\d{1,5}$/, '').replace(/\.$/, '');
+  if (!host || /[/:@?#\s]/.test(host)) return text;
+  try {
+    return `${wildcard ? '*.' : ''}${new URL(`http://${host}`).hostname}`;
+  } catch {
+    return text;
+  }
+}
+
 export function domainsView({ feed, refresh }: FeedPage): HTMLElement {
   const status = h('div');
   const input = h('input', {
@@ -317,15 +332,19 @@ export function domainsView({ feed, refresh }: FeedPage): HTMLElement {
   );
   form.addEventListener('submit', (event) => {
     event.preventDefault();
-    const value = input.value
-      .trim()
-      .toLowerCase()
-      .replace(/^https?:\/\//, '')
-      .replace(/\/.*$/, '');
+    const value = canonicalDomain(
+      input.value
+        .trim()
+        .toLowerCase()
+        .replace(/^https?:\/\//, '')
+        .replace(/\/.*$/, ''),
+    );
     let error = '';
     if (!value) error = 'Enter a domain.';
     else if (!DOMAIN_PATTERN.test(value))
       error = `"${input.value.trim()}" is not a hostname such as shop.example.com or *.example.com.`;
+    else if (/^\*\.[^.]+$/.test(value))
+      error = `${value} would allow every site under .${value.slice(2)}: use *.example.com.`;
     else if (feed.domains.includes(value)) error = `${value} is already in the list.`;
     problem.textContent = error;
     input.setAttribute('aria-invalid', String(Boolean(error)));

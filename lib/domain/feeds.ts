@@ -1,3 +1,4 @@
+import { domainToASCII } from 'node:url';
 import type { Plan } from '#lib/config.ts';
 
 /** A customer catalogue. Search ids (API keys) are bound to exactly one feed. */
@@ -34,6 +35,25 @@ export function hourlyLimitOf(
 /** A domain entry is a lower-case hostname, optionally prefixed by `*.` to allow every subdomain. */
 export const DOMAIN_PATTERN =
   /^(\*\.)?(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+/**
+ * A domain entry as the Origin check compares it: lower case; an internationalised name in the ASCII
+ * (punycode) form browsers send in Origin; without a trailing dot or a port (an Origin's port is not
+ * compared). Text that is no hostname is returned trimmed and lower-cased, for DOMAIN_PATTERN to refuse.
+ */
+export function canonicalDomain(entry: string): string {
+  const text = entry.trim().toLowerCase();
+  const wildcard = text.startsWith('*.');
+  const host = (wildcard ? text.slice(2) : text).replace(/:\d{1,5}$/, '').replace(/\.$/, '');
+  if (!host || /[/:@?#\s]/.test(host)) return text;
+  const ascii = domainToASCII(host);
+  return ascii ? `${wildcard ? '*.' : ''}${ascii}` : text;
+}
+
+/** A wildcard over a single label (`*.com`) would admit every site under a public suffix. */
+export function wildcardTooWide(entry: string): boolean {
+  return /^\*\.[^.]+$/.test(entry);
+}
 
 /** True when `host` is allowed by one of the feed's domain entries (`*.shop.com` also admits shop.com's subdomains only). */
 export function hostAllowed(host: string, domains: readonly string[]): boolean {

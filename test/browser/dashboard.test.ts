@@ -138,7 +138,12 @@ describe('dashboard in Chromium', () => {
     expect(await page.locator('#domain-error').textContent()).toMatch(/is not a hostname/);
     expect(await input.getAttribute('aria-invalid')).toBe('true');
 
-    await input.fill('shop.example.com');
+    await input.fill('*.com');
+    await page.getByRole('button', { name: 'Add domain' }).click();
+    expect(await page.locator('#domain-error').textContent()).toMatch(/would allow every site under \.com/);
+
+    // Kept as the server keeps it: no scheme, port, trailing dot or capitals
+    await input.fill('https://Shop.Example.com.:443/');
     await page.getByRole('button', { name: 'Add domain' }).click();
     await page.locator('li[data-domain="shop.example.com"]').waitFor();
     expect((await api('GET', `/admin/v1/feeds/${feedId}`)).body.domains).toEqual(['shop.example.com']);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { CreateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import { DOMAIN_PATTERN, hostAllowed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 
 const limits = { free: 100, pro: 1000, enterprise: 5000 };
@@ -25,6 +26,36 @@ describe('DOMAIN_PATTERN', () => {
     'rejects %s',
     (d) => {
       expect(DOMAIN_PATTERN.test(d)).toBe(false);
+    },
+  );
+});
+
+describe('feed domains as the admin API takes them', () => {
+  const domainsOf = (domains: string[]) => CreateFeedRequest.safeParse({ name: 'Shop', domains });
+
+  it('keeps them as the Origin check compares them: punycode, no port, no trailing dot, lower case', () => {
+    const parsed = domainsOf([
+      'Bücher.de',
+      '*.Bücher.example',
+      'shop.example.com:8080',
+      'shop.example.com.',
+      ' localhost ',
+    ]);
+    expect(parsed.data?.domains).toEqual([
+      'xn--bcher-kva.de',
+      '*.xn--bcher-kva.example',
+      'shop.example.com',
+      'shop.example.com',
+      'localhost',
+    ]);
+    // A browser on the IDN sends its punycode Origin, which the stored entry now admits
+    expect(hostAllowed(new URL('https://bücher.de').hostname, parsed.data!.domains)).toBe(true);
+  });
+
+  it.each(['*.com', 'com.*', 'https://shop.example.com', 'shop example.com', 'a..b', 'user@shop.com', '*.'])(
+    'refuses %j',
+    (entry) => {
+      expect(domainsOf([entry]).success).toBe(false);
     },
   );
 });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DOMAIN_PATTERN, PLANS } from '#lib/domain/feeds.ts';
+import { canonicalDomain, DOMAIN_PATTERN, PLANS, wildcardTooWide } from '#lib/domain/feeds.ts';
 
 /** Request schemas of the admin API (DESIGN §4). Strict: a typo in an admin call is an error, not a no-op. */
 const name = z.string().trim().min(1).max(200).describe('Display name of the feed.');
@@ -8,9 +8,12 @@ const domains = z
   .array(
     z
       .string()
-      .trim()
-      .toLowerCase()
-      .regex(DOMAIN_PATTERN, 'expected a hostname such as shop.example.com or *.example.com'),
+      .overwrite(canonicalDomain)
+      .regex(DOMAIN_PATTERN, 'expected a hostname such as shop.example.com or *.example.com')
+      .refine(
+        (entry) => !wildcardTooWide(entry),
+        'a wildcard covers one site: *.example.com, not a whole top-level domain such as *.com',
+      ),
   )
   .max(100)
   .describe('Hostnames allowed as Origin/Referer; exact or *.example.com. Empty allows any origin.');
