@@ -39,8 +39,3 @@ export function keyView(key: SearchKey): Omit<SearchKey, 'feedCreatedAt'> {
 export function newSearchId(): string {
   return `vps_${randomBytes(24).toString('base64url')}`;
 }
-
-/** Search ids as they are shown in listings after creation: enough to recognise, not to use. */
-export function maskSearchId(searchId: string): string {
-  return `${searchId.slice(0, 8)}…${searchId.slice(-4)}`;
-}
