@@ -286,6 +286,19 @@ describe('dashboard in Chromium', () => {
     await shot('11-demo-try-it');
   });
 
+  it('keeps a long unbroken feed name inside the page, in the list and on the feed', async () => {
+    const long = `${'Ünïcødé'.repeat(28)}end`;
+    await api('POST', '/admin/v1/feeds', { feedId: 'long-name', name: long });
+    const fits = () =>
+      page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth);
+    await page.getByRole('link', { name: 'Feeds' }).first().click();
+    await page.locator('tr[data-feed-id="long-name"]').waitFor();
+    expect(await fits()).toBe(true);
+    await page.locator('tr[data-feed-id="long-name"] a').click();
+    await page.getByRole('heading', { level: 1, name: long }).waitFor();
+    expect(await fits()).toBe(true);
+  });
+
   it('serves the API reference page', async () => {
     await page.goto(`${stack.url}/docs`);
     await page.getByRole('heading', { name: /Visual product search/ }).waitFor();
