@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import { ValidationError } from '#lib/domain/errors.ts';
 
 /**
@@ -18,4 +18,15 @@ export function parseInput<S extends z.ZodType>(
   }));
   const first = details[0];
   throw new ValidationError(first ? `Invalid ${first.path}: ${first.message}` : 'Invalid request.', details);
+}
+
+const NO_QUERY = z.strictObject({});
+
+/**
+ * For routes that take no query parameters: one there is a typo or an option the route does not have
+ * (`?limit=1` on the feeds list returned every feed), refused like the unknown parameters of the routes
+ * that take some.
+ */
+export function refuseQuery(query: Record<string, string | undefined> | null | undefined): void {
+  parseInput(NO_QUERY, query ?? {}, '(query)');
 }

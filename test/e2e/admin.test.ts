@@ -362,6 +362,10 @@ describe('usage queries', () => {
       '/admin/v1/feeds/demo/usage?colour=red',
       '/admin/v1/feeds/demo/imports?limit[]=1',
       '/admin/v1/feeds/demo/products?page=2',
+      // Routes that take no parameter at all refuse one too (the feeds list ignored ?limit=1)
+      '/admin/v1/feeds?limit=1',
+      '/admin/v1/feeds/demo?fields=name',
+      '/admin/v1/feeds/demo/keys?includeRevoked=false',
     ]) {
       const response = await stack.admin('GET', path);
       expectError(response, 400, 'invalid_request');
