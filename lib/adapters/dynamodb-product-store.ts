@@ -149,14 +149,21 @@ export class DynamoDbProductStore implements ProductStore {
         KeyConditionExpression: 'feedId = :f',
         ExpressionAttributeValues: { ':f': feedId },
         ExclusiveStartKey: start,
-        Limit: limit,
+        // One more than the page: a page that ends the listing then carries no cursor (DynamoDB's own
+        // last key sent clients on to an empty page whenever the listing ended on a full page).
+        Limit: limit + 1,
       }),
     );
-    const items = (out.Items ?? []).map(toProduct);
-    const last = out.LastEvaluatedKey?.productId;
+    const read = out.Items ?? [];
+    const items = read.slice(0, limit);
+    // More items, or a query cut short by DynamoDB's 1 MB page: the next page starts after this one.
+    const more = read.length > limit || out.LastEvaluatedKey !== undefined;
+    const last = items.at(-1)?.productId;
     return {
-      items,
-      ...(typeof last === 'string' ? { cursor: Buffer.from(last, 'utf8').toString('base64url') } : {}),
+      items: items.map(toProduct),
+      ...(more && typeof last === 'string'
+        ? { cursor: Buffer.from(last, 'utf8').toString('base64url') }
+        : {}),
     };
   }
 

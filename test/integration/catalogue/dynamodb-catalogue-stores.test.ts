@@ -138,6 +138,13 @@ describe('DynamoDbProductStore on the DynamoDB-protocol server', () => {
       'd',
       'e',
     ]);
+    expect(third.cursor).toBeUndefined();
+    // A listing that ends on a full page has no cursor to an empty one
+    const firstFour = await products.page('f4', 4);
+    const lastOne = await products.page('f4', 4, firstFour.cursor);
+    expect(lastOne.items.map((p) => p.product_id)).toEqual(['e']);
+    expect(lastOne.cursor).toBeUndefined();
+    expect((await products.page('f4', 5)).cursor).toBeUndefined();
   });
 
   it('lists products not seen by an import and deletes them', async () => {
