@@ -23,5 +23,20 @@ const shutdown = async () => {
   await stack.close();
   process.exit(0);
 };
-process.once('SIGINT', shutdown);
-process.once('SIGTERM', shutdown);
+/**
+ * The first signal stops gracefully (a running import pauses at its next checkpoint). One key press can
+ * arrive twice (the terminal signals the whole process group, and npm forwards its own copy): only a
+ * signal over two seconds after the first forces the exit.
+ */
+let stoppingSince: number | undefined;
+const onSignal = (signal: NodeJS.Signals) => {
+  if (stoppingSince === undefined) {
+    stoppingSince = Date.now();
+    void shutdown();
+  } else if (Date.now() - stoppingSince > 2000) {
+    process.stderr.write(`${signal} again: exiting without waiting for the stop.\n`);
+    process.exit(1);
+  }
+};
+process.on('SIGINT', onSignal);
+process.on('SIGTERM', onSignal);
