@@ -52,12 +52,16 @@ export function generalView({ feed, refresh }: FeedPage): HTMLElement {
     min: 1,
     max: 10_000_000,
     step: 1,
-    value: feed.hourlyLimit,
+    // Only an enterprise feed's own limit is shown as a value: another plan's fixed limit, carried over
+    // when the plan changes to enterprise, was saved as its custom limit (1,000 for a former Pro feed).
+    value: feed.plan === 'enterprise' ? feed.hourlyLimit : '',
+    placeholder: 'the plan default',
     'aria-describedby': 'limit-help',
   });
   const requireOrigin = h('input', { id: 'feed-origin', type: 'checkbox', checked: feed.requireOrigin });
   const sync = () => {
     limit.disabled = plan.value !== 'enterprise';
+    if (plan.value !== 'enterprise' || feed.plan !== 'enterprise') limit.value = '';
   };
   plan.addEventListener('change', sync);
   sync();
@@ -75,7 +79,7 @@ export function generalView({ feed, refresh }: FeedPage): HTMLElement {
       h(
         'p',
         { id: 'limit-help', class: 'help' },
-        'Free 100 and Pro 1,000 per hour are fixed; an Enterprise plan sets its own limit.',
+        'Free 100 and Pro 1,000 per hour are fixed; an Enterprise plan sets its own limit (empty: the plan default).',
       ),
     ),
     h(
@@ -94,7 +98,8 @@ export function generalView({ feed, refresh }: FeedPage): HTMLElement {
       plan: plan.value,
       requireOrigin: requireOrigin.checked,
     };
-    if (plan.value === 'enterprise') patch.hourlyLimit = Number(limit.value);
+    // Empty: the enterprise plan's default (null clears a custom limit).
+    if (plan.value === 'enterprise') patch.hourlyLimit = limit.value.trim() ? Number(limit.value) : null;
     busy(save, true);
     try {
       await admin<Feed>('PATCH', `/feeds/${enc(feed.feedId)}`, patch);
@@ -381,11 +386,23 @@ export function domainsView({ feed, refresh }: FeedPage): HTMLElement {
                   type: 'button',
                   class: 'link danger',
                   'aria-label': `Remove ${domain}`,
-                  onclick: () =>
+                  onclick: (event: Event) => {
+                    const button = event.currentTarget as HTMLButtonElement;
+                    // The last one opens the feed's search ids to every origin: asked once more.
+                    if (feed.domains.length === 1 && button.dataset.confirm !== 'true') {
+                      button.dataset.confirm = 'true';
+                      button.textContent = 'Confirm: allow every origin';
+                      button.setAttribute(
+                        'aria-label',
+                        `Confirm: remove ${domain}, the last domain; requests from any origin will be accepted`,
+                      );
+                      return;
+                    }
                     void save(
                       feed.domains.filter((d) => d !== domain),
                       `${domain} removed`,
-                    ),
+                    );
+                  },
                 },
                 'Remove',
               ),

@@ -160,7 +160,10 @@ describe('dashboard in Chromium', () => {
     expect(await refused.locator('.request-id').textContent()).toMatch(/^[0-9a-f-]{36}$/);
 
     await page.getByRole('link', { name: 'Domains' }).click();
+    // The last domain: a second click, as removing it opens the search ids to every origin
     await page.getByRole('button', { name: 'Remove shop.example.com' }).click();
+    expect((await api('GET', `/admin/v1/feeds/${feedId}`)).body.domains).toEqual(['shop.example.com']);
+    await page.getByRole('button', { name: /^Confirm: remove shop\.example\.com, the last domain/ }).click();
     await page.getByText('No domains: requests from any origin are accepted.').waitFor();
     expect((await api('GET', `/admin/v1/feeds/${feedId}`)).body.domains).toEqual([]);
   });
@@ -284,6 +287,20 @@ describe('dashboard in Chromium', () => {
     await page.locator('.results .grid.products .product').first().waitFor({ timeout: 20_000 });
     expect(await page.locator('.results .product .score').first().textContent()).toMatch(/score \d\.\d{3}/);
     await shot('11-demo-try-it');
+  });
+
+  it("gives a feed moved to enterprise the plan's default limit, not its former plan's", async () => {
+    const reference = await api('POST', '/admin/v1/feeds', { name: 'Reference', plan: 'enterprise' });
+    await api('POST', '/admin/v1/feeds', { feedId: 'moving-up', name: 'Moving up', plan: 'pro' });
+    await page.goto(`${stack.url}/#/feeds/moving-up/general`);
+    await page.getByRole('heading', { name: 'Plan and limits' }).waitFor();
+    await page.locator('#feed-plan').selectOption('enterprise');
+    expect(await page.locator('#feed-limit').inputValue()).toBe('');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByText('Settings saved').waitFor();
+    const moved = (await api('GET', '/admin/v1/feeds/moving-up')).body;
+    expect(moved).toMatchObject({ plan: 'enterprise', hourlyLimit: reference.body.hourlyLimit });
+    expect(moved.hourlyLimit).not.toBe(1000);
   });
 
   it('keeps a long unbroken feed name inside the page, in the list and on the feed', async () => {
