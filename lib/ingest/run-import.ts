@@ -110,11 +110,14 @@ interface Valid {
  *    not change keep their vectors and features (products stored before local features existed are
  *    embedded once more to get them);
  * 5. a full import removes the feed's products this import did not see (store, vector index, features),
- *    unless the file could not be read to its end, counting them in `removed` batch by batch;
+ *    counting them in `removed` batch by batch, unless the file could not be read to its end, has a row
+ *    that could not be read at all, or not one of its products was imported (embedded, re-filed or
+ *    skipped as unchanged: a file whose every image failed removes nothing);
  * 6. flush the indices and mark the import succeeded, or failed with the reason when the feed itself is
- *    unusable (unreachable URL, models unavailable); other errors propagate and leave the checkpoint for
- *    a retry to resume from, until the rows after it have failed `MAX_IMPORT_ATTEMPTS` runs in a row:
- *    then the import fails with that error.
+ *    unusable (unreachable URL, models unavailable) or its file listed valid products of which not one
+ *    could be imported (their count and the first image error); other errors propagate and leave the
+ *    checkpoint for a retry to resume from, until the rows after it have failed `MAX_IMPORT_ATTEMPTS` runs
+ *    in a row: then the import fails with that error.
  * Each progress save is followed by a fresh read of the feed (and the feed is read every FEED_CHECK_MS
  * while a chunk is prepared): once a deletion of the feed has started (or the feed was replaced by a new
  * one of the same id), the import stops and removes what it wrote since the previous save, which the
@@ -231,24 +234,38 @@ async function importInto(
       stillLive,
       renewLease,
     );
-    if (current().mode === 'full') {
-      if (outcome.readToEnd && outcome.valid > 0 && outcome.unreadableRow === undefined) {
-        await removeUnseen(deps, current(), save);
+    // Products of this file actually imported: embedded, re-filed or unchanged. A file whose valid rows
+    // all failed (every image unreachable: a CDN outage, images moved) imported none.
+    const done = current();
+    const imported = done.embedded + (done.updated ?? 0) + done.skipped;
+    const noneImported = outcome.valid > 0 && imported === 0;
+    let kept = false;
+    if (done.mode === 'full') {
+      if (outcome.readToEnd && imported > 0 && outcome.unreadableRow === undefined) {
+        await removeUnseen(deps, done, save);
       } else {
-        // A row that could not be read at all (broken JSON) may have listed any product: removing the
-        // products the rest does not list could remove the one it held. Said only when some were kept.
-        const unreadable = outcome.unreadableRow !== undefined && outcome.readToEnd && outcome.valid > 0;
-        const message = unreadable
-          ? `Products not in this file were kept: row ${outcome.unreadableRow} could not be read, and it may list one of them.`
-          : 'Products not in this file were kept: the file was not read to its end or listed no valid product.';
-        const kept = unreadable
-          ? (await deps.products.listUnseen(current().feedId, current().importId)).length > 0
-          : true;
+        // A file not read to its end, or listing no valid product, says nothing about the products it
+        // does not list. One whose products all failed would leave the feed with nothing searchable. A row
+        // that could not be read at all (broken JSON) may have listed any product: removing the products
+        // the rest does not list could remove the one it held. The last two said only when some were kept.
+        const unusable = !outcome.readToEnd || outcome.valid === 0;
+        const message = unusable
+          ? 'Products not in this file were kept: the file was not read to its end or listed no valid product.'
+          : noneImported
+            ? `Products not in this file were kept: ${noneOf(outcome.valid)}.`
+            : `Products not in this file were kept: row ${outcome.unreadableRow} could not be read, and it may list one of them.`;
+        kept = unusable || (await deps.products.listUnseen(done.feedId, done.importId)).length > 0;
         if (kept) await save({ errors: capErrors(current().errors, [{ row: null, message }]) });
       }
     }
     await flushIndices(deps);
-    await save({ status: 'succeeded', finishedAt: now(deps) });
+    if (noneImported) {
+      await save({
+        status: 'failed',
+        message: noneImportedMessage(current(), outcome.valid, outcome.firstImageError, kept),
+        finishedAt: now(deps),
+      });
+    } else await save({ status: 'succeeded', finishedAt: now(deps) });
   } catch (error) {
     // Not failures of the import: the feed went away, or another runner carries on with it.
     if (error instanceof FeedGone || error instanceof LeaseLost) throw error;
@@ -416,13 +433,20 @@ async function processRows(
   unconfirmed: Set<string>,
   stillLive: () => Promise<boolean>,
   renewLease: () => Promise<void>,
-): Promise<{ readToEnd: boolean; valid: number; unreadableRow: number | undefined }> {
+): Promise<{
+  readToEnd: boolean;
+  valid: number;
+  unreadableRow: number | undefined;
+  /** The first error of this run about a product's main image (it failed, or kept what it had). */
+  firstImageError: ImportRowError | undefined;
+}> {
   const start = current();
   const baseUrl = start.source.kind === 'url' ? start.source.url : undefined;
   let readToEnd = true;
   /** The first row the reader could not read at all (broken JSON): it may have listed any product. */
   let unreadableRow: number | undefined;
   let valid = 0;
+  let firstImageError: ImportRowError | undefined;
   let chunk: RawRecord[] = [];
   let previousIds = new Map<string, number>();
   // Two-stage pipeline: chunk k+1 is parsed, looked up and its images fetched while chunk k is embedded
@@ -468,7 +492,11 @@ async function processRows(
     // while the chunk was prepared, and lost it to another, writes nothing of it (LeaseLost).
     committing = renewLease()
       .then(() => commitChunk(deps, prepared))
-      .then((patch) => save({ ...patch(current()), attempts: 1 }));
+      .then((patch) => {
+        // (The chunk's errors, its embedding errors included, as committed.)
+        firstImageError ??= firstImageErrorOf(prepared.errors);
+        return save({ ...patch(current()), attempts: 1 });
+      });
     committing.catch(() => commitFailed.abort());
   };
   try {
@@ -479,7 +507,7 @@ async function processRows(
     // committed finishes first, so nothing of this run writes after runImport has returned or thrown.
     await committing.catch(() => undefined);
   }
-  return { readToEnd, valid, unreadableRow };
+  return { readToEnd, valid, unreadableRow, firstImageError };
 
   async function readAndCommit(): Promise<void> {
     for await (const raw of readFeed(file, format)) {
@@ -488,8 +516,9 @@ async function processRows(
       // Rows before a checkpoint are read again on a resumed run: one unreadable there counts too.
       else if ('error' in raw && raw.unreadable) unreadableRow ??= raw.row;
       if (raw.row <= start.checkpointRow && !fatal) {
-        // Done before an interruption: its product is already stored and marked as seen by this import.
-        if ('fields' in raw) valid += 1;
+        // Done before an interruption: its product is already stored and marked as seen by this import
+        // (a row that was refused then is refused again: it is not a valid product).
+        if ('fields' in raw && isValidRow(raw.fields, baseUrl)) valid += 1;
         continue;
       }
       chunk.push(raw);
@@ -501,6 +530,59 @@ async function processRows(
     await flush();
     await committing;
   }
+}
+
+/** "not one of the file's 3 valid products could be imported" (a file whose valid products all failed). */
+function noneOf(valid: number): string {
+  return valid === 1
+    ? "the file's one valid product could not be imported"
+    : `not one of the file's ${valid} valid products could be imported`;
+}
+
+/** Whether a row's fields make a product (normaliseRecord accepts them). */
+function isValidRow(fields: Parameters<typeof normaliseRecord>[0], baseUrl: string | undefined): boolean {
+  try {
+    normaliseRecord(fields, baseUrl);
+    return true;
+  } catch (error) {
+    if (error instanceof RowError) return false;
+    throw error;
+  }
+}
+
+/**
+ * The error about a product's main image (it could not be fetched or embedded) of the earliest row among
+ * `errors` (a chunk's images are fetched at once: their errors come in the order the fetches ended).
+ */
+function firstImageErrorOf(errors: readonly ImportRowError[]): ImportRowError | undefined {
+  let first: (ImportRowError & { row: number }) | undefined;
+  for (const { row, ...error } of errors) {
+    if (row === null || error.productId === undefined || !error.message.startsWith('image_link ')) continue;
+    if (!first || row < first.row) first = { row, ...error };
+  }
+  return first;
+}
+
+/**
+ * Why an import whose file listed valid products, not one of which could be imported, failed: their
+ * number and the first main-image error (the import's own errors first: they begin with the rows of
+ * earlier runs).
+ */
+function noneImportedMessage(
+  record: ImportRecord,
+  valid: number,
+  firstOfThisRun: ImportRowError | undefined,
+  /** Whether a full import kept products its file does not list. */
+  kept: boolean,
+): string {
+  const found = firstImageErrorOf(record.errors) ?? firstOfThisRun;
+  const first = found && capErrors([], [found])[0]!;
+  const none = noneOf(valid);
+  const summary = `${none[0]!.toUpperCase()}${none.slice(1)}.`;
+  const cause = first
+    ? ` The first error, row ${first.row}${first.productId !== undefined ? ` (id ${first.productId})` : ''}: ${first.message}${/[.!?…]$/.test(first.message) ? '' : '.'}`
+    : '';
+  return `${summary}${cause}${kept ? ' Products not in this file were kept.' : ''}`;
 }
 
 /** Makes the vector and word indices' writes durable (local files; a no-op for OpenSearch). */

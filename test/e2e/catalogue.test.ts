@@ -425,6 +425,44 @@ describe('re-imports and isolation', () => {
   });
 });
 
+describe('imports none of whose products could be imported', () => {
+  it('fail and remove nothing: one product whose image answers 404, then every image link moved', async () => {
+    // Prepare
+    const kept = await createShop('Kept');
+    const tools = TOOLS.slice(0, 3);
+    await importFeed(kept, { format: 'xml', content: xmlFeed(tools) });
+    const found = async () =>
+      (
+        await search(kept, '/api/v1/search/image', { imageData: await photo('tools-hammer3'), limit: 10 })
+      ).body.map((p: { product_id: string }) => p.product_id);
+    // Act: a full import of one valid row whose image is missing
+    const gone = await importFeed(kept, {
+      format: 'csv',
+      content: `id,title,image_link\nc,Gone,${stack.url}/demo/images/missing.webp\n`,
+    });
+    // Assess: failed, saying why; the catalogue is still there and searchable
+    expect(gone).toMatchObject({ status: 'failed', processed: 1, embedded: 0, failed: 1, removed: 0 });
+    expect(gone.message).toMatch(
+      /^The file's one valid product could not be imported\. The first error, row 1 \(id c\): image_link http:\S+\/missing\.webp: HTTP 404\. Products not in this file were kept\.$/,
+    );
+    expect(gone.errors).toContainEqual({
+      row: null,
+      message: "Products not in this file were kept: the file's one valid product could not be imported.",
+    });
+    expect(await found()).toContain('hammer-1');
+    // Act: the same products, every image link on a path that answers 404 (a moved CDN)
+    const moved = await importFeed(kept, {
+      format: 'xml',
+      content: xmlFeed(tools).replaceAll('/demo/images/', '/demo/moved/'),
+    });
+    // Assess: not reported as a healthy import
+    expect(moved).toMatchObject({ status: 'failed', processed: 3, embedded: 0, failed: 3, removed: 0 });
+    expect(moved.message).toMatch(
+      /^Not one of the file's 3 valid products could be imported\. The first error, row 1 \(id hammer-1\): image_link http:\S+\/demo\/moved\/tools-hammer3\.webp: HTTP 404\. Products not in this file were kept\.$/,
+    );
+  });
+});
+
 describe('feed deletion', () => {
   it('removes the feed’s vectors, products, import records and feed files', async () => {
     const doomed = await createShop('Doomed');

@@ -433,6 +433,95 @@ describe('runImport', () => {
     expect(record.removed).toBe(0);
     expect(await w.products.get(FEED, 'a')).toBeDefined();
   });
+
+  it('fails a full import none of whose valid products could be imported, and removes nothing', async () => {
+    // Prepare: three products; then a file of one refused row and one product whose image answers 404
+    const w = world(filesFor('a', 'b', 'c'));
+    await importInline(w, jsonl([product('a'), product('b'), product('c')]));
+    // Act
+    const record = await importInline(w, jsonl([{ id: 'broken' }, product('gone')]));
+    // Assess: the catalogue is still there, searchable; the import says why it failed
+    expect(record).toMatchObject({ status: 'failed', processed: 2, embedded: 0, failed: 2, removed: 0 });
+    expect(record.message).toBe(
+      "The file's one valid product could not be imported. The first error, row 2 (id gone): " +
+        `image_link ${img('gone')}: HTTP 404. Products not in this file were kept.`,
+    );
+    expect(record.errors).toContainEqual({
+      row: null,
+      message: "Products not in this file were kept: the file's one valid product could not be imported.",
+    });
+    expect(w.products.all(FEED).map((p) => [p.product_id, p.vector_count])).toEqual([
+      ['a', 1],
+      ['b', 1],
+      ['c', 1],
+      ['gone', 0],
+    ]);
+    expect([...w.index.docs.keys()].sort()).toEqual([`${FEED}/a/0`, `${FEED}/b/0`, `${FEED}/c/0`]);
+  });
+
+  it('fails a re-import whose every new image link cannot be fetched (a moved CDN), naming the first error', async () => {
+    // Prepare
+    const names = ['a', 'b', 'c', 'd'];
+    const w = world(filesFor(...names));
+    await importInline(w, jsonl(names.map((n) => product(n))));
+    // Act: the same products, their images on a host that answers 404 to every one (the first row's
+    // answer comes last)
+    w.fetcher.before = (url) => url.endsWith('/a.jpg') && new Promise((resolve) => setTimeout(resolve, 20));
+    const moved = names.map((n) => product(n, { image_link: `https://new-cdn.example/${n}.jpg` }));
+    const record = await importInline(w, jsonl(moved));
+    const incremental = await importInline(w, jsonl(moved), 'incremental');
+    // Assess: not a success a client polling `status` would take for a healthy import
+    expect(record).toMatchObject({ status: 'failed', processed: 4, embedded: 0, failed: 4, removed: 0 });
+    expect(record.message).toBe(
+      "Not one of the file's 4 valid products could be imported. The first error, row 1 (id a): " +
+        'image_link https://new-cdn.example/a.jpg: HTTP 404.',
+    );
+    expect(incremental).toMatchObject({ status: 'failed', failed: 4 });
+    expect(incremental.message).toMatch(/^Not one of the file's 4 valid products could be imported\. /);
+  });
+
+  it('names the first image error even when refused rows filled the errors the import keeps', async () => {
+    const w = world(filesFor('a'));
+    await importInline(w, jsonl([product('a')]));
+    const refused = Array.from({ length: 101 }, (_, i) => ({ id: `r${i}`, image_link: img(`r${i}`) }));
+    const record = await importInline(w, jsonl([...refused, product('gone')]));
+    expect(record).toMatchObject({ status: 'failed', failed: 102, removed: 0 });
+    expect(record.errors).toHaveLength(100);
+    expect(record.message).toBe(
+      "The file's one valid product could not be imported. The first error, row 102 (id gone): " +
+        `image_link ${img('gone')}: HTTP 404. Products not in this file were kept.`,
+    );
+  });
+
+  it('succeeds, counting the failed, and removes unlisted products when some products were imported', async () => {
+    // Prepare
+    const w = world(filesFor('a', 'b', 'c'));
+    await importInline(w, jsonl([product('a'), product('b'), product('c')]));
+    // Act: a unchanged (skipped), one new product whose image answers 404; b and c are no longer listed
+    const record = await importInline(w, jsonl([product('a'), product('gone')]));
+    // Assess
+    expect(record).toMatchObject({ status: 'succeeded', skipped: 1, failed: 1, removed: 2 });
+    expect(record.message).toBeUndefined();
+    expect(w.products.all(FEED).map((p) => p.product_id)).toEqual(['a', 'gone']);
+  });
+
+  it('keeps existing products when a resumed full import lists no valid product before or after its checkpoint', async () => {
+    // Prepare: "a" imported; then 6 refused rows in chunks of 3, the run dying as it checkpoints the
+    // second chunk
+    const w = world(filesFor('a'));
+    await importInline(w, jsonl([product('a')]));
+    const refused = ['r1', 'r2', 'r3', 'r4', 'r5', 'r6'].map((id) => ({ id, image_link: img(id) }));
+    const queued = await queueInline(w, jsonl(refused));
+    w.imports.failOnPut = w.imports.puts + 4; // running, total, chunk 1, chunk 2 ← crash
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('crash');
+    expect(await w.imports.get(FEED, queued.importId)).toMatchObject({ checkpointRow: 3 });
+    w.imports.failOnPut = undefined;
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess: the refused rows before the checkpoint are not counted as valid products
+    expect(record).toMatchObject({ status: 'succeeded', processed: 6, failed: 6, removed: 0 });
+    expect(await w.products.get(FEED, 'a')).toBeDefined();
+  });
 });
 
 describe('pausing', () => {
