@@ -98,8 +98,8 @@ export class CachingFeedStore implements FeedStore {
   list() {
     return this.inner.list();
   }
-  async put(feed: Feed) {
-    await this.inner.put(feed);
+  async put(feed: Feed, expectedUpdatedAt?: string) {
+    await this.inner.put(feed, expectedUpdatedAt);
     this.cache.delete(feed.feedId);
   }
   async markDeleting(feedId: string, at: Date, createdAt?: string) {

@@ -47,23 +47,33 @@ export class DynamoDbFeedStore implements FeedStore {
     return feeds.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.feedId.localeCompare(b.feedId));
   }
 
-  async put(feed: Feed): Promise<void> {
+  async put(feed: Feed, expectedUpdatedAt?: string): Promise<void> {
     try {
       await this.db.send(
         new PutCommand({
           TableName: this.table,
           Item: feed,
           // A feed being deleted is not written back (an update racing the deletion would undo its mark),
-          // nor one deleted and created again since it was read.
+          // nor one deleted and created again since it was read; given `expectedUpdatedAt`, nor one
+          // changed since it was read (a concurrent update's change would be lost).
           ConditionExpression:
-            'attribute_exists(feedId) AND attribute_not_exists(deletingAt) AND createdAt = :createdAt',
-          ExpressionAttributeValues: { ':createdAt': feed.createdAt },
+            'attribute_exists(feedId) AND attribute_not_exists(deletingAt) AND createdAt = :createdAt' +
+            (expectedUpdatedAt === undefined ? '' : ' AND updatedAt = :updatedAt'),
+          ExpressionAttributeValues: {
+            ':createdAt': feed.createdAt,
+            ...(expectedUpdatedAt === undefined ? {} : { ':updatedAt': expectedUpdatedAt }),
+          },
         }),
       );
     } catch (error) {
-      if (isConditionalCheckFailed(error))
-        throw new NotFoundError('feed_not_found', `Feed ${feed.feedId} not found.`);
-      throw error;
+      if (!isConditionalCheckFailed(error)) throw error;
+      if (expectedUpdatedAt !== undefined) {
+        // Which condition failed: only a change of the same, live feed is a conflict (to read again).
+        const now = await this.get(feed.feedId, { fresh: true });
+        if (now && !now.deletingAt && now.createdAt === feed.createdAt)
+          throw new DomainError('conflict', `Feed ${feed.feedId} was changed since it was read.`);
+      }
+      throw new NotFoundError('feed_not_found', `Feed ${feed.feedId} not found.`);
     }
   }
 

@@ -155,6 +155,23 @@ describe('feeds', () => {
   it('returns 404 feed_not_found when updating a missing feed', async () => {
     expectError(await stack.admin('PATCH', '/admin/v1/feeds/missing', { name: 'x' }), 404, 'feed_not_found');
   });
+
+  it('keeps both changes of concurrent PATCHes of the name and the domains (one was lost)', async () => {
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'two-admins', name: 'Two admins' });
+    for (let round = 1; round <= 10; round++) {
+      const answers = await Promise.all([
+        stack.admin('PATCH', '/admin/v1/feeds/two-admins', { name: `name ${round}` }),
+        stack.admin('PATCH', '/admin/v1/feeds/two-admins', { domains: [`d${round}.example.com`] }),
+      ]);
+      expect(answers.map((answer) => answer.status)).toEqual([200, 200]);
+      const feed = (await stack.admin('GET', '/admin/v1/feeds/two-admins')).body;
+      expect({ round, name: feed.name, domains: feed.domains }).toEqual({
+        round,
+        name: `name ${round}`,
+        domains: [`d${round}.example.com`],
+      });
+    }
+  });
 });
 
 describe('HEAD requests', () => {

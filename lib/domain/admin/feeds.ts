@@ -94,22 +94,56 @@ export async function listFeeds(deps: Pick<FeedAdminDeps, 'feeds' | 'planLimits'
 }
 
 /**
- * Changes a feed. Steps: load, apply the patch, check the enterprise-only custom limit, store; when the
- * plan changed, move the feed's live keys to the matching gateway usage plan.
+ * Changes a feed. Steps: load, apply the patch, check the enterprise-only custom limit, store only if the
+ * feed is still as loaded (its updatedAt unchanged: optimistic concurrency); when another change came
+ * first, load it again and apply the patch to that, up to UPDATE_ATTEMPTS times in all (then 409
+ * conflict). So concurrent changes of different fields all stay. When the stored change moved the plan,
+ * move the feed's live keys to the matching gateway usage plan: once, after the write that changed it.
  */
 export async function updateFeed(
   deps: FeedAdminDeps,
   feedId: string,
   patch: UpdateFeedRequest,
 ): Promise<FeedView> {
-  const current = await requireFeed(deps.feeds, feedId);
+  let createdAt: string | undefined;
+  for (let attempt = 1; ; attempt++) {
+    const current = await requireFeed(deps.feeds, feedId);
+    // A feed deleted and created again under the id since the first attempt read it is another feed.
+    if (createdAt !== undefined && current.createdAt !== createdAt)
+      throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
+    createdAt = current.createdAt;
+    const next = patched(current, patch, deps.clock.now());
+    try {
+      await deps.feeds.put(next, current.updatedAt);
+    } catch (error) {
+      if (!(error instanceof DomainError && error.code === 'conflict')) throw error;
+      if (attempt >= UPDATE_ATTEMPTS)
+        throw new DomainError(
+          'conflict',
+          `Feed ${feedId} kept being changed by other requests meanwhile; nothing was changed, try again.`,
+        );
+      // Short and random, so that updates racing each other do not collide again in step.
+      await sleep(Math.random() * 20 * attempt);
+      continue;
+    }
+    // `current` is the feed this write replaced (unchanged since read): the plan moved iff it differs.
+    if (next.plan !== current.plan) await moveKeys(deps, next);
+    return feedView(next, deps.planLimits);
+  }
+}
+
+/** Attempts of updateFeed to store its patch over a feed that other requests keep changing. */
+const UPDATE_ATTEMPTS = 10;
+
+/** `current` with the patch applied and a later updatedAt (or the enterprise-only check failing). */
+function patched(current: Feed, patch: UpdateFeedRequest, now: Date): Feed {
   const next: Feed = {
     ...current,
     ...(patch.name !== undefined ? { name: patch.name } : {}),
     ...(patch.plan !== undefined ? { plan: patch.plan } : {}),
     ...(patch.domains !== undefined ? { domains: [...new Set(patch.domains)] } : {}),
     ...(patch.requireOrigin !== undefined ? { requireOrigin: patch.requireOrigin } : {}),
-    updatedAt: deps.clock.now().toISOString(),
+    updatedAt: laterThan(current.updatedAt, now),
   };
   if (patch.hourlyLimit === null || (patch.plan !== undefined && patch.plan !== 'enterprise'))
     delete next.hourlyLimit;
@@ -121,20 +155,31 @@ export async function updateFeed(
     }
     next.hourlyLimit = patch.hourlyLimit;
   }
-  await deps.feeds.put(next);
-  if (next.plan !== current.plan) {
-    // Not an earlier feed's keys a deletion missed: they stay out of the gateway's plans.
-    const moved = (await deps.keys.listByFeed(feedId)).filter(
-      (key) => !key.revokedAt && keyBelongsTo(key, next),
-    );
-    for (const key of moved) await deps.apiKeys.register(key, next.plan);
-    // A deletion that started meanwhile may have unregistered these keys already: they go again.
-    if (!(await feedStillLive(deps.feeds, next))) {
-      for (const key of moved) await deps.apiKeys.unregister(key.searchId);
-      throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
-    }
+  return next;
+}
+
+/**
+ * `now`, or 1 ms past `previous` when the clock has not passed it (the same millisecond, another
+ * function's clock behind): every change gives the feed a new updatedAt, which the next change's
+ * optimistic check compares.
+ */
+function laterThan(previous: string, now: Date): string {
+  const after = Date.parse(previous) + 1;
+  return Number.isNaN(after) || now.getTime() >= after ? now.toISOString() : new Date(after).toISOString();
+}
+
+/** Moves the live keys of `feed` (as just stored with a new plan) to the gateway usage plan of its plan. */
+async function moveKeys(deps: FeedAdminDeps, feed: Feed): Promise<void> {
+  // Not an earlier feed's keys a deletion missed: they stay out of the gateway's plans.
+  const moved = (await deps.keys.listByFeed(feed.feedId)).filter(
+    (key) => !key.revokedAt && keyBelongsTo(key, feed),
+  );
+  for (const key of moved) await deps.apiKeys.register(key, feed.plan);
+  // A deletion that started meanwhile may have unregistered these keys already: they go again.
+  if (!(await feedStillLive(deps.feeds, feed))) {
+    for (const key of moved) await deps.apiKeys.unregister(key.searchId);
+    throw new NotFoundError('feed_not_found', `Feed ${feed.feedId} not found.`);
   }
-  return feedView(next, deps.planLimits);
 }
 
 /**

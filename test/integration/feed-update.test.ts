@@ -1,0 +1,280 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
+import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
+import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
+import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
+import { DynamoDbProductStore } from '#lib/adapters/dynamodb-product-store.ts';
+import { DynamoDbUsageStore } from '#lib/adapters/dynamodb-usage-store.ts';
+import { ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
+import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
+import { createFeed, deleteFeed, type FeedAdminDeps, getFeed, updateFeed } from '#lib/domain/admin/feeds.ts';
+import type { UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
+import { createKey } from '#lib/domain/admin/keys.ts';
+import type { Feed } from '#lib/domain/feeds.ts';
+import type { FeedStore } from '#lib/ports.ts';
+import { startTestStores } from '#test/support/embedded-stores.ts';
+import { MemoryVectorIndex } from '../unit/catalogue/fakes.ts';
+
+/**
+ * updateFeed against the real-protocol DynamoDB server of local mode, with other changes landing between
+ * its read of the feed and its write: none of them may be lost (optimistic concurrency, re-applied patch).
+ */
+let stop: () => Promise<void>;
+let deps: FeedAdminDeps;
+/** Gateway registrations of keys, in order, as `searchId→plan`. */
+const registrations: string[] = [];
+
+beforeAll(async () => {
+  const stores = await startTestStores();
+  stop = stores.stop;
+  const { config } = stores;
+  const db = createDocumentClient(config);
+  const objects = new S3ObjectStore(createS3Client(config), config.assetsBucket);
+  const vectors = new MemoryVectorIndex();
+  deps = {
+    feeds: new DynamoDbFeedStore(db, config.tables.feeds),
+    keys: new DynamoDbKeyStore(db, config.tables.keys),
+    products: new DynamoDbProductStore(db, config.tables.products),
+    imports: new DynamoDbImportStore(db, config.tables.imports),
+    usage: new DynamoDbUsageStore(db, config.tables.usage),
+    objects,
+    features: new ObjectStoreFeatureStore(objects, { cacheItems: 0 }),
+    feedVectors: async () => vectors,
+    apiKeys: {
+      register: async (key, plan) => void registrations.push(`${key.searchId}→${plan}`),
+      unregister: async () => undefined,
+    },
+    dispatcher: { dispatch: async () => undefined },
+    // A clock that stands still: every change in the same millisecond, as on a fast server.
+    clock: { now: () => new Date('2026-11-22T10:00:00.000Z') },
+    planLimits: { free: 100, pro: 1000, enterprise: 10_000 },
+  };
+});
+
+afterAll(async () => {
+  await stop?.();
+});
+
+const input = (feedId: string) => ({
+  feedId,
+  name: feedId,
+  plan: 'free' as const,
+  domains: ['a.example.com'],
+  requireOrigin: false,
+});
+
+/**
+ * The feed store of `deps` with `between` run after each of the first `times` fresh reads of the feed
+ * (after an update read it, before it writes), through the unwrapped deps.
+ */
+function racing(between: () => Promise<unknown>, times = 1): FeedAdminDeps {
+  const inner = deps.feeds;
+  let left = times;
+  const feeds: FeedStore = {
+    create: (feed) => inner.create(feed),
+    list: () => inner.list(),
+    put: (feed, expectedUpdatedAt) => inner.put(feed, expectedUpdatedAt),
+    markDeleting: (feedId, at, createdAt) => inner.markDeleting(feedId, at, createdAt),
+    delete: (feedId, createdAt) => inner.delete(feedId, createdAt),
+    async get(feedId, options) {
+      const feed = await inner.get(feedId, options);
+      if (options?.fresh && left > 0) {
+        left -= 1;
+        await between();
+      }
+      return feed;
+    },
+  };
+  return { ...deps, feeds };
+}
+
+describe('updateFeed racing another update', () => {
+  it('keeps both changes when another update lands between its read and its write', async () => {
+    await createFeed(deps, input('both'));
+
+    const renamed = await updateFeed(
+      racing(() => updateFeed(deps, 'both', { domains: ['shop.example.com'] })),
+      'both',
+      { name: 'renamed' },
+    );
+
+    expect(renamed).toMatchObject({ name: 'renamed', domains: ['shop.example.com'] });
+    expect(await getFeed(deps, 'both')).toMatchObject({ name: 'renamed', domains: ['shop.example.com'] });
+  });
+
+  it('keeps every change of many concurrent updates of different fields', async () => {
+    await createFeed(deps, input('many'));
+
+    for (let round = 0; round < 5; round++) {
+      const expected = {
+        name: `round ${round}`,
+        domains: [`r${round}.example.com`],
+        requireOrigin: round % 2 === 0,
+        plan: round % 2 === 0 ? 'pro' : 'free',
+      } satisfies UpdateFeedRequest;
+      // One update per field, twice over, all at once
+      const patches: UpdateFeedRequest[] = Object.entries(expected).map(([field, value]) => ({
+        [field]: value,
+      }));
+      patches.push(...patches.map((patch) => ({ ...patch })));
+      const answers = await Promise.allSettled(patches.map((patch) => updateFeed(deps, 'many', patch)));
+
+      expect(answers.map((answer) => answer.status)).toEqual(patches.map(() => 'fulfilled'));
+      expect(await getFeed(deps, 'many')).toMatchObject(expected);
+    }
+  });
+
+  it('gives every change a later updatedAt, also within one millisecond', async () => {
+    const created = await createFeed(deps, input('ticks'));
+    const first = await updateFeed(deps, 'ticks', { name: 'one' });
+    const second = await updateFeed(deps, 'ticks', { name: 'two' });
+
+    expect(created.updatedAt < first.updatedAt && first.updatedAt < second.updatedAt).toBe(true);
+  });
+
+  it('answers 409 conflict, changing nothing, when other changes keep landing between read and write', async () => {
+    await createFeed(deps, input('busy'));
+    let n = 0;
+    const busy = racing(() => updateFeed(deps, 'busy', { domains: [`d${++n}.example.com`] }), 1000);
+
+    await expect(updateFeed(busy, 'busy', { name: 'never' })).rejects.toMatchObject({
+      code: 'conflict',
+      message: expect.stringContaining('changed by other requests'),
+    });
+    const feed = await getFeed(deps, 'busy');
+    expect(feed.name).toBe('busy');
+    expect(feed.domains).toEqual([`d${n}.example.com`]);
+  });
+
+  it('does not update a feed deleted and created again between its read and its write', async () => {
+    await createFeed(deps, input('reborn'));
+    const reborn = racing(async () => {
+      await deleteFeed(deps, 'reborn');
+      // Later: a feed is told from one created again under its id by its creation time
+      const later = { now: () => new Date('2026-11-23T00:00:00.000Z') };
+      await createFeed({ ...deps, clock: later }, { ...input('reborn'), name: 'the new one' });
+    });
+
+    await expect(updateFeed(reborn, 'reborn', { name: 'stale' })).rejects.toMatchObject({
+      code: 'feed_not_found',
+    });
+    expect((await getFeed(deps, 'reborn')).name).toBe('the new one');
+  });
+
+  it('does not update a feed whose deletion starts between its read and its write', async () => {
+    await createFeed(deps, input('going'));
+    const going = racing(() => deps.feeds.markDeleting('going', new Date()));
+
+    await expect(updateFeed(going, 'going', { name: 'late' })).rejects.toMatchObject({
+      code: 'feed_not_found',
+    });
+    expect(await deps.feeds.get('going', { fresh: true })).toMatchObject({
+      name: 'going',
+      deletingAt: expect.any(String),
+    });
+  });
+});
+
+describe('updateFeed moving keys between usage plans', () => {
+  async function feedWithKey(feedId: string): Promise<string> {
+    await createFeed(deps, input(feedId));
+    const key = await createKey(deps, feedId, { name: 'web' });
+    registrations.length = 0;
+    return key.searchId;
+  }
+
+  it('moves the keys once when its plan change is retried after another change', async () => {
+    const key = await feedWithKey('replan-retry');
+
+    await updateFeed(
+      racing(() => updateFeed(deps, 'replan-retry', { name: 'renamed' })),
+      'replan-retry',
+      {
+        plan: 'pro',
+      },
+    );
+
+    expect(registrations).toEqual([`${key}→pro`]);
+    expect(await getFeed(deps, 'replan-retry')).toMatchObject({ name: 'renamed', plan: 'pro' });
+  });
+
+  it('does not move the keys again when the retry finds the plan already changed', async () => {
+    const key = await feedWithKey('replan-same');
+
+    await updateFeed(
+      racing(() => updateFeed(deps, 'replan-same', { plan: 'pro' })),
+      'replan-same',
+      {
+        plan: 'pro',
+        name: 'renamed',
+      },
+    );
+
+    expect(registrations).toEqual([`${key}→pro`]);
+    expect(await getFeed(deps, 'replan-same')).toMatchObject({ name: 'renamed', plan: 'pro' });
+  });
+
+  it('moves the keys from the plan the retry found to its own', async () => {
+    const key = await feedWithKey('replan-twice');
+
+    await updateFeed(
+      racing(() => updateFeed(deps, 'replan-twice', { plan: 'enterprise' })),
+      'replan-twice',
+      { plan: 'free' },
+    );
+
+    expect(registrations).toEqual([`${key}→enterprise`, `${key}→free`]);
+    expect((await getFeed(deps, 'replan-twice')).plan).toBe('free');
+  });
+
+  it('does not move the keys when only the other change moved the plan', async () => {
+    const key = await feedWithKey('replan-other');
+
+    await updateFeed(
+      racing(() => updateFeed(deps, 'replan-other', { plan: 'pro' })),
+      'replan-other',
+      {
+        requireOrigin: true,
+      },
+    );
+
+    expect(registrations).toEqual([`${key}→pro`]);
+    expect(await getFeed(deps, 'replan-other')).toMatchObject({ plan: 'pro', requireOrigin: true });
+  });
+});
+
+describe('DynamoDbFeedStore.put with the updatedAt read', () => {
+  const feed = (feedId: string): Feed => ({
+    feedId,
+    name: feedId,
+    plan: 'free',
+    domains: [],
+    requireOrigin: false,
+    createdAt: '2026-11-01T00:00:00.000Z',
+    updatedAt: '2026-11-01T00:00:00.000Z',
+  });
+
+  it('writes only over the feed as read: conflict when changed since, not found when deleted', async () => {
+    await deps.feeds.create(feed('cas'));
+    await deps.feeds.put(
+      { ...feed('cas'), name: 'first', updatedAt: '2026-11-01T00:00:00.001Z' },
+      '2026-11-01T00:00:00.000Z',
+    );
+
+    await expect(
+      deps.feeds.put(
+        { ...feed('cas'), name: 'stale', updatedAt: '2026-11-01T00:00:00.001Z' },
+        '2026-11-01T00:00:00.000Z',
+      ),
+    ).rejects.toMatchObject({ code: 'conflict' });
+    expect((await deps.feeds.get('cas', { fresh: true }))?.name).toBe('first');
+
+    await deps.feeds.markDeleting('cas', new Date());
+    await expect(
+      deps.feeds.put({ ...feed('cas'), updatedAt: '2026-11-01T00:00:00.002Z' }, '2026-11-01T00:00:00.001Z'),
+    ).rejects.toMatchObject({ code: 'feed_not_found' });
+    await expect(deps.feeds.put(feed('missing'), feed('missing').updatedAt)).rejects.toMatchObject({
+      code: 'feed_not_found',
+    });
+  });
+});
