@@ -459,7 +459,7 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     tag: 'Admin: feeds',
     summary: 'Change a feed',
     description:
-      'Name, plan, allowed domains, custom hourly limit (enterprise) or requireOrigin. Send only the fields to change.',
+      'Name, plan, allowed domains, custom hourly limit (enterprise) or requireOrigin. Send only the fields to change: concurrent changes of other fields are kept (409 conflict only when the feed kept changing meanwhile: send it again).',
     body: {
       component: 'UpdateFeedRequest',
       schema: UpdateFeedRequest,
@@ -473,7 +473,7 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
       zod: FeedSchema,
       example: exampleFeed,
     },
-    errors: ['feed_not_found'],
+    errors: ['feed_not_found', 'conflict'],
   },
   AdminDeleteFeed: {
     tag: 'Admin: feeds',
@@ -587,7 +587,8 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
   AdminGetImport: {
     tag: 'Admin: imports',
     summary: 'One import and its progress',
-    description: 'Status (queued, running, succeeded, failed) and counters; the dashboard polls it.',
+    description:
+      'Status (queued, running, succeeded, failed) and counters; the dashboard polls it. An import whose valid products all failed (every image unreachable) ends failed, its message naming the first error.',
     response: { status: 200, description: 'The import.', schema: { type: 'object' } },
     errors: ['feed_not_found', 'import_not_found'],
   },
