@@ -359,8 +359,8 @@ export interface ImportStore {
   /** Stores a new import; throws DomainError('conflict') when the id exists. */
   create(record: ImportRecord): Promise<void>;
   get(feedId: string, importId: string): Promise<ImportRecord | undefined>;
-  /** Newest first. */
-  list(feedId: string, limit: number): Promise<ImportRecord[]>;
+  /** Newest first; given `after` (an import id), the ones older than it. */
+  list(feedId: string, limit: number, after?: string): Promise<ImportRecord[]>;
   /** The feed's queued and running imports, oldest first (a consistent read). */
   listUnfinished(feedId: string): Promise<ImportRecord[]>;
   /** Replaces the record (progress checkpoints and status changes). */

@@ -18,8 +18,9 @@ export const getImport = adminEndpoint(async (event, _ctx, c) => {
   return ok(importView(await get(c, feedIdOf(event), event.pathParameters?.importId ?? '')));
 });
 
-/** GET /admin/v1/feeds/{feedId}/imports?limit */
+/** GET /admin/v1/feeds/{feedId}/imports?limit&cursor */
 export const listImports = adminEndpoint(async (event, _ctx, c) => {
-  const { limit } = parseInput(ListImportsQuery, event.queryStringParameters ?? {}, '(query)');
-  return ok({ imports: (await list(c, feedIdOf(event), limit)).map(importView) });
+  const query = parseInput(ListImportsQuery, event.queryStringParameters ?? {}, '(query)');
+  const page = await list(c, feedIdOf(event), query.limit, query.cursor);
+  return ok({ imports: page.imports.map(importView), ...(page.cursor ? { cursor: page.cursor } : {}) });
 });

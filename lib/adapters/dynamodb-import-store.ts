@@ -53,7 +53,7 @@ export class DynamoDbImportStore implements ImportStore {
     return out.Item as ImportRecord | undefined;
   }
 
-  async list(feedId: string, limit: number): Promise<ImportRecord[]> {
+  async list(feedId: string, limit: number, after?: string): Promise<ImportRecord[]> {
     const out = await this.db.send(
       new QueryCommand({
         TableName: this.table,
@@ -61,6 +61,7 @@ export class DynamoDbImportStore implements ImportStore {
         ExpressionAttributeValues: { ':f': feedId, ':imp': IMPORT_ID_PREFIX },
         ScanIndexForward: false,
         Limit: limit,
+        ...(after ? { ExclusiveStartKey: { feedId, importId: after } } : {}),
       }),
     );
     return (out.Items ?? []) as ImportRecord[];

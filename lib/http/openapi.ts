@@ -579,7 +579,8 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
   AdminListImports: {
     tag: 'Admin: imports',
     summary: 'Recent imports of a feed',
-    description: 'Newest first, with their progress counters.',
+    description:
+      'Newest first, with their progress counters; `cursor` in the answer, when there are older ones, asks for the next page.',
     query: { schema: ListImportsQuery, example: { limit: '20' } },
     response: { status: 200, description: 'The imports.', schema: { type: 'object' } },
     errors: ['feed_not_found'],

@@ -5,7 +5,7 @@ import {
   type ImportRecord,
   type StartImportRequest,
 } from '#lib/domain/catalogue/imports.ts';
-import { NotFoundError } from '#lib/domain/errors.ts';
+import { NotFoundError, ValidationError } from '#lib/domain/errors.ts';
 import type { Clock, FeedStore, ImportDispatcher, ImportStore, ObjectStore } from '#lib/ports.ts';
 
 export interface StartImportDeps {
@@ -83,7 +83,25 @@ export async function listImports(
   deps: Pick<StartImportDeps, 'imports' | 'feeds'>,
   feedId: string,
   limit: number,
-): Promise<ImportRecord[]> {
+  cursor?: string,
+): Promise<{ imports: ImportRecord[]; cursor?: string }> {
   await requireFeed(deps.feeds, feedId);
-  return deps.imports.list(feedId, limit);
+  // One more than the page, so that the last page carries no cursor to an empty one.
+  const records = await deps.imports.list(feedId, limit + 1, cursor && importIdOfCursor(cursor));
+  const imports = records.slice(0, limit);
+  const last = imports.at(-1);
+  return {
+    imports,
+    ...(records.length > limit && last ? { cursor: Buffer.from(last.importId).toString('base64url') } : {}),
+  };
+}
+
+/** The import id a cursor of this listing names (the last one listed, in base64url); 400 otherwise. */
+function importIdOfCursor(cursor: string): string {
+  const importId = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (!/^imp_[A-Za-z0-9_-]{1,100}$/.test(importId) || Buffer.from(importId).toString('base64url') !== cursor)
+    throw new ValidationError('Invalid cursor.', [
+      { path: 'cursor', message: 'not a cursor of this listing' },
+    ]);
+  return importId;
 }

@@ -215,6 +215,35 @@ describe('feed imports', () => {
   it('lists imports newest first and refuses a request with neither url nor content', async () => {
     const list = await stack.admin('GET', `/admin/v1/feeds/${shop.feedId}/imports`);
     expect(list.body.imports[0]).toMatchObject({ importId: firstImport.importId, status: 'succeeded' });
+    // Paged by two: every import once, newest first, no cursor after the last (the listing could not
+    // reach past its first 100)
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'paged-imports', name: 'Paged imports' });
+    const started: string[] = [];
+    for (let i = 0; i < 5; i += 1) {
+      const content = JSON.stringify({ id: `p${i}`, title: '' });
+      const answer = await stack.admin('POST', '/admin/v1/feeds/paged-imports/imports', {
+        format: 'jsonl',
+        content,
+        mode: 'incremental',
+      });
+      started.unshift(answer.body.importId);
+    }
+    const paged: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await stack.admin(
+        'GET',
+        `/admin/v1/feeds/paged-imports/imports?limit=2${cursor ? `&cursor=${cursor}` : ''}`,
+      );
+      expect(page.status).toBe(200);
+      paged.push(...page.body.imports.map((i: { importId: string }) => i.importId));
+      cursor = page.body.cursor;
+    } while (cursor && paged.length < 50);
+    expect(paged).toEqual(started);
+    for (const bad of ['x', Buffer.from('lease').toString('base64url'), 'imp_abc']) {
+      const response = await stack.admin('GET', `/admin/v1/feeds/paged-imports/imports?cursor=${bad}`);
+      expectError(response, 400, 'invalid_request');
+    }
     expectError(
       await stack.admin('POST', `/admin/v1/feeds/${shop.feedId}/imports`, { format: 'csv' }),
       400,

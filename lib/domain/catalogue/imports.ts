@@ -138,6 +138,7 @@ export type StartImportRequest = z.infer<typeof StartImportRequest>;
 
 export const ListImportsQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(100).default(20),
+  cursor: z.string().max(200).optional(),
 });
 
 export const ProductsPageQuery = z.strictObject({

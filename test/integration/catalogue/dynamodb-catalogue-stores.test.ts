@@ -228,6 +228,9 @@ describe('DynamoDbImportStore on the DynamoDB-protocol server', () => {
 
     expect((await imports.listUnfinished('f1')).map((r) => r.importId)).toEqual([ids[0], ids[2]]);
     expect((await imports.list('f1', 10)).map((r) => r.importId)).toEqual([ids[2], ids[1], ids[0]]);
+    // A page after an import id: the older ones
+    expect((await imports.list('f1', 1, ids[2])).map((r) => r.importId)).toEqual([ids[1]]);
+    expect((await imports.list('f1', 10, ids[1])).map((r) => r.importId)).toEqual([ids[0]]);
     expect(await imports.get('f1', 'lease')).toBeUndefined();
     // The feed's deletion holds the lease while it deletes the imports, and gives it up itself.
     await imports.deleteFeed('f1');

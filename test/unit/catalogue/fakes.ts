@@ -85,10 +85,10 @@ export class MemoryImportStore implements ImportStore {
     const r = this.rows.get(`${feedId}/${importId}`);
     return r && structuredClone(r);
   }
-  async list(feedId: string, limit: number) {
+  async list(feedId: string, limit: number, after?: string) {
     return [...this.rows.values()]
-      .filter((r) => r.feedId === feedId)
-      .reverse()
+      .filter((r) => r.feedId === feedId && (after === undefined || r.importId < after))
+      .sort((a, b) => b.importId.localeCompare(a.importId))
       .slice(0, limit);
   }
   async put(record: ImportRecord) {
