@@ -41,6 +41,30 @@ for (const [net, prefix] of [
   BLOCKED.addSubnet(net, prefix, 'ipv6');
 }
 
+/**
+ * What `allowPrivate` (local mode) lets through of BLOCKED: loopback and private networks, where a shop
+ * serves test files from its own machine or LAN. Never link-local (169.254.169.254 is the cloud
+ * metadata service, fe80::/10 its IPv6 kin), multicast or reserved ranges.
+ */
+const LOCAL_NETWORKS = new BlockList();
+for (const [net, prefix] of [
+  ['10.0.0.0', 8],
+  ['127.0.0.0', 8],
+  ['172.16.0.0', 12],
+  ['192.168.0.0', 16],
+] as const) {
+  LOCAL_NETWORKS.addSubnet(net, prefix, 'ipv4');
+}
+LOCAL_NETWORKS.addSubnet('::1', 128, 'ipv6');
+LOCAL_NETWORKS.addSubnet('fc00::', 7, 'ipv6');
+
+function isLocalNetwork(address: string): boolean {
+  const family = isIP(address);
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (family === 4 || mapped) return LOCAL_NETWORKS.check(mapped ? mapped[1]! : address, 'ipv4');
+  return family === 6 && LOCAL_NETWORKS.check(address, 'ipv6');
+}
+
 /** True when the address is private, loopback, link-local, metadata or otherwise not public. */
 export function isBlockedAddress(address: string): boolean {
   const family = isIP(address);
@@ -52,7 +76,7 @@ export function isBlockedAddress(address: string): boolean {
 }
 
 export interface HttpImageFetcherOptions {
-  /** Allow private and loopback addresses (local mode only). */
+  /** Allow loopback and private-network addresses (local mode only; never link-local or metadata). */
   allowPrivate: boolean;
   /** Exact addresses allowed even though they are private (a known internal mirror; tests). */
   allowAddresses?: string[];
@@ -70,7 +94,10 @@ export class HttpImageFetcher implements ImageFetcher {
 
   constructor(private readonly options: HttpImageFetcherOptions) {
     const allowed = new Set(options.allowAddresses ?? []);
-    this.refused = (address) => !options.allowPrivate && !allowed.has(address) && isBlockedAddress(address);
+    this.refused = (address) =>
+      !allowed.has(address) &&
+      isBlockedAddress(address) &&
+      !(options.allowPrivate && isLocalNetwork(address));
     this.lookup = ((
       hostname: string,
       lookupOptions: { all?: boolean },

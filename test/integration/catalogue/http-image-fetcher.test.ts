@@ -71,6 +71,22 @@ describe('HttpImageFetcher', () => {
     );
   });
 
+  it("lets local mode's flag through to loopback and private networks, never to link-local or metadata", async () => {
+    for (const url of [
+      'http://169.254.169.254/latest/meta-data/',
+      'http://[fe80::1]:9/x',
+      'http://[::ffff:169.254.169.254]/x',
+      'http://224.0.0.1/x',
+      'http://0.0.0.0:9/x',
+    ])
+      await expect(open.fetch(url, limits), url).rejects.toThrow(/private or reserved/);
+    // Loopback is fetched; a private LAN address is tried (nothing answers on it here)
+    await expect(open.fetch(`${base}/img`, limits)).resolves.toMatchObject({ url: `${base}/img` });
+    await expect(open.fetch('http://10.255.255.1:9/x', { ...limits, timeoutMs: 200 })).rejects.not.toThrow(
+      /private or reserved/,
+    );
+  });
+
   it('checks every redirect hop again', async () => {
     // Only the test server's address is let through; its redirect points at the metadata service.
     const testServerOnly = new HttpImageFetcher({ allowPrivate: false, allowAddresses: ['127.0.0.1'] });
