@@ -106,7 +106,10 @@ export function importView(record: ImportRecord) {
     feedCreatedAt: _feedCreatedAt,
     ...view
   } = record;
-  return view;
+  // By row, file-level notes (row null) after them: a chunk's image errors are recorded as its fetches
+  // end, so row 2's could come before row 1's.
+  const errors = [...record.errors].sort((a, b) => (a.row ?? Infinity) - (b.row ?? Infinity));
+  return { ...view, errors };
 }
 
 export const StartImportRequest = z

@@ -388,6 +388,17 @@ describe('runImport', () => {
     expect(await runImport(w.deps, FEED, queued.importId)).toMatchObject({ status: 'failed' });
   });
 
+  it("shows an import's errors by row, file-level notes last, whatever order they were recorded in", () => {
+    const record = {
+      errors: [
+        { row: 2, productId: 'b', message: 'image_link: HTTP 404' },
+        { row: null, message: 'Products not in this file were kept: …' },
+        { row: 1, productId: 'a', message: 'image_link: HTTP 404' },
+      ],
+    } as unknown as Parameters<typeof importView>[0];
+    expect(importView(record).errors.map((error) => error.row)).toEqual([1, 2, null]);
+  });
+
   it('fetches a URL feed through the fetcher, stores it and resolves relative links against it', async () => {
     const w = world(new Map([['https://shop.example/img/a.jpg', Buffer.from('a')]]));
     w.fetcher.files.set(
