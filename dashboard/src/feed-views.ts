@@ -123,6 +123,61 @@ export function generalView({ feed, refresh }: FeedPage): HTMLElement {
       ` · created ${formatDate(feed.createdAt)} · limit in force: ${feed.hourlyLimit.toLocaleString()} requests/hour`,
     ),
     form,
+    deleteFeedForm(feed),
+  );
+}
+
+/**
+ * Deleting the feed: its products, search ids, usage and imports go with it, so the feed id is typed to
+ * confirm (the button stays disabled until it matches).
+ */
+function deleteFeedForm(feed: Feed): HTMLElement {
+  const status = h('div');
+  const confirmation = h('input', {
+    id: 'delete-confirm',
+    name: 'confirm',
+    autocomplete: 'off',
+    'aria-describedby': 'delete-help',
+  });
+  const remove = h('button', { type: 'submit', class: 'danger', disabled: true }, 'Delete this feed');
+  confirmation.addEventListener('input', () => {
+    remove.disabled = confirmation.value.trim() !== feed.feedId;
+  });
+  const form = h(
+    'form',
+    { class: 'stack', novalidate: true },
+    h(
+      'div',
+      { class: 'field' },
+      h('label', { for: 'delete-confirm' }, `Type ${feed.feedId} to confirm`),
+      confirmation,
+      h(
+        'p',
+        { id: 'delete-help', class: 'help' },
+        'Its products, search ids (they stop working at once), usage and imports are deleted; this cannot be undone.',
+      ),
+    ),
+    h('div', { class: 'actions' }, remove),
+    status,
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    if (confirmation.value.trim() !== feed.feedId) return;
+    busy(remove, true);
+    try {
+      await admin<unknown>('DELETE', `/feeds/${enc(feed.feedId)}`);
+      toast(`Feed ${feed.feedId} deleted`);
+      location.hash = '#/';
+    } catch (error) {
+      replace(status, errorBox(error, 'Could not delete the feed'));
+      busy(remove, false);
+    }
+  });
+  return h(
+    'section',
+    { 'aria-labelledby': 'delete-h', class: 'danger-zone' },
+    h('h2', { id: 'delete-h' }, 'Delete feed'),
+    form,
   );
 }
 

@@ -303,12 +303,28 @@ describe('dashboard in Chromium', () => {
     expect(moved.hourlyLimit).not.toBe(1000);
   });
 
+  it('deletes a feed once its id is typed to confirm', async () => {
+    await api('POST', '/admin/v1/feeds', { feedId: 'to-delete', name: 'To delete' });
+    await page.goto(`${stack.url}/#/feeds/to-delete/general`);
+    const remove = page.getByRole('button', { name: 'Delete this feed' });
+    await remove.waitFor();
+    expect(await remove.isDisabled()).toBe(true);
+    await page.getByLabel('Type to-delete to confirm').fill('to-delet');
+    expect(await remove.isDisabled()).toBe(true);
+    await page.getByLabel('Type to-delete to confirm').fill('to-delete');
+    await remove.click();
+    await page.getByRole('heading', { name: 'Feeds', exact: true }).waitFor();
+    expect((await api('GET', '/admin/v1/feeds/to-delete')).status).toBe(404);
+    expect(await page.locator('tr[data-feed-id="to-delete"]').count()).toBe(0);
+  });
+
   it('keeps a long unbroken feed name inside the page, in the list and on the feed', async () => {
     const long = `${'Ünïcødé'.repeat(28)}end`;
     await api('POST', '/admin/v1/feeds', { feedId: 'long-name', name: long });
     const fits = () =>
       page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth);
-    await page.getByRole('link', { name: 'Feeds' }).first().click();
+    await page.goto(`${stack.url}/#/`);
+    await page.reload();
     await page.locator('tr[data-feed-id="long-name"]').waitFor();
     expect(await fits()).toBe(true);
     await page.locator('tr[data-feed-id="long-name"] a').click();
