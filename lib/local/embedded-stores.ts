@@ -1,6 +1,8 @@
-import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, HeadBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import dynalite from 'dynalite';
@@ -124,9 +126,34 @@ async function dropTornObjects(root: string): Promise<void> {
   for (const entry of await readdir(root, { recursive: true, withFileTypes: true })) {
     if (!entry.isFile() || !entry.name.endsWith(S3RVER_METADATA_SUFFIX)) continue;
     const metadata = join(entry.parentPath, entry.name);
-    if ((await stat(metadata)).size > 0) continue;
     const base = metadata.slice(0, -S3RVER_METADATA_SUFFIX.length);
+    if ((await stat(metadata)).size > 0 && !(isImportFile(root, base) && !(await bodyComplete(base))))
+      continue;
     for (const file of [`${base}._S3rver_object`, `${base}._S3rver_object.md5`, metadata])
       await rm(file, { force: true });
   }
+}
+
+/** An object under `<bucket>/imports/`: a feed file or an import's request marker. */
+function isImportFile(root: string, base: string): boolean {
+  return relative(root, base).split(sep)[1] === 'imports';
+}
+
+/**
+ * Whether an object's body has the MD5 s3rver recorded for it. s3rver writes the metadata once the body
+ * has passed through, before its file write has finished: a kill in between leaves a complete-looking
+ * object cut short, and a feed file cut at a line end would make a full import remove the products after
+ * the cut. Checked for imports/ only, which holds few files (a URL import downloads a dropped feed file
+ * again, a content import without its file fails saying so); the many feature records are not checked.
+ */
+async function bodyComplete(base: string): Promise<boolean> {
+  const recorded = await readFile(`${base}._S3rver_object.md5`, 'utf8').catch(() => undefined);
+  if (recorded === undefined) return true;
+  const hash = createHash('md5');
+  try {
+    for await (const chunk of createReadStream(`${base}._S3rver_object`)) hash.update(chunk as Buffer);
+  } catch {
+    return false;
+  }
+  return hash.digest('hex') === recorded.trim();
 }

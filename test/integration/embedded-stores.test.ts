@@ -19,16 +19,23 @@ describe('local stores after a killed run', () => {
       const first = await open();
       await first.objects.put('features/f/a/0.gvlf', 'kept');
       await first.objects.put('features/f/b/0.gvlf', 'torn');
+      // ...and a feed file whose body was cut after its metadata was written (s3rver writes it as soon as
+      // the body has passed through, before the file write ends)
+      await first.objects.put('imports/f/imp_1/feed', '{"id":"a"}\n{"id":"b"}\n');
+      await first.objects.put('imports/f/imp_2/feed', '{"id":"c"}\n');
       await first.stores.close();
       const files = await readdir(join(dataDir, 's3'), { recursive: true });
       const torn = files.find((file) => file.endsWith('b/0.gvlf._S3rver_metadata.json'));
       expect(torn).toBeDefined();
       await truncate(join(dataDir, 's3', torn!), 0);
+      const cut = files.find((file) => file.endsWith('imp_1/feed._S3rver_object'));
+      await truncate(join(dataDir, 's3', cut!), 11);
       // Act
       const again = await open();
       try {
         // Assess
         expect(await again.objects.list('features/f/')).toEqual(['features/f/a/0.gvlf']);
+        expect(await again.objects.list('imports/f/')).toEqual(['imports/f/imp_2/feed']);
         expect((await again.objects.get('features/f/a/0.gvlf'))?.toString()).toBe('kept');
       } finally {
         await again.stores.close();
