@@ -23,6 +23,8 @@ const QUERY_IMAGE = resolve('demo/images/tools-hammer5.webp');
 let stack: LocalStack;
 let context: BrowserContext;
 let page: Page;
+/** Console errors about the pages' own resources (not the API's refusals, which some tests ask for). */
+const missing: string[] = [];
 let dataDir: string;
 let profileDir: string;
 let feedId = '';
@@ -70,6 +72,11 @@ describe('dashboard in Chromium', () => {
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: stack.url });
     page = context.pages()[0] ?? (await context.newPage());
     page.setDefaultTimeout(10_000);
+    page.on('console', (message) => {
+      const url = message.location().url;
+      if (message.type() === 'error' && url && !/\/(admin|api)\//.test(new URL(url).pathname))
+        missing.push(`${url}: ${message.text()}`);
+    });
   });
 
   afterAll(async () => {
@@ -330,6 +337,10 @@ describe('dashboard in Chromium', () => {
     await page.locator('tr[data-feed-id="long-name"] a').click();
     await page.getByRole('heading', { level: 1, name: long }).waitFor();
     expect(await fits()).toBe(true);
+  });
+
+  it('loads no page resource that is missing (a favicon request was a 404 on every page)', () => {
+    expect(missing).toEqual([]);
   });
 
   it('serves the API reference page', async () => {
