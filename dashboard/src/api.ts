@@ -180,6 +180,8 @@ export interface ImportStatus {
   /** Why the import as a whole failed. */
   message?: string;
   errors?: unknown[];
+  createdAt?: string;
+  mode?: 'full' | 'incremental';
 }
 
 export interface Product {

@@ -748,7 +748,7 @@ export function importsView({ feed }: FeedPage): HTMLElement {
       replace(status, importProgress({ importId, ...state }));
       if (state.status === 'queued' || state.status === 'running') {
         if (status.isConnected) timer = window.setTimeout(() => void poll(importId), 600);
-      }
+      } else if (status.isConnected) void loadRecent();
     } catch (error) {
       replace(
         status,
@@ -777,6 +777,11 @@ export function importsView({ feed }: FeedPage): HTMLElement {
     event.preventDefault();
     const chosen = file.files?.[0];
     let body: unknown;
+    if (chosen && url.value.trim()) {
+      // Both given: neither is silently dropped.
+      replace(status, errorBox(new Error('Choose either a feed URL or a file, not both.')));
+      return;
+    }
     if (chosen) {
       const ext = chosen.name.split('.').pop()?.toLowerCase() ?? '';
       const fmt = format.value || FORMATS[ext];
@@ -805,6 +810,7 @@ export function importsView({ feed }: FeedPage): HTMLElement {
       sessionStorage.setItem(storageKey, started.importId);
       replace(status, importProgress({ importId: started.importId, status: started.status }));
       void poll(started.importId);
+      void loadRecent();
     } catch (error) {
       replace(
         status,
@@ -816,8 +822,29 @@ export function importsView({ feed }: FeedPage): HTMLElement {
       busy(startButton, false);
     }
   });
+  // The feed's recent imports, from the API (not only this tab's last one): each opens its progress.
+  const recent = h('div', {}, h('p', { class: 'muted' }, 'Loading imports…'));
+  const loadRecent = async (): Promise<ImportStatus[]> => {
+    try {
+      const { imports } = await admin<{ imports: ImportStatus[] }>(
+        'GET',
+        `/feeds/${enc(feed.feedId)}/imports?limit=10`,
+      );
+      replace(
+        recent,
+        recentImports(imports, (importId) => void poll(importId)),
+      );
+      return imports;
+    } catch (error) {
+      replace(recent, errorBox(error, 'Could not list the imports'));
+      return [];
+    }
+  };
   const last = sessionStorage.getItem(storageKey);
   if (last) void poll(last);
+  void loadRecent().then((imports) => {
+    if (!last && imports[0]?.importId) void poll(imports[0].importId);
+  });
   return h(
     'section',
     { 'aria-labelledby': 'imports-h' },
@@ -825,6 +852,56 @@ export function importsView({ feed }: FeedPage): HTMLElement {
     form,
     h('h3', {}, 'Progress'),
     status,
+    h('h3', {}, 'Recent imports'),
+    recent,
+  );
+}
+
+/** The newest imports of a feed, newest first; `open` shows one's progress above. */
+function recentImports(imports: ImportStatus[], open: (importId: string) => void): HTMLElement {
+  if (imports.length === 0) return h('p', { class: 'muted' }, 'No imports yet.');
+  return h(
+    'table',
+    { class: 'table recent-imports' },
+    h('caption', { class: 'visually-hidden' }, 'Recent imports, newest first'),
+    h(
+      'thead',
+      {},
+      h(
+        'tr',
+        {},
+        ['Started', 'Status', 'Processed', 'Failed', 'Removed', ''].map((t) => h('th', {}, t)),
+      ),
+    ),
+    h(
+      'tbody',
+      {},
+      imports.map((item) =>
+        h(
+          'tr',
+          { 'data-import-id': item.importId ?? '' },
+          h('td', {}, formatDate(item.createdAt)),
+          h('td', {}, h('span', { class: `badge status-${item.status}` }, item.status)),
+          h('td', {}, `${item.processed ?? 0}${item.total ? ` of ${item.total}` : ''}`),
+          h('td', {}, String(item.failed ?? 0)),
+          h('td', {}, String(item.removed ?? 0)),
+          h(
+            'td',
+            {},
+            h(
+              'button',
+              {
+                type: 'button',
+                class: 'link',
+                'aria-label': `Show the progress of import ${item.importId ?? ''}`,
+                onclick: () => item.importId && open(item.importId),
+              },
+              'Show',
+            ),
+          ),
+        ),
+      ),
+    ),
   );
 }
 

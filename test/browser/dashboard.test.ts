@@ -199,7 +199,19 @@ describe('dashboard in Chromium', () => {
     );
     const { body } = await api('GET', `/admin/v1/feeds/${feedId}/imports`);
     expect(JSON.stringify(body)).toMatch(/succeeded/);
+    // Listed among the recent imports, and shown again in a new tab (progress was this tab's only)
+    const importId = body.imports[0].importId as string;
+    await page.locator(`.recent-imports tr[data-import-id="${importId}"] .badge.status-succeeded`).waitFor();
     await shot('05-imports');
+    await page.evaluate((key) => sessionStorage.removeItem(key), `vps.import.${feedId}`);
+    await page.reload();
+    await page.locator('.import-progress[data-status="succeeded"]').waitFor();
+    // A URL and a file at once: refused, not one of them silently dropped
+    await page.getByLabel('Feed URL').fill('https://shop.example.com/feed.xml');
+    await page.getByLabel('Upload a feed file').setInputFiles(file);
+    await page.getByRole('button', { name: 'Start import' }).click();
+    await page.getByText('Choose either a feed URL or a file, not both.').waitFor();
+    expect((await api('GET', `/admin/v1/feeds/${feedId}/imports`)).body.imports).toHaveLength(1);
   });
 
   it('browses the imported products', async () => {
