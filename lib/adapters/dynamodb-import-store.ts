@@ -54,17 +54,25 @@ export class DynamoDbImportStore implements ImportStore {
   }
 
   async list(feedId: string, limit: number, after?: string): Promise<ImportRecord[]> {
-    const out = await this.db.send(
-      new QueryCommand({
-        TableName: this.table,
-        KeyConditionExpression: 'feedId = :f AND begins_with(importId, :imp)',
-        ExpressionAttributeValues: { ':f': feedId, ':imp': IMPORT_ID_PREFIX },
-        ScanIndexForward: false,
-        Limit: limit,
-        ...(after ? { ExclusiveStartKey: { feedId, importId: after } } : {}),
-      }),
-    );
-    return (out.Items ?? []) as ImportRecord[];
+    // Query pages until `limit` records: a record holds up to 100 errors, and DynamoDB cuts a page at
+    // 1 MB (~17 such records), which would end the listing early.
+    const records: ImportRecord[] = [];
+    let start: Record<string, unknown> | undefined = after ? { feedId, importId: after } : undefined;
+    do {
+      const out = await this.db.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'feedId = :f AND begins_with(importId, :imp)',
+          ExpressionAttributeValues: { ':f': feedId, ':imp': IMPORT_ID_PREFIX },
+          ScanIndexForward: false,
+          Limit: limit - records.length,
+          ExclusiveStartKey: start,
+        }),
+      );
+      records.push(...((out.Items ?? []) as ImportRecord[]));
+      start = out.LastEvaluatedKey;
+    } while (start && records.length < limit);
+    return records;
   }
 
   async listUnfinished(feedId: string): Promise<ImportRecord[]> {

@@ -190,6 +190,22 @@ describe('DynamoDbImportStore on the DynamoDB-protocol server', () => {
     updatedAt: '2026-11-22T00:00:00.000Z',
   });
 
+  it("lists as many imports as asked past DynamoDB's 1 MB page (records of 100 long errors)", async () => {
+    // ~60 KB a record: a query page holds ~17 of them
+    const errors = Array.from({ length: 100 }, (_, i) => ({
+      row: i + 2,
+      productId: `p${i}`,
+      message: `image_link https://cdn.example.com/${'x'.repeat(440)}.jpg: HTTP 404.`,
+    }));
+    const ids = Array.from({ length: 40 }, (_, i) => newImportId(new Date(Date.UTC(2026, 0, 1, 0, 0, i))));
+    for (const importId of ids) await imports.create({ ...record(importId), feedId: 'big', errors });
+    const first = await imports.list('big', 25);
+    expect(first.map((r) => r.importId)).toEqual(ids.toReversed().slice(0, 25));
+    const rest = await imports.list('big', 25, first.at(-1)!.importId);
+    expect(rest.map((r) => r.importId)).toEqual(ids.toReversed().slice(25));
+    await imports.deleteFeed('big');
+  });
+
   it('creates once, updates progress and lists newest first', async () => {
     const older = newImportId(new Date('2026-11-22T00:00:00Z'));
     const newer = newImportId(new Date('2026-11-22T00:00:01Z'));
