@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -8,7 +8,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * Stopping the local server as a terminal or a supervisor does: the running import pauses at its next
+ * Stopping `npm start` as a terminal or a supervisor does: the running import pauses at its next
  * checkpoint and the server exits cleanly, even when the signal comes twice (the terminal signals the
  * whole process group and npm forwards its own copy; the second signal used to find no handler left
  * and end the process on the spot, and the tsx runner's relay could kill it before it paused).
@@ -37,10 +37,16 @@ describe('stopping the local server', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  /** `npm start`'s command (package.json), its output collected; resolves with the server's URL. */
+  afterAll(() => {
+    // A server left behind by a failed test (npm gone, node orphaned) must not outlive the run.
+    const pid = Number(readFileSyncOrEmpty(join(dataDir, 'server.pid')));
+    if (pid > 0) process.kill(pid, 'SIGKILL');
+  });
+
+  /** `npm start` as a user runs it, its output collected; resolves with the server's URL. */
   function startServer(): { child: ChildProcess; output: () => string; url: Promise<string> } {
     let output = '';
-    const child = spawn(process.execPath, ['--import', 'tsx', 'lib/local/main.ts'], {
+    const child = spawn('npm', ['start'], {
       env: {
         ...process.env,
         PORT: '0',
@@ -88,7 +94,8 @@ describe('stopping the local server', () => {
     for (let i = 0; i < 100 && (await admin('GET', importPath)).body.processed === 0; i += 1)
       await new Promise((resolve) => setTimeout(resolve, 100));
 
-    // Act: the signal twice, as a terminal's Ctrl-C under npm delivers it
+    // Act: SIGTERM to npm alone, twice (a supervisor stopping it; npm forwards each to the server, which
+    // `exec` makes its direct child: through a shell, the server was orphaned and ran on)
     const exited = new Promise<number | null>((resolve) =>
       server.child.once('exit', (code) => resolve(code)),
     );
@@ -102,3 +109,11 @@ describe('stopping the local server', () => {
     expect(existsSync(join(dataDir, 'server.pid'))).toBe(false);
   }, 90_000);
 });
+
+function readFileSyncOrEmpty(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+}
