@@ -25,11 +25,12 @@ export interface FeedStore {
   /**
    * Replaces the stored feed; throws NotFoundError('feed_not_found') when it does not exist, is being
    * deleted, or is another feed of the same id than the one read (its createdAt differs). Given
-   * `expectedUpdatedAt` (the updatedAt of the feed as read), only while the stored feed still has it,
+   * `expectedUpdatedAt` (the updatedAt of the feed as read; null for a feed stored without one), only
+   * while the stored feed still has it,
    * else DomainError('conflict'): an optimistic-concurrency check, which holds because every write of a
    * feed's fields gives it a later updatedAt (updateFeed) and the deletion mark is checked on its own.
    */
-  put(feed: Feed, expectedUpdatedAt?: string): Promise<void>;
+  put(feed: Feed, expectedUpdatedAt?: string | null): Promise<void>;
   /**
    * Marks the feed as being deleted (keeps the first mark); throws NotFoundError when it does not exist
    * or, given `createdAt`, is another feed of the same id (created again since it was read).

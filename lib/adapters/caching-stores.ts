@@ -98,7 +98,7 @@ export class CachingFeedStore implements FeedStore {
   list() {
     return this.inner.list();
   }
-  async put(feed: Feed, expectedUpdatedAt?: string) {
+  async put(feed: Feed, expectedUpdatedAt?: string | null) {
     await this.inner.put(feed, expectedUpdatedAt);
     this.cache.delete(feed.feedId);
   }

@@ -47,7 +47,7 @@ export class DynamoDbFeedStore implements FeedStore {
     return feeds.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.feedId.localeCompare(b.feedId));
   }
 
-  async put(feed: Feed, expectedUpdatedAt?: string): Promise<void> {
+  async put(feed: Feed, expectedUpdatedAt?: string | null): Promise<void> {
     try {
       await this.db.send(
         new PutCommand({
@@ -58,10 +58,14 @@ export class DynamoDbFeedStore implements FeedStore {
           // changed since it was read (a concurrent update's change would be lost).
           ConditionExpression:
             'attribute_exists(feedId) AND attribute_not_exists(deletingAt) AND createdAt = :createdAt' +
-            (expectedUpdatedAt === undefined ? '' : ' AND updatedAt = :updatedAt'),
+            (expectedUpdatedAt === undefined
+              ? ''
+              : expectedUpdatedAt === null
+                ? ' AND attribute_not_exists(updatedAt)'
+                : ' AND updatedAt = :updatedAt'),
           ExpressionAttributeValues: {
             ':createdAt': feed.createdAt,
-            ...(expectedUpdatedAt === undefined ? {} : { ':updatedAt': expectedUpdatedAt }),
+            ...(typeof expectedUpdatedAt === 'string' ? { ':updatedAt': expectedUpdatedAt } : {}),
           },
         }),
       );

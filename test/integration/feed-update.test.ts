@@ -89,6 +89,22 @@ function racing(between: () => Promise<unknown>, times = 1): FeedAdminDeps {
 }
 
 describe('updateFeed racing another update', () => {
+  it('keeps both changes on a feed stored without updatedAt (before it was kept)', async () => {
+    // Prepare: the item as an early version wrote it
+    await createFeed(deps, input('legacy'));
+    const stored = (await deps.feeds.get('legacy', { fresh: true }))!;
+    const { updatedAt: _dropped, ...legacy } = stored;
+    await deps.feeds.put(legacy as Feed);
+    // Act
+    await updateFeed(
+      racing(() => updateFeed(deps, 'legacy', { domains: ['shop.example.com'] })),
+      'legacy',
+      { name: 'renamed' },
+    );
+    // Assess
+    expect(await getFeed(deps, 'legacy')).toMatchObject({ name: 'renamed', domains: ['shop.example.com'] });
+  });
+
   it('keeps both changes when another update lands between its read and its write', async () => {
     await createFeed(deps, input('both'));
 

@@ -114,7 +114,8 @@ export async function updateFeed(
     createdAt = current.createdAt;
     const next = patched(current, patch, deps.clock.now());
     try {
-      await deps.feeds.put(next, current.updatedAt);
+      // (null: a feed stored before updatedAt was kept, which the check must still cover)
+      await deps.feeds.put(next, current.updatedAt ?? null);
     } catch (error) {
       if (!(error instanceof DomainError && error.code === 'conflict')) throw error;
       if (attempt >= UPDATE_ATTEMPTS)
