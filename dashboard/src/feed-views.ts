@@ -59,9 +59,11 @@ export function generalView({ feed, refresh }: FeedPage): HTMLElement {
     'aria-describedby': 'limit-help',
   });
   const requireOrigin = h('input', { id: 'feed-origin', type: 'checkbox', checked: feed.requireOrigin });
+  const shownLimit = limit.value;
   const sync = () => {
     limit.disabled = plan.value !== 'enterprise';
-    if (plan.value !== 'enterprise' || feed.plan !== 'enterprise') limit.value = '';
+    // Back on the feed's own enterprise plan: its limit again (a round trip through Pro erased it).
+    limit.value = plan.value === 'enterprise' && feed.plan === 'enterprise' ? shownLimit : '';
   };
   plan.addEventListener('change', sync);
   sync();
@@ -98,8 +100,10 @@ export function generalView({ feed, refresh }: FeedPage): HTMLElement {
       plan: plan.value,
       requireOrigin: requireOrigin.checked,
     };
-    // Empty: the enterprise plan's default (null clears a custom limit).
-    if (plan.value === 'enterprise') patch.hourlyLimit = limit.value.trim() ? Number(limit.value) : null;
+    // Sent only when changed (the field shows the limit in force: sent with every save, the plan's default
+    // became a custom limit); empty means the enterprise plan's default (null clears a custom limit).
+    if (plan.value === 'enterprise' && (feed.plan !== 'enterprise' || limit.value !== shownLimit))
+      patch.hourlyLimit = limit.value.trim() ? Number(limit.value) : null;
     busy(save, true);
     try {
       await admin<Feed>('PATCH', `/feeds/${enc(feed.feedId)}`, patch);

@@ -320,6 +320,21 @@ describe('dashboard in Chromium', () => {
     const moved = (await api('GET', '/admin/v1/feeds/moving-up')).body;
     expect(moved).toMatchObject({ plan: 'enterprise', hourlyLimit: reference.body.hourlyLimit });
     expect(moved.hourlyLimit).not.toBe(1000);
+    // An enterprise feed's own limit survives a round trip of the plan through Pro before Save
+    await api('POST', '/admin/v1/feeds', {
+      feedId: 'custom-limit',
+      name: 'Custom limit',
+      plan: 'enterprise',
+      hourlyLimit: 50_000,
+    });
+    await page.goto(`${stack.url}/#/feeds/custom-limit/general`);
+    await page.getByRole('heading', { name: 'Plan and limits' }).waitFor();
+    await page.locator('#feed-plan').selectOption('pro');
+    await page.locator('#feed-plan').selectOption('enterprise');
+    expect(await page.locator('#feed-limit').inputValue()).toBe('50000');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByText('Settings saved').waitFor();
+    expect((await api('GET', '/admin/v1/feeds/custom-limit')).body.hourlyLimit).toBe(50_000);
   });
 
   it('deletes a feed once its id is typed to confirm', async () => {
