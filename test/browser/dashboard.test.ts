@@ -312,7 +312,7 @@ describe('dashboard in Chromium', () => {
     const reference = await api('POST', '/admin/v1/feeds', { name: 'Reference', plan: 'enterprise' });
     await api('POST', '/admin/v1/feeds', { feedId: 'moving-up', name: 'Moving up', plan: 'pro' });
     await page.goto(`${stack.url}/#/feeds/moving-up/general`);
-    await page.getByRole('heading', { name: 'Plan and limits' }).waitFor();
+    await page.getByRole('heading', { level: 1, name: 'Moving up' }).waitFor();
     await page.locator('#feed-plan').selectOption('enterprise');
     expect(await page.locator('#feed-limit').inputValue()).toBe('');
     await page.getByRole('button', { name: 'Save' }).click();
@@ -328,7 +328,8 @@ describe('dashboard in Chromium', () => {
       hourlyLimit: 50_000,
     });
     await page.goto(`${stack.url}/#/feeds/custom-limit/general`);
-    await page.getByRole('heading', { name: 'Plan and limits' }).waitFor();
+    // (Only the hash changed: the previous feed's page stays until this one is drawn.)
+    await page.getByRole('heading', { level: 1, name: 'Custom limit' }).waitFor();
     await page.locator('#feed-plan').selectOption('pro');
     await page.locator('#feed-plan').selectOption('enterprise');
     expect(await page.locator('#feed-limit').inputValue()).toBe('50000');
@@ -340,6 +341,7 @@ describe('dashboard in Chromium', () => {
   it('deletes a feed once its id is typed to confirm', async () => {
     await api('POST', '/admin/v1/feeds', { feedId: 'to-delete', name: 'To delete' });
     await page.goto(`${stack.url}/#/feeds/to-delete/general`);
+    await page.getByRole('heading', { level: 1, name: 'To delete' }).waitFor();
     const remove = page.getByRole('button', { name: 'Delete this feed' });
     await remove.waitFor();
     expect(await remove.isDisabled()).toBe(true);
