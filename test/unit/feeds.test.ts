@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CreateFeedRequest } from '#lib/domain/admin/schemas.ts';
+import { CreateFeedRequest, CreateKeyRequest } from '#lib/domain/admin/schemas.ts';
 import { DOMAIN_PATTERN, hostAllowed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 
 const limits = { free: 100, pro: 1000, enterprise: 5000 };
@@ -58,6 +58,18 @@ describe('feed domains as the admin API takes them', () => {
       expect(domainsOf([entry]).success).toBe(false);
     },
   );
+});
+
+describe('names as the admin API takes them', () => {
+  it.each(['a\u0000b', 'tab\tname', 'shop\u202egpj.exe', 'x\u2066y', 'bell\u0007'])('refuses %j', (text) => {
+    expect(CreateFeedRequest.safeParse({ name: text }).success).toBe(false);
+    expect(CreateKeyRequest.safeParse({ name: text }).success).toBe(false);
+  });
+
+  it.each(['Ünïcødé shop', 'متجر', '店 🛒'])('accepts %j', (text) => {
+    expect(CreateFeedRequest.safeParse({ name: text }).success).toBe(true);
+    expect(CreateKeyRequest.safeParse({ name: text }).success).toBe(true);
+  });
 });
 
 describe('hourlyLimitOf', () => {

@@ -2,7 +2,29 @@ import { z } from 'zod';
 import { canonicalDomain, DOMAIN_PATTERN, PLANS, wildcardTooWide } from '#lib/domain/feeds.ts';
 
 /** Request schemas of the admin API (DESIGN §4). Strict: a typo in an admin call is an error, not a no-op. */
-const name = z.string().trim().min(1).max(200).describe('Display name of the feed.');
+/**
+ * Control characters and bidirectional overrides: invisible in a list, they let one name pose as another
+ * (an RTL override reverses what follows) or break a log line.
+ */
+function hasHiddenCharacters(text: string): boolean {
+  for (const char of text) {
+    const code = char.codePointAt(0)!;
+    if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return true;
+    if ((code >= 0x202a && code <= 0x202e) || (code >= 0x2066 && code <= 0x2069)) return true;
+  }
+  return false;
+}
+const shownText = (max: number) =>
+  z
+    .string()
+    .trim()
+    .min(1)
+    .max(max)
+    .refine(
+      (text) => !hasHiddenCharacters(text),
+      'control and bidirectional-override characters are not allowed',
+    );
+const name = shownText(200).describe('Display name of the feed.');
 const plan = z.enum(PLANS).describe('free (100 requests/hour), pro (1,000) or enterprise (hourlyLimit).');
 const domains = z
   .array(
@@ -57,7 +79,7 @@ export const UpdateFeedRequest = z
 export type UpdateFeedRequest = z.infer<typeof UpdateFeedRequest>;
 
 export const CreateKeyRequest = z.strictObject({
-  name: z.string().trim().min(1).max(100).default('default').describe('Label shown in the dashboard.'),
+  name: shownText(100).default('default').describe('Label shown in the dashboard.'),
 });
 export type CreateKeyRequest = z.infer<typeof CreateKeyRequest>;
 
