@@ -362,6 +362,12 @@ export interface ImportStore {
   get(feedId: string, importId: string): Promise<ImportRecord | undefined>;
   /** Newest first; given `after` (an import id), the ones older than it. */
   list(feedId: string, limit: number, after?: string): Promise<ImportRecord[]>;
+  /**
+   * One page of the listing for the API: up to `limit` records after `after`, and whether more follow.
+   * A page may hold fewer than `limit` (DynamoDB stops a query at 1 MB: a page stays well inside a
+   * response's 6 MB, records carrying up to 100 errors each).
+   */
+  page(feedId: string, limit: number, after?: string): Promise<{ records: ImportRecord[]; more: boolean }>;
   /** The feed's queued and running imports, oldest first (a consistent read). */
   listUnfinished(feedId: string): Promise<ImportRecord[]>;
   /** Replaces the record (progress checkpoints and status changes). */

@@ -75,6 +75,29 @@ export class DynamoDbImportStore implements ImportStore {
     return records;
   }
 
+  async page(
+    feedId: string,
+    limit: number,
+    after?: string,
+  ): Promise<{ records: ImportRecord[]; more: boolean }> {
+    const out = await this.db.send(
+      new QueryCommand({
+        TableName: this.table,
+        KeyConditionExpression: 'feedId = :f AND begins_with(importId, :imp)',
+        ExpressionAttributeValues: { ':f': feedId, ':imp': IMPORT_ID_PREFIX },
+        ScanIndexForward: false,
+        // One more than the page: a page that ends the listing says so.
+        Limit: limit + 1,
+        ...(after ? { ExclusiveStartKey: { feedId, importId: after } } : {}),
+      }),
+    );
+    const items = (out.Items ?? []) as ImportRecord[];
+    return {
+      records: items.slice(0, limit),
+      more: items.length > limit || out.LastEvaluatedKey !== undefined,
+    };
+  }
+
   async listUnfinished(feedId: string): Promise<ImportRecord[]> {
     const records: ImportRecord[] = [];
     for await (const items of queryPages(this.db, {

@@ -86,13 +86,11 @@ export async function listImports(
   cursor?: string,
 ): Promise<{ imports: ImportRecord[]; cursor?: string }> {
   await requireFeed(deps.feeds, feedId);
-  // One more than the page, so that the last page carries no cursor to an empty one.
-  const records = await deps.imports.list(feedId, limit + 1, cursor && importIdOfCursor(cursor));
-  const imports = records.slice(0, limit);
-  const last = imports.at(-1);
+  const page = await deps.imports.page(feedId, limit, cursor && importIdOfCursor(cursor));
+  const last = page.records.at(-1);
   return {
-    imports,
-    ...(records.length > limit && last ? { cursor: Buffer.from(last.importId).toString('base64url') } : {}),
+    imports: page.records,
+    ...(page.more && last ? { cursor: Buffer.from(last.importId).toString('base64url') } : {}),
   };
 }
 

@@ -203,6 +203,17 @@ describe('DynamoDbImportStore on the DynamoDB-protocol server', () => {
     expect(first.map((r) => r.importId)).toEqual(ids.toReversed().slice(0, 25));
     const rest = await imports.list('big', 25, first.at(-1)!.importId);
     expect(rest.map((r) => r.importId)).toEqual(ids.toReversed().slice(25));
+    // The API's pages stop at DynamoDB's 1 MB (a response stays inside Lambda's 6 MB) and say more follow
+    const paged: string[] = [];
+    let after: string | undefined;
+    for (let more = true; more;) {
+      const page = await imports.page('big', 25, after);
+      expect(page.records.length).toBeLessThan(25);
+      paged.push(...page.records.map((r) => r.importId));
+      after = page.records.at(-1)?.importId;
+      more = page.more;
+    }
+    expect(paged).toEqual(ids.toReversed());
     await imports.deleteFeed('big');
   });
 

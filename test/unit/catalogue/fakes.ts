@@ -91,6 +91,10 @@ export class MemoryImportStore implements ImportStore {
       .sort((a, b) => b.importId.localeCompare(a.importId))
       .slice(0, limit);
   }
+  async page(feedId: string, limit: number, after?: string) {
+    const records = await this.list(feedId, limit + 1, after);
+    return { records: records.slice(0, limit), more: records.length > limit };
+  }
   async put(record: ImportRecord) {
     this.puts += 1;
     if (this.failOnPut === this.puts) throw new Error('crash');
