@@ -95,11 +95,21 @@ export function generalView({ feed, refresh }: FeedPage): HTMLElement {
   );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
+    // Text the number field cannot read (`5-`) reads as empty, which would mean the plan's default.
+    if (plan.value === 'enterprise' && limit.validity.badInput) {
+      replace(
+        status,
+        errorBox(new Error('The hourly limit must be a whole number, or empty for the default.')),
+      );
+      limit.focus();
+      return;
+    }
     const patch: Record<string, unknown> = {
-      name: name.value.trim(),
       plan: plan.value,
       requireOrigin: requireOrigin.checked,
     };
+    // Only when changed: a stored name the API now refuses (control characters) must not block other saves.
+    if (name.value.trim() !== feed.name) patch.name = name.value.trim();
     // Sent only when changed (the field shows the limit in force: sent with every save, the plan's default
     // became a custom limit); empty means the enterprise plan's default (null clears a custom limit).
     if (plan.value === 'enterprise' && (feed.plan !== 'enterprise' || limit.value !== shownLimit))
@@ -169,8 +179,14 @@ function deleteFeedForm(feed: Feed): HTMLElement {
     if (confirmation.value.trim() !== feed.feedId) return;
     busy(remove, true);
     try {
-      await admin<unknown>('DELETE', `/feeds/${enc(feed.feedId)}`);
-      toast(`Feed ${feed.feedId} deleted`);
+      const answer = await admin<{ status?: string } | undefined>('DELETE', `/feeds/${enc(feed.feedId)}`);
+      // A feed created again under this id starts without this one's last import.
+      sessionStorage.removeItem(`vps.import.${feed.feedId}`);
+      toast(
+        answer?.status === 'deleting'
+          ? `Feed ${feed.feedId} is being deleted`
+          : `Feed ${feed.feedId} deleted`,
+      );
       location.hash = '#/';
     } catch (error) {
       replace(status, errorBox(error, 'Could not delete the feed'));
@@ -745,15 +761,28 @@ export function importsView({ feed }: FeedPage): HTMLElement {
   const storageKey = `vps.import.${feed.feedId}`;
   let timer: number | undefined;
 
+  // Each poll chain stops once a newer one started (a Show click while a request was in flight).
+  let generation = 0;
   const poll = async (importId: string) => {
     window.clearTimeout(timer);
+    const mine = ++generation;
     try {
       const state = await admin<ImportStatus>('GET', `/feeds/${enc(feed.feedId)}/imports/${enc(importId)}`);
+      if (mine !== generation) return;
       replace(status, importProgress({ importId, ...state }));
       if (state.status === 'queued' || state.status === 'running') {
         if (status.isConnected) timer = window.setTimeout(() => void poll(importId), 600);
       } else if (status.isConnected) void loadRecent();
     } catch (error) {
+      if (mine !== generation) return;
+      if (error instanceof ApiError && error.code === 'import_not_found') {
+        // This tab's last import is gone (the feed was deleted and created again): the newest one instead.
+        sessionStorage.removeItem(storageKey);
+        const [newest] = await loadRecent();
+        if (newest?.importId && newest.importId !== importId) void poll(newest.importId);
+        else replace(status, h('p', { class: 'muted' }, 'No import to show.'));
+        return;
+      }
       replace(
         status,
         error instanceof ApiError && error.notAvailable
@@ -828,6 +857,7 @@ export function importsView({ feed }: FeedPage): HTMLElement {
   });
   // The feed's recent imports, from the API (not only this tab's last one): each opens its progress.
   const recent = h('div', {}, h('p', { class: 'muted' }, 'Loading imports…'));
+  let recentTimer: number | undefined;
   const loadRecent = async (): Promise<ImportStatus[]> => {
     try {
       const { imports } = await admin<{ imports: ImportStatus[] }>(
@@ -838,6 +868,10 @@ export function importsView({ feed }: FeedPage): HTMLElement {
         recent,
         recentImports(imports, (importId) => void poll(importId)),
       );
+      // While one of them runs, the list follows it (whichever import the progress shows).
+      window.clearTimeout(recentTimer);
+      if (recent.isConnected && imports.some((i) => i.status === 'queued' || i.status === 'running'))
+        recentTimer = window.setTimeout(() => void loadRecent(), 3000);
       return imports;
     } catch (error) {
       replace(recent, errorBox(error, 'Could not list the imports'));

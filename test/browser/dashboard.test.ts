@@ -336,6 +336,13 @@ describe('dashboard in Chromium', () => {
     await page.getByRole('button', { name: 'Save' }).click();
     await page.getByText('Settings saved').waitFor();
     expect((await api('GET', '/admin/v1/feeds/custom-limit')).body.hourlyLimit).toBe(50_000);
+    // A typo the number field cannot read is refused, not saved as "the default"
+    await page.locator('#feed-limit').click();
+    await page.locator('#feed-limit').press('ControlOrMeta+a');
+    await page.locator('#feed-limit').pressSequentially('5-');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByText('The hourly limit must be a whole number, or empty for the default.').waitFor();
+    expect((await api('GET', '/admin/v1/feeds/custom-limit')).body.hourlyLimit).toBe(50_000);
   });
 
   it('deletes a feed once its id is typed to confirm', async () => {
@@ -348,8 +355,11 @@ describe('dashboard in Chromium', () => {
     await page.getByLabel('Type to-delete to confirm').fill('to-delet');
     expect(await remove.isDisabled()).toBe(true);
     await page.getByLabel('Type to-delete to confirm').fill('to-delete');
+    await page.evaluate(() => sessionStorage.setItem('vps.import.to-delete', 'imp_of_the_old_feed'));
     await remove.click();
     await page.getByRole('heading', { name: 'Feeds', exact: true }).waitFor();
+    // A feed created again under the id does not show the old one's last import
+    expect(await page.evaluate(() => sessionStorage.getItem('vps.import.to-delete'))).toBeNull();
     expect((await api('GET', '/admin/v1/feeds/to-delete')).status).toBe(404);
     expect(await page.locator('tr[data-feed-id="to-delete"]').count()).toBe(0);
   });
