@@ -11,6 +11,9 @@ function hasHiddenCharacters(text: string): boolean {
     const code = char.codePointAt(0)!;
     if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return true;
     if ((code >= 0x202a && code <= 0x202e) || (code >= 0x2066 && code <= 0x2069)) return true;
+    // Bidi marks, zero-width space, line and paragraph separators, byte-order mark (ZWJ and ZWNJ stay:
+    // emoji sequences and some scripts need them).
+    if ([0x061c, 0x200b, 0x200e, 0x200f, 0x2028, 0x2029, 0xfeff].includes(code)) return true;
   }
   return false;
 }
