@@ -57,6 +57,14 @@ function isDependencyDown(error: unknown): boolean {
   );
 }
 
+function isMiddyTimeout(error: unknown): boolean {
+  return (
+    error instanceof Error &&
+    error.name === 'TimeoutError' &&
+    (error.cause as { package?: unknown } | undefined)?.package === '@middy/core'
+  );
+}
+
 function isHttpErrorLike(error: unknown): error is HttpErrorLike {
   return error instanceof Error && typeof (error as { statusCode?: unknown }).statusCode === 'number';
 }
@@ -81,6 +89,12 @@ export function toErrorBody(error: unknown, requestId: string): ErrorBody {
     }
     return body('invalid_request', 'Request body is not valid JSON.');
   }
+  // The function's own deadline (middy's early timeout), not a dependency: say so.
+  if (isMiddyTimeout(error))
+    return body(
+      'unavailable',
+      'The request took longer than the service allows. Retry later, or send a smaller image.',
+    );
   if (isDependencyDown(error))
     return body('unavailable', 'A dependency is temporarily unavailable. Retry later.');
   return body(
