@@ -103,10 +103,30 @@ export async function openImage(bytes: Buffer): Promise<OrientedImage> {
   if (refusal) throw new InvalidImageError(`Invalid image: ${refusal}`);
   // EXIF orientations 5–8 swap the axes.
   const swapped = (metadata.orientation ?? 1) >= 5;
-  const pipeline = sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS })
-    .rotate()
-    .flatten({ background: WHITE });
+  const pipeline = await orientedPipeline(bytes, metadata);
   return { width: swapped ? height : width, height: swapped ? width : height, format, pipeline };
+}
+
+/**
+ * The oriented pipeline, transparency flattened onto white. An 8-bit image with more bands than its
+ * colour space and one alpha (a TIFF with extra samples: a saved mask, spot channels) keeps only those:
+ * flatten refused five bands (422), and a grey image with three extra samples was read as colour.
+ */
+async function orientedPipeline(bytes: Buffer, metadata: Metadata): Promise<Sharp> {
+  const oriented = () => sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS }).rotate();
+  const colour = metadata.space === 'b-w' ? 1 : 3;
+  const keep = colour + (metadata.hasAlpha ? 1 : 0);
+  const extra = (metadata.channels ?? keep) > keep && metadata.space !== 'cmyk' && metadata.depth === 'uchar';
+  if (!extra) return oriented().flatten({ background: WHITE });
+  const { data, info } = await decoding(() => oriented().raw().toBuffer({ resolveWithObject: true }));
+  // The decoded raster may have widened the colour bands (grey to sRGB): the extra bands are its last.
+  const bands = Math.min(4, Math.max(1, info.channels - (metadata.channels! - keep)));
+  const kept = Buffer.alloc(info.width * info.height * bands);
+  for (let from = 0, to = 0; to < kept.length; from += info.channels)
+    for (let band = 0; band < bands; band += 1) kept[to++] = data[from + band]!;
+  return sharp(kept, {
+    raw: { width: info.width, height: info.height, channels: bands as 1 | 2 | 3 | 4 },
+  }).flatten({ background: WHITE });
 }
 
 /** Header facts without decoding pixels (for the ImageInspector port). */

@@ -187,6 +187,59 @@ describe('SharpImageInspector crops and bounded query', () => {
   });
 });
 
+/**
+ * An uncompressed 8-bit TIFF of `width`×`height` whose pixels are `base` (1 grey or 3 RGB) bands of
+ * `colour` and `extra` more samples (type 0, unspecified; the first one 255), written by hand: sharp
+ * writes at most four bands.
+ */
+function tiffWithExtraSamples(width: number, height: number, colour: number[], extra: number): Buffer {
+  const base = colour.length;
+  const bands = base + extra;
+  const pixels = Buffer.alloc(width * height * bands);
+  for (let i = 0; i < width * height; i += 1) {
+    colour.forEach((value, band) => (pixels[i * bands + band] = value));
+    for (let e = 0; e < extra; e += 1) pixels[i * bands + base + e] = e === 0 ? 255 : 40 * e;
+  }
+  const entries: [number, number, number, number][] = [];
+  const bitsAt = 8;
+  const extrasAt = bitsAt + 2 * bands;
+  const dataAt = extrasAt + 2 * extra;
+  const ifdAt = dataAt + pixels.length + ((dataAt + pixels.length) % 2);
+  entries.push([256, 4, 1, width], [257, 4, 1, height], [258, 3, bands, bitsAt], [259, 3, 1, 1]);
+  entries.push([262, 3, 1, base === 1 ? 1 : 2], [273, 4, 1, dataAt], [277, 3, 1, bands]);
+  entries.push([278, 4, 1, height], [279, 4, 1, pixels.length], [284, 3, 1, 1], [338, 3, extra, extrasAt]);
+  const tiff = Buffer.alloc(ifdAt + 2 + 12 * entries.length + 4);
+  tiff.write('II', 0);
+  tiff.writeUInt16LE(42, 2);
+  tiff.writeUInt32LE(ifdAt, 4);
+  for (let band = 0; band < bands; band += 1) tiff.writeUInt16LE(8, bitsAt + 2 * band);
+  pixels.copy(tiff, dataAt);
+  tiff.writeUInt16LE(entries.length, ifdAt);
+  entries.forEach(([tag, type, count, value], i) => {
+    const at = ifdAt + 2 + 12 * i;
+    tiff.writeUInt16LE(tag, at);
+    tiff.writeUInt16LE(type, at + 2);
+    tiff.writeUInt32LE(count, at + 4);
+    // Offsets of the arrays (more than 4 bytes), or a value in place: ExtraSamples' zeros need neither.
+    if (tag === 338 && count <= 2) tiff.writeUInt32LE(0, at + 8);
+    else tiff.writeUInt32LE(value, at + 8);
+  });
+  return tiff;
+}
+
+describe('openImage with extra samples', () => {
+  it.each([
+    ['RGB with two extra samples', [200, 40, 10]],
+    ['grey with three extra samples', [90]],
+  ])('reads the colours of %s and not the extra bands', async (_name, colour) => {
+    const bytes = tiffWithExtraSamples(8, 6, colour, colour.length === 1 ? 3 : 2);
+    expect((await sharp(bytes).metadata()).channels).toBe(colour.length === 1 ? 4 : 5);
+    const [rgb] = await rgbSquares(await openImage(bytes), 4, [undefined]);
+    const expected = colour.length === 1 ? [90, 90, 90] : colour;
+    meanColour(rgb!).forEach((value, band) => expect(Math.abs(value - expected[band]!)).toBeLessThan(2));
+  });
+});
+
 describe('rgbLetterbox', () => {
   it('keeps the aspect ratio, pads right and bottom, and reports the scale back to image pixels', async () => {
     const bytes = await (await halves(200, 100)).png().toBuffer();
