@@ -165,17 +165,24 @@ export async function rgbSquares(
   const square = (pipeline: Sharp): Promise<Buffer> => rgbFilled(pipeline, size, size);
   if (regions.every((region) => region === undefined))
     return Promise.all(regions.map(() => square(image.pipeline.clone())));
-  // Orientation must happen before extraction: materialise the oriented pixels once, then cut regions from them.
+  const regionOf = await decodedOnce(image);
+  return Promise.all(regions.map((region) => square(regionOf(region))));
+}
+
+/**
+ * The oriented image decoded once; each call gives a pipeline of one region of it (all of it without a
+ * box). Orientation must happen before extraction, and AVIF or progressive JPEG cannot decode a region
+ * alone: each region cut from the same pixels costs no decode of its own.
+ */
+async function decodedOnce(image: OrientedImage): Promise<(box?: Box) => Sharp> {
   const oriented = await decoding(() => image.pipeline.clone().raw().toBuffer({ resolveWithObject: true }));
   const raw = {
     raw: { width: oriented.info.width, height: oriented.info.height, channels: oriented.info.channels },
   };
-  return Promise.all(
-    regions.map((region) => {
-      const pipeline = sharp(oriented.data, raw);
-      return square(region ? pipeline.extract(clampToPixels(region, image.width, image.height)) : pipeline);
-    }),
-  );
+  return (box) => {
+    const pipeline = sharp(oriented.data, raw);
+    return box ? pipeline.extract(clampToPixels(box, image.width, image.height)) : pipeline;
+  };
 }
 
 export interface Letterboxed {
@@ -244,16 +251,11 @@ export const CROP_MAX_SIDE = 1024;
  */
 export async function cropRegions(bytes: Buffer, boxes: readonly Box[]): Promise<Buffer[]> {
   if (boxes.length === 0) return [];
-  const image = await openImage(bytes);
-  const oriented = await decoding(() => image.pipeline.clone().raw().toBuffer({ resolveWithObject: true }));
-  const raw = {
-    raw: { width: oriented.info.width, height: oriented.info.height, channels: oriented.info.channels },
-  };
+  const regionOf = await decodedOnce(await openImage(bytes));
   return decoding(() =>
     Promise.all(
       boxes.map((box) =>
-        sharp(oriented.data, raw)
-          .extract(clampToPixels(box, image.width, image.height))
+        regionOf(box)
           .resize(CROP_MAX_SIDE, CROP_MAX_SIDE, { fit: 'inside', withoutEnlargement: true })
           .png({ compressionLevel: 1 })
           .toBuffer(),
