@@ -61,10 +61,7 @@ export class DynamoDbImportStore implements ImportStore {
     do {
       const out = await this.db.send(
         new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: 'feedId = :f AND begins_with(importId, :imp)',
-          ExpressionAttributeValues: { ':f': feedId, ':imp': IMPORT_ID_PREFIX },
-          ScanIndexForward: false,
+          ...this.newestFirst(feedId),
           Limit: limit - records.length,
           ExclusiveStartKey: start,
         }),
@@ -82,10 +79,7 @@ export class DynamoDbImportStore implements ImportStore {
   ): Promise<{ records: ImportRecord[]; more: boolean }> {
     const out = await this.db.send(
       new QueryCommand({
-        TableName: this.table,
-        KeyConditionExpression: 'feedId = :f AND begins_with(importId, :imp)',
-        ExpressionAttributeValues: { ':f': feedId, ':imp': IMPORT_ID_PREFIX },
-        ScanIndexForward: false,
+        ...this.newestFirst(feedId),
         // One more than the page: a page that ends the listing says so.
         Limit: limit + 1,
         ...(after ? { ExclusiveStartKey: { feedId, importId: after } } : {}),
@@ -95,6 +89,16 @@ export class DynamoDbImportStore implements ImportStore {
     return {
       records: items.slice(0, limit),
       more: items.length > limit || out.LastEvaluatedKey !== undefined,
+    };
+  }
+
+  /** The query of a feed's imports (not its lease), newest first. */
+  private newestFirst(feedId: string) {
+    return {
+      TableName: this.table,
+      KeyConditionExpression: 'feedId = :f AND begins_with(importId, :imp)',
+      ExpressionAttributeValues: { ':f': feedId, ':imp': IMPORT_ID_PREFIX },
+      ScanIndexForward: false,
     };
   }
 

@@ -58,21 +58,26 @@ for (const [net, prefix] of [
 LOCAL_NETWORKS.addSubnet('::1', 128, 'ipv6');
 LOCAL_NETWORKS.addSubnet('fc00::', 7, 'ipv6');
 
-function isLocalNetwork(address: string): boolean {
+/**
+ * Whether `list` holds the address (an IPv4-mapped IPv6 address as its IPv4 one); `notIp` for text
+ * that is no address.
+ */
+function listed(list: BlockList, address: string, notIp: boolean): boolean {
   const family = isIP(address);
+  if (family === 4) return list.check(address, 'ipv4');
+  if (family !== 6) return notIp;
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (family === 4 || mapped) return LOCAL_NETWORKS.check(mapped ? mapped[1]! : address, 'ipv4');
-  return family === 6 && LOCAL_NETWORKS.check(address, 'ipv6');
+  if (mapped) return list.check(mapped[1]!, 'ipv4');
+  return list.check(address, 'ipv6');
+}
+
+function isLocalNetwork(address: string): boolean {
+  return listed(LOCAL_NETWORKS, address, false);
 }
 
 /** True when the address is private, loopback, link-local, metadata or otherwise not public. */
 export function isBlockedAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 4) return BLOCKED.check(address, 'ipv4');
-  if (family !== 6) return true;
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) return BLOCKED.check(mapped[1]!, 'ipv4');
-  return BLOCKED.check(address, 'ipv6');
+  return listed(BLOCKED, address, true);
 }
 
 export interface HttpImageFetcherOptions {
