@@ -1,14 +1,9 @@
 import type { S3Event } from 'aws-lambda';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { CachingFeedStore } from '#lib/adapters/caching-stores.ts';
-import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
-import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
-import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
-import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
-import { DynamoDbProductStore } from '#lib/adapters/dynamodb-product-store.ts';
-import { DynamoDbUsageStore } from '#lib/adapters/dynamodb-usage-store.ts';
-import { featuresKey, ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
-import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
+import type { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
+import type { DynamoDbUsageStore } from '#lib/adapters/dynamodb-usage-store.ts';
+import { featuresKey } from '#lib/adapters/object-store-feature-store.ts';
 import {
   createFeed,
   deleteFeed,
@@ -26,7 +21,7 @@ import { createLogger } from '#lib/log.ts';
 import { runImportEvent } from '#functions/import-worker.ts';
 import type { SearchKey } from '#lib/domain/keys.ts';
 import type { ApiKeyRegistry } from '#lib/ports.ts';
-import { startTestStores } from '#test/support/embedded-stores.ts';
+import { feedStoresOf, startTestStores } from '#test/support/embedded-stores.ts';
 import { MemoryVectorIndex } from '../unit/catalogue/fakes.ts';
 
 /**
@@ -44,24 +39,16 @@ const handedOver: string[] = [];
 beforeAll(async () => {
   const stores = await startTestStores();
   stop = stores.stop;
-  const { config } = stores;
-  const db = createDocumentClient(config);
-  const objects = new S3ObjectStore(createS3Client(config), config.assetsBucket);
   const vectors = new MemoryVectorIndex();
   const apiKeys: ApiKeyRegistry = {
     register: async (key: SearchKey) => void registered.add(key.searchId),
     unregister: async (searchId: string) => void registered.delete(searchId),
   };
   let tick = Date.parse('2026-11-22T00:00:00Z');
-  usage = new DynamoDbUsageStore(db, config.tables.usage);
+  const feedStores = feedStoresOf(stores.config);
+  usage = feedStores.usage;
   deps = {
-    feeds: new DynamoDbFeedStore(db, config.tables.feeds),
-    keys: new DynamoDbKeyStore(db, config.tables.keys),
-    products: new DynamoDbProductStore(db, config.tables.products),
-    imports: new DynamoDbImportStore(db, config.tables.imports),
-    usage,
-    objects,
-    features: new ObjectStoreFeatureStore(objects, { cacheItems: 0 }),
+    ...feedStores,
     feedVectors: async () => vectors,
     apiKeys,
     dispatcher: { dispatch: async (feedId, jobId) => void handedOver.push(`${feedId}/${jobId}`) },

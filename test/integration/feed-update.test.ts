@@ -1,18 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
-import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
-import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
-import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
-import { DynamoDbProductStore } from '#lib/adapters/dynamodb-product-store.ts';
-import { DynamoDbUsageStore } from '#lib/adapters/dynamodb-usage-store.ts';
-import { ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
-import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
 import { createFeed, deleteFeed, type FeedAdminDeps, getFeed, updateFeed } from '#lib/domain/admin/feeds.ts';
 import type { UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import { createKey } from '#lib/domain/admin/keys.ts';
 import type { Feed } from '#lib/domain/feeds.ts';
 import type { FeedStore } from '#lib/ports.ts';
-import { startTestStores } from '#test/support/embedded-stores.ts';
+import { feedStoresOf, startTestStores } from '#test/support/embedded-stores.ts';
 import { MemoryVectorIndex } from '../unit/catalogue/fakes.ts';
 
 /**
@@ -27,18 +19,9 @@ const registrations: string[] = [];
 beforeAll(async () => {
   const stores = await startTestStores();
   stop = stores.stop;
-  const { config } = stores;
-  const db = createDocumentClient(config);
-  const objects = new S3ObjectStore(createS3Client(config), config.assetsBucket);
   const vectors = new MemoryVectorIndex();
   deps = {
-    feeds: new DynamoDbFeedStore(db, config.tables.feeds),
-    keys: new DynamoDbKeyStore(db, config.tables.keys),
-    products: new DynamoDbProductStore(db, config.tables.products),
-    imports: new DynamoDbImportStore(db, config.tables.imports),
-    usage: new DynamoDbUsageStore(db, config.tables.usage),
-    objects,
-    features: new ObjectStoreFeatureStore(objects, { cacheItems: 0 }),
+    ...feedStoresOf(stores.config),
     feedVectors: async () => vectors,
     apiKeys: {
       register: async (key, plan) => void registrations.push(`${key.searchId}→${plan}`),

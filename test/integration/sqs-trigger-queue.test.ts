@@ -1,4 +1,4 @@
-import { SQSClient } from '@aws-sdk/client-sqs';
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SqsTriggerQueue } from '#lib/adapters/sqs-trigger-queue.ts';
 import { FakeSqs } from '../support/fake-sqs.ts';
@@ -12,11 +12,7 @@ describe('SqsTriggerQueue (SQS JSON protocol)', () => {
   beforeAll(async () => {
     await sqs.start();
     sqs.now = () => time;
-    client = new SQSClient({
-      region: 'eu-west-1',
-      endpoint: new URL(sqs.queueUrl).origin,
-      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-    });
+    client = sqs.client();
     queue = new SqsTriggerQueue(client, sqs.queueUrl);
   });
   afterAll(async () => {

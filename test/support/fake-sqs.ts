@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
 
 /**
@@ -38,6 +39,15 @@ export class FakeSqs {
     this.#server = createServer((req, res) => void this.#handle(req, res));
     await new Promise<void>((resolve) => this.#server!.listen(0, '127.0.0.1', resolve));
     this.#url = `http://127.0.0.1:${(this.#server!.address() as AddressInfo).port}`;
+  }
+
+  /** An SDK client of this server, as the adapter's tests use it (test credentials). */
+  client(): SQSClient {
+    return new SQSClient({
+      region: 'eu-west-1',
+      endpoint: this.#url,
+      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    });
   }
 
   async stop(): Promise<void> {

@@ -1,4 +1,4 @@
-import { SQSClient } from '@aws-sdk/client-sqs';
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { S3Event, SQSEvent, SQSRecord } from 'aws-lambda';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
@@ -140,11 +140,7 @@ describe('import worker on SQS', () => {
   beforeAll(async () => {
     await sqs.start();
     sqs.now = () => time;
-    client = new SQSClient({
-      region: 'eu-west-1',
-      endpoint: new URL(sqs.queueUrl).origin,
-      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-    });
+    client = sqs.client();
   });
   afterAll(async () => {
     client.destroy();
