@@ -19,6 +19,8 @@ export interface FeedPage {
 }
 
 const mask = (id: string) => `${id.slice(0, 8)}…${id.slice(-4)}`;
+/** Where this tab keeps the id of the last import it started on a feed. */
+const lastImportKey = (feedId: string) => `vps.import.${feedId}`;
 const enc = encodeURIComponent;
 
 function busy(button: HTMLButtonElement, on: boolean, label?: string) {
@@ -181,7 +183,7 @@ function deleteFeedForm(feed: Feed): HTMLElement {
     try {
       const answer = await admin<{ status?: string } | undefined>('DELETE', `/feeds/${enc(feed.feedId)}`);
       // A feed created again under this id starts without this one's last import.
-      sessionStorage.removeItem(`vps.import.${feed.feedId}`);
+      sessionStorage.removeItem(lastImportKey(feed.feedId));
       toast(
         answer?.status === 'deleting'
           ? `Feed ${feed.feedId} is being deleted`
@@ -758,7 +760,7 @@ export function importsView({ feed }: FeedPage): HTMLElement {
     ['xml', 'csv', 'tsv', 'json', 'jsonl'].map((f) => h('option', { value: f }, f)),
   );
   const startButton = h('button', { type: 'submit', class: 'primary' }, 'Start import');
-  const storageKey = `vps.import.${feed.feedId}`;
+  const storageKey = lastImportKey(feed.feedId);
   let timer: number | undefined;
 
   // Each poll chain stops once a newer one started (a Show click while a request was in flight).
