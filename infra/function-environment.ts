@@ -27,6 +27,7 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   USAGE_TABLE: 'every',
   PRODUCTS_TABLE: 'every',
   IMPORTS_TABLE: 'every',
+  IDEMPOTENCY_TABLE: 'every',
   DYNAMODB_ENDPOINT: 'local',
   ASSETS_BUCKET: 'every',
   S3_ENDPOINT: 'local',

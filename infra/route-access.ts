@@ -69,14 +69,17 @@ export const ROUTE_ACCESS: Record<string, AccessProfile> = {
   Related: PUBLIC_PROFILE,
   RootSearch: PUBLIC_PROFILE,
 
-  AdminCreateFeed: { tables: { feeds: 'readWrite' } },
+  AdminCreateFeed: { tables: { feeds: 'readWrite', idempotency: 'readWrite' } },
   // The one listing by Scan (feeds are few; the others list by key or index).
   AdminListFeeds: { tables: { feeds: 'readList' } },
   AdminGetFeed: { tables: { feeds: 'read' } },
   // A plan change moves the feed's keys to the other usage plan.
   AdminUpdateFeed: { tables: { feeds: 'readWrite', keys: 'read' }, apiKeyRegistry: true },
   AdminDeleteFeed: FEED_DELETION_PROFILE,
-  AdminCreateKey: { tables: { feeds: 'read', keys: 'readWrite' }, apiKeyRegistry: true },
+  AdminCreateKey: {
+    tables: { feeds: 'read', keys: 'readWrite', idempotency: 'readWrite' },
+    apiKeyRegistry: true,
+  },
   AdminListKeys: { tables: { feeds: 'read', keys: 'read' } },
   AdminRevokeKey: { tables: { keys: 'readUpdate' }, apiKeyRegistry: true },
   AdminGetUsage: { tables: { feeds: 'read', usage: 'read' } },
@@ -84,7 +87,7 @@ export const ROUTE_ACCESS: Record<string, AccessProfile> = {
   // marker's S3 event starts the worker); when the feed's deletion began meanwhile, it takes the record
   // and the file back. It reads neither.
   AdminStartImport: {
-    tables: { feeds: 'read', imports: 'putDelete' },
+    tables: { feeds: 'read', imports: 'putDelete', idempotency: 'readWrite' },
     buckets: [{ access: 'write', prefix: IMPORTS_PREFIX }],
   },
   AdminListImports: { tables: { feeds: 'read', imports: 'read' } },

@@ -20,6 +20,7 @@ const EnvSchema = z.object({
   USAGE_TABLE: z.string().min(1).default('vps-usage'),
   PRODUCTS_TABLE: z.string().min(1).default('vps-products'),
   IMPORTS_TABLE: z.string().min(1).default('vps-imports'),
+  IDEMPOTENCY_TABLE: z.string().min(1).default('vps-idempotency'),
   /** Set in local mode to the embedded DynamoDB-protocol server; unset in AWS. */
   DYNAMODB_ENDPOINT: z.url().optional(),
 
@@ -167,7 +168,14 @@ export interface Config {
   stage: string;
   region: string;
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
-  tables: { feeds: string; keys: string; usage: string; products: string; imports: string };
+  tables: {
+    feeds: string;
+    keys: string;
+    usage: string;
+    products: string;
+    imports: string;
+    idempotency: string;
+  };
   dynamodbEndpoint: string | undefined;
   assetsBucket: string;
   s3Endpoint: string | undefined;
@@ -260,6 +268,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       usage: e.USAGE_TABLE,
       products: e.PRODUCTS_TABLE,
       imports: e.IMPORTS_TABLE,
+      idempotency: e.IDEMPOTENCY_TABLE,
     },
     dynamodbEndpoint: e.DYNAMODB_ENDPOINT,
     assetsBucket: e.ASSETS_BUCKET,

@@ -10,6 +10,7 @@ import { S3FeedFileStore } from '#lib/adapters/s3-feed-file-store.ts';
 import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
 import { SharpImageInspector } from '#lib/adapters/sharp-image-inspector.ts';
 import { ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
+import { DynamoDbIdempotencyStore } from '#lib/adapters/dynamodb-idempotency-store.ts';
 import { DynamoDbImportStore } from '#lib/adapters/dynamodb-import-store.ts';
 import { HttpImageFetcher } from '#lib/adapters/http-image-fetcher.ts';
 import { UsearchVectorIndex } from '#lib/adapters/usearch-vector-index.ts';
@@ -33,6 +34,7 @@ import type {
   FeatureStore,
   FeedFileStore,
   FeedStore,
+  IdempotencyStore,
   ImageFetcher,
   ImageInspector,
   ImportDispatcher,
@@ -63,6 +65,8 @@ export interface Container {
   /** The ONNX model layer, loaded on first use; rejects with UnavailableError when it cannot load. */
   vision(): Promise<Vision>;
   imports: ImportStore;
+  /** Answers of admin creates sent with an Idempotency-Key (lib/http/idempotency.ts). */
+  idempotency: IdempotencyStore;
   feedFiles: FeedFileStore;
   fetcher: ImageFetcher;
   /** Runs queued imports: in this process (local) or nothing here, the S3 event starts the worker (AWS). */
@@ -158,6 +162,7 @@ function buildContainer(config: Config): Container {
     // Memoised while it succeeds; a failed load is retried by the next request.
     vision: memoised(() => loadVisionLayer(config, logger)),
     imports: new DynamoDbImportStore(db, config.tables.imports),
+    idempotency: new DynamoDbIdempotencyStore(db, config.tables.idempotency),
     feedFiles: new S3FeedFileStore(s3, config.assetsBucket),
     fetcher: new HttpImageFetcher({ allowPrivate: config.fetchAllowPrivate }),
     dispatcher:

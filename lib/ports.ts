@@ -355,6 +355,43 @@ export interface ProductStore {
   deleteFeed(feedId: string, options?: { signal?: AbortSignal }): Promise<void>;
 }
 
+/** An admin answer kept for the retries of its request (Idempotency-Key). */
+export interface StoredResponse {
+  statusCode: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** What `IdempotencyStore.begin` found under a key. */
+export type IdempotencyClaim =
+  /** The key is this request's now: run it, then `finish` or `abandon` with the same `owner`. */
+  | { kind: 'started' }
+  /** A request with this key and fingerprint was answered: the answer to give again. */
+  | { kind: 'replay'; response: StoredResponse }
+  /** A request with this key and fingerprint is still running (or stopped less than a lock ago). */
+  | { kind: 'in_progress' }
+  /** The key was used for another request (another path or body). */
+  | { kind: 'mismatch' };
+
+/**
+ * Idempotency keys of the admin API's creates: a retried POST with the key of an answered one gets that
+ * answer again instead of creating a second feed, search id or import (docs/api.md "Retries").
+ */
+export interface IdempotencyStore {
+  /**
+   * Claims `key` for a request (`fingerprint`: its method, path and body) until `now + lockMs`, unless a
+   * live record holds it (kept `ttlMs` after its claim). `owner` names this attempt.
+   */
+  begin(
+    key: string,
+    claim: { fingerprint: string; owner: string; now: Date; lockMs: number; ttlMs: number },
+  ): Promise<IdempotencyClaim>;
+  /** Keeps the answer of the owner's request (nothing when another attempt took the key over). */
+  finish(key: string, owner: string, response: StoredResponse): Promise<void>;
+  /** Gives the key back (the request failed before creating anything, or with an error worth retrying). */
+  abandon(key: string, owner: string): Promise<void>;
+}
+
 /** Feed imports with their progress; one record per (feedId, importId). */
 export interface ImportStore {
   /** Stores a new import; throws DomainError('conflict') when the id exists. */

@@ -31,6 +31,7 @@ export const TABLE_ENV: Record<TableName, ConfigEnvKey> = {
   usage: 'USAGE_TABLE',
   products: 'PRODUCTS_TABLE',
   imports: 'IMPORTS_TABLE',
+  idempotency: 'IDEMPOTENCY_TABLE',
 };
 
 const READ = ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query'];

@@ -32,4 +32,6 @@ export const TABLES: readonly TableDefinition[] = [
     ],
   },
   { configKey: 'imports', partitionKey: 'feedId', sortKey: 'importId', indexes: [] },
+  // Answers of admin creates sent with an Idempotency-Key, for a day (lib/http/idempotency.ts).
+  { configKey: 'idempotency', partitionKey: 'idempotencyKey', indexes: [], ttlAttribute: 'expiresAt' },
 ];

@@ -15,6 +15,8 @@ export type ErrorCode =
   | 'import_not_found'
   | 'method_not_allowed'
   | 'conflict'
+  | 'idempotency_key_in_use'
+  | 'idempotency_key_reused'
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'invalid_image'

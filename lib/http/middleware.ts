@@ -7,6 +7,7 @@ import { DomainError, NotFoundError, RateLimitedError, ValidationError } from '#
 import { hostAllowed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 import { keyBelongsTo } from '#lib/domain/keys.ts';
 import { corsHeaders } from '#lib/http/cors.ts';
+import { idempotent } from '#lib/http/idempotency.ts';
 import { toErrorBody } from '#lib/http/errors.ts';
 import { json } from '#lib/http/responses.ts';
 import type { AppContext, RequestState } from '#lib/http/context.ts';
@@ -94,6 +95,7 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
       if (request.error instanceof RateLimitedError)
         headers['Retry-After'] = String(request.error.retryAfterSeconds);
       if (body.error.code === 'unavailable') headers['Retry-After'] = '5';
+      if (body.error.code === 'idempotency_key_in_use') headers['Retry-After'] = '1';
       request.response = json(body.error.status, body, headers);
       await finish(request);
     },
@@ -352,7 +354,10 @@ function pathIdsInRange(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error
   };
 }
 
-/** An admin endpoint: lifecycle → body → admin token → path ids → handler. */
+/**
+ * An admin endpoint: lifecycle → body → admin token → path ids → handler, a POST with an Idempotency-Key
+ * at most once per key (lib/http/idempotency.ts).
+ */
 export function adminEndpoint(handler: EndpointHandler): LambdaHandler {
   getContainer();
   return middy<JsonEvent, APIGatewayProxyResult, Error, AppContext>()
@@ -360,5 +365,8 @@ export function adminEndpoint(handler: EndpointHandler): LambdaHandler {
     .use(jsonBody())
     .use(adminAuth())
     .use(pathIdsInRange())
-    .handler((event, context) => handler(event, context, getContainer())) as unknown as LambdaHandler;
+    .handler((event, context) => {
+      const container = getContainer();
+      return idempotent(event, context, container, () => handler(event, context, container));
+    }) as unknown as LambdaHandler;
 }

@@ -10,6 +10,7 @@ import type { ErrorCode } from '#lib/domain/errors.ts';
 import { PLANS } from '#lib/domain/feeds.ts';
 import { DetectRequest, RelatedRequest, RootSearchRequest, SearchImageRequest } from '#lib/domain/schemas.ts';
 import { STATUS_OF } from '#lib/http/errors.ts';
+import { IDEMPOTENCY_HEADER, REPLAYED_HEADER } from '#lib/http/idempotency.ts';
 import { type Route, ROUTES } from '#lib/http/routes.ts';
 
 /**
@@ -275,6 +276,13 @@ export const ERROR_EXAMPLES: Record<
   import_not_found: { message: 'Import imp_0123 not found.' },
   method_not_allowed: { message: 'Use POST on this path.' },
   conflict: { message: 'Feed shop-eu already exists.' },
+  idempotency_key_in_use: {
+    message: 'A request with this Idempotency-Key is still running; retry once it has been answered.',
+  },
+  idempotency_key_reused: {
+    message:
+      'This Idempotency-Key was used for another request (another path or body); send a new key with a new request.',
+  },
   payload_too_large: { message: 'Request body exceeds 6291456 bytes; send a smaller image.' },
   unsupported_media_type: { message: 'Send the request body as JSON with Content-Type: application/json.' },
   invalid_image: { message: 'The image could not be decoded (supported: JPEG, PNG, WebP, GIF, AVIF, TIFF).' },
@@ -624,12 +632,20 @@ export function errorCodesOf(route: Route): ErrorCode[] {
           'unauthorized',
           ...(hasBody || doc?.query ? (['invalid_request'] as const) : []),
           ...(hasBody ? (['payload_too_large', 'unsupported_media_type'] as const) : []),
+          ...(takesIdempotencyKey(route)
+            ? (['idempotency_key_in_use', 'idempotency_key_reused'] as const)
+            : []),
           'internal',
         ];
   const extra = doc?.errors ?? (route.path.includes('{feedId}') ? (['feed_not_found'] as ErrorCode[]) : []);
   return [...new Set([...common, ...extra])].sort(
     (a, b) => STATUS_OF[a] - STATUS_OF[b] || a.localeCompare(b),
   );
+}
+
+/** Admin creates run at most once per Idempotency-Key (lib/http/idempotency.ts). */
+function takesIdempotencyKey(route: Route): boolean {
+  return route.access === 'admin' && route.method === 'POST';
 }
 
 function operationId(route: Route): string {
@@ -653,6 +669,7 @@ const rateLimitHeaders = {
 };
 const requestIdHeader = { 'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' } };
 const retryAfterHeader = { 'Retry-After': { $ref: '#/components/headers/Retry-After' } };
+const replayedHeader = { [REPLAYED_HEADER]: { $ref: `#/components/headers/${REPLAYED_HEADER}` } };
 
 function errorResponses(route: Route): JsonObject {
   const byStatus = new Map<number, ErrorCode[]>();
@@ -664,7 +681,8 @@ function errorResponses(route: Route): JsonObject {
     // The rate limit is known once the search id resolved: on 429 and on errors raised after authentication.
     if (route.access === 'public' && (status === 429 || status === 400 || status >= 422))
       Object.assign(headers, rateLimitHeaders);
-    if (status === 429 || status === 503) Object.assign(headers, retryAfterHeader);
+    if (status === 429 || status === 503 || codes.includes('idempotency_key_in_use'))
+      Object.assign(headers, retryAfterHeader);
     out[String(status)] = {
       description: codes.map((code) => `\`${code}\``).join(', '),
       headers,
@@ -716,6 +734,17 @@ function operation(route: Route): JsonObject {
       });
     }
   }
+  if (takesIdempotencyKey(route)) {
+    parameters.push({
+      name: IDEMPOTENCY_HEADER,
+      in: 'header',
+      required: false,
+      description:
+        'Makes a retry safe: the first request with a key runs; its 2xx answer is kept 24 hours and given again (with `Idempotent-Replayed: true`) to every request with the same key, path and body. The same key with another path or body: 422 `idempotency_key_reused`; while the first is running: 409 `idempotency_key_in_use` with `Retry-After`. Errors are not kept (a retry runs again).',
+      schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
+      example: '6f1c2d4e-8a7b-4c3d-9e2f-1a0b3c4d5e6f',
+    });
+  }
   if (parameters.length > 0) op.parameters = parameters;
   if (doc?.body) {
     op.requestBody = {
@@ -724,7 +753,11 @@ function operation(route: Route): JsonObject {
     };
   }
   const successHeaders =
-    route.access === 'public' ? { ...requestIdHeader, ...rateLimitHeaders } : requestIdHeader;
+    route.access === 'public'
+      ? { ...requestIdHeader, ...rateLimitHeaders }
+      : takesIdempotencyKey(route)
+        ? { ...requestIdHeader, ...replayedHeader }
+        : requestIdHeader;
   const success = doc?.response ?? { status: 200, description: 'Success.', schema: {} };
   const successResponse: JsonObject = { description: success.description, headers: successHeaders };
   if (success.status !== 204) {
@@ -819,8 +852,14 @@ export function buildOpenApiDocument(
           schema: { type: 'integer', minimum: 0 },
           example: 3540,
         },
+        [REPLAYED_HEADER]: {
+          description:
+            'Present (`true`) when the answer is the kept one of an earlier request with the same Idempotency-Key.',
+          schema: { type: 'string', enum: ['true'] },
+          example: 'true',
+        },
         'Retry-After': {
-          description: 'Seconds to wait before retrying (429 and 503).',
+          description: 'Seconds to wait before retrying (429, 503, and 409 `idempotency_key_in_use`).',
           schema: { type: 'integer', minimum: 0 },
           example: 1200,
         },

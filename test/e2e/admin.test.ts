@@ -174,6 +174,84 @@ describe('feeds', () => {
   });
 });
 
+describe('retries with an Idempotency-Key', () => {
+  const post = (path: string, body: unknown, key: string) =>
+    stack.call('POST', path, {
+      body,
+      headers: { authorization: `Bearer ${stack.adminToken}`, 'idempotency-key': key },
+    });
+  const feedsNamed = async (name: string) =>
+    (await stack.admin('GET', '/admin/v1/feeds')).body.feeds.filter((f: { name: string }) => f.name === name);
+
+  it('creates one feed for a retried POST without feedId, and answers the retry with the same feed', async () => {
+    const first = await post('/admin/v1/feeds', { name: 'Retried shop' }, 'key-retried-shop');
+    const retry = await post('/admin/v1/feeds', { name: 'Retried shop' }, 'key-retried-shop');
+
+    expect([first.status, retry.status]).toEqual([201, 201]);
+    expect(retry.body).toEqual(first.body);
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(retry.headers.get('x-request-id')).not.toBe(first.headers.get('x-request-id'));
+    expect(await feedsNamed('Retried shop')).toHaveLength(1);
+    // Without a key, the same POST is a new feed, as before.
+    await stack.admin('POST', '/admin/v1/feeds', { name: 'Retried shop' });
+    expect(await feedsNamed('Retried shop')).toHaveLength(2);
+  });
+
+  it('creates one feed when the same POST is sent five times at once', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, () => post('/admin/v1/feeds', { name: 'Raced shop' }, 'key-raced-shop')),
+    );
+    const created = answers.filter((answer) => answer.status === 201);
+    expect(created.length).toBeGreaterThanOrEqual(1);
+    for (const answer of answers.filter((a) => a.status !== 201)) {
+      expectError(answer, 409, 'idempotency_key_in_use');
+      expect(answer.headers.get('retry-after')).toBe('1');
+    }
+    expect(new Set(created.map((answer) => answer.body.feedId)).size).toBe(1);
+    expect(await feedsNamed('Raced shop')).toHaveLength(1);
+  });
+
+  it('refuses the key of an answered request for another body or path (422), and a malformed key (400)', async () => {
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'idem-keys', name: 'Idem keys' });
+    expect((await post('/admin/v1/feeds/idem-keys/keys', { name: 'web' }, 'key-reused')).status).toBe(201);
+
+    expectError(
+      await post('/admin/v1/feeds/idem-keys/keys', { name: 'app' }, 'key-reused'),
+      422,
+      'idempotency_key_reused',
+    );
+    expectError(await post('/admin/v1/feeds', { name: 'web' }, 'key-reused'), 422, 'idempotency_key_reused');
+    const keys = (await stack.admin('GET', '/admin/v1/feeds/idem-keys/keys')).body.keys;
+    expect(keys.map((k: { name: string }) => k.name)).toEqual(['web']);
+
+    for (const bad of ['x'.repeat(256), 'clé', 'two words']) {
+      const answer = await post('/admin/v1/feeds', { name: 'never' }, bad);
+      expectError(answer, 400, 'invalid_request');
+      expect(answer.body.error.details[0].path).toBe('Idempotency-Key');
+    }
+    expect(await feedsNamed('never')).toHaveLength(0);
+  });
+
+  it('keeps no error: a retry after the cause is fixed runs, and one import is started per key', async () => {
+    const missing = await post('/admin/v1/feeds/idem-later/keys', { name: 'web' }, 'key-after-404');
+    expectError(missing, 404, 'feed_not_found');
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'idem-later', name: 'Later' });
+    const retried = await post('/admin/v1/feeds/idem-later/keys', { name: 'web' }, 'key-after-404');
+    expect(retried.status).toBe(201);
+    expect(retried.headers.get('idempotent-replayed')).toBeNull();
+
+    const content = JSON.stringify({ id: 'p1', title: '' });
+    const body = { format: 'jsonl', content, mode: 'incremental' };
+    const started = await post('/admin/v1/feeds/idem-later/imports', body, 'key-import');
+    const again = await post('/admin/v1/feeds/idem-later/imports', body, 'key-import');
+    expect([started.status, again.status]).toEqual([202, 202]);
+    expect(again.body.importId).toBe(started.body.importId);
+    const imports = (await stack.admin('GET', '/admin/v1/feeds/idem-later/imports')).body.imports;
+    expect(imports.map((i: { importId: string }) => i.importId)).toEqual([started.body.importId]);
+  });
+});
+
 describe('HEAD requests', () => {
   it('answers HEAD on every GET route like GET, without the body (they were 405s)', async () => {
     const feed = stack.demo.feedId;

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
 import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
+import { DynamoDbIdempotencyStore } from '#lib/adapters/dynamodb-idempotency-store.ts';
 import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
 import { DynamoDbUsageStore } from '#lib/adapters/dynamodb-usage-store.ts';
 import type { Config } from '#lib/config.ts';
@@ -12,6 +13,7 @@ let stop: () => Promise<void>;
 let feeds: DynamoDbFeedStore;
 let keys: DynamoDbKeyStore;
 let usage: DynamoDbUsageStore;
+let idempotency: DynamoDbIdempotencyStore;
 
 beforeAll(async () => {
   ({ config, stop } = await startTestStores());
@@ -19,6 +21,7 @@ beforeAll(async () => {
   feeds = new DynamoDbFeedStore(db, config.tables.feeds);
   keys = new DynamoDbKeyStore(db, config.tables.keys);
   usage = new DynamoDbUsageStore(db, config.tables.usage);
+  idempotency = new DynamoDbIdempotencyStore(db, config.tables.idempotency);
 });
 
 afterAll(async () => {
@@ -235,5 +238,76 @@ describe('DynamoDbUsageStore', () => {
         rateLimited: 0,
       },
     ]);
+  });
+});
+
+describe('DynamoDbIdempotencyStore', () => {
+  const at = (iso: string) => new Date(`2026-11-27T${iso}Z`);
+  const claim = (fingerprint: string, owner: string, now: Date) => ({
+    fingerprint,
+    owner,
+    now,
+    lockMs: 60_000,
+    ttlMs: 24 * 3600_000,
+  });
+  const answer = { statusCode: 201, headers: { 'Content-Type': 'application/json' }, body: '{"feedId":"f"}' };
+
+  it('gives one of 20 racing claims the key, then the kept answer to the same request', async () => {
+    const now = at('10:00:00');
+    const claims = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => idempotency.begin('race', claim('fp', `o${i}`, now))),
+    );
+    expect(claims.filter((c) => c.kind === 'started')).toHaveLength(1);
+    expect(claims.filter((c) => c.kind === 'in_progress')).toHaveLength(19);
+
+    const winner = claims.findIndex((c) => c.kind === 'started');
+    await idempotency.finish('race', `o${winner}`, answer);
+    expect(await idempotency.begin('race', claim('fp', 'later', at('10:00:05')))).toEqual({
+      kind: 'replay',
+      response: answer,
+    });
+    expect(await idempotency.begin('race', claim('other body', 'later', at('10:00:05')))).toEqual({
+      kind: 'mismatch',
+    });
+  });
+
+  it('keeps no answer for an attempt that lost the key, and lets a given-back key be claimed again', async () => {
+    const now = at('11:00:00');
+    expect(await idempotency.begin('back', claim('fp', 'first', now))).toEqual({ kind: 'started' });
+    // A stranger's finish or abandon changes nothing.
+    await idempotency.finish('back', 'stranger', answer);
+    await idempotency.abandon('back', 'stranger');
+    expect(await idempotency.begin('back', claim('fp', 'second', now))).toEqual({ kind: 'in_progress' });
+
+    await idempotency.abandon('back', 'first');
+    // Given back: any request may use the key now, another body included.
+    expect(await idempotency.begin('back', claim('other', 'third', now))).toEqual({ kind: 'started' });
+  });
+
+  it('hands a stopped request over once its lock has passed, and forgets answers after the day', async () => {
+    expect(await idempotency.begin('lock', claim('fp', 'crashed', at('12:00:00')))).toEqual({
+      kind: 'started',
+    });
+    expect(await idempotency.begin('lock', claim('fp', 'retry', at('12:00:59')))).toEqual({
+      kind: 'in_progress',
+    });
+    // Another body does not take a stopped request's key over: that is a reuse.
+    expect(await idempotency.begin('lock', claim('other', 'retry', at('12:01:01')))).toEqual({
+      kind: 'mismatch',
+    });
+    expect(await idempotency.begin('lock', claim('fp', 'retry', at('12:01:01')))).toEqual({
+      kind: 'started',
+    });
+    // The crashed attempt coming back late cannot overwrite the retry's claim.
+    await idempotency.finish('lock', 'crashed', { ...answer, body: 'stale' });
+    await idempotency.finish('lock', 'retry', answer);
+    expect(await idempotency.begin('lock', claim('fp', 'x', at('12:02:00')))).toEqual({
+      kind: 'replay',
+      response: answer,
+    });
+
+    // The local server keeps expired items (no TTL sweeper): a day later the key is free again.
+    const nextDay = new Date(at('12:01:01').getTime() + 24 * 3600_000 + 1000);
+    expect(await idempotency.begin('lock', claim('other', 'tomorrow', nextDay))).toEqual({ kind: 'started' });
   });
 });

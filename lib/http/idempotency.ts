@@ -1,0 +1,127 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { APIGatewayProxyResult } from 'aws-lambda';
+import type { Container } from '#lib/container.ts';
+import { DomainError, ValidationError } from '#lib/domain/errors.ts';
+import type { AppContext } from '#lib/http/context.ts';
+import type { JsonEvent } from '#lib/http/middleware.ts';
+
+/** Header naming a retried request (IETF draft-ietf-httpapi-idempotency-key-header; Stripe's). */
+export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
+/** Set on an answer given again from the first request's (Stripe's name). */
+export const REPLAYED_HEADER = 'Idempotent-Replayed';
+
+/** How long a key's answer is kept: a client retries within minutes; Stripe keeps a day too. */
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+/**
+ * How long a running request holds its key. Past the gateway's 29-s answer and the admin functions' time,
+ * so a live request is never run twice; a retry after a crashed one waits at most this long (409 meanwhile).
+ */
+export const IDEMPOTENCY_LOCK_MS = 60_000;
+/** Answers larger than this are not kept (an item holds at most 400 KB; admin creates answer ~1 KB). */
+const MAX_STORED_BODY = 256 * 1024;
+const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+
+type Run = () => Promise<APIGatewayProxyResult>;
+
+/**
+ * Runs an admin POST at most once per Idempotency-Key: the first request with a key runs, and its 2xx answer
+ * is kept a day and given again (with `Idempotent-Replayed: true`) to every request with the same key,
+ * path and body. A request without the header runs as before. Only successes are kept: an error created
+ * nothing, so its retry runs again (and may succeed once the cause is fixed, a 503 most of all).
+ */
+export async function idempotent(
+  event: JsonEvent,
+  context: AppContext,
+  container: Container,
+  run: Run,
+): Promise<APIGatewayProxyResult> {
+  const header = event.headers['idempotency-key'];
+  if (event.httpMethod !== 'POST' || header === undefined) return run();
+  if (!KEY_PATTERN.test(header)) {
+    throw new ValidationError(
+      `Invalid ${IDEMPOTENCY_HEADER}: 1 to 255 visible ASCII characters (a UUID, for instance).`,
+      [{ path: IDEMPOTENCY_HEADER, message: 'expected 1 to 255 visible ASCII characters' }],
+    );
+  }
+  // Keys are the caller's: IAM callers (AWS) each have their own; the admin token is one caller.
+  const key = `${event.requestContext?.identity?.userArn ?? 'admin-token'} ${header}`;
+  const owner = `${context.state.requestId} ${randomUUID()}`;
+  const claim = await container.idempotency.begin(key, {
+    fingerprint: fingerprintOf(event),
+    owner,
+    now: container.clock.now(),
+    lockMs: IDEMPOTENCY_LOCK_MS,
+    ttlMs: IDEMPOTENCY_TTL_MS,
+  });
+  switch (claim.kind) {
+    case 'replay':
+      return { ...claim.response, headers: { ...claim.response.headers, [REPLAYED_HEADER]: 'true' } };
+    case 'in_progress':
+      throw new DomainError(
+        'idempotency_key_in_use',
+        `A request with this ${IDEMPOTENCY_HEADER} is still running; retry once it has been answered.`,
+      );
+    case 'mismatch':
+      throw new DomainError(
+        'idempotency_key_reused',
+        `This ${IDEMPOTENCY_HEADER} was used for another request (another path or body); ` +
+          'send a new key with a new request.',
+      );
+    case 'started':
+      break;
+  }
+  let response: APIGatewayProxyResult;
+  try {
+    response = await run();
+  } catch (error) {
+    await giveBack(container, context, key, owner);
+    throw error;
+  }
+  const ok = response.statusCode >= 200 && response.statusCode < 300;
+  if (!ok || Buffer.byteLength(response.body) > MAX_STORED_BODY) {
+    await giveBack(container, context, key, owner);
+    return response;
+  }
+  try {
+    await container.idempotency.finish(key, owner, {
+      statusCode: response.statusCode,
+      headers: stringHeaders(response.headers),
+      body: response.body,
+    });
+  } catch (error) {
+    // The request's work is done: answer it. A retry within the lock gets 409, after it runs again.
+    context.state.logger.error('idempotency record not saved', {
+      error: error instanceof Error ? error.message : String(error),
+    });
+  }
+  return response;
+}
+
+/** The request a key stands for: its method, path and parsed body (a retry sends the same bytes). */
+function fingerprintOf(event: JsonEvent): string {
+  return createHash('sha256')
+    .update(`${event.httpMethod} ${event.path}\n${JSON.stringify(event.body ?? null)}`)
+    .digest('hex');
+}
+
+async function giveBack(
+  container: Container,
+  context: AppContext,
+  key: string,
+  owner: string,
+): Promise<void> {
+  try {
+    await container.idempotency.abandon(key, owner);
+  } catch (error) {
+    // The claim then runs out with its lock; the request's own outcome is what the caller needs.
+    context.state.logger.error('idempotency claim not released', {
+      error: error instanceof Error ? error.message : String(error),
+    });
+  }
+}
+
+function stringHeaders(headers: APIGatewayProxyResult['headers']): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers ?? {})) out[name] = String(value);
+  return out;
+}
