@@ -5,12 +5,14 @@ import { adminEndpoint } from '#lib/http/middleware.ts';
 import { ok } from '#lib/http/responses.ts';
 
 /** GET /admin/v1/feeds/{feedId}/products?limit&cursor */
-export const listProducts = adminEndpoint(async (event, _ctx, c) =>
-  ok(
-    await list(
-      c,
-      event.pathParameters?.feedId ?? '',
-      parseInput(ProductsPageQuery, event.queryStringParameters ?? {}, '(query)'),
+export const listProducts = adminEndpoint(
+  async (event, _ctx, c) =>
+    ok(
+      await list(
+        c,
+        event.pathParameters?.feedId ?? '',
+        parseInput(ProductsPageQuery, event.queryStringParameters ?? {}, '(query)'),
+      ),
     ),
-  ),
+  { takesQuery: true },
 );

@@ -6,6 +6,7 @@ import { type Container, getContainer } from '#lib/container.ts';
 import { DomainError, NotFoundError, RateLimitedError, ValidationError } from '#lib/domain/errors.ts';
 import { hostAllowed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 import { keyBelongsTo } from '#lib/domain/keys.ts';
+import { refuseQuery } from '#lib/domain/validation.ts';
 import { corsHeaders } from '#lib/http/cors.ts';
 import { idempotent } from '#lib/http/idempotency.ts';
 import { toErrorBody } from '#lib/http/errors.ts';
@@ -355,18 +356,31 @@ function pathIdsInRange(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error
 }
 
 /**
- * An admin endpoint: lifecycle → body → admin token → path ids → handler, a POST with an Idempotency-Key
- * at most once per key (lib/http/idempotency.ts).
+ * Refuses query parameters on a route that takes none: one there is a typo or an option the route does
+ * not have (`?limit=1` on the feeds list returned every feed; `?force=true` on a DELETE did nothing).
  */
-export function adminEndpoint(handler: EndpointHandler): LambdaHandler {
+function noQuery(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
+  return { before: ({ event }) => refuseQuery(event.queryStringParameters) };
+}
+
+/**
+ * An admin endpoint: lifecycle → body → admin token → path ids → query → handler, a POST with an
+ * Idempotency-Key at most once per key (lib/http/idempotency.ts). `takesQuery`: the handler parses the
+ * query with its own schema; otherwise any query parameter is a 400.
+ */
+export function adminEndpoint(
+  handler: EndpointHandler,
+  options: { takesQuery?: boolean } = {},
+): LambdaHandler {
   getContainer();
-  return middy<JsonEvent, APIGatewayProxyResult, Error, AppContext>()
+  const chain = middy<JsonEvent, APIGatewayProxyResult, Error, AppContext>()
     .use(lifecycle())
     .use(jsonBody())
     .use(adminAuth())
-    .use(pathIdsInRange())
-    .handler((event, context) => {
-      const container = getContainer();
-      return idempotent(event, context, container, () => handler(event, context, container));
-    }) as unknown as LambdaHandler;
+    .use(pathIdsInRange());
+  if (!options.takesQuery) chain.use(noQuery());
+  return chain.handler((event, context) => {
+    const container = getContainer();
+    return idempotent(event, context, container, () => handler(event, context, container));
+  }) as unknown as LambdaHandler;
 }

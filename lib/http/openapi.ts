@@ -630,7 +630,8 @@ export function errorCodesOf(route: Route): ErrorCode[] {
         ]
       : [
           'unauthorized',
-          ...(hasBody || doc?.query ? (['invalid_request'] as const) : []),
+          // Every admin route refuses query parameters it does not take (adminEndpoint).
+          'invalid_request',
           ...(hasBody ? (['payload_too_large', 'unsupported_media_type'] as const) : []),
           ...(takesIdempotencyKey(route)
             ? (['idempotency_key_in_use', 'idempotency_key_reused'] as const)

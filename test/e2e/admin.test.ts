@@ -472,6 +472,27 @@ describe('usage queries', () => {
     }
   });
 
+  it('refuses a query on the routes that change things, before changing anything', async () => {
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'query-kept', name: 'Kept' });
+    const calls: [string, string, unknown][] = [
+      ['DELETE', '/admin/v1/feeds/query-kept?force=true', undefined],
+      ['PATCH', '/admin/v1/feeds/query-kept?dryRun=1', { name: 'Changed' }],
+      ['POST', '/admin/v1/feeds?dryRun=1', { feedId: 'query-made', name: 'Made' }],
+      ['POST', '/admin/v1/feeds/query-kept/keys?plan=pro', { name: 'web' }],
+    ];
+    for (const [method, path, body] of calls) {
+      const response = await stack.admin(method, path, body);
+      expectError(response, 400, 'invalid_request');
+      expect(
+        response.body.error.details.map((d: { path: string }) => d.path),
+        path,
+      ).toEqual(['(query)']);
+    }
+    expect((await stack.admin('GET', '/admin/v1/feeds/query-kept')).body.name).toBe('Kept');
+    expect((await stack.admin('GET', '/admin/v1/feeds/query-made')).status).toBe(404);
+    expect((await stack.admin('GET', '/admin/v1/feeds/query-kept/keys')).body.keys).toEqual([]);
+  });
+
   it('names a day that is not in the calendar as such, not as a bad range', async () => {
     const response = await stack.admin('GET', '/admin/v1/feeds/demo/usage?from=2026-02-30&to=2026-03-01');
     expectError(response, 400, 'invalid_request');
