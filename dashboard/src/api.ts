@@ -51,11 +51,12 @@ export function onUnauthorised(listener: Listener): void {
 async function call<T>(
   method: string,
   path: string,
-  options: { body?: unknown; bearer?: string | null } = {},
+  options: { body?: unknown; bearer?: string | null; idempotencyKey?: string } = {},
 ): Promise<ApiResult<T>> {
   const headers: Record<string, string> = { Accept: 'application/json' };
   if (options.body !== undefined) headers['Content-Type'] = 'application/json';
   if (options.bearer) headers.Authorization = `Bearer ${options.bearer}`;
+  if (options.idempotencyKey) headers['Idempotency-Key'] = options.idempotencyKey;
   let response: Response;
   try {
     response = await fetch(path, {
@@ -106,10 +107,30 @@ async function call<T>(
   return { body: parsed as T, requestId, rateLimit };
 }
 
-/** Admin API call with the signed-in token; a refused token signs the user out. */
+/** Tries of an admin create whose answer was lost (network) or whose first try is still running (409). */
+const CREATE_TRIES = 3;
+const CREATE_RETRY_MS = 1000;
+
+/**
+ * Admin API call with the signed-in token; a refused token signs the user out. A create (POST) carries an
+ * Idempotency-Key and is sent again with it when its answer was lost, so a dropped connection neither
+ * shows an error for a feed that was made nor makes a second one (docs/api.md "Retries").
+ */
 export async function admin<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const idempotencyKey = method === 'POST' ? crypto.randomUUID() : undefined;
   try {
-    return (await call<T>(method, `/admin/v1${path}`, { body, bearer: adminToken() })).body;
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return (await call<T>(method, `/admin/v1${path}`, { body, bearer: adminToken(), idempotencyKey }))
+          .body;
+      } catch (error) {
+        const retryable =
+          error instanceof ApiError &&
+          (error.code === 'network_error' || error.code === 'idempotency_key_in_use');
+        if (!idempotencyKey || !retryable || attempt === CREATE_TRIES) throw error;
+        await new Promise((resolve) => setTimeout(resolve, CREATE_RETRY_MS));
+      }
+    }
   } catch (error) {
     if (error instanceof ApiError && error.code === 'unauthorized') {
       setAdminToken(null);

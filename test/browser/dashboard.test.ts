@@ -345,6 +345,34 @@ describe('dashboard in Chromium', () => {
     expect((await api('GET', '/admin/v1/feeds/custom-limit')).body.hourlyLimit).toBe(50_000);
   });
 
+  it('makes one feed when the answer to its creation is lost, and lands on it (sent again with its key)', async () => {
+    await page.goto(`${stack.url}/#/`);
+    await page.getByRole('heading', { name: 'Feeds', exact: true }).waitFor();
+    const keys: (string | undefined)[] = [];
+    // The first POST reaches the server, which creates the feed; its answer never reaches the page.
+    await page.route('**/admin/v1/feeds', async (route) => {
+      if (route.request().method() !== 'POST') return route.continue();
+      keys.push(route.request().headers()['idempotency-key']);
+      if (keys.length > 1) return route.continue();
+      await route.fetch();
+      await route.abort('connectionreset');
+    });
+    try {
+      await page.getByLabel('Name', { exact: true }).fill('Lost answer shop');
+      await page.getByRole('button', { name: 'Create feed' }).click();
+      await page.getByRole('heading', { name: 'API Keys' }).waitFor();
+    } finally {
+      await page.unroute('**/admin/v1/feeds');
+    }
+    expect(keys).toHaveLength(2);
+    expect(keys[0]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(keys[1]).toBe(keys[0]);
+    const { feeds } = (await api('GET', '/admin/v1/feeds')).body;
+    const made = feeds.filter((feed: { name: string }) => feed.name === 'Lost answer shop');
+    expect(made).toHaveLength(1);
+    expect(page.url()).toContain(`#/feeds/${made[0].feedId}/keys`);
+  });
+
   it('deletes a feed once its id is typed to confirm', async () => {
     await api('POST', '/admin/v1/feeds', { feedId: 'to-delete', name: 'To delete' });
     await page.goto(`${stack.url}/#/feeds/to-delete/general`);
