@@ -39,6 +39,8 @@ export interface ApiResult<T> {
   body: T;
   requestId: string | undefined;
   rateLimit?: RateLimit;
+  /** The resource's version (a feed's), for a later change's If-Match. */
+  etag?: string;
 }
 
 type Listener = () => void;
@@ -51,12 +53,13 @@ export function onUnauthorised(listener: Listener): void {
 async function call<T>(
   method: string,
   path: string,
-  options: { body?: unknown; bearer?: string | null; idempotencyKey?: string } = {},
+  options: { body?: unknown; bearer?: string | null; idempotencyKey?: string; ifMatch?: string } = {},
 ): Promise<ApiResult<T>> {
   const headers: Record<string, string> = { Accept: 'application/json' };
   if (options.body !== undefined) headers['Content-Type'] = 'application/json';
   if (options.bearer) headers.Authorization = `Bearer ${options.bearer}`;
   if (options.idempotencyKey) headers['Idempotency-Key'] = options.idempotencyKey;
+  if (options.ifMatch) headers['If-Match'] = options.ifMatch;
   let response: Response;
   try {
     response = await fetch(path, {
@@ -104,7 +107,7 @@ async function call<T>(
         reset: Number(response.headers.get('RateLimit-Reset')),
       }
     : undefined;
-  return { body: parsed as T, requestId, rateLimit };
+  return { body: parsed as T, requestId, rateLimit, etag: response.headers.get('ETag') ?? undefined };
 }
 
 /** Tries of an admin create whose answer was lost (network) or whose first try is still running (409). */
@@ -117,12 +120,26 @@ const CREATE_RETRY_MS = 1000;
  * shows an error for a feed that was made nor makes a second one (docs/api.md "Retries").
  */
 export async function admin<T>(method: string, path: string, body?: unknown): Promise<T> {
+  return (await adminResult<T>(method, path, body)).body;
+}
+
+/** As admin, with the answer's headers (a feed's ETag); `ifMatch` sends one back with a change. */
+export async function adminResult<T>(
+  method: string,
+  path: string,
+  body?: unknown,
+  options: { ifMatch?: string } = {},
+): Promise<ApiResult<T>> {
   const idempotencyKey = method === 'POST' ? crypto.randomUUID() : undefined;
   try {
     for (let attempt = 1; ; attempt += 1) {
       try {
-        return (await call<T>(method, `/admin/v1${path}`, { body, bearer: adminToken(), idempotencyKey }))
-          .body;
+        return await call<T>(method, `/admin/v1${path}`, {
+          body,
+          bearer: adminToken(),
+          idempotencyKey,
+          ifMatch: options.ifMatch,
+        });
       } catch (error) {
         const retryable =
           error instanceof ApiError &&

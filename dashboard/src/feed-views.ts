@@ -1,5 +1,6 @@
 import {
   admin,
+  adminResult,
   ApiError,
   type Feed,
   type ImportStatus,
@@ -376,6 +377,9 @@ function canonicalDomain(text: string): string {
   }
 }
 
+/** Saves of the domain list when other changes keep coming first (412 each time). */
+const DOMAIN_SAVE_TRIES = 3;
+
 export function domainsView({ feed, refresh }: FeedPage): HTMLElement {
   const status = h('div');
   const input = h('input', {
@@ -386,9 +390,25 @@ export function domainsView({ feed, refresh }: FeedPage): HTMLElement {
     'aria-describedby': 'domain-help domain-error',
   });
   const problem = h('p', { id: 'domain-error', class: 'field-error', 'aria-live': 'assertive' });
-  const save = async (domains: string[], message: string) => {
+  // The list is edited, not replaced: the edit is applied to the feed as stored (read again) and saved with
+  // that version's If-Match, so a domain another tab or admin saved meanwhile is kept (412: read again).
+  const save = async (edit: (domains: string[]) => string[], message: string) => {
+    const path = `/feeds/${enc(feed.feedId)}`;
     try {
-      await admin<Feed>('PATCH', `/feeds/${enc(feed.feedId)}`, { domains });
+      for (let attempt = 1; ; attempt += 1) {
+        const stored = await adminResult<Feed>('GET', path);
+        const domains = [...new Set(edit(stored.body.domains))];
+        try {
+          await adminResult<Feed>('PATCH', path, { domains }, { ifMatch: stored.etag });
+          break;
+        } catch (error) {
+          if (
+            !(error instanceof ApiError && error.code === 'precondition_failed') ||
+            attempt === DOMAIN_SAVE_TRIES
+          )
+            throw error;
+        }
+      }
       toast(message);
       refresh();
     } catch (error) {
@@ -434,7 +454,7 @@ export function domainsView({ feed, refresh }: FeedPage): HTMLElement {
       input.focus();
       return;
     }
-    void save([...feed.domains, value], `${value} added`);
+    void save((domains) => [...domains, value], `${value} added`);
   });
   return h(
     'section',
@@ -475,10 +495,7 @@ export function domainsView({ feed, refresh }: FeedPage): HTMLElement {
                       );
                       return;
                     }
-                    void save(
-                      feed.domains.filter((d) => d !== domain),
-                      `${domain} removed`,
-                    );
+                    void save((domains) => domains.filter((d) => d !== domain), `${domain} removed`);
                   },
                 },
                 'Remove',

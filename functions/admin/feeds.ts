@@ -1,6 +1,8 @@
 import {
   createFeed as create,
   deleteFeed as remove,
+  type FeedView,
+  feedVersion,
   getFeed as get,
   listFeeds as list,
   updateFeed as update,
@@ -8,26 +10,36 @@ import {
 import { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import { parseInput } from '#lib/domain/validation.ts';
 import { feedAdminDeps as deps } from '#lib/container.ts';
+import { ifMatchTags } from '#lib/http/conditional.ts';
 import { adminEndpoint, type JsonEvent } from '#lib/http/middleware.ts';
 import { accepted, created, noContent, ok } from '#lib/http/responses.ts';
 
 const feedIdOf = (event: JsonEvent) => event.pathParameters?.feedId ?? '';
+/** A feed's answer carries its version, for a later PATCH's If-Match. */
+const etagOf = (feed: FeedView) => ({ ETag: feedVersion(feed) });
 
 /** POST /admin/v1/feeds */
-export const createFeed = adminEndpoint(async (event, _ctx, c) =>
-  created(await create(deps(c), parseInput(CreateFeedRequest, event.body ?? {}))),
-);
+export const createFeed = adminEndpoint(async (event, _ctx, c) => {
+  const feed = await create(deps(c), parseInput(CreateFeedRequest, event.body ?? {}));
+  return created(feed, etagOf(feed));
+});
 
 /** GET /admin/v1/feeds */
 export const listFeeds = adminEndpoint(async (_event, _ctx, c) => ok({ feeds: await list(deps(c)) }));
 
 /** GET /admin/v1/feeds/{feedId} */
-export const getFeed = adminEndpoint(async (event, _ctx, c) => ok(await get(deps(c), feedIdOf(event))));
+export const getFeed = adminEndpoint(async (event, _ctx, c) => {
+  const feed = await get(deps(c), feedIdOf(event));
+  return ok(feed, etagOf(feed));
+});
 
-/** PATCH /admin/v1/feeds/{feedId} */
-export const updateFeed = adminEndpoint(async (event, _ctx, c) =>
-  ok(await update(deps(c), feedIdOf(event), parseInput(UpdateFeedRequest, event.body ?? {}))),
-);
+/** PATCH /admin/v1/feeds/{feedId}: with If-Match, only to the feed at that version (else 412). */
+export const updateFeed = adminEndpoint(async (event, _ctx, c) => {
+  const ifMatch = ifMatchTags(event.headers['if-match']);
+  const patch = parseInput(UpdateFeedRequest, event.body ?? {});
+  const feed = await update(deps(c), feedIdOf(event), patch, ifMatch ? { ifMatch } : {});
+  return ok(feed, etagOf(feed));
+});
 
 /**
  * DELETE /admin/v1/feeds/{feedId}: 204 once deleted; 202 when the import runner finishes a deletion that

@@ -15,6 +15,7 @@ export type ErrorCode =
   | 'import_not_found'
   | 'method_not_allowed'
   | 'conflict'
+  | 'precondition_failed'
   | 'idempotency_key_in_use'
   | 'idempotency_key_reused'
   | 'payload_too_large'

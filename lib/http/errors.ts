@@ -14,6 +14,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   import_not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
+  precondition_failed: 412,
   idempotency_key_in_use: 409,
   idempotency_key_reused: 422,
   payload_too_large: 413,

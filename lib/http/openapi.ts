@@ -276,6 +276,10 @@ export const ERROR_EXAMPLES: Record<
   import_not_found: { message: 'Import imp_0123 not found.' },
   method_not_allowed: { message: 'Use POST on this path.' },
   conflict: { message: 'Feed shop-eu already exists.' },
+  precondition_failed: {
+    message:
+      'Feed shop-eu is not at the version in If-Match (it changed since it was read); nothing was changed. Read it again and apply the change to that.',
+  },
   idempotency_key_in_use: {
     message: 'A request with this Idempotency-Key is still running; retry once it has been answered.',
   },
@@ -317,6 +321,10 @@ export interface OperationDoc {
   alsoResponse?: { status: number; description: string; schema: JsonObject; example?: unknown };
   /** Error codes beyond those every route of its access level can return. */
   errors: ErrorCode[];
+  /** The success answer carries the resource's version as `ETag`. */
+  etag?: boolean;
+  /** Takes `If-Match` with that version (a change applied only to it, else 412). */
+  ifMatch?: boolean;
 }
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -432,6 +440,7 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
       example: exampleFeed,
     },
     errors: ['conflict'],
+    etag: true,
   },
   AdminListFeeds: {
     tag: 'Admin: feeds',
@@ -462,12 +471,13 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
       example: exampleFeed,
     },
     errors: ['feed_not_found'],
+    etag: true,
   },
   AdminUpdateFeed: {
     tag: 'Admin: feeds',
     summary: 'Change a feed',
     description:
-      'Name, plan, allowed domains, custom hourly limit (enterprise) or requireOrigin. Send only the fields to change: concurrent changes of other fields are kept (409 conflict only when the feed kept changing meanwhile: send it again).',
+      'Name, plan, allowed domains, custom hourly limit (enterprise) or requireOrigin. Send only the fields to change: concurrent changes of other fields are kept (409 conflict only when the feed kept changing meanwhile: send it again). A client that sends a list it edited (the domains) sends `If-Match` with the `ETag` of the feed it read: the change then applies only to that version, else 412 `precondition_failed` (read the feed again and apply the edit to it).',
     body: {
       component: 'UpdateFeedRequest',
       schema: UpdateFeedRequest,
@@ -481,7 +491,9 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
       zod: FeedSchema,
       example: exampleFeed,
     },
-    errors: ['feed_not_found', 'conflict'],
+    errors: ['feed_not_found', 'conflict', 'precondition_failed'],
+    etag: true,
+    ifMatch: true,
   },
   AdminDeleteFeed: {
     tag: 'Admin: feeds',
@@ -670,6 +682,8 @@ const rateLimitHeaders = {
 };
 const requestIdHeader = { 'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' } };
 const retryAfterHeader = { 'Retry-After': { $ref: '#/components/headers/Retry-After' } };
+const etagHeader = { ETag: { $ref: '#/components/headers/ETag' } };
+const EXAMPLE_ETAG = '"3q2-7w8Kx1bQ0pZl9yT4mN6vR2c"';
 const replayedHeader = { [REPLAYED_HEADER]: { $ref: `#/components/headers/${REPLAYED_HEADER}` } };
 
 function errorResponses(route: Route): JsonObject {
@@ -746,6 +760,17 @@ function operation(route: Route): JsonObject {
       example: '6f1c2d4e-8a7b-4c3d-9e2f-1a0b3c4d5e6f',
     });
   }
+  if (doc?.ifMatch) {
+    parameters.push({
+      name: 'If-Match',
+      in: 'header',
+      required: false,
+      description:
+        'The `ETag` of the version the change was made from (or a comma-separated list of them): applied only while the feed is at one of them, else 412 `precondition_failed`. `*` applies to any version.',
+      schema: { type: 'string' },
+      example: EXAMPLE_ETAG,
+    });
+  }
   if (parameters.length > 0) op.parameters = parameters;
   if (doc?.body) {
     op.requestBody = {
@@ -756,9 +781,11 @@ function operation(route: Route): JsonObject {
   const successHeaders =
     route.access === 'public'
       ? { ...requestIdHeader, ...rateLimitHeaders }
-      : takesIdempotencyKey(route)
-        ? { ...requestIdHeader, ...replayedHeader }
-        : requestIdHeader;
+      : {
+          ...requestIdHeader,
+          ...(takesIdempotencyKey(route) ? replayedHeader : {}),
+          ...(doc?.etag ? etagHeader : {}),
+        };
   const success = doc?.response ?? { status: 200, description: 'Success.', schema: {} };
   const successResponse: JsonObject = { description: success.description, headers: successHeaders };
   if (success.status !== 204) {
@@ -852,6 +879,12 @@ export function buildOpenApiDocument(
             'Seconds until the allowance is fully available again: requests weigh on the rolling hour until the end of the next clock hour (a sliding-window count). On a 429 it is never earlier than Retry-After.',
           schema: { type: 'integer', minimum: 0 },
           example: 3540,
+        },
+        ETag: {
+          description:
+            "The feed's version (a strong entity tag; it changes with every change of the feed). Send it as If-Match to change only that version.",
+          schema: { type: 'string' },
+          example: EXAMPLE_ETAG,
         },
         [REPLAYED_HEADER]: {
           description:

@@ -373,6 +373,37 @@ describe('dashboard in Chromium', () => {
     expect(page.url()).toContain(`#/feeds/${made[0].feedId}/keys`);
   });
 
+  it('keeps a domain another admin saved after the page loaded, adding or removing one', async () => {
+    await api('POST', '/admin/v1/feeds', {
+      feedId: 'two-tabs',
+      name: 'Two tabs',
+      domains: ['a.example.com'],
+    });
+    await page.goto(`${stack.url}/#/feeds/two-tabs/domains`);
+    await page.locator('li[data-domain="a.example.com"]').waitFor();
+    // Another tab saves a domain; this page still shows the list it loaded.
+    await api('PATCH', '/admin/v1/feeds/two-tabs', { domains: ['a.example.com', 'other.example.com'] });
+    await page.getByLabel('Add a domain').fill('mine.example.com');
+    await page.getByRole('button', { name: 'Add domain' }).click();
+    await page.locator('li[data-domain="mine.example.com"]').waitFor();
+    expect((await api('GET', '/admin/v1/feeds/two-tabs')).body.domains).toEqual([
+      'a.example.com',
+      'other.example.com',
+      'mine.example.com',
+    ]);
+
+    await api('PATCH', '/admin/v1/feeds/two-tabs', {
+      domains: ['a.example.com', 'other.example.com', 'mine.example.com', 'late.example.com'],
+    });
+    await page.getByRole('button', { name: 'Remove a.example.com' }).click();
+    await page.getByText('a.example.com removed').waitFor();
+    expect((await api('GET', '/admin/v1/feeds/two-tabs')).body.domains).toEqual([
+      'other.example.com',
+      'mine.example.com',
+      'late.example.com',
+    ]);
+  });
+
   it('deletes a feed once its id is typed to confirm', async () => {
     await api('POST', '/admin/v1/feeds', { feedId: 'to-delete', name: 'To delete' });
     await page.goto(`${stack.url}/#/feeds/to-delete/general`);

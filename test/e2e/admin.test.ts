@@ -174,6 +174,81 @@ describe('feeds', () => {
   });
 });
 
+describe('feed versions (ETag, If-Match)', () => {
+  const patch = (feedId: string, body: unknown, ifMatch: string) =>
+    stack.call('PATCH', `/admin/v1/feeds/${feedId}`, {
+      body,
+      headers: { authorization: `Bearer ${stack.adminToken}`, 'if-match': ifMatch },
+    });
+  const etag = async (feedId: string) =>
+    (await stack.admin('GET', `/admin/v1/feeds/${feedId}`)).headers.get('etag') ?? '';
+
+  it('keeps the domain a second editor added from the same version: 412 instead of a lost update', async () => {
+    const made = await stack.admin('POST', '/admin/v1/feeds', {
+      feedId: 'versioned',
+      name: 'Versioned',
+      domains: ['a.example.com'],
+    });
+    const read = await etag('versioned');
+    expect(read).toMatch(/^"[\w-]{27}"$/);
+    expect(made.headers.get('etag')).toBe(read);
+
+    // Two editors read the feed, each adds a domain to the list it read.
+    const first = await patch('versioned', { domains: ['a.example.com', 'x.example.com'] }, read);
+    const second = await patch('versioned', { domains: ['a.example.com', 'y.example.com'] }, read);
+
+    expect(first.status).toBe(200);
+    expect(first.headers.get('etag')).not.toBe(read);
+    expect(first.headers.get('etag')).toBe(await etag('versioned'));
+    expectError(second, 412, 'precondition_failed');
+    const feed = (await stack.admin('GET', '/admin/v1/feeds/versioned')).body;
+    expect(feed.domains).toEqual(['a.example.com', 'x.example.com']);
+
+    // Read again, applied to the new version: both domains stay.
+    const again = await patch(
+      'versioned',
+      { domains: [...feed.domains, 'y.example.com'] },
+      `"stale-tag-of-nothing", ${await etag('versioned')}`,
+    );
+    expect(again.status).toBe(200);
+    expect(again.body.domains).toEqual(['a.example.com', 'x.example.com', 'y.example.com']);
+  });
+
+  it('applies one of five PATCHes sent at once with the same version', async () => {
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'versioned-race', name: 'Race' });
+    const read = await etag('versioned-race');
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => patch('versioned-race', { name: `name ${i}` }, read)),
+    );
+    const applied = answers.filter((answer) => answer.status === 200);
+    expect(applied).toHaveLength(1);
+    for (const answer of answers.filter((a) => a.status !== 200))
+      expectError(answer, 412, 'precondition_failed');
+    expect((await stack.admin('GET', '/admin/v1/feeds/versioned-race')).body.name).toBe(
+      applied[0]!.body.name,
+    );
+  });
+
+  it("takes *, refuses a weak or another feed's version (412) and a value that is no entity tag (400)", async () => {
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'versioned-forms', name: 'Forms' });
+    const read = await etag('versioned-forms');
+    expectError(await patch('versioned-forms', { name: 'weak' }, `W/${read}`), 412, 'precondition_failed');
+    for (const bad of ['abc', read.slice(1, -1), '"a" "b"']) {
+      const answer = await patch('versioned-forms', { name: 'bad' }, bad);
+      expectError(answer, 400, 'invalid_request');
+      expect(answer.body.error.details[0].path).toBe('If-Match');
+    }
+    expect((await patch('versioned-forms', { name: 'any' }, '*')).status).toBe(200);
+
+    // A feed created again under the id is another feed: the earlier one's version does not apply to it.
+    const before = await etag('versioned-forms');
+    await stack.admin('DELETE', '/admin/v1/feeds/versioned-forms');
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'versioned-forms', name: 'Again' });
+    expectError(await patch('versioned-forms', { name: 'old' }, before), 412, 'precondition_failed');
+    expect((await stack.admin('GET', '/admin/v1/feeds/versioned-forms')).body.name).toBe('Again');
+  });
+});
+
 describe('retries with an Idempotency-Key', () => {
   const post = (path: string, body: unknown, key: string) =>
     stack.call('POST', path, {

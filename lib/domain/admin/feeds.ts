@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Plan } from '#lib/config.ts';
 import { DomainError, NotFoundError, ValidationError } from '#lib/domain/errors.ts';
@@ -47,6 +47,18 @@ export interface FeedAdminDeps {
 
 /** A feed as the admin API shows it: with the hourly limit that is in force. */
 export type FeedView = Feed & { hourlyLimit: number };
+
+/**
+ * The version of a feed as an HTTP entity tag (quoted): which feed (a feed created again under the id is
+ * another) at which change (every change moves updatedAt). The admin API sends it as `ETag`, and a PATCH
+ * with `If-Match` applies only to that version.
+ */
+export function feedVersion(feed: Pick<Feed, 'feedId' | 'createdAt'> & { updatedAt?: string }): string {
+  const digest = createHash('sha256')
+    .update(`${feed.feedId}\n${feed.createdAt}\n${feed.updatedAt ?? ''}`)
+    .digest('base64url');
+  return `"${digest.slice(0, 27)}"`;
+}
 
 export function feedView(feed: Feed, planLimits: Record<Plan, number>): FeedView {
   return { ...feed, hourlyLimit: hourlyLimitOf(feed, planLimits) };
@@ -99,15 +111,26 @@ export async function listFeeds(deps: Pick<FeedAdminDeps, 'feeds' | 'planLimits'
  * first, load it again and apply the patch to that, up to UPDATE_ATTEMPTS times in all (then 409
  * conflict). So concurrent changes of different fields all stay. When the stored change moved the plan,
  * move the feed's live keys to the matching gateway usage plan: once, after the write that changed it.
+ *
+ * `ifMatch` (the versions of If-Match, feedVersion): the patch applies only to a feed at one of these
+ * versions, once; any other version, or a change that comes first, is 412 `precondition_failed`. A
+ * client that sends a whole list it edited (the domains) so never overwrites a change it did not see.
  */
 export async function updateFeed(
   deps: FeedAdminDeps,
   feedId: string,
   patch: UpdateFeedRequest,
+  options: { ifMatch?: readonly string[] } = {},
 ): Promise<FeedView> {
   let createdAt: string | undefined;
+  const changedMeanwhile = () =>
+    new DomainError(
+      'precondition_failed',
+      `Feed ${feedId} is not at the version in If-Match (it changed since it was read); nothing was changed. Read it again and apply the change to that.`,
+    );
   for (let attempt = 1; ; attempt++) {
     const current = await requireFeed(deps.feeds, feedId);
+    if (options.ifMatch && !options.ifMatch.includes(feedVersion(current))) throw changedMeanwhile();
     // A feed deleted and created again under the id since the first attempt read it is another feed.
     if (createdAt !== undefined && current.createdAt !== createdAt)
       throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
@@ -118,6 +141,7 @@ export async function updateFeed(
       await deps.feeds.put(next, current.updatedAt ?? null);
     } catch (error) {
       if (!(error instanceof DomainError && error.code === 'conflict')) throw error;
+      if (options.ifMatch) throw changedMeanwhile();
       if (attempt >= UPDATE_ATTEMPTS)
         throw new DomainError(
           'conflict',
