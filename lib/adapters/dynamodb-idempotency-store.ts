@@ -72,6 +72,8 @@ export class DynamoDbIdempotencyStore implements IdempotencyStore {
       );
       const held = out.Item as IdempotencyItem | undefined;
       if (!held || held.expiresAt < nowSeconds) continue;
+      // This attempt's own put, applied but answered as failed (the SDK retried it after a lost answer).
+      if (held.owner === claim.owner && held.state === 'running') return { kind: 'started' };
       if (held.fingerprint !== claim.fingerprint) return { kind: 'mismatch' };
       if (held.state === 'done' && held.response) return { kind: 'replay', response: held.response };
       if (held.lockedUntil < nowMs) continue;

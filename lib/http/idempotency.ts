@@ -43,8 +43,9 @@ export async function idempotent(
       [{ path: IDEMPOTENCY_HEADER, message: 'expected 1 to 255 visible ASCII characters' }],
     );
   }
-  // Keys are the caller's: IAM callers (AWS) each have their own; the admin token is one caller.
-  const key = `${event.requestContext?.identity?.userArn ?? 'admin-token'} ${header}`;
+  // One key space: the admin API has one tenant, the operator, whatever credentials carry the retry (an
+  // IAM session renewed between two tries has another ARN). The IETF draft's quoted form is the same key.
+  const key = /^".+"$/.test(header) ? header.slice(1, -1) : header;
   const owner = `${context.state.requestId} ${randomUUID()}`;
   const claim = await container.idempotency.begin(key, {
     fingerprint: fingerprintOf(event),
@@ -97,11 +98,26 @@ export async function idempotent(
   return response;
 }
 
-/** The request a key stands for: its method, path and parsed body (a retry sends the same bytes). */
+/**
+ * The request a key stands for: its method, route and path parameters, and its body as JSON with sorted
+ * keys (a client library that re-serialises a retry may order the fields otherwise, or add a trailing slash).
+ */
 function fingerprintOf(event: JsonEvent): string {
+  const route = `${event.httpMethod} ${event.resource} ${canonicalJson(event.pathParameters ?? {})}`;
   return createHash('sha256')
-    .update(`${event.httpMethod} ${event.path}\n${JSON.stringify(event.body ?? null)}`)
+    .update(`${route}\n${canonicalJson(event.body ?? null)}`)
     .digest('hex');
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, item]) => item !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([name, item]) => `${JSON.stringify(name)}:${canonicalJson(item)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
 }
 
 async function giveBack(

@@ -649,6 +649,8 @@ export function errorCodesOf(route: Route): ErrorCode[] {
             ? (['idempotency_key_in_use', 'idempotency_key_reused'] as const)
             : []),
           'internal',
+          // A store that is down or throttling (every admin route reads or writes one).
+          'unavailable',
         ];
   const extra = doc?.errors ?? (route.path.includes('{feedId}') ? (['feed_not_found'] as ErrorCode[]) : []);
   return [...new Set([...common, ...extra])].sort(

@@ -56,13 +56,24 @@ export async function startImport(
     updatedAt: at.toISOString(),
   };
   await deps.imports.create(record);
-  if (!(await feedStillLive(deps.feeds, feed))) {
-    // The feed's deletion started meanwhile (and may have listed the imports before this one): it goes.
-    await deps.imports.delete(feedId, importId);
-    if (input.content !== undefined) await deps.objects.delete(keys.file);
-    throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
+  const takeBack = () =>
+    Promise.all([
+      deps.imports.delete(feedId, importId),
+      input.content !== undefined ? deps.objects.delete(keys.file) : undefined,
+    ]);
+  try {
+    if (!(await feedStillLive(deps.feeds, feed))) {
+      // The feed's deletion started meanwhile (and may have listed the imports before this one): it goes.
+      await takeBack();
+      throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
+    }
+    await deps.objects.put(keys.request, JSON.stringify({ feedId, importId }), 'application/json');
+  } catch (error) {
+    // Without its request marker nothing would ever run the import (queued for good, and listed): it goes,
+    // so the error leaves nothing behind and a retry (the same Idempotency-Key runs again) makes one import.
+    if (!(error instanceof NotFoundError)) await takeBack().catch(() => undefined);
+    throw error;
   }
-  await deps.objects.put(keys.request, JSON.stringify({ feedId, importId }), 'application/json');
   await deps.dispatcher.dispatch(feedId, importId);
   return record;
 }

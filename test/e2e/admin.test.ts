@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
 import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
 import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
-import { feedAdminDeps } from '#lib/container.ts';
+import { feedAdminDeps, getContainer } from '#lib/container.ts';
 import { createFeed, deleteFeed } from '#lib/domain/admin/feeds.ts';
 import { createKey } from '#lib/domain/admin/keys.ts';
 import { ROUTES } from '#lib/http/routes.ts';
@@ -306,6 +306,60 @@ describe('retries with an Idempotency-Key', () => {
       expect(answer.body.error.details[0].path).toBe('Idempotency-Key');
     }
     expect(await feedsNamed('never')).toHaveLength(0);
+  });
+
+  it('replays a retry whose fields come in another order, whose path ends in a slash, or whose key is quoted', async () => {
+    const first = await post('/admin/v1/feeds', { name: 'Order shop', plan: 'free' }, 'key-order');
+    const reordered = await post('/admin/v1/feeds', { plan: 'free', name: 'Order shop' }, 'key-order');
+    const slashed = await post('/admin/v1/feeds/', { name: 'Order shop', plan: 'free' }, 'key-order');
+    const quoted = await post('/admin/v1/feeds', { name: 'Order shop', plan: 'free' }, '"key-order"');
+    for (const retry of [reordered, slashed, quoted]) {
+      expect(retry.status).toBe(201);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(retry.body).toEqual(first.body);
+    }
+    expect(await feedsNamed('Order shop')).toHaveLength(1);
+  });
+
+  it('leaves no half-made search id or import behind a 5xx, so the retry with its key makes one', async () => {
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'idem-5xx', name: 'Five' });
+    const c = getContainer();
+    const throttled = () => Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+    const register = c.apiKeys.register;
+    const put = c.objects.put;
+    try {
+      // The gateway refuses the new key once, after the key was stored.
+      let failRegister = true;
+      c.apiKeys.register = async (...args) => {
+        if (!failRegister) return register.apply(c.apiKeys, args);
+        failRegister = false;
+        throw throttled();
+      };
+      expectError(
+        await post('/admin/v1/feeds/idem-5xx/keys', { name: 'web' }, 'key-5xx'),
+        503,
+        'unavailable',
+      );
+      expect((await post('/admin/v1/feeds/idem-5xx/keys', { name: 'web' }, 'key-5xx')).status).toBe(201);
+      expect((await stack.admin('GET', '/admin/v1/feeds/idem-5xx/keys')).body.keys).toHaveLength(1);
+
+      // The import's request marker cannot be written once, after its record was.
+      let failMarker = true;
+      c.objects.put = async (...args) => {
+        if (!failMarker || !args[0].endsWith('/request.json')) return put.apply(c.objects, args);
+        failMarker = false;
+        throw throttled();
+      };
+      const body = { format: 'jsonl', content: JSON.stringify({ id: 'p1', title: '' }), mode: 'incremental' };
+      expectError(await post('/admin/v1/feeds/idem-5xx/imports', body, 'key-5xx-import'), 503, 'unavailable');
+      const started = await post('/admin/v1/feeds/idem-5xx/imports', body, 'key-5xx-import');
+      expect(started.status).toBe(202);
+      const imports = (await stack.admin('GET', '/admin/v1/feeds/idem-5xx/imports')).body.imports;
+      expect(imports.map((i: { importId: string }) => i.importId)).toEqual([started.body.importId]);
+    } finally {
+      c.apiKeys.register = register;
+      c.objects.put = put;
+    }
   });
 
   it('keeps no error: a retry after the cause is fixed runs, and one import is started per key', async () => {

@@ -284,6 +284,13 @@ describe('DynamoDbIdempotencyStore', () => {
     expect(await idempotency.begin('back', claim('other', 'third', now))).toEqual({ kind: 'started' });
   });
 
+  it("counts an attempt's own claim as its own when its put is sent again (the SDK's retry after a lost answer)", async () => {
+    const now = at('13:00:00');
+    expect(await idempotency.begin('own', claim('fp', 'me', now))).toEqual({ kind: 'started' });
+    expect(await idempotency.begin('own', claim('fp', 'me', now))).toEqual({ kind: 'started' });
+    expect(await idempotency.begin('own', claim('fp', 'someone else', now))).toEqual({ kind: 'in_progress' });
+  });
+
   it('hands a stopped request over once its lock has passed, and forgets answers after the day', async () => {
     expect(await idempotency.begin('lock', claim('fp', 'crashed', at('12:00:00')))).toEqual({
       kind: 'started',

@@ -30,8 +30,17 @@ export async function createKey(
     feedCreatedAt: feed.createdAt,
   };
   await deps.keys.create(key);
-  await deps.apiKeys.register(key, feed.plan);
-  if (!(await feedStillLive(deps.feeds, feed))) {
+  let live: boolean;
+  try {
+    await deps.apiKeys.register(key, feed.plan);
+    live = await feedStillLive(deps.feeds, feed);
+  } catch (error) {
+    // Not half made: a stored id the gateway does not know would be listed, and a retry (the same
+    // Idempotency-Key runs again after an error) would add a second one.
+    await Promise.allSettled([deps.apiKeys.unregister(key.searchId), deps.keys.delete(key.searchId)]);
+    throw error;
+  }
+  if (!live) {
     await deps.apiKeys.unregister(key.searchId);
     await deps.keys.delete(key.searchId);
     throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
