@@ -50,11 +50,6 @@ export function canonicalDomain(entry: string): string {
   return ascii ? `${wildcard ? '*.' : ''}${ascii}` : text;
 }
 
-/** A wildcard over a single label (`*.com`) would admit every site under a public suffix. */
-export function wildcardTooWide(entry: string): boolean {
-  return /^\*\.[^.]+$/.test(entry);
-}
-
 /** True when `host` is allowed by one of the feed's domain entries (`*.shop.com` also admits shop.com's subdomains only). */
 export function hostAllowed(host: string, domains: readonly string[]): boolean {
   const h = host.toLowerCase().replace(/\.$/, '');

@@ -58,6 +58,22 @@ describe('feed domains as the admin API takes them', () => {
       expect(domainsOf([entry]).success).toBe(false);
     },
   );
+
+  it.each(['*.co.uk', '*.CO.UK', '*.github.io', '*.s3.amazonaws.com', '*.рф', '*.local'])(
+    'refuses the wildcard %j over a public suffix (every site under it; *.co.uk was accepted)',
+    (entry) => {
+      const parsed = domainsOf([entry]);
+      expect(parsed.success).toBe(false);
+      expect(parsed.error?.issues[0]?.message).toMatch(/public suffix/);
+    },
+  );
+
+  it.each(['*.shop.co.uk', '*.me.github.io', '*.internal.corp', '*.example.com', 'co.uk'])(
+    'accepts %j: one site and its subdomains, or an exact host',
+    (entry) => {
+      expect(domainsOf([entry]).success).toBe(true);
+    },
+  );
 });
 
 describe('names as the admin API takes them', () => {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { canonicalDomain, DOMAIN_PATTERN, PLANS, wildcardTooWide } from '#lib/domain/feeds.ts';
+import { parse as parseHost } from 'tldts';
+import { canonicalDomain, DOMAIN_PATTERN, PLANS } from '#lib/domain/feeds.ts';
 
 /** Request schemas of the admin API (DESIGN §4). Strict: a typo in an admin call is an error, not a no-op. */
 /**
@@ -27,6 +28,16 @@ const shownText = (max: number) =>
       (text) => !hasHiddenCharacters(text),
       'control and bidirectional-override characters are not allowed',
     );
+/**
+ * A wildcard over a public suffix (`*.com`, `*.co.uk`, `*.github.io`: names under which anyone can
+ * register a site, from the Public Suffix List that tldts bundles, private suffixes included) would admit
+ * every site under it. A single unknown label (`*.local`) counts as one too.
+ */
+export function wildcardTooWide(entry: string): boolean {
+  if (!entry.startsWith('*.')) return false;
+  return parseHost(entry.slice(2), { allowPrivateDomains: true }).domain === null;
+}
+
 const name = shownText(200).describe('Display name of the feed.');
 const plan = z.enum(PLANS).describe('free (100 requests/hour), pro (1,000) or enterprise (hourlyLimit).');
 const domains = z
@@ -37,7 +48,7 @@ const domains = z
       .regex(DOMAIN_PATTERN, 'expected a hostname such as shop.example.com or *.example.com')
       .refine(
         (entry) => !wildcardTooWide(entry),
-        'a wildcard covers one site: *.example.com, not a whole top-level domain such as *.com',
+        'a wildcard covers one site: *.example.com, not every site under a public suffix such as *.com, *.co.uk or *.github.io',
       ),
   )
   .max(100)
