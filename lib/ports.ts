@@ -33,9 +33,10 @@ export interface FeedStore {
   put(feed: Feed, expectedUpdatedAt?: string | null): Promise<void>;
   /**
    * Marks the feed as being deleted (keeps the first mark); throws NotFoundError when it does not exist
-   * or, given `createdAt`, is another feed of the same id (created again since it was read).
+   * or, given `createdAt`, is another feed of the same id (created again since it was read), or, given
+   * `updatedAt` (null: stored without one), was changed since it was read (a DELETE with If-Match).
    */
-  markDeleting(feedId: string, at: Date, createdAt?: string): Promise<void>;
+  markDeleting(feedId: string, at: Date, createdAt?: string, updatedAt?: string | null): Promise<void>;
   /** Deletes the feed; with `createdAt`, only that feed (not one created again under the same id since). */
   delete(feedId: string, createdAt?: string): Promise<void>;
 }

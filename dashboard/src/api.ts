@@ -61,12 +61,15 @@ async function call<T>(
   if (options.idempotencyKey) headers['Idempotency-Key'] = options.idempotencyKey;
   if (options.ifMatch) headers['If-Match'] = options.ifMatch;
   let response: Response;
+  let text: string;
   try {
     response = await fetch(path, {
       method,
       headers,
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
     });
+    // Inside: a connection cut after the status line fails here, and the answer is as lost as with none.
+    text = await response.text();
   } catch (error) {
     throw new ApiError(
       0,
@@ -76,7 +79,6 @@ async function call<T>(
     );
   }
   const requestId = response.headers.get('X-Request-Id') ?? undefined;
-  const text = await response.text();
   let parsed: unknown;
   try {
     parsed = text ? JSON.parse(text) : undefined;
@@ -110,9 +112,15 @@ async function call<T>(
   return { body: parsed as T, requestId, rateLimit, etag: response.headers.get('ETag') ?? undefined };
 }
 
-/** Tries of an admin create whose answer was lost (network) or whose first try is still running (409). */
-const CREATE_TRIES = 3;
+/** Tries of an admin create whose answer was lost on the way (network error), a second apart. */
+const LOST_ANSWER_TRIES = 3;
 const CREATE_RETRY_MS = 1000;
+/**
+ * How long a create is asked again while its first try still runs (409 idempotency_key_in_use): past the
+ * server's 60-s hold of a key by a request that stopped, so the page ends with the one thing made (or
+ * the first try's error) instead of an error after which a second click would make another.
+ */
+const IN_PROGRESS_WAIT_MS = 65_000;
 
 /**
  * Admin API call with the signed-in token; a refused token signs the user out. A create (POST) carries an
@@ -131,8 +139,10 @@ export async function adminResult<T>(
   options: { ifMatch?: string } = {},
 ): Promise<ApiResult<T>> {
   const idempotencyKey = method === 'POST' ? crypto.randomUUID() : undefined;
+  const started = Date.now();
+  let lostAnswers = 0;
   try {
-    for (let attempt = 1; ; attempt += 1) {
+    for (;;) {
       try {
         return await call<T>(method, `/admin/v1${path}`, {
           body,
@@ -141,10 +151,12 @@ export async function adminResult<T>(
           ifMatch: options.ifMatch,
         });
       } catch (error) {
-        const retryable =
-          error instanceof ApiError &&
-          (error.code === 'network_error' || error.code === 'idempotency_key_in_use');
-        if (!idempotencyKey || !retryable || attempt === CREATE_TRIES) throw error;
+        if (!idempotencyKey || !(error instanceof ApiError)) throw error;
+        if (error.code === 'network_error') {
+          lostAnswers += 1;
+          if (lostAnswers >= LOST_ANSWER_TRIES) throw error;
+        } else if (error.code !== 'idempotency_key_in_use' || Date.now() - started > IN_PROGRESS_WAIT_MS)
+          throw error;
         await new Promise((resolve) => setTimeout(resolve, CREATE_RETRY_MS));
       }
     }

@@ -15,6 +15,8 @@ import { copyText, errorBox, formatDate, h, productCard, replace, toast, unavail
 
 export interface FeedPage {
   feed: Feed;
+  /** The feed's ETag as loaded: changes are saved with it as If-Match (412 when another tab saved first). */
+  version: string | undefined;
   /** Re-renders the current page after a change. */
   refresh(): void;
 }
@@ -32,7 +34,7 @@ function busy(button: HTMLButtonElement, on: boolean, label?: string) {
 
 // ---- Settings > General ----
 
-export function generalView({ feed, refresh }: FeedPage): HTMLElement {
+export function generalView({ feed, version, refresh }: FeedPage): HTMLElement {
   const status = h('div');
   const name = h('input', {
     id: 'feed-name',
@@ -119,11 +121,11 @@ export function generalView({ feed, refresh }: FeedPage): HTMLElement {
       patch.hourlyLimit = limit.value.trim() ? Number(limit.value) : null;
     busy(save, true);
     try {
-      await admin<Feed>('PATCH', `/feeds/${enc(feed.feedId)}`, patch);
+      await adminResult<Feed>('PATCH', `/feeds/${enc(feed.feedId)}`, patch, { ifMatch: version });
       toast('Settings saved');
       refresh();
     } catch (error) {
-      replace(status, errorBox(error, 'Could not save'));
+      replace(status, errorBox(error, changedElsewhere(error) ?? 'Could not save'));
     } finally {
       busy(save, false);
     }
@@ -377,10 +379,18 @@ function canonicalDomain(text: string): string {
   }
 }
 
-/** Saves of the domain list when other changes keep coming first (412 each time). */
-const DOMAIN_SAVE_TRIES = 3;
+/**
+ * The title of a save refused because the feed changed since the page loaded it (412): nothing was saved,
+ * and the page must show the feed as it is now before the change is made again (the last domain's removal
+ * then asks again, a domain another tab added is kept).
+ */
+function changedElsewhere(error: unknown): string | undefined {
+  return error instanceof ApiError && error.code === 'precondition_failed'
+    ? 'Not saved: this feed was changed elsewhere since the page loaded. Reload the page and make the change again'
+    : undefined;
+}
 
-export function domainsView({ feed, refresh }: FeedPage): HTMLElement {
+export function domainsView({ feed, version, refresh }: FeedPage): HTMLElement {
   const status = h('div');
   const input = h('input', {
     id: 'domain-input',
@@ -390,29 +400,15 @@ export function domainsView({ feed, refresh }: FeedPage): HTMLElement {
     'aria-describedby': 'domain-help domain-error',
   });
   const problem = h('p', { id: 'domain-error', class: 'field-error', 'aria-live': 'assertive' });
-  // The list is edited, not replaced: the edit is applied to the feed as stored (read again) and saved with
-  // that version's If-Match, so a domain another tab or admin saved meanwhile is kept (412: read again).
-  const save = async (edit: (domains: string[]) => string[], message: string) => {
-    const path = `/feeds/${enc(feed.feedId)}`;
+  // Saved with the loaded version's If-Match: the list sent is the shown one edited, so a domain another
+  // tab saved meanwhile must not be dropped by it (412 instead), nor a last one removed unconfirmed.
+  const save = async (domains: string[], message: string) => {
     try {
-      for (let attempt = 1; ; attempt += 1) {
-        const stored = await adminResult<Feed>('GET', path);
-        const domains = [...new Set(edit(stored.body.domains))];
-        try {
-          await adminResult<Feed>('PATCH', path, { domains }, { ifMatch: stored.etag });
-          break;
-        } catch (error) {
-          if (
-            !(error instanceof ApiError && error.code === 'precondition_failed') ||
-            attempt === DOMAIN_SAVE_TRIES
-          )
-            throw error;
-        }
-      }
+      await adminResult<Feed>('PATCH', `/feeds/${enc(feed.feedId)}`, { domains }, { ifMatch: version });
       toast(message);
       refresh();
     } catch (error) {
-      replace(status, errorBox(error, 'Could not save the domains'));
+      replace(status, errorBox(error, changedElsewhere(error) ?? 'Could not save the domains'));
     }
   };
   const form = h(
@@ -454,7 +450,7 @@ export function domainsView({ feed, refresh }: FeedPage): HTMLElement {
       input.focus();
       return;
     }
-    void save((domains) => [...domains, value], `${value} added`);
+    void save([...feed.domains, value], `${value} added`);
   });
   return h(
     'section',
@@ -495,7 +491,10 @@ export function domainsView({ feed, refresh }: FeedPage): HTMLElement {
                       );
                       return;
                     }
-                    void save((domains) => domains.filter((d) => d !== domain), `${domain} removed`);
+                    void save(
+                      feed.domains.filter((d) => d !== domain),
+                      `${domain} removed`,
+                    );
                   },
                 },
                 'Remove',

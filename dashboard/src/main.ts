@@ -1,5 +1,6 @@
 import {
   admin,
+  adminResult,
   adminToken,
   ApiError,
   checkToken,
@@ -242,8 +243,9 @@ async function feedsView(): Promise<HTMLElement> {
 
 async function feedView(feedId: string, tab: TabId): Promise<HTMLElement> {
   let feed: Feed;
+  let version: string | undefined;
   try {
-    feed = await admin<Feed>('GET', `/feeds/${enc(feedId)}`);
+    ({ body: feed, etag: version } = await adminResult<Feed>('GET', `/feeds/${enc(feedId)}`));
   } catch (error) {
     setTitle('Feed');
     return h(
@@ -256,7 +258,7 @@ async function feedView(feedId: string, tab: TabId): Promise<HTMLElement> {
   }
   const current = TABS.find((t) => t.id === tab) ?? TABS[0];
   setTitle(`${current.label} · ${feed.name}`);
-  const page: FeedPage = { feed, refresh: () => void render() };
+  const page: FeedPage = { feed, version, refresh: () => void render() };
   let content: HTMLElement;
   try {
     if (tab === 'keys' || tab === 'try') {

@@ -10,7 +10,7 @@ import {
 import { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import { parseInput } from '#lib/domain/validation.ts';
 import { feedAdminDeps as deps } from '#lib/container.ts';
-import { ifMatchTags } from '#lib/http/conditional.ts';
+import { ifMatchOf } from '#lib/http/conditional.ts';
 import { adminEndpoint, type JsonEvent } from '#lib/http/middleware.ts';
 import { accepted, created, noContent, ok } from '#lib/http/responses.ts';
 
@@ -35,7 +35,7 @@ export const getFeed = adminEndpoint(async (event, _ctx, c) => {
 
 /** PATCH /admin/v1/feeds/{feedId}: with If-Match, only to the feed at that version (else 412). */
 export const updateFeed = adminEndpoint(async (event, _ctx, c) => {
-  const ifMatch = ifMatchTags(event.headers['if-match']);
+  const ifMatch = ifMatchOf(event);
   const patch = parseInput(UpdateFeedRequest, event.body ?? {});
   const feed = await update(deps(c), feedIdOf(event), patch, ifMatch ? { ifMatch } : {});
   return ok(feed, etagOf(feed));
@@ -47,6 +47,7 @@ export const updateFeed = adminEndpoint(async (event, _ctx, c) => {
  */
 export const deleteFeed = adminEndpoint(async (event, _ctx, c) => {
   const feedId = feedIdOf(event);
-  if ((await remove(deps(c), feedId)) === 'deleted') return noContent();
+  const ifMatch = ifMatchOf(event);
+  if ((await remove(deps(c), feedId, ifMatch ? { ifMatch } : {})) === 'deleted') return noContent();
   return accepted({ feedId, status: 'deleting' });
 });

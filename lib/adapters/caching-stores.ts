@@ -102,8 +102,8 @@ export class CachingFeedStore implements FeedStore {
     await this.inner.put(feed, expectedUpdatedAt);
     this.cache.delete(feed.feedId);
   }
-  async markDeleting(feedId: string, at: Date, createdAt?: string) {
-    await this.inner.markDeleting(feedId, at, createdAt);
+  async markDeleting(feedId: string, at: Date, createdAt?: string, updatedAt?: string | null) {
+    await this.inner.markDeleting(feedId, at, createdAt, updatedAt);
     this.cache.delete(feedId);
   }
   async delete(feedId: string, createdAt?: string) {

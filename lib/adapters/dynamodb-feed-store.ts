@@ -81,21 +81,26 @@ export class DynamoDbFeedStore implements FeedStore {
     }
   }
 
-  async markDeleting(feedId: string, at: Date, createdAt?: string): Promise<void> {
+  async markDeleting(feedId: string, at: Date, createdAt?: string, updatedAt?: string | null): Promise<void> {
+    const conditions = ['attribute_exists(feedId)'];
+    const values: Record<string, string> = { ':at': at.toISOString() };
+    if (createdAt !== undefined) {
+      conditions.push('createdAt = :c');
+      values[':c'] = createdAt;
+    }
+    if (updatedAt === null) conditions.push('attribute_not_exists(updatedAt)');
+    else if (updatedAt !== undefined) {
+      conditions.push('updatedAt = :u');
+      values[':u'] = updatedAt;
+    }
     try {
       await this.db.send(
         new UpdateCommand({
           TableName: this.table,
           Key: { feedId },
           UpdateExpression: 'SET deletingAt = if_not_exists(deletingAt, :at)',
-          ConditionExpression:
-            createdAt === undefined
-              ? 'attribute_exists(feedId)'
-              : 'attribute_exists(feedId) AND createdAt = :c',
-          ExpressionAttributeValues: {
-            ':at': at.toISOString(),
-            ...(createdAt === undefined ? {} : { ':c': createdAt }),
-          },
+          ConditionExpression: conditions.join(' AND '),
+          ExpressionAttributeValues: values,
         }),
       );
     } catch (error) {

@@ -1,4 +1,5 @@
 import { ValidationError } from '#lib/domain/errors.ts';
+import type { JsonEvent } from '#lib/http/middleware.ts';
 
 /** One entity tag of an If-Match list (RFC 9110 §8.8.3): `"opaque"` or weak `W/"opaque"`. */
 const ENTITY_TAG = /^(W\/)?"[\x21\x23-\x7e\x80-\xff]*"$/;
@@ -22,4 +23,15 @@ export function ifMatchTags(header: string | undefined): string[] | undefined {
     );
   }
   return tags.filter((tag) => !tag.startsWith('W/'));
+}
+
+/**
+ * The request's If-Match tags (ifMatchTags), every header line of it: a list may come on several lines
+ * (RFC 9110 §5.3), which `headers` (the gateway's and the local server's) reduces to the last one.
+ */
+export function ifMatchOf(event: JsonEvent): string[] | undefined {
+  const lines = Object.entries(event.multiValueHeaders ?? {})
+    .filter(([name]) => name.toLowerCase() === 'if-match')
+    .flatMap(([, values]) => values ?? []);
+  return ifMatchTags(lines.length > 0 ? lines.join(', ') : event.headers['if-match']);
 }

@@ -55,13 +55,13 @@ export async function startImport(
     createdAt: at.toISOString(),
     updatedAt: at.toISOString(),
   };
-  await deps.imports.create(record);
   const takeBack = () =>
     Promise.all([
       deps.imports.delete(feedId, importId),
       input.content !== undefined ? deps.objects.delete(keys.file) : undefined,
     ]);
   try {
+    await deps.imports.create(record);
     if (!(await feedStillLive(deps.feeds, feed))) {
       // The feed's deletion started meanwhile (and may have listed the imports before this one): it goes.
       await takeBack();
@@ -69,8 +69,9 @@ export async function startImport(
     }
     await deps.objects.put(keys.request, JSON.stringify({ feedId, importId }), 'application/json');
   } catch (error) {
-    // Without its request marker nothing would ever run the import (queued for good, and listed): it goes,
-    // so the error leaves nothing behind and a retry (the same Idempotency-Key runs again) makes one import.
+    // Without its record or request marker nothing would ever run the import (queued for good, and listed;
+    // the uploaded file left over): it goes, so the error leaves nothing behind and a retry (the same
+    // Idempotency-Key runs again) makes one import.
     if (!(error instanceof NotFoundError)) await takeBack().catch(() => undefined);
     throw error;
   }

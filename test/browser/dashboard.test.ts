@@ -373,7 +373,39 @@ describe('dashboard in Chromium', () => {
     expect(page.url()).toContain(`#/feeds/${made[0].feedId}/keys`);
   });
 
-  it('keeps a domain another admin saved after the page loaded, adding or removing one', async () => {
+  it('waits for a create whose first try is still running (409 idempotency_key_in_use), not an error', async () => {
+    await page.goto(`${stack.url}/#/`);
+    await page.getByRole('heading', { name: 'Feeds', exact: true }).waitFor();
+    const keys: (string | undefined)[] = [];
+    // Four answers say the first try still runs (a slow cold start holds the key), then it has finished.
+    await page.route('**/admin/v1/feeds', async (route) => {
+      if (route.request().method() !== 'POST') return route.continue();
+      keys.push(route.request().headers()['idempotency-key']);
+      if (keys.length > 4) return route.continue();
+      const error = { status: 409, code: 'idempotency_key_in_use', message: 'Still running.', details: [] };
+      await route.fulfill({
+        status: 409,
+        contentType: 'application/json',
+        headers: { 'Retry-After': '1' },
+        body: JSON.stringify({ error, requestId: 'r' }),
+      });
+    });
+    try {
+      await page.getByLabel('Name', { exact: true }).fill('Slow first try shop');
+      await page.getByRole('button', { name: 'Create feed' }).click();
+      await page.getByRole('heading', { name: 'API Keys' }).waitFor({ timeout: 15_000 });
+    } finally {
+      await page.unroute('**/admin/v1/feeds');
+    }
+    expect(keys).toHaveLength(5);
+    expect(new Set(keys).size).toBe(1);
+    const { feeds } = (await api('GET', '/admin/v1/feeds')).body;
+    expect(feeds.filter((feed: { name: string }) => feed.name === 'Slow first try shop')).toHaveLength(1);
+  });
+
+  it('saves no domain edit over a change another tab saved after the page loaded (412), and asks to reload', async () => {
+    const domainsOf = async () => (await api('GET', '/admin/v1/feeds/two-tabs')).body.domains;
+    const refusal = page.locator('section[aria-labelledby="domains-h"] .alert.error, .alert.error').first();
     await api('POST', '/admin/v1/feeds', {
       feedId: 'two-tabs',
       name: 'Two tabs',
@@ -385,23 +417,30 @@ describe('dashboard in Chromium', () => {
     await api('PATCH', '/admin/v1/feeds/two-tabs', { domains: ['a.example.com', 'other.example.com'] });
     await page.getByLabel('Add a domain').fill('mine.example.com');
     await page.getByRole('button', { name: 'Add domain' }).click();
-    await page.locator('li[data-domain="mine.example.com"]').waitFor();
-    expect((await api('GET', '/admin/v1/feeds/two-tabs')).body.domains).toEqual([
-      'a.example.com',
-      'other.example.com',
-      'mine.example.com',
-    ]);
+    await refusal.waitFor();
+    expect(await refusal.textContent()).toMatch(
+      /changed elsewhere since the page loaded.*precondition_failed/s,
+    );
+    expect(await domainsOf()).toEqual(['a.example.com', 'other.example.com']);
 
-    await api('PATCH', '/admin/v1/feeds/two-tabs', {
-      domains: ['a.example.com', 'other.example.com', 'mine.example.com', 'late.example.com'],
-    });
-    await page.getByRole('button', { name: 'Remove a.example.com' }).click();
-    await page.getByText('a.example.com removed').waitFor();
-    expect((await api('GET', '/admin/v1/feeds/two-tabs')).body.domains).toEqual([
-      'other.example.com',
-      'mine.example.com',
-      'late.example.com',
-    ]);
+    await page.reload();
+    await page.locator('li[data-domain="other.example.com"]').waitFor();
+    await page.getByLabel('Add a domain').fill('mine.example.com');
+    await page.getByRole('button', { name: 'Add domain' }).click();
+    await page.locator('li[data-domain="mine.example.com"]').waitFor();
+    expect(await domainsOf()).toEqual(['a.example.com', 'other.example.com', 'mine.example.com']);
+
+    // Another tab leaves one domain: removing it here, unconfirmed, would open the feed to every origin.
+    await api('PATCH', '/admin/v1/feeds/two-tabs', { domains: ['mine.example.com'] });
+    await page.getByRole('button', { name: 'Remove mine.example.com' }).click();
+    await refusal.waitFor();
+    expect(await domainsOf()).toEqual(['mine.example.com']);
+    await page.reload();
+    await page.getByRole('button', { name: 'Remove mine.example.com' }).click();
+    await page
+      .getByRole('button', { name: /^Confirm: remove mine\.example\.com, the last domain/ })
+      .waitFor();
+    expect(await domainsOf()).toEqual(['mine.example.com']);
   });
 
   it('deletes a feed once its id is typed to confirm', async () => {

@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage } from 'node:http';
+import { createServer, type IncomingMessage, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -214,6 +214,45 @@ describe('feed versions (ETag, If-Match)', () => {
     expect(again.body.domains).toEqual(['a.example.com', 'x.example.com', 'y.example.com']);
   });
 
+  it('reads an If-Match list sent on several header lines as one list (only the last line counted)', async () => {
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'versioned-lines', name: 'Lines' });
+    const current = await etag('versioned-lines');
+    const send = (lines: string[]) =>
+      new Promise<number>((resolve, reject) => {
+        const request = httpRequest(`${stack.url}/admin/v1/feeds/versioned-lines`, {
+          method: 'PATCH',
+          headers: { authorization: `Bearer ${stack.adminToken}`, 'content-type': 'application/json' },
+        });
+        request.setHeader('If-Match', lines);
+        request.on('response', (response) => {
+          response.resume();
+          resolve(response.statusCode ?? 0);
+        });
+        request.on('error', reject);
+        request.end(JSON.stringify({ name: 'Lines' }));
+      });
+    expect(await send([current, '"stale"'])).toBe(200);
+    expect(await send(['"stale"', await etag('versioned-lines')])).toBe(200);
+    expect(await send(['"stale"', '"older"'])).toBe(412);
+  });
+
+  it('deletes only the version in If-Match: 412 and the feed kept for another one', async () => {
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'versioned-delete', name: 'Delete me' });
+    const read = await etag('versioned-delete');
+    await stack.admin('PATCH', '/admin/v1/feeds/versioned-delete', { name: 'Renamed meanwhile' });
+    const remove = (ifMatch: string) =>
+      stack.call('DELETE', '/admin/v1/feeds/versioned-delete', {
+        headers: { authorization: `Bearer ${stack.adminToken}`, 'if-match': ifMatch },
+      });
+
+    expectError(await remove(read), 412, 'precondition_failed');
+    expect((await stack.admin('GET', '/admin/v1/feeds/versioned-delete')).body.name).toBe(
+      'Renamed meanwhile',
+    );
+    expect((await remove(await etag('versioned-delete'))).status).toBe(204);
+    expect((await stack.admin('GET', '/admin/v1/feeds/versioned-delete')).status).toBe(404);
+  });
+
   it('applies one of five PATCHes sent at once with the same version', async () => {
     await stack.admin('POST', '/admin/v1/feeds', { feedId: 'versioned-race', name: 'Race' });
     const read = await etag('versioned-race');
@@ -350,6 +389,16 @@ describe('retries with an Idempotency-Key', () => {
         failMarker = false;
         throw throttled();
       };
+      // The record cannot be written once, after the uploaded feed file was: the file goes too.
+      const create = c.imports.create;
+      c.imports.create = async () => {
+        c.imports.create = create;
+        throw throttled();
+      };
+      const lone = { format: 'jsonl', content: JSON.stringify({ id: 'p0', title: '' }), mode: 'incremental' };
+      expectError(await post('/admin/v1/feeds/idem-5xx/imports', lone, 'key-5xx-record'), 503, 'unavailable');
+      expect(await c.objects.list('imports/idem-5xx/')).toEqual([]);
+
       const body = { format: 'jsonl', content: JSON.stringify({ id: 'p1', title: '' }), mode: 'incremental' };
       expectError(await post('/admin/v1/feeds/idem-5xx/imports', body, 'key-5xx-import'), 503, 'unavailable');
       const started = await post('/admin/v1/feeds/idem-5xx/imports', body, 'key-5xx-import');

@@ -57,7 +57,7 @@ function racing(between: () => Promise<unknown>, times = 1): FeedAdminDeps {
     create: (feed) => inner.create(feed),
     list: () => inner.list(),
     put: (feed, expectedUpdatedAt) => inner.put(feed, expectedUpdatedAt),
-    markDeleting: (feedId, at, createdAt) => inner.markDeleting(feedId, at, createdAt),
+    markDeleting: (feedId, at, createdAt, updatedAt) => inner.markDeleting(feedId, at, createdAt, updatedAt),
     delete: (feedId, createdAt) => inner.delete(feedId, createdAt),
     async get(feedId, options) {
       const feed = await inner.get(feedId, options);

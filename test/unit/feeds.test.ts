@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CreateFeedRequest, CreateKeyRequest } from '#lib/domain/admin/schemas.ts';
+import { feedVersion } from '#lib/domain/admin/feeds.ts';
 import { DOMAIN_PATTERN, hostAllowed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 
 const limits = { free: 100, pro: 1000, enterprise: 5000 };
@@ -107,5 +108,14 @@ describe('hourlyLimitOf', () => {
     expect(hourlyLimitOf({ plan: 'pro', hourlyLimit: 7 }, limits)).toBe(1000);
     expect(hourlyLimitOf({ plan: 'enterprise' }, limits)).toBe(5000);
     expect(hourlyLimitOf({ plan: 'enterprise', hourlyLimit: 7 }, limits)).toBe(7);
+  });
+});
+
+describe('feedVersion', () => {
+  const feed = { feedId: 'f', createdAt: '2026-11-27T00:00:00.000Z', updatedAt: '2026-11-27T00:00:01.000Z' };
+  it('changes with the limit in force, which follows the configured plan limits without a write', () => {
+    expect(feedVersion({ ...feed, hourlyLimit: 100 })).not.toBe(feedVersion({ ...feed, hourlyLimit: 500 }));
+    expect(feedVersion({ ...feed, hourlyLimit: 100 })).toBe(feedVersion({ ...feed, hourlyLimit: 100 }));
+    expect(feedVersion({ ...feed, hourlyLimit: 100 })).toMatch(/^"[\w-]{27}"$/);
   });
 });

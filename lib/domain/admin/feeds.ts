@@ -53,9 +53,12 @@ export type FeedView = Feed & { hourlyLimit: number };
  * another) at which change (every change moves updatedAt). The admin API sends it as `ETag`, and a PATCH
  * with `If-Match` applies only to that version.
  */
-export function feedVersion(feed: Pick<Feed, 'feedId' | 'createdAt'> & { updatedAt?: string }): string {
+export function feedVersion(
+  feed: Pick<FeedView, 'feedId' | 'createdAt' | 'hourlyLimit'> & { updatedAt?: string },
+): string {
+  // The limit in force too: it follows the configured plan limits, which change without a write.
   const digest = createHash('sha256')
-    .update(`${feed.feedId}\n${feed.createdAt}\n${feed.updatedAt ?? ''}`)
+    .update(`${feed.feedId}\n${feed.createdAt}\n${feed.updatedAt ?? ''}\n${feed.hourlyLimit}`)
     .digest('base64url');
   return `"${digest.slice(0, 27)}"`;
 }
@@ -123,14 +126,11 @@ export async function updateFeed(
   options: { ifMatch?: readonly string[] } = {},
 ): Promise<FeedView> {
   let createdAt: string | undefined;
-  const changedMeanwhile = () =>
-    new DomainError(
-      'precondition_failed',
-      `Feed ${feedId} is not at the version in If-Match (it changed since it was read); nothing was changed. Read it again and apply the change to that.`,
-    );
+  const changedMeanwhile = () => notAtVersion(feedId);
   for (let attempt = 1; ; attempt++) {
     const current = await requireFeed(deps.feeds, feedId);
-    if (options.ifMatch && !options.ifMatch.includes(feedVersion(current))) throw changedMeanwhile();
+    if (options.ifMatch && !options.ifMatch.includes(feedVersion(feedView(current, deps.planLimits))))
+      throw changedMeanwhile();
     // A feed deleted and created again under the id since the first attempt read it is another feed.
     if (createdAt !== undefined && current.createdAt !== createdAt)
       throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
@@ -155,6 +155,14 @@ export async function updateFeed(
     if (next.plan !== current.plan) await moveKeys(deps, next);
     return feedView(next, deps.planLimits);
   }
+}
+
+/** A request with If-Match for a feed at another version (feedVersion) than the stored one. */
+function notAtVersion(feedId: string): DomainError {
+  return new DomainError(
+    'precondition_failed',
+    `Feed ${feedId} is not at the version in If-Match (it changed since it was read); nothing was changed. Read it again and apply the change to that.`,
+  );
 }
 
 /** Attempts of updateFeed to store its patch over a feed that other requests keep changing. */
@@ -227,16 +235,33 @@ async function moveKeys(deps: FeedAdminDeps, feed: Feed): Promise<void> {
  * the import runner finishes the deletion (finishFeedDeletion): the answer is then 'continuing'. So it
  * is when the lease stays held in step 2 (the runner waits for it).
  */
-export async function deleteFeed(deps: FeedAdminDeps, feedId: string): Promise<'deleted' | 'continuing'> {
+export async function deleteFeed(
+  deps: FeedAdminDeps,
+  feedId: string,
+  options: { ifMatch?: readonly string[] } = {},
+): Promise<'deleted' | 'continuing'> {
   const budget = AbortSignal.timeout(deps.deletionBudgetMs ?? DELETION_BUDGET_MS);
   const feed = await deps.feeds.get(feedId, { fresh: true });
   if (!feed) throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
+  const versioned = options.ifMatch !== undefined && !feed.deletingAt;
+  if (versioned && !options.ifMatch!.includes(feedVersion(feedView(feed, deps.planLimits))))
+    throw notAtVersion(feedId);
   try {
-    // Only the feed read above: one created again since (after a concurrent deletion) is not marked.
-    await deps.feeds.markDeleting(feedId, deps.clock.now(), feed.createdAt);
+    // Only the feed read above: one created again since (after a concurrent deletion) is not marked, nor,
+    // with If-Match, one changed since.
+    await deps.feeds.markDeleting(
+      feedId,
+      deps.clock.now(),
+      feed.createdAt,
+      versioned ? (feed.updatedAt ?? null) : undefined,
+    );
   } catch (error) {
-    if (error instanceof NotFoundError) return 'deleted';
-    throw error;
+    if (!(error instanceof NotFoundError)) throw error;
+    if (versioned) {
+      const now = await deps.feeds.get(feedId, { fresh: true });
+      if (now && now.createdAt === feed.createdAt && !now.deletingAt) throw notAtVersion(feedId);
+    }
+    return 'deleted';
   }
   let done: boolean;
   try {
