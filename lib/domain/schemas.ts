@@ -24,7 +24,13 @@ const limit = z
   .max(MAX_LIMIT)
   .default(10)
   .describe('Maximum number of results; 1 to 100, default 10.');
-const offset = z.number().int().min(0).default(0).describe('Pagination offset; default 0.');
+const offset = z
+  .number()
+  .int()
+  .min(0)
+  .max(MAX_WINDOW - 1, `offset + limit must not exceed ${MAX_WINDOW}`)
+  .default(0)
+  .describe(`Pagination offset; default 0. offset + limit must not exceed ${MAX_WINDOW}.`);
 /**
  * Longest product id an import accepts, so also the longest one a request or a cursor can name. Here
  * rather than in products.ts, which imports this module.
@@ -41,14 +47,29 @@ const searchId = z
   .describe('Search id (API key). May instead be sent as Authorization: Bearer <searchId>.');
 
 /** limit/offset of the root search, which the interface shows as strings. */
-const intLike = (min: number, max: number, description: string) =>
-  z
-    .union([z.number().int(), z.string().regex(/^\s*\d+\s*$/, 'expected a whole number')])
-    .refine((v) => Number(v) >= min && Number(v) <= max, `must be between ${min} and ${max}`)
-    .describe(description);
+const intLike = (min: number, max: number, description: string) => {
+  const range = `must be between ${min} and ${max}`;
+  return (
+    z
+      .union([
+        // The number's bounds are written out too, so the published JSON Schema shows them.
+        z.number().int().min(min, range).max(max, range),
+        z.string().regex(/^\s*\d+\s*$/, 'expected a whole number'),
+      ])
+      // Strings of digits only: a number out of range and a string of other text each have their message.
+      .refine(
+        (v) => typeof v === 'number' || !/^\s*\d+\s*$/.test(v) || (Number(v) >= min && Number(v) <= max),
+        range,
+      )
+      .describe(description)
+  );
+};
 
-const withinWindow = (value: { limit: number | string; offset: number | string }) =>
-  Number(value.offset) + Number(value.limit) <= MAX_WINDOW;
+/** (A limit or offset that is no number has its own issue: the window is not named for it as well.) */
+const withinWindow = (value: { limit: number | string; offset: number | string }) => {
+  const end = Number(value.offset) + Number(value.limit);
+  return Number.isNaN(end) || end <= MAX_WINDOW;
+};
 const windowIssue = { message: `offset + limit must not exceed ${MAX_WINDOW}`, path: ['offset'] };
 
 export const SearchImageRequest = z
@@ -57,6 +78,28 @@ export const SearchImageRequest = z
 export type SearchImageRequest = z.infer<typeof SearchImageRequest>;
 
 export const DETECT_ACTIONS = ['OD', 'OD+SEARCH'] as const;
+const ACTION_NAMES = new Set(['OD', 'SEARCH', 'OD+SEARCH']);
+
+/**
+ * The detect action as a string. The interface types `action` as an object ("selects the actions to
+ * perform") and its example sends "OD", so a client may send the names as an array or as an object of
+ * flags: those are read as the string they stand for (SEARCH implies OD). Anything else is left as it is,
+ * for the enum to refuse with its message.
+ */
+function actionString(value: unknown): unknown {
+  let names: unknown[];
+  if (typeof value === 'string') names = [value];
+  else if (Array.isArray(value)) names = value;
+  else if (value !== null && typeof value === 'object')
+    names = Object.entries(value as Record<string, unknown>)
+      .filter(([, on]) => on === true)
+      .map(([name]) => name);
+  else return value;
+  if (!names.every((name) => typeof name === 'string' && ACTION_NAMES.has(name.toUpperCase()))) return value;
+  const wanted = new Set((names as string[]).map((name) => name.toUpperCase()));
+  if (wanted.size === 0) return undefined;
+  return wanted.has('SEARCH') || wanted.has('OD+SEARCH') ? 'OD+SEARCH' : 'OD';
+}
 export const DetectRequest = z.object({
   imageData,
   searchId: z
@@ -67,9 +110,12 @@ export const DetectRequest = z.object({
       'Search id (API key); the interface types it as integer in one table, so numbers are accepted.',
     ),
   action: z
-    .enum(DETECT_ACTIONS)
-    .default('OD')
-    .describe('OD: detect objects. OD+SEARCH: also run image search on each detected object.'),
+    .preprocess(actionString, z.enum(DETECT_ACTIONS).default('OD'))
+    .describe(
+      'OD: detect objects. OD+SEARCH: also run image search on each detected object. The interface types ' +
+        'the field as an object and shows a string: an array of names (["OD", "SEARCH"]) or an object of ' +
+        'flags ({"OD": true, "SEARCH": true}) is read as the string it stands for.',
+    ),
   limit: limit.describe('With OD+SEARCH: products per object; 1 to 100, default 10.'),
 });
 export type DetectRequest = z.infer<typeof DetectRequest>;
@@ -140,10 +186,16 @@ export type RelatedRequest = z.infer<typeof RelatedRequest>;
 export const RootSearchRequest = z
   .object({
     imageData,
-    limit: intLike(1, MAX_LIMIT, 'Maximum number of results, as a number or a string; default 10.').default(
-      10,
-    ),
-    offset: intLike(0, MAX_WINDOW, 'Pagination offset, as a number or a string; default 0.').default(0),
+    limit: intLike(
+      1,
+      MAX_LIMIT,
+      'Maximum number of results, 1 to 100, as a number or a string; default 10.',
+    ).default(10),
+    offset: intLike(
+      0,
+      MAX_WINDOW,
+      `Pagination offset, as a number or a string; default 0. offset + limit must not exceed ${MAX_WINDOW}.`,
+    ).default(0),
     feedId: searchId.nullable().optional().describe('Search id (API key); the root search names it feedId.'),
   })
   .refine(withinWindow, windowIssue);

@@ -8,6 +8,15 @@ import {
 import { ListImportsQuery, ProductsPageQuery, StartImportRequest } from '#lib/domain/catalogue/imports.ts';
 import type { ErrorCode } from '#lib/domain/errors.ts';
 import { PLANS } from '#lib/domain/feeds.ts';
+import {
+  AVAILABILITY,
+  availabilityText,
+  type GroupHit,
+  imageSearchItem,
+  type Product,
+  relatedItem,
+  rootSearchItem,
+} from '#lib/domain/products.ts';
 import { DetectRequest, RelatedRequest, RootSearchRequest, SearchImageRequest } from '#lib/domain/schemas.ts';
 import { STATUS_OF } from '#lib/http/errors.ts';
 import { IDEMPOTENCY_HEADER, REPLAYED_HEADER } from '#lib/http/idempotency.ts';
@@ -36,64 +45,125 @@ const cents = z.number().int().describe('Integer amount in cents.');
 /** A price field: cents, or null when the feed gives none (e.g. no sale price). */
 const centsOrNone = cents.nullable().describe('Integer amount in cents; null when the feed has none.');
 
-export const VariantSchema = z
-  .looseObject({
-    id: z.string().optional(),
-    product_id: z.string(),
-    item_group_id: z.string().optional(),
-    color: z.string().optional(),
-    size: z.union([z.string(), z.number()]).optional(),
-    price: centsOrNone.optional(),
-    sale_price: centsOrNone.optional(),
-    currency: z.string().optional(),
-    image_link: z.string().optional(),
-    availability: z.string().optional(),
-    link: z.string().optional(),
-  })
-  .describe('One variant of a product (same item_group_id).');
+/** Text fields of the feed: `""` when the feed gives none. */
+const text = (description?: string) => (description ? z.string().describe(description) : z.string());
+const availabilityCode = z
+  .enum(AVAILABILITY)
+  .describe('in_stock, out_of_stock, preorder or backorder (in_stock when the feed gives none).');
+const availabilityWords = z
+  .enum(AVAILABILITY.map(availabilityText) as [string, ...string[]])
+  .describe('"in stock", "out of stock", "preorder" or "backorder".');
+const score = z
+  .number()
+  .min(0)
+  .max(1)
+  .describe(
+    'Calibrated relevance in [0, 1], the same scale for every query (docs/api.md); results under the minimum score are left out.',
+  );
 
-export const ProductSchema = z
-  .looseObject({
-    id: z.string().optional().describe('UUID (related products and the root search).'),
-    feed_id: z.string(),
-    item_group_id: z.string().optional(),
-    product_id: z.string(),
-    title: z.string(),
-    short_title: z.string().optional(),
-    description: z.string().optional(),
-    availability: z
-      .string()
-      .optional()
-      .describe('in_stock / out_of_stock (image search); "in stock" (related).'),
-    brand: z.string().optional(),
-    color: z.string().optional(),
-    condition: z.string().optional(),
-    category: z.string().optional(),
-    product_type: z.string().optional(),
-    image_link: z.string().describe('Product image URL.'),
-    link: z.string().optional().describe('Product page URL.'),
-    price: z
-      .union([centsOrNone, z.string()])
-      .optional()
-      .describe('Cents (null when the feed has none); a string on the root search ("" when none).'),
-    sale_price: z.union([centsOrNone, z.string()]).optional(),
-    shipping_price: z.union([centsOrNone, z.string()]).optional(),
-    currency: z.string().optional(),
-    product_highlight: z.union([z.array(z.string()), z.string()]).optional(),
-    score: z
-      .number()
-      .min(0)
-      .max(1)
-      .optional()
-      .describe(
-        'Calibrated relevance in [0, 1], the same scale for every query (docs/api.md); results under the minimum score are left out.',
-      ),
-    variants: z.array(VariantSchema).optional(),
-    variant_count: z.number().int().optional(),
-    created_at: z.string().optional(),
-    updated_at: z.string().optional(),
+/** The fields every result shows (lib/domain/products.ts commonFields), in the image-search form. */
+const commonProductFields = {
+  feed_id: z.string(),
+  item_group_id: text('The item group (the product id when the feed gives none).'),
+  product_id: z.string(),
+  title: z.string(),
+  short_title: text(),
+  description: text(),
+  age_group: text(),
+  brand: text(),
+  color: text(),
+  condition: text(),
+  gender: text(),
+  category: text(),
+  product_type: text(),
+  gtin: text(),
+  mpn: text(),
+  material: text(),
+  size: text(),
+  image_link: text('Product image URL.'),
+  link: text('Product page URL.'),
+  price: centsOrNone,
+  sale_price: centsOrNone,
+  currency: text(),
+  shipping_price: centsOrNone,
+  shipping_currency: text(),
+  shipping_country: text(),
+  shipping_weight: text(),
+  product_updated_at: text("The feed's own update time of the product, as given."),
+};
+const variantFields = {
+  product_id: z.string(),
+  color: text(),
+  size: text(),
+  price: centsOrNone,
+  sale_price: centsOrNone,
+  currency: text(),
+  image_link: text(),
+  availability: availabilityCode,
+  link: text(),
+};
+const storedFields = {
+  id: z.string().describe('UUID the service gives the product.'),
+  created_at: z.string().describe('When the product was first imported (ISO 8601).'),
+  updated_at: z.string().describe('When an import last changed it (ISO 8601).'),
+};
+
+export const SearchProductSchema = z
+  .strictObject({
+    ...commonProductFields,
+    availability: availabilityCode,
+    product_highlight: z.array(z.string()),
+    score,
+    variants: z
+      .array(z.strictObject(variantFields))
+      .describe('Every product of the item group, the result included.'),
+    variant_count: z.number().int(),
   })
-  .describe('A catalogue product (fields of the interface document; each endpoint returns its own subset).');
+  .describe('An image-search result (also the products of detect OD+SEARCH): the best product of its group.');
+
+export const RelatedProductSchema = z
+  .strictObject({
+    ...storedFields,
+    ...commonProductFields,
+    availability: availabilityWords,
+    additional_image_links: text('Further image URLs, comma-joined.'),
+    sb_image_url: text(),
+    product_highlight: text('Highlights joined by ", ".'),
+    metadata: z.record(z.string(), z.string()).describe("The feed's own extra fields."),
+    score,
+    update_hash: z.string().describe('Hash of the product as imported; changes with its content.'),
+    version: z.number().int().describe('Starts at 1; +1 with each change of its content.'),
+    variants: z
+      .array(
+        z.strictObject({
+          id: z.string(),
+          item_group_id: z.string(),
+          ...variantFields,
+          additional_image_links: text(),
+          availability: availabilityWords,
+          metadata: z.record(z.string(), z.string()),
+        }),
+      )
+      .describe('Every product of the item group, the result included.'),
+    variant_count: z.number().int(),
+  })
+  .describe('A related product.');
+
+export const RootSearchProductSchema = z
+  .strictObject({
+    ...storedFields,
+    ...commonProductFields,
+    availability: availabilityWords,
+    price: z.string().describe('Decimal string of the cents ("1999"); "" when the feed has none.'),
+    sale_price: z.string(),
+    shipping_price: z.string(),
+    product_highlight: text('Highlights joined by ", ".'),
+    variant_count: z.number().int(),
+    '': z
+      .string()
+      .describe('The score, as a string with 6 decimals: the empty-named property of the interface.'),
+  })
+  .describe('A root search result: no variants; prices as strings; the score under the empty name.');
 
 export const DetectedObjectSchema = z.object({
   box: z
@@ -102,7 +172,7 @@ export const DetectedObjectSchema = z.object({
   label: z.string().describe('COCO class name.'),
   score: z.number().min(0).max(1),
   products: z
-    .array(ProductSchema)
+    .array(SearchProductSchema)
     .optional()
     .describe('With action OD+SEARCH: image-search results of the crop.'),
 });
@@ -178,7 +248,9 @@ const COMPONENT_SCHEMAS: Record<string, { schema: z.ZodType; io: 'input' | 'outp
   UpdateFeedRequest: { schema: UpdateFeedRequest, io: 'input' },
   CreateKeyRequest: { schema: CreateKeyRequest, io: 'input' },
   StartImportRequest: { schema: StartImportRequest, io: 'input' },
-  Product: { schema: ProductSchema, io: 'output' },
+  SearchProduct: { schema: SearchProductSchema, io: 'output' },
+  RelatedProduct: { schema: RelatedProductSchema, io: 'output' },
+  RootSearchProduct: { schema: RootSearchProductSchema, io: 'output' },
   DetectResponse: { schema: DetectResponseSchema, io: 'output' },
   Feed: { schema: FeedSchema, io: 'output' },
   SearchKey: { schema: SearchKeySchema, io: 'output' },
@@ -188,26 +260,63 @@ const COMPONENT_SCHEMAS: Record<string, { schema: z.ZodType; io: 'input' | 'outp
 
 // ---- Examples ----
 
-const exampleProduct = {
-  feed_id: 'demo',
-  item_group_id: 'SKU-1042',
-  product_id: 'SKU-1042-RED-M',
-  title: 'Linen shirt, red',
-  brand: 'Northwind',
-  availability: 'in_stock',
-  condition: 'new',
-  image_link: 'https://shop.example.com/img/sku-1042-red.jpg',
-  link: 'https://shop.example.com/p/sku-1042',
-  price: 4990,
-  sale_price: 3990,
-  currency: 'EUR',
-  product_highlight: ['100% linen'],
-  score: 0.934,
+/** A stored product of the examples; each endpoint's example is what its serializer makes of it. */
+function exampleStoredProduct(productId: string, size: string, saved: Partial<Product> = {}): Product {
+  return {
+    product_id: productId,
+    item_group_id: 'SKU-1042',
+    title: 'Linen shirt, red',
+    short_title: 'Linen shirt',
+    description: 'A light shirt of washed linen.',
+    age_group: 'adult',
+    availability: 'in_stock',
+    brand: 'Northwind',
+    color: 'red',
+    condition: 'new',
+    gender: 'unisex',
+    category: 'Apparel > Shirts',
+    product_type: 'Shirts',
+    gtin: '',
+    mpn: '',
+    material: 'linen',
+    size,
+    image_link: 'https://shop.example.com/img/sku-1042-red.jpg',
+    additional_image_links: ['https://shop.example.com/img/sku-1042-red-back.jpg'],
+    sb_image_url: '',
+    link: 'https://shop.example.com/p/sku-1042',
+    price: 4990,
+    sale_price: 3990,
+    currency: 'EUR',
+    shipping_price: null,
+    shipping_currency: '',
+    shipping_country: '',
+    shipping_weight: '',
+    product_highlight: ['100% linen'],
+    metadata: { season: 'summer' },
+    product_updated_at: '2026-10-30T08:00:00Z',
+    feed_id: 'demo',
+    id: '6f0b1c2d-3e4f-4a5b-8c6d-7e8f9a0b1c2d',
+    group: 'SKU-1042',
+    update_hash: '9c1185a5c5e9fc54612808977ee8f548b2258d31',
+    version: 2,
+    created_at: '2026-11-01T09:05:00.000Z',
+    updated_at: '2026-11-02T10:30:00.000Z',
+    vector_count: 2,
+    ...saved,
+  };
+}
+const exampleHit: GroupHit = {
+  product: exampleStoredProduct('SKU-1042-RED-M', 'M'),
   variants: [
-    { product_id: 'SKU-1042-RED-L', size: 'L', price: 4990, currency: 'EUR', availability: 'in_stock' },
+    exampleStoredProduct('SKU-1042-RED-M', 'M'),
+    exampleStoredProduct('SKU-1042-RED-L', 'L', {
+      id: '0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d',
+      availability: 'out_of_stock',
+    }),
   ],
-  variant_count: 2,
+  score: 0.934,
 };
+const exampleProduct = imageSearchItem(exampleHit);
 const exampleFeed = {
   feedId: 'shop-eu',
   name: 'Shop EU',
@@ -345,8 +454,8 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     response: {
       status: 200,
       description: 'Matching products.',
-      schema: { type: 'array', items: ref('Product') },
-      zod: z.array(ProductSchema),
+      schema: { type: 'array', items: ref('SearchProduct') },
+      zod: z.array(SearchProductSchema),
       example: [exampleProduct],
     },
     errors: imageErrors,
@@ -396,9 +505,9 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     response: {
       status: 200,
       description: 'Related products.',
-      schema: { type: 'array', items: ref('Product') },
-      zod: z.array(ProductSchema),
-      example: [exampleProduct],
+      schema: { type: 'array', items: ref('RelatedProduct') },
+      zod: z.array(RelatedProductSchema),
+      example: [relatedItem(exampleHit)],
     },
     errors: [...imageErrors, 'product_not_found'],
   },
@@ -416,9 +525,9 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     response: {
       status: 200,
       description: 'Matching products.',
-      schema: { type: 'array', items: ref('Product') },
-      zod: z.array(ProductSchema),
-      example: [{ ...exampleProduct, price: '4990', sale_price: '3990', product_highlight: '100% linen' }],
+      schema: { type: 'array', items: ref('RootSearchProduct') },
+      zod: z.array(RootSearchProductSchema),
+      example: [rootSearchItem(exampleHit)],
     },
     errors: imageErrors,
   },
@@ -511,7 +620,8 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
       },
       example: { feedId: 'acme-shoes', status: 'deleting' },
     },
-    errors: ['feed_not_found'],
+    errors: ['feed_not_found', 'precondition_failed'],
+    ifMatch: true,
   },
   AdminCreateKey: {
     tag: 'Admin: keys',
@@ -644,6 +754,8 @@ export function errorCodesOf(route: Route): ErrorCode[] {
           'unauthorized',
           // Every admin route refuses query parameters it does not take (adminEndpoint).
           'invalid_request',
+          // A path id longer than any id (pathIdsInRange).
+          ...(route.path.includes('{') ? (['not_found'] as const) : []),
           ...(hasBody ? (['payload_too_large', 'unsupported_media_type'] as const) : []),
           ...(takesIdempotencyKey(route)
             ? (['idempotency_key_in_use', 'idempotency_key_reused'] as const)
@@ -696,7 +808,7 @@ function errorResponses(route: Route): JsonObject {
   for (const [status, codes] of byStatus) {
     const headers: JsonObject = { ...requestIdHeader };
     // The rate limit is known once the search id resolved: on 429 and on errors raised after authentication.
-    if (route.access === 'public' && (status === 429 || status === 400 || status >= 422))
+    if (route.access === 'public' && (status === 429 || status === 400 || status === 404 || status >= 422))
       Object.assign(headers, rateLimitHeaders);
     if (status === 429 || status === 503 || codes.includes('idempotency_key_in_use'))
       Object.assign(headers, retryAfterHeader);

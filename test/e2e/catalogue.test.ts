@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from '#test/support/error-shape.ts';
 import { startTestStack, type TestStack } from '#test/support/local-stack.ts';
@@ -330,14 +331,50 @@ describe('image search', () => {
   });
 
   it('adds products to detected objects with OD+SEARCH', async () => {
+    // The ball at 160 px on a plain wall: the detector finds it (the packshot filling the frame it did
+    // not, so this test passed on no object at all).
+    const ball = await sharp(Buffer.from(await photo('others-volleyball'), 'base64'))
+      .resize(160, 160, { fit: 'inside' })
+      .toBuffer();
+    const scene = await sharp({ create: { width: 640, height: 480, channels: 3, background: '#d8d2c4' } })
+      .composite([{ input: ball, left: 200, top: 120 }])
+      .jpeg()
+      .toBuffer();
     const response = await search(shop, '/api/v1/detect', {
-      imageData: await photo('others-volleyball'),
+      imageData: scene.toString('base64'),
       action: 'OD+SEARCH',
       limit: 2,
     });
     expect(response.status).toBe(200);
     expect(response.body.action).toBe('OD+SEARCH');
-    for (const object of response.body.results.objects) expect(object.products.length).toBeGreaterThan(0);
+    const objects: { products: { product_id: string }[] }[] = response.body.results.objects;
+    expect(objects.length).toBeGreaterThan(0);
+    expect(objects[0]!.products.map((p) => p.product_id)).toContain('ball');
+  });
+
+  it('reads the action given as the interface types it, an object (flags or names), as its string', async () => {
+    // A table with people, bottles and chairs: objects to detect (the demo packshots may give none).
+    const image = (await readFile(new URL('../fixtures/vision/voc-dinner.jpg', import.meta.url))).toString(
+      'base64',
+    );
+    const cases: [unknown, string][] = [
+      [{ OD: true, SEARCH: true }, 'OD+SEARCH'],
+      [['OD', 'SEARCH'], 'OD+SEARCH'],
+      [{ OD: true }, 'OD'],
+      ['od', 'OD'],
+    ];
+    for (const [action, expected] of cases) {
+      const response = await search(shop, '/api/v1/detect', { imageData: image, action, limit: 1 });
+      expect(response.status, JSON.stringify(action)).toBe(200);
+      expect(response.body.action).toBe(expected);
+      const objects: { products?: unknown[] }[] = response.body.results.objects;
+      expect(objects.length, JSON.stringify(action)).toBeGreaterThan(0);
+      const searched = objects.map((object) => object.products !== undefined);
+      expect(searched, JSON.stringify(action)).toEqual(objects.map(() => expected === 'OD+SEARCH'));
+    }
+    const refused = await search(shop, '/api/v1/detect', { imageData: image, action: { FACES: true } });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error.details[0].path).toBe('action');
   });
 });
 
