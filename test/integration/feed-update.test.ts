@@ -226,6 +226,31 @@ describe('updateFeed moving keys between usage plans', () => {
     expect((await getFeed(deps, 'replan-twice')).plan).toBe('free');
   });
 
+  it('leaves the gateway on the stored plan when opposite plan changes move the keys at once', async () => {
+    const key = await feedWithKey('replan-opposite');
+    // The move of the change to pro is slow: the change back to free is stored and moves the keys first.
+    let overtaken = false;
+    const slowMove: FeedAdminDeps = {
+      ...deps,
+      apiKeys: {
+        register: async (registered, plan) => {
+          if (!overtaken) {
+            overtaken = true;
+            await updateFeed(deps, 'replan-opposite', { plan: 'free' });
+          }
+          return deps.apiKeys.register(registered, plan);
+        },
+        unregister: deps.apiKeys.unregister,
+      },
+    };
+
+    await updateFeed(slowMove, 'replan-opposite', { plan: 'pro' });
+
+    expect((await getFeed(deps, 'replan-opposite')).plan).toBe('free');
+    // The late move to pro is followed by one to the plan stored by then.
+    expect(registrations).toEqual([`${key}→free`, `${key}→pro`, `${key}→free`]);
+  });
+
   it('does not move the keys when only the other change moved the plan', async () => {
     const key = await feedWithKey('replan-other');
 

@@ -201,19 +201,33 @@ function laterThan(previous: string, now: Date): string {
   return Number.isNaN(after) || now.getTime() >= after ? now.toISOString() : new Date(after).toISOString();
 }
 
-/** Moves the live keys of `feed` (as just stored with a new plan) to the gateway usage plan of its plan. */
+/**
+ * Moves the live keys of `feed` (as just stored with a new plan) to the gateway usage plan of its plan,
+ * then of the plan stored by then: two opposite plan changes at once each move the keys after their own
+ * write, and the one whose moves end last must not leave the gateway on the plan the store no longer has.
+ */
 async function moveKeys(deps: FeedAdminDeps, feed: Feed): Promise<void> {
-  // Not an earlier feed's keys a deletion missed: they stay out of the gateway's plans.
-  const moved = (await deps.keys.listByFeed(feed.feedId)).filter(
-    (key) => !key.revokedAt && keyBelongsTo(key, feed),
-  );
-  for (const key of moved) await deps.apiKeys.register(key, feed.plan);
-  // A deletion that started meanwhile may have unregistered these keys already: they go again.
-  if (!(await feedStillLive(deps.feeds, feed))) {
-    for (const key of moved) await deps.apiKeys.unregister(key.searchId);
-    throw new NotFoundError('feed_not_found', `Feed ${feed.feedId} not found.`);
+  let plan = feed.plan;
+  for (let round = 1; ; round += 1) {
+    // Not an earlier feed's keys a deletion missed: they stay out of the gateway's plans.
+    const moved = (await deps.keys.listByFeed(feed.feedId)).filter(
+      (key) => !key.revokedAt && keyBelongsTo(key, feed),
+    );
+    for (const key of moved) await deps.apiKeys.register(key, plan);
+    const now = await deps.feeds.get(feed.feedId, { fresh: true });
+    // A deletion that started meanwhile may have unregistered these keys already: they go again.
+    if (!now || now.deletingAt || now.createdAt !== feed.createdAt) {
+      for (const key of moved) await deps.apiKeys.unregister(key.searchId);
+      throw new NotFoundError('feed_not_found', `Feed ${feed.feedId} not found.`);
+    }
+    // (Bounded: a plan that keeps changing is moved by the requests changing it.)
+    if (now.plan === plan || round >= MOVE_ROUNDS) return;
+    plan = now.plan;
   }
 }
+
+/** Rounds of moveKeys following the stored plan. */
+const MOVE_ROUNDS = 3;
 
 /**
  * Deletes a feed and everything stored for it. Steps:
