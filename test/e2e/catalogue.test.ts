@@ -135,6 +135,14 @@ describe('feed imports', () => {
         `{"id":"l1","title":"Tape","image_link":"${l('tools-measuringTape4')}"}\n{not json}\n`,
     ],
   ])('imports %s with variants and records bad rows without stopping', async (format, content) => {
+    // The rows that share an item group (CSV c1/c2, JSON j1 and its refused j2) are kept as one group;
+    // c4, whose image is missing, is stored without vectors (docs/api.md), in a group of its own.
+    const groups: Record<string, Record<string, string>> = {
+      csv: { c1: 'grp', c2: 'grp', c4: 'c4' },
+      json: { j1: 'jg' },
+      tsv: { t1: 't1' },
+      jsonl: { l1: 'l1' },
+    };
     const other = await createShop(`Format ${format}`);
     const record = await importFeed(other, { format, content: content(link) });
     expect(record.status).toBe('succeeded');
@@ -147,7 +155,10 @@ describe('feed imports', () => {
         ...(error.productId ? { productId: expect.any(String) } : {}),
       });
     const products = await stack.admin('GET', `/admin/v1/feeds/${other.feedId}/products?limit=50`);
-    expect(products.body.products.length).toBeGreaterThan(0);
+    const groupOfEach = Object.fromEntries(
+      products.body.products.map((p: { product_id: string; group: string }) => [p.product_id, p.group]),
+    );
+    expect(groupOfEach).toEqual(groups[format]);
   });
 
   it('imports the rest of a feed around hostile ids and metadata keys, each product in its own place', async () => {
@@ -330,26 +341,30 @@ describe('image search', () => {
     });
   });
 
-  it('adds products to detected objects with OD+SEARCH', async () => {
-    // The ball at 160 px on a plain wall: the detector finds it (the packshot filling the frame it did
-    // not, so this test passed on no object at all).
-    const ball = await sharp(Buffer.from(await photo('others-volleyball'), 'base64'))
-      .resize(160, 160, { fit: 'inside' })
-      .toBuffer();
+  it('adds products to detected objects with OD+SEARCH, each found by its own box', async () => {
+    // A large wrench and a small ball on a wall: the whole photo looks like the wrench; the ball's box
+    // must find the ball (the packshot filling the frame gave no object at all, so this passed on none).
+    const resized = async (name: string, size: number) =>
+      sharp(Buffer.from(await photo(name), 'base64'))
+        .resize(size, size, { fit: 'inside' })
+        .toBuffer();
     const scene = await sharp({ create: { width: 640, height: 480, channels: 3, background: '#d8d2c4' } })
-      .composite([{ input: ball, left: 200, top: 120 }])
+      .composite([
+        { input: await resized('tools-wrench1', 400), left: 10, top: 40 },
+        { input: await resized('others-volleyball', 160), left: 460, top: 160 },
+      ])
       .jpeg()
       .toBuffer();
-    const response = await search(shop, '/api/v1/detect', {
-      imageData: scene.toString('base64'),
-      action: 'OD+SEARCH',
-      limit: 2,
-    });
+    const imageData = scene.toString('base64');
+    const whole = await search(shop, '/api/v1/search/image', { imageData, limit: 3 });
+    const response = await search(shop, '/api/v1/detect', { imageData, action: 'OD+SEARCH', limit: 2 });
+
+    expect(whole.body[0].product_id).not.toBe('ball');
     expect(response.status).toBe(200);
     expect(response.body.action).toBe('OD+SEARCH');
-    const objects: { products: { product_id: string }[] }[] = response.body.results.objects;
-    expect(objects.length).toBeGreaterThan(0);
-    expect(objects[0]!.products.map((p) => p.product_id)).toContain('ball');
+    const objects: { box: number[]; products: { product_id: string }[] }[] = response.body.results.objects;
+    const ball = objects.find((object) => object.box[0]! >= 400);
+    expect(ball?.products[0]?.product_id).toBe('ball');
   });
 
   it('reads the action given as the interface types it, an object (flags or names), as its string', async () => {

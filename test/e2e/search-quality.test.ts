@@ -193,9 +193,23 @@ describe('second look (SECOND_LOOK_BOXES=1)', () => {
     // person, whose region verifies an unrelated demo product with 10–11 inliers
     const scene = await pasted('tools-multimeter2.webp', 160, 'fixtures/vision/voc-dinner.jpg');
     const query = { feedId: looking.demo.feedId, image: scene, limit: 10, offset: 0 };
+    // The regions the search extracts, to see the second look happen (not a first look left alone)
+    const reranking = looking.container.reranking!;
+    const regions: unknown[] = [];
+    const matcher = await reranking.matcher();
+    const watched = Object.assign(Object.create(matcher) as typeof matcher, {
+      extract: (...args: Parameters<typeof matcher.extract>) => {
+        if (args[2]) regions.push(args[2]);
+        return matcher.extract(...args);
+      },
+    });
     // Act
-    const hits = await searchByImage({ ...looking.container, minScore: 0 }, query);
+    const hits = await searchByImage(
+      { ...looking.container, reranking: { ...reranking, matcher: async () => watched }, minScore: 0 },
+      query,
+    );
     // Assess
+    expect(regions).toHaveLength(1);
     expect(hits[0]?.product.group).toBe('multimeter');
   });
 

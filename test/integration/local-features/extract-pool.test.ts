@@ -249,12 +249,14 @@ describe('OrbLocalFeatureMatcher with workers', () => {
       const whileBusy = matcher.verify(query, candidates);
       await extracting;
       await matcher.close();
-      const afterClose = await matcher.verify(query, candidates);
+      const afterCloseAnswer = matcher.verify(query, candidates);
+      const afterClose = await afterCloseAnswer;
       // Assess: the long shortlist went half to the worker, the short one and the one sent while the
       // worker was extracting stayed on this thread
       expect(split).toBeInstanceOf(Promise);
       expect(Array.isArray(short)).toBe(true);
       expect(Array.isArray(whileBusy)).toBe(true);
+      expect(Array.isArray(afterCloseAnswer)).toBe(true);
       expect(splitCounts).toEqual(inThread);
       expect(whileBusy).toEqual(inThread);
       expect(afterClose).toEqual(inThread);

@@ -384,8 +384,17 @@ describe('searchByImage with geometric re-ranking', () => {
     const w = await catalogue();
     w.embedder.embed = async (images) => images.map(() => vectorOf(photo));
     w.detections.push({ box: [0, 0, 5, 5], label: 'cup', score: 0.9 });
-    const result = await detectObjects(reranked(w), { feedId: 's', image: scene, search: true, limit: 2 });
+    // The box's crop shows the mug: its keypoints are the ones verified, not the whole scene's.
+    const crop = Buffer.from('crop: a red mug');
+    const d: SearchDeps = {
+      ...reranked(w),
+      images: { ...fakeInspector, crops: async (_bytes, boxes) => boxes.map(() => crop) },
+    };
+    const result = await detectObjects(d, { feedId: 's', image: scene, search: true, limit: 2 });
     expect(result.objects[0]?.products?.map((h) => h.product.product_id)).toEqual(['p7', 'p0']);
+    expect(w.matcher.extracted.filter((e) => e.role === 'query').map((e) => e.text)).toEqual([
+      crop.toString(),
+    ]);
     // Only the five most confident of many objects are verified.
     w.detections.push(
       ...Array.from({ length: 7 }, (_, i) => ({
@@ -395,7 +404,7 @@ describe('searchByImage with geometric re-ranking', () => {
       })),
     );
     w.matcher.extracted = [];
-    await detectObjects(reranked(w), { feedId: 's', image: scene, search: true, limit: 2 });
+    await detectObjects(d, { feedId: 's', image: scene, search: true, limit: 2 });
     expect(w.matcher.extracted.filter((e) => e.role === 'query')).toHaveLength(5);
   });
 });
@@ -499,18 +508,34 @@ describe('relatedProducts', () => {
 });
 
 describe('detectObjects', () => {
-  it('adds the products of each detected object with OD+SEARCH', async () => {
+  it('adds the products of each detected object with OD+SEARCH, found by its crop', async () => {
+    // The photo looks like the table, its detected box like the mug: each object's products are those of
+    // its crop, not of the whole photo.
     const w = world();
-    await seed(w, [{ product: make('s', 'p1'), image: 'whole' }]);
+    await seed(w, [
+      { product: make('s', 'table'), image: 'table' },
+      { product: make('s', 'mug'), image: 'mug' },
+    ]);
     w.detections.push({ box: [0, 0, 5, 5], label: 'cup', score: 0.9 });
-    const result = await detectObjects(deps(w), {
+    const d: SearchDeps = {
+      ...deps(w),
+      images: { ...fakeInspector, crops: async (_bytes, boxes) => boxes.map(() => Buffer.from('mug')) },
+    };
+    const result = await detectObjects(d, {
       feedId: 's',
-      image: Buffer.from('whole'),
+      image: Buffer.from('table'),
       search: true,
       limit: 3,
     });
     expect(result.objects).toHaveLength(1);
-    expect(result.objects[0]?.products?.[0]?.product.product_id).toBe('p1');
+    expect(result.objects[0]?.products?.[0]?.product.product_id).toBe('mug');
+    const whole = await searchByImage(deps(w), {
+      feedId: 's',
+      image: Buffer.from('table'),
+      limit: 3,
+      offset: 0,
+    });
+    expect(whole[0]?.product.product_id).toBe('table');
   });
 });
 
@@ -1302,11 +1327,18 @@ describe('searchByImage with regional matching', () => {
     ]);
     w.embedder.embed = async () => [vectorOf(Buffer.from('unrelated photo'))];
     // Act
+    const scaled = { ...withRegions(w, [window]), cosineScale: { cosineFloor: 0.3, cosineCeiling: 0.65 } };
     const hits = await searchByImage(
-      { ...withRegions(w, [window]), cosineScale: { cosineFloor: 0.3, cosineCeiling: 0.65 }, minScore: 0.4 },
+      { ...scaled, minScore: 0.4 },
       { feedId: 's', image: photo, limit: 5, offset: 0 },
     );
-    // Assess
+    const uncut = await searchByImage(
+      { ...scaled, minScore: 0 },
+      { feedId: 's', image: photo, limit: 5, offset: 0 },
+    );
+    // Assess: the region does bring p11 first, under the cut-off
+    expect(uncut[0]?.product.product_id).toBe('p11');
+    expect(uncut[0]!.score).toBeLessThan(0.4);
     expect(hits).toEqual([]);
   });
 });
