@@ -335,6 +335,8 @@ export interface VisualWordIndex {
   search(query: VisualWordQuery): Promise<VisualWordHit[]>;
   /** Makes writes durable (the local index persists to disk); a no-op where writes already are. */
   flush(): Promise<void>;
+  /** Reads a feed's words ahead of its first search, where an index loads them on first use (local). */
+  preload?(feedId: string): Promise<void>;
 }
 
 /** Products keyed by (feedId, productId); variants found through their item group. */

@@ -618,6 +618,11 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     });
   }
 
+  /** Loads the feed's file and journal now (and merges), as its first search would. */
+  async preload(feedId: string): Promise<void> {
+    merge(await this.feed(feedId));
+  }
+
   async search(query: VisualWordQuery): Promise<VisualWordHit[]> {
     const feed = await this.feed(query.feedId);
     merge(feed);

@@ -18,6 +18,8 @@ const lines = [
   '',
 ];
 process.stdout.write(`${lines.join('\n')}\n`);
+// The first search after a restart then finds the models and the feeds' indices loaded.
+void stack.warm();
 
 const shutdown = async () => {
   await stack.close();

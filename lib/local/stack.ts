@@ -23,6 +23,11 @@ export interface LocalStack {
   demo: { feedId: string; searchId: string };
   /** Resolves once every import queued so far (the demo seeding included) has finished. */
   importsIdle(): Promise<void>;
+  /**
+   * Loads the models, the vector index and every feed's words now rather than at the first search
+   * (`npm start` calls it once serving; tests and benches that measure a cold search do not).
+   */
+  warm(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -100,6 +105,7 @@ export async function startLocalStack(
     container,
     demo,
     importsIdle: idle,
+    warm: () => warmUp(container),
     async close() {
       // A running import pauses at its next checkpoint; the next start resumes it.
       await dispatcher?.stop();
@@ -110,6 +116,21 @@ export async function startLocalStack(
       await releaseLock();
     },
   };
+}
+
+/**
+ * Loads, in the background of a started server, what a first search would: the models, the vector index
+ * and every feed's visual words (at 100k products their file takes seconds to read, docs/benchmarks.md
+ * "Memory"). A failure is left to the search that meets it, which reports it as it would have.
+ */
+async function warmUp(c: Container): Promise<void> {
+  await Promise.allSettled([
+    c.vision(),
+    c.vectors(),
+    (async () => {
+      for (const feed of await c.feeds.list()) await c.visualWords.preload?.(feed.feedId);
+    })(),
+  ]);
 }
 
 /**

@@ -88,6 +88,28 @@ describe('local visual-word index: writes after a search, and what a reopen sees
   });
 });
 
+describe('local visual-word index: preload', () => {
+  it('reads a feed from disk at preload, so its first search needs the files no more', async () => {
+    await withTempDir(async (dir) => {
+      const written = new LocalVisualWordIndex(dir);
+      await written.upsert([doc('a', [1, 2, 3]), doc('b', [2, 3, 4])]);
+      await written.flush();
+      // Act: a restarted index preloads the feed, then its files go away
+      const restarted = new LocalVisualWordIndex(dir);
+      await restarted.preload('f');
+      await restarted.preload('no-such-feed');
+      await rm(dir, { recursive: true, force: true });
+      await mkdir(dir);
+      // Assess: the words were in memory already
+      const hits = await restarted.search({ feedId: 'f', words: Float64Array.from([2, 3]), k: 10 });
+      expect(hits.map((hit) => hit.productId)).toEqual(['a', 'b']);
+      expect(
+        await restarted.search({ feedId: 'no-such-feed', words: Float64Array.from([2]), k: 10 }),
+      ).toEqual([]);
+    });
+  });
+});
+
 describe('local visual-word index: damaged files and failed writes', () => {
   it('starts a feed with an unreadable file empty, keeps accepting writes and rewrites the file', async () => {
     await withTempDir(async (dir) => {
