@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import { type BrowserContext, chromium, type Page, type Route } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '#lib/local/stack.ts';
 
@@ -350,43 +350,48 @@ describe('dashboard in Chromium', () => {
     expect((await api('GET', '/admin/v1/feeds/custom-limit')).body.hourlyLimit).toBe(50_000);
   });
 
-  it('makes one feed when the answer to its creation is lost, and lands on it (sent again with its key)', async () => {
+  /**
+   * Creates a feed named `name` from the Feeds page while each POST of it goes to `answer` with its
+   * number (1, 2, ...); resolves with the Idempotency-Keys the page sent, once it shows the feed.
+   */
+  async function createFeedThrough(name: string, answer: (route: Route, n: number) => Promise<void>) {
     await page.goto(`${stack.url}/#/`);
     await page.getByRole('heading', { name: 'Feeds', exact: true }).waitFor();
     const keys: (string | undefined)[] = [];
-    // The first POST reaches the server, which creates the feed; its answer never reaches the page.
     await page.route('**/admin/v1/feeds', async (route) => {
       if (route.request().method() !== 'POST') return route.continue();
       keys.push(route.request().headers()['idempotency-key']);
-      if (keys.length > 1) return route.continue();
-      await route.fetch();
-      await route.abort('connectionreset');
+      return answer(route, keys.length);
     });
     try {
-      await page.getByLabel('Name', { exact: true }).fill('Lost answer shop');
+      await page.getByLabel('Name', { exact: true }).fill(name);
       await page.getByRole('button', { name: 'Create feed' }).click();
-      await page.getByRole('heading', { name: 'API Keys' }).waitFor();
+      await page.getByRole('heading', { name: 'API Keys' }).waitFor({ timeout: 15_000 });
     } finally {
       await page.unroute('**/admin/v1/feeds');
     }
+    const { feeds } = (await api('GET', '/admin/v1/feeds')).body;
+    return { keys, made: feeds.filter((feed: { name: string }) => feed.name === name) };
+  }
+
+  it('makes one feed when the answer to its creation is lost, and lands on it (sent again with its key)', async () => {
+    // The first POST reaches the server, which creates the feed; its answer never reaches the page.
+    const { keys, made } = await createFeedThrough('Lost answer shop', async (route, n) => {
+      if (n > 1) return route.continue();
+      await route.fetch();
+      await route.abort('connectionreset');
+    });
     expect(keys).toHaveLength(2);
     expect(keys[0]).toMatch(/^[0-9a-f-]{36}$/);
     expect(keys[1]).toBe(keys[0]);
-    const { feeds } = (await api('GET', '/admin/v1/feeds')).body;
-    const made = feeds.filter((feed: { name: string }) => feed.name === 'Lost answer shop');
     expect(made).toHaveLength(1);
     expect(page.url()).toContain(`#/feeds/${made[0].feedId}/keys`);
   });
 
   it('waits for a create whose first try is still running (409 idempotency_key_in_use), not an error', async () => {
-    await page.goto(`${stack.url}/#/`);
-    await page.getByRole('heading', { name: 'Feeds', exact: true }).waitFor();
-    const keys: (string | undefined)[] = [];
     // Four answers say the first try still runs (a slow cold start holds the key), then it has finished.
-    await page.route('**/admin/v1/feeds', async (route) => {
-      if (route.request().method() !== 'POST') return route.continue();
-      keys.push(route.request().headers()['idempotency-key']);
-      if (keys.length > 4) return route.continue();
+    const { keys, made } = await createFeedThrough('Slow first try shop', async (route, n) => {
+      if (n > 4) return route.continue();
       const error = { status: 409, code: 'idempotency_key_in_use', message: 'Still running.', details: [] };
       await route.fulfill({
         status: 409,
@@ -395,17 +400,9 @@ describe('dashboard in Chromium', () => {
         body: JSON.stringify({ error, requestId: 'r' }),
       });
     });
-    try {
-      await page.getByLabel('Name', { exact: true }).fill('Slow first try shop');
-      await page.getByRole('button', { name: 'Create feed' }).click();
-      await page.getByRole('heading', { name: 'API Keys' }).waitFor({ timeout: 15_000 });
-    } finally {
-      await page.unroute('**/admin/v1/feeds');
-    }
     expect(keys).toHaveLength(5);
     expect(new Set(keys).size).toBe(1);
-    const { feeds } = (await api('GET', '/admin/v1/feeds')).body;
-    expect(feeds.filter((feed: { name: string }) => feed.name === 'Slow first try shop')).toHaveLength(1);
+    expect(made).toHaveLength(1);
   });
 
   it('saves no domain edit over a change another tab saved after the page loaded (412), and asks to reload', async () => {
