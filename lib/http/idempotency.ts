@@ -9,6 +9,8 @@ import type { JsonEvent } from '#lib/http/middleware.ts';
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
 /** Set on an answer given again from the first request's (Stripe's name). */
 export const REPLAYED_HEADER = 'Idempotent-Replayed';
+/** On such an answer, the request id of the request that made it (Stripe's name), to find it in the logs. */
+export const ORIGINAL_REQUEST_HEADER = 'Original-Request';
 
 /** How long a key's answer is kept: a client retries within minutes; Stripe keeps a day too. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -86,7 +88,7 @@ export async function idempotent(
   try {
     await container.idempotency.finish(key, owner, {
       statusCode: response.statusCode,
-      headers: stringHeaders(response.headers),
+      headers: { ...stringHeaders(response.headers), [ORIGINAL_REQUEST_HEADER]: context.state.requestId },
       body: response.body,
     });
   } catch (error) {

@@ -19,7 +19,7 @@ import {
 } from '#lib/domain/products.ts';
 import { DetectRequest, RelatedRequest, RootSearchRequest, SearchImageRequest } from '#lib/domain/schemas.ts';
 import { STATUS_OF } from '#lib/http/errors.ts';
-import { IDEMPOTENCY_HEADER, REPLAYED_HEADER } from '#lib/http/idempotency.ts';
+import { IDEMPOTENCY_HEADER, ORIGINAL_REQUEST_HEADER, REPLAYED_HEADER } from '#lib/http/idempotency.ts';
 import { type Route, ROUTES } from '#lib/http/routes.ts';
 
 /**
@@ -798,7 +798,10 @@ const requestIdHeader = { 'X-Request-Id': { $ref: '#/components/headers/X-Reques
 const retryAfterHeader = { 'Retry-After': { $ref: '#/components/headers/Retry-After' } };
 const etagHeader = { ETag: { $ref: '#/components/headers/ETag' } };
 const EXAMPLE_ETAG = '"3q2-7w8Kx1bQ0pZl9yT4mN6vR2c"';
-const replayedHeader = { [REPLAYED_HEADER]: { $ref: `#/components/headers/${REPLAYED_HEADER}` } };
+const replayedHeader = {
+  [REPLAYED_HEADER]: { $ref: `#/components/headers/${REPLAYED_HEADER}` },
+  [ORIGINAL_REQUEST_HEADER]: { $ref: `#/components/headers/${ORIGINAL_REQUEST_HEADER}` },
+};
 
 function errorResponses(route: Route): JsonObject {
   const byStatus = new Map<number, ErrorCode[]>();
@@ -999,6 +1002,12 @@ export function buildOpenApiDocument(
             "The feed's version (a strong entity tag; it changes with every change of the feed). Send it as If-Match to change only that version.",
           schema: { type: 'string' },
           example: EXAMPLE_ETAG,
+        },
+        [ORIGINAL_REQUEST_HEADER]: {
+          description:
+            'On an answer given again (Idempotent-Replayed): the X-Request-Id of the request that made it.',
+          schema: { type: 'string' },
+          example: EXAMPLE_REQUEST_ID,
         },
         [REPLAYED_HEADER]: {
           description:

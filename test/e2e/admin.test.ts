@@ -306,6 +306,8 @@ describe('retries with an Idempotency-Key', () => {
     expect(first.headers.get('idempotent-replayed')).toBeNull();
     expect(retry.headers.get('idempotent-replayed')).toBe('true');
     expect(retry.headers.get('x-request-id')).not.toBe(first.headers.get('x-request-id'));
+    expect(retry.headers.get('original-request')).toBe(first.headers.get('x-request-id'));
+    expect(first.headers.get('original-request')).toBeNull();
     expect(await feedsNamed('Retried shop')).toHaveLength(1);
     // Without a key, the same POST is a new feed, as before.
     await stack.admin('POST', '/admin/v1/feeds', { name: 'Retried shop' });
