@@ -408,6 +408,18 @@ export function domainsView({ feed, version, refresh }: FeedPage): HTMLElement {
       toast(message);
       refresh();
     } catch (error) {
+      // An entry the server refuses that this page's own check lets through (a wildcard over a public
+      // suffix such as *.co.uk: the server knows the list) is shown at the field, as the page's own are.
+      const field =
+        error instanceof ApiError
+          ? error.details.find((detail) => /^domains\.\d+$/.test(detail.path))
+          : undefined;
+      if (field) {
+        problem.textContent = `${domains[Number(field.path.split('.')[1])]}: ${field.message}.`;
+        input.setAttribute('aria-invalid', 'true');
+        input.focus();
+        return;
+      }
       replace(status, errorBox(error, changedElsewhere(error) ?? 'Could not save the domains'));
     }
   };

@@ -68,7 +68,8 @@ const intLike = (min: number, max: number, description: string) => {
 /** (A limit or offset that is no number has its own issue: the window is not named for it as well.) */
 const withinWindow = (value: { limit: number | string; offset: number | string }) => {
   const end = Number(value.offset) + Number(value.limit);
-  return Number.isNaN(end) || end <= MAX_WINDOW;
+  // An offset past the window is the offset's own issue already (its range).
+  return Number.isNaN(end) || Number(value.offset) >= MAX_WINDOW || end <= MAX_WINDOW;
 };
 const windowIssue = { message: `offset + limit must not exceed ${MAX_WINDOW}`, path: ['offset'] };
 
@@ -81,25 +82,27 @@ export const DETECT_ACTIONS = ['OD', 'OD+SEARCH'] as const;
 const ACTION_NAMES = new Set(['OD', 'SEARCH', 'OD+SEARCH']);
 
 /**
- * The detect action as a string. The interface types `action` as an object ("selects the actions to
- * perform") and its example sends "OD", so a client may send the names as an array or as an object of
- * flags: those are read as the string they stand for (SEARCH implies OD). Anything else is left as it is,
- * for the enum to refuse with its message.
+ * The detect action as a string, from the forms a client may send: the interface types `action` as an
+ * object ("selects the actions to perform") and its example sends "OD", so the names may also come as an
+ * array or as an object of boolean flags (SEARCH implies OD). Undefined for anything else, including a
+ * selection of nothing: a client that asked for something it does not get is told, not answered "OD".
  */
-function actionString(value: unknown): unknown {
-  let names: unknown[];
-  if (typeof value === 'string') names = [value];
-  else if (Array.isArray(value)) names = value;
-  else if (value !== null && typeof value === 'object')
-    names = Object.entries(value as Record<string, unknown>)
-      .filter(([, on]) => on === true)
-      .map(([name]) => name);
-  else return value;
-  if (!names.every((name) => typeof name === 'string' && ACTION_NAMES.has(name.toUpperCase()))) return value;
-  const wanted = new Set((names as string[]).map((name) => name.toUpperCase()));
-  if (wanted.size === 0) return undefined;
-  return wanted.has('SEARCH') || wanted.has('OD+SEARCH') ? 'OD+SEARCH' : 'OD';
+function actionOf(value: string | string[] | Record<string, boolean>): DetectAction | undefined {
+  const names =
+    typeof value === 'string'
+      ? [value]
+      : Array.isArray(value)
+        ? value
+        : Object.entries(value)
+            .filter(([, on]) => on)
+            .map(([name]) => name);
+  if (names.length === 0 || !names.every((name) => ACTION_NAMES.has(name))) return undefined;
+  return names.some((name) => name !== 'OD') ? 'OD+SEARCH' : 'OD';
 }
+type DetectAction = (typeof DETECT_ACTIONS)[number];
+const ACTION_FORMS =
+  'expected "OD" or "OD+SEARCH", as a string, an array of names (OD, SEARCH) or an object of boolean flags';
+
 export const DetectRequest = z.object({
   imageData,
   searchId: z
@@ -110,11 +113,28 @@ export const DetectRequest = z.object({
       'Search id (API key); the interface types it as integer in one table, so numbers are accepted.',
     ),
   action: z
-    .preprocess(actionString, z.enum(DETECT_ACTIONS).default('OD'))
+    .union(
+      [
+        z.enum(DETECT_ACTIONS),
+        z.array(z.enum([...ACTION_NAMES] as [string, ...string[]])).describe('The names: ["OD", "SEARCH"].'),
+        z.record(z.string(), z.boolean()).describe('Flags: {"OD": true, "SEARCH": true}.'),
+      ],
+      { error: ACTION_FORMS },
+    )
+    .transform((value, context) => {
+      const action = actionOf(value);
+      if (action === undefined)
+        context.addIssue({
+          code: 'custom',
+          message: ACTION_FORMS,
+        });
+      return action ?? 'OD';
+    })
+    .default('OD')
     .describe(
       'OD: detect objects. OD+SEARCH: also run image search on each detected object. The interface types ' +
         'the field as an object and shows a string: an array of names (["OD", "SEARCH"]) or an object of ' +
-        'flags ({"OD": true, "SEARCH": true}) is read as the string it stands for.',
+        'boolean flags ({"OD": true, "SEARCH": true}) is read as the string it stands for.',
     ),
   limit: limit.describe('With OD+SEARCH: products per object; 1 to 100, default 10.'),
 });
@@ -193,7 +213,7 @@ export const RootSearchRequest = z
     ).default(10),
     offset: intLike(
       0,
-      MAX_WINDOW,
+      MAX_WINDOW - 1,
       `Pagination offset, as a number or a string; default 0. offset + limit must not exceed ${MAX_WINDOW}.`,
     ).default(0),
     feedId: searchId.nullable().optional().describe('Search id (API key); the root search names it feedId.'),

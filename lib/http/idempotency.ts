@@ -111,13 +111,24 @@ function fingerprintOf(event: JsonEvent): string {
     .digest('hex');
 }
 
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+/** Deeper than any admin body (a few levels); a deeper one is refused before it can exhaust the stack. */
+const MAX_BODY_DEPTH = 64;
+
+function canonicalJson(value: unknown, depth = 0): string {
+  if (depth > MAX_BODY_DEPTH) {
+    throw new ValidationError(`Request body is nested more than ${MAX_BODY_DEPTH} levels deep.`, [
+      { path: '(body)', message: `nested more than ${MAX_BODY_DEPTH} levels deep` },
+    ]);
+  }
+  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item, depth + 1)).join(',')}]`;
   if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>)
       .filter(([, item]) => item !== undefined)
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([name, item]) => `${JSON.stringify(name)}:${canonicalJson(item)}`).join(',')}}`;
+    const members = entries.map(
+      ([name, item]) => `${JSON.stringify(name)}:${canonicalJson(item, depth + 1)}`,
+    );
+    return `{${members.join(',')}}`;
   }
   return JSON.stringify(value) ?? 'null';
 }

@@ -55,10 +55,12 @@ export async function startImport(
     createdAt: at.toISOString(),
     updatedAt: at.toISOString(),
   };
+  // (The request marker too: a write that failed may have reached the store, its answer lost.)
   const takeBack = () =>
     Promise.all([
       deps.imports.delete(feedId, importId),
       input.content !== undefined ? deps.objects.delete(keys.file) : undefined,
+      deps.objects.delete(keys.request),
     ]);
   try {
     await deps.imports.create(record);

@@ -148,6 +148,11 @@ describe('dashboard in Chromium', () => {
     await input.fill('*.com');
     await page.getByRole('button', { name: 'Add domain' }).click();
     expect(await page.locator('#domain-error').textContent()).toMatch(/would allow every site under \.com/);
+    // Past the page's own check, the server's (public suffixes): shown at the field too
+    await input.fill('*.co.uk');
+    await page.getByRole('button', { name: 'Add domain' }).click();
+    await page.getByText(/^\*\.co\.uk: .*public suffix/).waitFor();
+    expect(await input.getAttribute('aria-invalid')).toBe('true');
 
     // Kept as the server keeps it: no scheme, port, trailing dot or capitals
     await input.fill('https://Shop.Example.com.:443/');

@@ -341,6 +341,18 @@ describe('retries with an Idempotency-Key', () => {
     const keys = (await stack.admin('GET', '/admin/v1/feeds/idem-keys/keys')).body.keys;
     expect(keys.map((k: { name: string }) => k.name)).toEqual(['web']);
 
+    // A body too deep to fingerprint is a 400 like without the key (its recursion overflowed: a 500)
+    const deep = `${'['.repeat(200_000)}${']'.repeat(200_000)}`;
+    const nested = await stack.call('POST', '/admin/v1/feeds', {
+      raw: deep,
+      headers: {
+        authorization: `Bearer ${stack.adminToken}`,
+        'idempotency-key': 'key-deep',
+        'content-type': 'application/json',
+      },
+    });
+    expectError(nested, 400, 'invalid_request');
+
     for (const bad of ['x'.repeat(256), 'clé', 'two words']) {
       const answer = await post('/admin/v1/feeds', { name: 'never' }, bad);
       expectError(answer, 400, 'invalid_request');

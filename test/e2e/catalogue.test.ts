@@ -376,7 +376,7 @@ describe('image search', () => {
       [{ OD: true, SEARCH: true }, 'OD+SEARCH'],
       [['OD', 'SEARCH'], 'OD+SEARCH'],
       [{ OD: true }, 'OD'],
-      ['od', 'OD'],
+      [['SEARCH'], 'OD+SEARCH'],
     ];
     for (const [action, expected] of cases) {
       const response = await search(shop, '/api/v1/detect', { imageData: image, action, limit: 1 });
@@ -387,9 +387,12 @@ describe('image search', () => {
       const searched = objects.map((object) => object.products !== undefined);
       expect(searched, JSON.stringify(action)).toEqual(objects.map(() => expected === 'OD+SEARCH'));
     }
-    const refused = await search(shop, '/api/v1/detect', { imageData: image, action: { FACES: true } });
-    expect(refused.status).toBe(400);
-    expect(refused.body.error.details[0].path).toBe('action');
+    // A selection of nothing, or a flag that is not a boolean, is refused rather than answered "OD"
+    for (const action of [{ FACES: true }, { SEARCH: 'true' }, { SEARCH: false }, [], 'od']) {
+      const refused = await search(shop, '/api/v1/detect', { imageData: image, action });
+      expect(refused.status, JSON.stringify(action)).toBe(400);
+      expect(refused.body.error.details[0].path).toBe('action');
+    }
   });
 });
 

@@ -214,9 +214,9 @@ async function moveKeys(deps: FeedAdminDeps, feed: Feed): Promise<void> {
       (key) => !key.revokedAt && keyBelongsTo(key, feed),
     );
     for (const key of moved) await deps.apiKeys.register(key, plan);
-    const now = await deps.feeds.get(feed.feedId, { fresh: true });
+    const now = await liveFeed(deps.feeds, feed);
     // A deletion that started meanwhile may have unregistered these keys already: they go again.
-    if (!now || now.deletingAt || now.createdAt !== feed.createdAt) {
+    if (!now) {
       for (const key of moved) await deps.apiKeys.unregister(key.searchId);
       throw new NotFoundError('feed_not_found', `Feed ${feed.feedId} not found.`);
     }
@@ -455,6 +455,11 @@ export async function requireFeed(feeds: Pick<FeedStore, 'get'>, feedId: string)
  * not replaced by a new feed created under the same id since.
  */
 export async function feedStillLive(feeds: Pick<FeedStore, 'get'>, feed: Feed): Promise<boolean> {
+  return (await liveFeed(feeds, feed)) !== undefined;
+}
+
+/** `feed` as stored now (strongly consistent read), or undefined once it is gone (feedStillLive). */
+async function liveFeed(feeds: Pick<FeedStore, 'get'>, feed: Feed): Promise<Feed | undefined> {
   const now = await feeds.get(feed.feedId, { fresh: true });
-  return now !== undefined && !now.deletingAt && now.createdAt === feed.createdAt;
+  return now !== undefined && !now.deletingAt && now.createdAt === feed.createdAt ? now : undefined;
 }
