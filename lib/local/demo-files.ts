@@ -14,6 +14,13 @@ const TYPES: Record<string, string> = {
 /** Path of the committed demo feed file. */
 export const DEMO_FEED_FILE = resolve(DEMO, 'feed.xml');
 
+const DEMO_PATH = /^\/demo\/(feed\.xml|images\/[A-Za-z0-9_-]+\.(webp|jpg|png))$/;
+
+/** Paths serveDemoFile answers (GET and HEAD only). */
+export function isDemoPath(path: string): boolean {
+  return DEMO_PATH.test(path);
+}
+
 /**
  * Local mode only: serves the committed demo catalogue, `/demo/feed.xml` and `/demo/images/<name>`, so the
  * demo import and the dashboard load them over HTTP like a shop's own files. True when it answered.
@@ -24,7 +31,7 @@ export async function serveDemoFile(
   url: URL,
 ): Promise<boolean> {
   if (request.method !== 'GET' && request.method !== 'HEAD') return false;
-  const match = /^\/demo\/(feed\.xml|images\/[A-Za-z0-9_-]+\.(webp|jpg|png))$/.exec(url.pathname);
+  const match = DEMO_PATH.exec(url.pathname);
   if (!match) return false;
   const body = await readFile(resolve(DEMO, match[1]!)).catch(() => undefined);
   if (!body) return false;

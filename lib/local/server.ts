@@ -9,8 +9,8 @@ import { EXPOSED_HEADERS } from '#lib/http/cors.ts';
 import { toErrorBody } from '#lib/http/errors.ts';
 import { matchRoute, type Route } from '#lib/http/routes.ts';
 import { toLambdaContext, toProxyEvent } from '#lib/local/api-gateway-event.ts';
-import { serveDemoFile } from '#lib/local/demo-files.ts';
-import { serveStatic } from '#lib/local/static.ts';
+import { isDemoPath, serveDemoFile } from '#lib/local/demo-files.ts';
+import { isPagePath, serveStatic } from '#lib/local/static.ts';
 import type { Logger } from '#lib/log.ts';
 
 type LambdaHandler = (event: APIGatewayProxyEvent, context: Context) => Promise<APIGatewayProxyResult>;
@@ -105,7 +105,10 @@ export async function startHttpServer(options: {
     const body = await readBody(request, options.maxBodyBytes);
     const refuse = (error: DomainError, headers: Record<string, string> = {}) =>
       sendError(response, error, { ...gatewayHeaders(url.pathname), ...headers });
-    const { match, allowed } = matchRoute(method, url.pathname);
+    const { match, allowed: routeMethods } = matchRoute(method, url.pathname);
+    // A page's path (the dashboard at /, /docs, the demo files) is GET and HEAD too.
+    const page = isPagePath(url.pathname) || isDemoPath(url.pathname);
+    const allowed = page ? [...new Set(['GET', 'HEAD', ...routeMethods])] : routeMethods;
     if (!match) {
       if (allowed.length > 0) {
         return refuse(new DomainError('method_not_allowed', `Use ${allowed.join(', ')} on this path.`), {

@@ -82,6 +82,14 @@ function send(
   response.end(method === 'HEAD' ? undefined : body);
 }
 
+const PAGE_PATHS = new Set(['/openapi.json', '/docs', '/docs/', '/', '/index.html', '/assets/app.js']);
+const ASSET_PATH = /^\/assets\/([a-z0-9-]+\.(?:css|svg|png))$/;
+
+/** Paths serveStatic answers (GET and HEAD only): another method there is a 405 naming them. */
+export function isPagePath(path: string): boolean {
+  return PAGE_PATHS.has(path) || ASSET_PATH.test(path);
+}
+
 /** Answers the request when it is for a page or asset; false lets the API route table handle it. */
 export async function serveStatic(
   request: IncomingMessage,
@@ -111,7 +119,7 @@ export async function serveStatic(
     send(response, method, 200, TYPES['.js']!, await dashboardScript());
     return true;
   }
-  const asset = /^\/assets\/([a-z0-9-]+\.(?:css|svg|png))$/.exec(path);
+  const asset = ASSET_PATH.exec(path);
   if (asset) {
     const body = await readFile(join(DASHBOARD, 'assets', asset[1]!)).catch(() => undefined);
     if (!body) return false;

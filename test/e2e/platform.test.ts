@@ -434,6 +434,20 @@ describe('routing', () => {
     expect(response.headers.get('allow')).toBe('POST');
   });
 
+  it('names GET and HEAD in Allow for a page path (the dashboard at /, /docs, demo files)', async () => {
+    const cases: [string, string, string][] = [
+      ['PUT', '/', 'GET, HEAD, POST'],
+      ['DELETE', '/docs', 'GET, HEAD'],
+      ['POST', '/openapi.json', 'GET, HEAD'],
+      ['PATCH', '/demo/feed.xml', 'GET, HEAD'],
+    ];
+    for (const [method, path, allow] of cases) {
+      const response = await stack.call(method, path, { raw: '' });
+      expectError(response, 405, 'method_not_allowed');
+      expect(response.headers.get('allow'), `${method} ${path}`).toBe(allow);
+    }
+  });
+
   it('handles query parameters and headers named like object members as any other', async () => {
     // `constructor`, `__proto__` and `toString` are names like any other to HTTP (they once gave 500s)
     for (const name of ['constructor', '__proto__', 'toString']) {
