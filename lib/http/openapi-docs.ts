@@ -148,6 +148,8 @@ export function renderOpenApiHtml(doc: Json): string {
   const byTag = new Map<string, { path: string; method: string; op: Json }[]>();
   for (const [path, item] of Object.entries(paths)) {
     for (const [method, op] of Object.entries(item)) {
+      // HEAD repeats its GET without the body: said once, in the document's description.
+      if (method === 'head') continue;
       const tag = ((op.tags as string[] | undefined) ?? ['Other'])[0]!;
       byTag.set(tag, [...(byTag.get(tag) ?? []), { path, method, op }]);
     }

@@ -925,6 +925,25 @@ function operation(route: Route): JsonObject {
   return op;
 }
 
+/**
+ * HEAD beside each GET (locally and deployed: lib/http/middleware.ts): the GET's status and headers,
+ * no body.
+ */
+function headOperation(route: Route, get: JsonObject): JsonObject {
+  const responses: Record<string, JsonObject> = {};
+  for (const [status, response] of Object.entries(get.responses as Record<string, JsonObject>)) {
+    const { content: _body, ...rest } = response;
+    responses[status] = rest;
+  }
+  return {
+    ...get,
+    operationId: `head${route.name}`,
+    summary: `${String(get.summary)} (headers only)`,
+    description: `As GET ${route.path}, without the body.`,
+    responses,
+  };
+}
+
 /** Builds the OpenAPI 3.1 document. `serverUrl` is where the API is reached (the local server passes its own). */
 export function buildOpenApiDocument(
   options: { serverUrl?: string; routes?: readonly Route[] } = {},
@@ -934,6 +953,7 @@ export function buildOpenApiDocument(
   for (const route of routes) {
     const item = (paths[route.path] ??= {});
     item[route.method.toLowerCase()] = operation(route);
+    if (route.method === 'GET') item.head = headOperation(route, item.get as JsonObject);
   }
   const schemas: JsonObject = {};
   for (const [name, { schema, io }] of Object.entries(COMPONENT_SCHEMAS))
@@ -957,6 +977,7 @@ export function buildOpenApiDocument(
         'Every public response carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` once the search id is known; a 429 also carries `Retry-After`. Limits per rolling hour: free 100, pro 1,000, enterprise custom.',
         'Every non-2xx response has the body `{"error": {"status", "code", "message", "details"}, "requestId"}`; the request id is also in `X-Request-Id`. An unknown path answers 404 `not_found`, a wrong method 405 `method_not_allowed` with `Allow`.',
         'The admin API (`/admin/v1`) serves the dashboard and scripts; it takes the admin token as a bearer token.',
+        'Every GET operation also answers HEAD: the same status and headers, without the body.',
       ].join('\n\n'),
     },
     servers: [{ url: options.serverUrl ?? '/', description: 'This server' }],

@@ -46,7 +46,16 @@ describe('OpenAPI document', () => {
     const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
       Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`),
     );
-    expect(documented.sort()).toEqual(ROUTES.map((route) => `${route.method} ${route.path}`).sort());
+    // Each GET route answers HEAD too (its headers, no body), and the document says so.
+    const served = ROUTES.flatMap((route) => [
+      `${route.method} ${route.path}`,
+      ...(route.method === 'GET' ? [`HEAD ${route.path}`] : []),
+    ]);
+    expect(documented.sort()).toEqual(served.sort());
+    for (const route of ROUTES.filter((r) => r.method === 'GET')) {
+      const head = doc.paths[route.path]!.head as { responses: Record<string, { content?: unknown }> };
+      expect(Object.values(head.responses).every((response) => response.content === undefined)).toBe(true);
+    }
   });
 
   it("gives each public route's request body the JSON Schema of the zod schema its handler validates with", () => {
