@@ -1,6 +1,15 @@
 import { z } from 'zod';
 import { ValidationError } from '#lib/domain/errors.ts';
 
+/** A UTF-16 surrogate without its other half: not a character, and not encodable as UTF-8. */
+export const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/** True when `text` holds a lone surrogate (String.prototype.isWellFormed, which Node 20's types lack). */
+export function hasLoneSurrogate(text: string): boolean {
+  LONE_SURROGATE.lastIndex = 0;
+  return LONE_SURROGATE.test(text);
+}
+
 /**
  * Parses input with a zod schema; failures become one ValidationError listing every field. `source`
  * names the whole input in an error about it (an unknown key, a wrong type): the body or the query.
@@ -12,12 +21,25 @@ export function parseInput<S extends z.ZodType>(
 ): z.infer<S> {
   const parsed = schema.safeParse(input);
   if (parsed.success) return parsed.data;
-  const details = parsed.error.issues.map((issue) => ({
-    path: issue.path.map(String).join('.') || source,
-    message: issue.message,
+  // Bounded: a body of 250,000 unknown keys made a 400 larger than itself, past Lambda's 6 MB answer.
+  const details = parsed.error.issues.slice(0, MAX_DETAILS).map((issue) => ({
+    path: clipped(issue.path.map(String).join('.')) || source,
+    message: clipped(issue.code === 'unrecognized_keys' ? unknownKeysMessage(issue.keys) : issue.message),
   }));
   const first = details[0];
   throw new ValidationError(first ? `Invalid ${first.path}: ${first.message}` : 'Invalid request.', details);
+}
+
+/** At most this many field problems are listed, each message and path at most MAX_TEXT long. */
+const MAX_DETAILS = 50;
+const MAX_TEXT = 300;
+const clipped = (text: string) => (text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT - 1)}…` : text);
+
+/** zod lists every unknown key: the first few are enough to find the typo. */
+function unknownKeysMessage(keys: readonly string[]): string {
+  const shown = keys.slice(0, 5).map((key) => JSON.stringify(key.length > 40 ? `${key.slice(0, 39)}…` : key));
+  const more = keys.length > shown.length ? ` and ${keys.length - shown.length} more` : '';
+  return `Unrecognized key${keys.length > 1 ? 's' : ''}: ${shown.join(', ')}${more}`;
 }
 
 const NO_QUERY = z.strictObject({});

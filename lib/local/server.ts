@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
@@ -50,7 +51,8 @@ export async function startHttpServer(options: {
     return handler;
   };
 
-  const server = createServer((request, response) => {
+  // Host-less HTTP/1.1 requests reach the handler too (Node would answer them a bodiless 400 itself).
+  const server = createServer({ requireHostHeader: false }, (request, response) => {
     handle(request, response).catch((error: unknown) => {
       // A client that goes away part way through its body is no failure of ours: nobody is left to answer.
       // (`complete`: the whole body arrived; `destroyed` is also true once a body was read to its end.)
@@ -76,20 +78,35 @@ export async function startHttpServer(options: {
       return;
     }
     const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
-    const status = tooLarge ? 431 : 400;
-    const requestId = randomUUID();
-    const message = tooLarge ? 'Request headers are too large.' : 'Malformed HTTP request.';
-    const shape = toErrorBody(new DomainError('invalid_request', message), requestId);
-    const body = JSON.stringify({ ...shape, error: { ...shape.error, status } });
-    socket.end(
-      `HTTP/1.1 ${status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
-        `Content-Type: application/json; charset=utf-8\r\nX-Request-Id: ${requestId}\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    writeRawError(
+      socket,
+      tooLarge ? 431 : 400,
+      tooLarge ? 'Request Header Fields Too Large' : 'Bad Request',
+      new DomainError(
+        'invalid_request',
+        tooLarge ? 'Request headers are too large.' : 'Malformed HTTP request.',
+      ),
+    );
+  });
+  // CONNECT (a proxy tunnel) is no method of this API: answered like any other, not by closing the socket.
+  server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
+    writeRawError(
+      socket,
+      405,
+      'Method Not Allowed',
+      new DomainError('method_not_allowed', 'CONNECT is not a method of this server.'),
     );
   });
 
   async function handle(request: IncomingMessage, response: ServerResponse) {
-    const url = new URL(request.url ?? '/', 'http://localhost');
+    const url = requestUrl(request.url);
+    if (!url) {
+      return sendError(
+        response,
+        new DomainError('invalid_request', 'The request target is not a path.'),
+        gatewayHeaders('/'),
+      );
+    }
     const method = request.method ?? 'GET';
     if (method === 'OPTIONS') {
       response.writeHead(204, {
@@ -157,6 +174,36 @@ export async function startHttpServer(options: {
   });
   const address = server.address() as AddressInfo;
   return { server, url: `http://${options.host ?? '127.0.0.1'}:${address.port}` };
+}
+
+/**
+ * The request target as a URL on this server. An origin-form target ("/path?query") is read as a path
+ * even when it starts with "//" (new URL would take what follows for a host, or throw: a 500, or no
+ * answer at all); an absolute-form one (a proxy's "http://host/path") as given. Undefined otherwise.
+ */
+function requestUrl(target: string | undefined): URL | undefined {
+  const raw = target ?? '/';
+  try {
+    return raw.startsWith('/') ? new URL(`http://localhost${raw}`) : new URL(raw);
+  } catch {
+    return undefined;
+  }
+}
+
+/** An error in the one JSON shape written straight to a socket Node's HTTP layer did not hand us. */
+function writeRawError(socket: Duplex, status: number, reason: string, error: DomainError): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const requestId = randomUUID();
+  const shape = toErrorBody(error, requestId);
+  const body = JSON.stringify({ ...shape, error: { ...shape.error, status } });
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\n` +
+      `Content-Type: application/json; charset=utf-8\r\nX-Request-Id: ${requestId}\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
 /**

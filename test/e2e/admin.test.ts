@@ -152,6 +152,24 @@ describe('feeds', () => {
     expect(response.body.error.details.map((d: { path: string }) => d.path)).toContain(path);
   });
 
+  it('bounds the 400 of a body with thousands of unknown fields, and refuses lone surrogates', async () => {
+    // (250,000 unknown keys made a 400 of 6.3 MB, listing each twice: past Lambda's 6 MB answer.)
+    const unknown = Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`k${i}`, 0]));
+    const many = await stack.admin('POST', '/admin/v1/feeds', { name: 'x', ...unknown });
+    expectError(many, 400, 'invalid_request');
+    expect(JSON.stringify(many.body).length).toBeLessThan(1000);
+    expect(many.body.error.message).toMatch(/Unrecognized keys: "k0", .* and 4995 more$/);
+    // A lone surrogate is no character: stored, it came back as an escape no client can show.
+    const lone = await stack.admin('POST', '/admin/v1/feeds', { name: 'a\ud800b' });
+    expectError(lone, 400, 'invalid_request');
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'surrogate-url', name: 'Surrogate' });
+    const url = await stack.admin('POST', '/admin/v1/feeds/surrogate-url/imports', {
+      url: 'https://shop.example.com/feed\udc00.xml',
+    });
+    expectError(url, 400, 'invalid_request');
+    expect(url.body.error.details[0].path).toBe('url');
+  });
+
   it('returns 404 feed_not_found when updating a missing feed', async () => {
     expectError(await stack.admin('PATCH', '/admin/v1/feeds/missing', { name: 'x' }), 404, 'feed_not_found');
   });

@@ -378,6 +378,57 @@ describe('request validation', () => {
     });
   });
 
+  it('answers in the JSON error shape a target starting with //, a request without Host, and CONNECT', async () => {
+    // (A `//` target was read as a host: 500, or the socket closed with no answer; Node answered a
+    // Host-less request itself, bodiless; CONNECT closed the socket.)
+    const { port } = new URL(stack.url);
+    // One request per connection (Connection: close), the answer read to the socket's end.
+    const send = (text: string) =>
+      new Promise<{ status: number; body: { error: { code: string } }; head: string }>((resolve, reject) => {
+        const socket = connect(Number(port), '127.0.0.1', () => socket.write(text));
+        let raw = '';
+        socket.on('data', (chunk) => (raw += chunk.toString()));
+        socket.on('error', reject);
+        socket.setTimeout(10_000, () => socket.destroy());
+        socket.on('close', () => {
+          if (!raw.startsWith('HTTP/1.1 ')) return reject(new Error(`no answer to ${text.split('\r\n')[0]}`));
+          const end = raw.indexOf('\r\n\r\n');
+          const head = raw.slice(0, end);
+          let body = raw.slice(end + 4);
+          if (/transfer-encoding: chunked/i.test(head)) {
+            let out = '';
+            for (let at = 0; ;) {
+              const line = body.indexOf('\r\n', at);
+              const size = parseInt(body.slice(at, line), 16);
+              if (!size) break;
+              out += body.slice(line + 2, line + 2 + size);
+              at = line + 2 + size + 2;
+            }
+            body = out;
+          }
+          try {
+            resolve({ status: Number(raw.slice(9, 12)), head, body: JSON.parse(body) });
+          } catch {
+            reject(new Error(`not the JSON error shape: ${raw.slice(0, 300)}`));
+          }
+        });
+      });
+    const notImage = JSON.stringify({ imageData: Buffer.from('not an image').toString('base64') });
+    const root = await send(
+      `POST // HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+        `Authorization: Bearer ${searchId}\r\n` +
+        `Content-Length: ${notImage.length}\r\n\r\n${notImage}`,
+    );
+    expect([root.status, root.body.error.code]).toEqual([422, 'invalid_image']);
+    const bracket = await send('GET //[/admin/v1/feeds HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    expect([bracket.status, bracket.body.error.code]).toEqual([404, 'not_found']);
+    const hostless = await send('GET /admin/v1/feeds HTTP/1.1\r\nConnection: close\r\n\r\n');
+    expect([hostless.status, hostless.body.error.code]).toEqual([401, 'unauthorized']);
+    const tunnel = await send('CONNECT /admin/v1/feeds HTTP/1.1\r\nHost: x\r\n\r\n');
+    expect([tunnel.status, tunnel.body.error.code]).toEqual([405, 'method_not_allowed']);
+    for (const answer of [root, bracket, hostless, tunnel]) expect(answer.head).toMatch(/X-Request-Id: /i);
+  });
+
   it('returns 422 invalid_image for base64 that is not an image', async () => {
     const response = await stack.call('POST', '/api/v1/search/image', {
       body: { imageData: Buffer.from('definitely not an image').toString('base64') },

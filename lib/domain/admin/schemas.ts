@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { parse as parseHost } from 'tldts';
 import { canonicalDomain, DOMAIN_PATTERN, PLANS } from '#lib/domain/feeds.ts';
+import { hasLoneSurrogate } from '#lib/domain/validation.ts';
 
 /** Request schemas of the admin API (DESIGN §4). Strict: a typo in an admin call is an error, not a no-op. */
 /**
@@ -8,6 +9,8 @@ import { canonicalDomain, DOMAIN_PATTERN, PLANS } from '#lib/domain/feeds.ts';
  * (an RTL override reverses what follows) or break a log line.
  */
 function hasHiddenCharacters(text: string): boolean {
+  // A lone surrogate is no character: stored, it comes back as an escape no client can show.
+  if (hasLoneSurrogate(text)) return true;
   for (const char of text) {
     const code = char.codePointAt(0)!;
     if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return true;

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { FEED_FORMATS, type FeedFormat } from '#lib/domain/catalogue/feed-formats.ts';
+import { hasLoneSurrogate } from '#lib/domain/validation.ts';
 
 /** One feed import: where the file came from and how far processing got (the resume checkpoint). */
 export type ImportStatus = 'queued' | 'running' | 'succeeded' | 'failed';
@@ -117,6 +118,7 @@ export const StartImportRequest = z
     url: z
       .url({ protocol: /^https?$/ })
       .max(2048)
+      .refine((url) => !hasLoneSurrogate(url), 'a lone surrogate is not part of a URL')
       .optional()
       .describe('A feed file to fetch (http or https).'),
     format: z

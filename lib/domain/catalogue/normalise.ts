@@ -1,9 +1,7 @@
 import type { RawFields } from '#lib/domain/catalogue/feed-formats.ts';
 import { AVAILABILITY, type Availability, type ProductContent } from '#lib/domain/products.ts';
 import { MAX_PRODUCT_ID_LENGTH } from '#lib/domain/schemas.ts';
-
-/** A UTF-16 surrogate without its other half: not a character, and not encodable as UTF-8. */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+import { LONE_SURROGATE } from '#lib/domain/validation.ts';
 
 /**
  * Text as the stores can keep it: lone surrogates (a JSON feed may escape one, "\ud800"; a cut at a
