@@ -123,8 +123,10 @@ export async function startHttpServer(options: {
     const refuse = (error: DomainError, headers: Record<string, string> = {}) =>
       sendError(response, error, { ...gatewayHeaders(url.pathname), ...headers });
     const { match, allowed: routeMethods } = matchRoute(method, url.pathname);
-    // A page's path (the dashboard at /, /docs, the demo files) is GET and HEAD too.
-    const page = isPagePath(url.pathname) || isDemoPath(url.pathname);
+    // A page's path (the dashboard at /, /docs, the demo files) is GET and HEAD too. (A GET that reaches
+    // here found no such file: a 404, not a 405.)
+    const page =
+      method !== 'GET' && method !== 'HEAD' && (isPagePath(url.pathname) || isDemoPath(url.pathname));
     const allowed = page ? [...new Set(['GET', 'HEAD', ...routeMethods])] : routeMethods;
     if (!match) {
       if (allowed.length > 0) {

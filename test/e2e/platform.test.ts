@@ -497,6 +497,8 @@ describe('routing', () => {
       expectError(response, 405, 'method_not_allowed');
       expect(response.headers.get('allow'), `${method} ${path}`).toBe(allow);
     }
+    // A GET of such a path with no file behind it is a 404 (an import fetching a moved image needs it)
+    expectError(await stack.call('GET', '/demo/images/missing.webp'), 404, 'not_found');
   });
 
   it('handles query parameters and headers named like object members as any other', async () => {
