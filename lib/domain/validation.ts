@@ -2,12 +2,17 @@ import { z } from 'zod';
 import { ValidationError } from '#lib/domain/errors.ts';
 
 /** A UTF-16 surrogate without its other half: not a character, and not encodable as UTF-8. */
-export const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /** True when `text` holds a lone surrogate (String.prototype.isWellFormed, which Node 20's types lack). */
 export function hasLoneSurrogate(text: string): boolean {
   LONE_SURROGATE.lastIndex = 0;
   return LONE_SURROGATE.test(text);
+}
+
+/** `text` with each lone surrogate replaced by U+FFFD (String.prototype.toWellFormed). */
+export function toWellFormed(text: string): string {
+  return text.replace(LONE_SURROGATE, '\uFFFD');
 }
 
 /**
@@ -33,11 +38,17 @@ export function parseInput<S extends z.ZodType>(
 /** At most this many field problems are listed, each message and path at most MAX_TEXT long. */
 const MAX_DETAILS = 50;
 const MAX_TEXT = 300;
-const clipped = (text: string) => (text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT - 1)}…` : text);
+const clipped = (text: string) => (text.length > MAX_TEXT ? `${cut(text, MAX_TEXT - 1)}…` : text);
+
+/** The first `length` UTF-16 units of `text`, one fewer rather than half a surrogate pair. */
+function cut(text: string, length: number): string {
+  const code = text.charCodeAt(length - 1);
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? length - 1 : length);
+}
 
 /** zod lists every unknown key: the first few are enough to find the typo. */
 function unknownKeysMessage(keys: readonly string[]): string {
-  const shown = keys.slice(0, 5).map((key) => JSON.stringify(key.length > 40 ? `${key.slice(0, 39)}…` : key));
+  const shown = keys.slice(0, 5).map((key) => JSON.stringify(key.length > 40 ? `${cut(key, 39)}…` : key));
   const more = keys.length > shown.length ? ` and ${keys.length - shown.length} more` : '';
   return `Unrecognized key${keys.length > 1 ? 's' : ''}: ${shown.join(', ')}${more}`;
 }

@@ -16,11 +16,6 @@ export const DEMO_FEED_FILE = resolve(DEMO, 'feed.xml');
 
 const DEMO_PATH = /^\/demo\/(feed\.xml|images\/[A-Za-z0-9_-]+\.(webp|jpg|png))$/;
 
-/** Paths serveDemoFile answers (GET and HEAD only). */
-export function isDemoPath(path: string): boolean {
-  return DEMO_PATH.test(path);
-}
-
 /**
  * Local mode only: serves the committed demo catalogue, `/demo/feed.xml` and `/demo/images/<name>`, so the
  * demo import and the dashboard load them over HTTP like a shop's own files. True when it answered.

@@ -10,7 +10,7 @@ import { EXPOSED_HEADERS } from '#lib/http/cors.ts';
 import { toErrorBody } from '#lib/http/errors.ts';
 import { matchRoute, type Route } from '#lib/http/routes.ts';
 import { toLambdaContext, toProxyEvent } from '#lib/local/api-gateway-event.ts';
-import { isDemoPath, serveDemoFile } from '#lib/local/demo-files.ts';
+import { serveDemoFile } from '#lib/local/demo-files.ts';
 import { isPagePath, serveStatic } from '#lib/local/static.ts';
 import type { Logger } from '#lib/log.ts';
 
@@ -65,7 +65,7 @@ export async function startHttpServer(options: {
         error: error instanceof Error ? error.message : String(error),
       });
       if (!response.headersSent)
-        sendError(response, new Error('internal'), gatewayHeaders(request.url ?? '/'));
+        sendError(response, new Error('internal'), gatewayHeaders(requestUrl(request.url)?.pathname ?? '/'));
       else response.destroy();
     });
   });
@@ -99,15 +99,8 @@ export async function startHttpServer(options: {
   });
 
   async function handle(request: IncomingMessage, response: ServerResponse) {
-    const url = requestUrl(request.url);
-    if (!url) {
-      return sendError(
-        response,
-        new DomainError('invalid_request', 'The request target is not a path.'),
-        gatewayHeaders('/'),
-      );
-    }
     const method = request.method ?? 'GET';
+    // (Before the target is read: `OPTIONS *` asks about the server as a whole, RFC 9110 §9.3.7.)
     if (method === 'OPTIONS') {
       response.writeHead(204, {
         ...CORS_HEADERS,
@@ -116,6 +109,14 @@ export async function startHttpServer(options: {
       response.end();
       return;
     }
+    const url = requestUrl(request.url);
+    if (!url) {
+      return sendError(
+        response,
+        new DomainError('invalid_request', 'The request target is not a path.'),
+        gatewayHeaders('/'),
+      );
+    }
     // The dashboard, /openapi.json and /docs (GET/HEAD only; POST / stays the root search).
     if (await serveStatic(request, response, url)) return;
     if (await serveDemoFile(request, response, url)) return;
@@ -123,10 +124,9 @@ export async function startHttpServer(options: {
     const refuse = (error: DomainError, headers: Record<string, string> = {}) =>
       sendError(response, error, { ...gatewayHeaders(url.pathname), ...headers });
     const { match, allowed: routeMethods } = matchRoute(method, url.pathname);
-    // A page's path (the dashboard at /, /docs, the demo files) is GET and HEAD too. (A GET that reaches
-    // here found no such file: a 404, not a 405.)
-    const page =
-      method !== 'GET' && method !== 'HEAD' && (isPagePath(url.pathname) || isDemoPath(url.pathname));
+    // A page's path (the dashboard at /, /docs, /openapi.json, the demo feed) is GET and HEAD too. (Asset
+    // and image paths are pages only where a file is: another method on them stays a 404.)
+    const page = method !== 'GET' && method !== 'HEAD' && isPagePath(url.pathname);
     const allowed = page ? [...new Set(['GET', 'HEAD', ...routeMethods])] : routeMethods;
     if (!match) {
       if (allowed.length > 0) {
@@ -185,11 +185,15 @@ export async function startHttpServer(options: {
  */
 function requestUrl(target: string | undefined): URL | undefined {
   const raw = target ?? '/';
+  let url: URL;
   try {
-    return raw.startsWith('/') ? new URL(`http://localhost${raw}`) : new URL(raw);
+    url = raw.startsWith('/') ? new URL(`http://localhost${raw}`) : new URL(raw);
   } catch {
     return undefined;
   }
+  // Repeated slashes are one, as the route table reads them: `//admin/...` is an admin path (its CORS).
+  url.pathname = url.pathname.replace(/\/{2,}/g, '/');
+  return url;
 }
 
 /** An error in the one JSON shape written straight to a socket Node's HTTP layer did not hand us. */

@@ -82,12 +82,20 @@ function send(
   response.end(method === 'HEAD' ? undefined : body);
 }
 
-const PAGE_PATHS = new Set(['/openapi.json', '/docs', '/docs/', '/', '/index.html', '/assets/app.js']);
+const PAGE_PATHS = new Set([
+  '/openapi.json',
+  '/docs',
+  '/docs/',
+  '/',
+  '/index.html',
+  '/assets/app.js',
+  '/demo/feed.xml',
+]);
 const ASSET_PATH = /^\/assets\/([a-z0-9-]+\.(?:css|svg|png))$/;
 
-/** Paths serveStatic answers (GET and HEAD only): another method there is a 405 naming them. */
+/** Fixed pages (GET and HEAD only, whatever else is there): another method on them is a 405 naming them. */
 export function isPagePath(path: string): boolean {
-  return PAGE_PATHS.has(path) || ASSET_PATH.test(path);
+  return PAGE_PATHS.has(path);
 }
 
 /** Answers the request when it is for a page or asset; false lets the API route table handle it. */
@@ -100,7 +108,10 @@ export async function serveStatic(
   if (method !== 'GET' && method !== 'HEAD') return false;
   const path = url.pathname;
   if (path === '/openapi.json') {
-    const host = request.headers.host ?? 'localhost';
+    // (A request without Host: the address it reached.)
+    const address = request.socket.localAddress ?? 'localhost';
+    const reached = `${address.includes(':') ? `[${address}]` : address}:${request.socket.localPort}`;
+    const host = request.headers.host ?? reached;
     const document = buildOpenApiDocument({ serverUrl: `http://${host}` });
     send(response, method, 200, TYPES['.json']!, JSON.stringify(document, null, 2), {
       'Access-Control-Allow-Origin': '*',

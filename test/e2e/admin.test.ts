@@ -162,6 +162,7 @@ describe('feeds', () => {
     // A lone surrogate is no character: stored, it came back as an escape no client can show.
     const lone = await stack.admin('POST', '/admin/v1/feeds', { name: 'a\ud800b' });
     expectError(lone, 400, 'invalid_request');
+    expect(lone.body.error.message).toMatch(/lone surrogate/);
     await stack.admin('POST', '/admin/v1/feeds', { feedId: 'surrogate-url', name: 'Surrogate' });
     const url = await stack.admin('POST', '/admin/v1/feeds/surrogate-url/imports', {
       url: 'https://shop.example.com/feed\udc00.xml',

@@ -424,6 +424,16 @@ describe('request validation', () => {
     expect([bracket.status, bracket.body.error.code]).toEqual([404, 'not_found']);
     const hostless = await send('GET /admin/v1/feeds HTTP/1.1\r\nConnection: close\r\n\r\n');
     expect([hostless.status, hostless.body.error.code]).toEqual([401, 'unauthorized']);
+    const star = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () =>
+        socket.write('OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'),
+      );
+      let raw = '';
+      socket.on('data', (chunk) => (raw += chunk.toString()));
+      socket.on('close', () => resolve(raw));
+      socket.on('error', reject);
+    });
+    expect(star).toMatch(/^HTTP\/1\.1 204 /);
     const tunnel = await send('CONNECT /admin/v1/feeds HTTP/1.1\r\nHost: x\r\n\r\n');
     expect([tunnel.status, tunnel.body.error.code]).toEqual([405, 'method_not_allowed']);
     for (const answer of [root, bracket, hostless, tunnel]) expect(answer.head).toMatch(/X-Request-Id: /i);
@@ -497,8 +507,14 @@ describe('routing', () => {
       expectError(response, 405, 'method_not_allowed');
       expect(response.headers.get('allow'), `${method} ${path}`).toBe(allow);
     }
-    // A GET of such a path with no file behind it is a 404 (an import fetching a moved image needs it)
+    // A GET of such a path with no file behind it is a 404 (an import fetching a moved image needs it),
+    // and so is another method on an image or asset path with no file
     expectError(await stack.call('GET', '/demo/images/missing.webp'), 404, 'not_found');
+    expectError(await stack.call('DELETE', '/demo/images/missing.webp'), 404, 'not_found');
+    // Repeated slashes are one: an admin path keeps the admin API's headers (no public CORS)
+    const slashes = await stack.call('DELETE', '//admin/v1/feeds', { raw: '' });
+    expectError(slashes, 405, 'method_not_allowed');
+    expect(slashes.headers.get('access-control-allow-origin')).toBeNull();
   });
 
   it('handles query parameters and headers named like object members as any other', async () => {

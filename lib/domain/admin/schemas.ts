@@ -9,8 +9,6 @@ import { hasLoneSurrogate } from '#lib/domain/validation.ts';
  * (an RTL override reverses what follows) or break a log line.
  */
 function hasHiddenCharacters(text: string): boolean {
-  // A lone surrogate is no character: stored, it comes back as an escape no client can show.
-  if (hasLoneSurrogate(text)) return true;
   for (const char of text) {
     const code = char.codePointAt(0)!;
     if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return true;
@@ -27,6 +25,8 @@ const shownText = (max: number) =>
     .trim()
     .min(1)
     .max(max)
+    // A lone surrogate is half a character: stored, it came back as an escape no client can show.
+    .refine((text) => !hasLoneSurrogate(text), 'a lone surrogate (half of a UTF-16 pair) is not text')
     .refine(
       (text) => !hasHiddenCharacters(text),
       'control and bidirectional-override characters are not allowed',

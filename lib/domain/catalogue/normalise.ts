@@ -1,14 +1,14 @@
 import type { RawFields } from '#lib/domain/catalogue/feed-formats.ts';
 import { AVAILABILITY, type Availability, type ProductContent } from '#lib/domain/products.ts';
 import { MAX_PRODUCT_ID_LENGTH } from '#lib/domain/schemas.ts';
-import { LONE_SURROGATE } from '#lib/domain/validation.ts';
+import { toWellFormed } from '#lib/domain/validation.ts';
 
 /**
  * Text as the stores can keep it: lone surrogates (a JSON feed may escape one, "\ud800"; a cut at a
  * length limit may halve a pair) become U+FFFD, as String.prototype.toWellFormed does.
  */
 export function wellFormed(text: string): string {
-  return text.replace(LONE_SURROGATE, '\uFFFD');
+  return toWellFormed(text);
 }
 
 /**
