@@ -415,11 +415,12 @@ describe('retries with an Idempotency-Key', () => {
       expect((await post('/admin/v1/feeds/idem-5xx/keys', { name: 'web' }, 'key-5xx')).status).toBe(201);
       expect((await stack.admin('GET', '/admin/v1/feeds/idem-5xx/keys')).body.keys).toHaveLength(1);
 
-      // The import's request marker cannot be written once, after its record was.
+      // The import's request marker is written once, after its record, but the answer is lost.
       let failMarker = true;
       c.objects.put = async (...args) => {
         if (!failMarker || !args[0].endsWith('/request.json')) return put.apply(c.objects, args);
         failMarker = false;
+        await put.apply(c.objects, args);
         throw throttled();
       };
       // The record cannot be written once, after the uploaded feed file was: the file goes too.
@@ -434,6 +435,8 @@ describe('retries with an Idempotency-Key', () => {
 
       const body = { format: 'jsonl', content: JSON.stringify({ id: 'p1', title: '' }), mode: 'incremental' };
       expectError(await post('/admin/v1/feeds/idem-5xx/imports', body, 'key-5xx-import'), 503, 'unavailable');
+      // Taken back: the feed file and the marker (whose event would start the worker for no record)
+      expect(await c.objects.list('imports/idem-5xx/')).toEqual([]);
       const started = await post('/admin/v1/feeds/idem-5xx/imports', body, 'key-5xx-import');
       expect(started.status).toBe(202);
       const imports = (await stack.admin('GET', '/admin/v1/feeds/idem-5xx/imports')).body.imports;

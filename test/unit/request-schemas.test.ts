@@ -1,0 +1,22 @@
+import { describe, expect, it } from 'vitest';
+import { RootSearchRequest, SearchImageRequest } from '#lib/domain/schemas.ts';
+
+const imageData =
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+
+describe('limit and offset of the search requests', () => {
+  it.each([
+    ['image search, offset past the window', SearchImageRequest, { imageData, offset: 1000 }],
+    ['root search, offset past the window', RootSearchRequest, { imageData, offset: '1000' }],
+    ['image search, offset + limit past it', SearchImageRequest, { imageData, offset: 995, limit: 10 }],
+  ])('names one problem once: %s (the range and the window both did)', (_name, schema, body) => {
+    const parsed = schema.safeParse(body);
+    expect(parsed.success).toBe(false);
+    expect(parsed.error?.issues.map((issue) => issue.path.join('.'))).toEqual(['offset']);
+  });
+
+  it('takes the last offset of the window, as a number or a string', () => {
+    expect(SearchImageRequest.safeParse({ imageData, offset: 999, limit: 1 }).success).toBe(true);
+    expect(RootSearchRequest.safeParse({ imageData, offset: '999', limit: '1' }).success).toBe(true);
+  });
+});
