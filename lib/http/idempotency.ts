@@ -4,6 +4,7 @@ import type { Container } from '#lib/container.ts';
 import { DomainError, ValidationError } from '#lib/domain/errors.ts';
 import type { AppContext } from '#lib/http/context.ts';
 import type { JsonEvent } from '#lib/http/middleware.ts';
+import { stringHeaders } from '#lib/http/responses.ts';
 
 /** Header naming a retried request (IETF draft-ietf-httpapi-idempotency-key-header; Stripe's). */
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
@@ -147,10 +148,4 @@ async function giveBack(
       error: error instanceof Error ? error.message : String(error),
     });
   }
-}
-
-function stringHeaders(headers: APIGatewayProxyResult['headers']): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers ?? {})) out[name] = String(value);
-  return out;
 }

@@ -14,4 +14,11 @@ export function json(statusCode: number, body: unknown, headers: Headers = {}): 
 export const ok = (body: unknown, headers?: Headers) => json(200, body, headers);
 export const created = (body: unknown, headers?: Headers) => json(201, body, headers);
 export const accepted = (body: unknown, headers?: Headers) => json(202, body, headers);
+/** A proxy result's headers as strings (API Gateway allows numbers and booleans there). */
+export function stringHeaders(headers: APIGatewayProxyResult['headers']): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers ?? {})) out[name] = String(value);
+  return out;
+}
+
 export const noContent = (): APIGatewayProxyResult => ({ statusCode: 204, headers: {}, body: '' });

@@ -8,6 +8,7 @@ import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-l
 import { DomainError } from '#lib/domain/errors.ts';
 import { EXPOSED_HEADERS } from '#lib/http/cors.ts';
 import { toErrorBody } from '#lib/http/errors.ts';
+import { stringHeaders } from '#lib/http/responses.ts';
 import { matchRoute, type Route } from '#lib/http/routes.ts';
 import { toLambdaContext, toProxyEvent } from '#lib/local/api-gateway-event.ts';
 import { serveDemoFile } from '#lib/local/demo-files.ts';
@@ -245,10 +246,4 @@ function sendError(response: ServerResponse, error: unknown, headers: Record<str
     ...headers,
   });
   response.end(JSON.stringify(body));
-}
-
-function stringHeaders(headers: APIGatewayProxyResult['headers']): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers ?? {})) out[name] = String(value);
-  return out;
 }
