@@ -26,6 +26,46 @@ afterAll(async () => {
   await stack?.stop();
 });
 
+/**
+ * Sends `text` as is over a new connection to the stack and reads the answer to the connection's end
+ * (requests the HTTP client would not send: odd targets, no Host, unknown methods).
+ */
+function rawExchange(text: string): Promise<string> {
+  const { port } = new URL(stack.url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1', () => socket.write(text));
+    let raw = '';
+    socket.on('data', (chunk) => (raw += chunk.toString()));
+    socket.on('error', reject);
+    socket.setTimeout(10_000, () => socket.destroy());
+    socket.on('close', () => resolve(raw));
+  });
+}
+
+/** A raw answer's status, head and JSON body (chunked or not); rejects anything else. */
+function jsonAnswer(raw: string): { status: number; body: { error: { code: string } }; head: string } {
+  if (!raw.startsWith('HTTP/1.1 ')) throw new Error('no answer');
+  const end = raw.indexOf('\r\n\r\n');
+  const head = raw.slice(0, end);
+  let body = raw.slice(end + 4);
+  if (/transfer-encoding: chunked/i.test(head)) {
+    let out = '';
+    for (let at = 0; ;) {
+      const line = body.indexOf('\r\n', at);
+      const size = parseInt(body.slice(at, line), 16);
+      if (!size) break;
+      out += body.slice(line + 2, line + 2 + size);
+      at = line + 2 + size + 2;
+    }
+    body = out;
+  }
+  try {
+    return { status: Number(raw.slice(9, 12)), head, body: JSON.parse(body) };
+  } catch {
+    throw new Error(`not the JSON error shape: ${raw.slice(0, 300)}`);
+  }
+}
+
 describe('search-id authentication', () => {
   it('returns 401 missing_search_id without a search id', async () => {
     const response = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image } });
@@ -362,16 +402,7 @@ describe('request validation', () => {
     expect(big.status).toBe(431);
     expect(await big.json()).toMatchObject({ error: { status: 431, code: 'invalid_request' } });
     // A method Node does not know, over a raw socket
-    const { port } = new URL(stack.url);
-    const raw = await new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(port), '127.0.0.1', () =>
-        socket.write('FOO / HTTP/1.1\r\nHost: x\r\n\r\n'),
-      );
-      let text = '';
-      socket.on('data', (chunk) => (text += chunk.toString()));
-      socket.on('end', () => resolve(text));
-      socket.on('error', reject);
-    });
+    const raw = await rawExchange('FOO / HTTP/1.1\r\nHost: x\r\n\r\n');
     expect(raw).toMatch(/^HTTP\/1\.1 400 /);
     expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({
       error: { status: 400, code: 'invalid_request', message: 'Malformed HTTP request.' },
@@ -381,38 +412,7 @@ describe('request validation', () => {
   it('answers in the JSON error shape a target starting with //, a request without Host, and CONNECT', async () => {
     // (A `//` target was read as a host: 500, or the socket closed with no answer; Node answered a
     // Host-less request itself, bodiless; CONNECT closed the socket.)
-    const { port } = new URL(stack.url);
-    // One request per connection (Connection: close), the answer read to the socket's end.
-    const send = (text: string) =>
-      new Promise<{ status: number; body: { error: { code: string } }; head: string }>((resolve, reject) => {
-        const socket = connect(Number(port), '127.0.0.1', () => socket.write(text));
-        let raw = '';
-        socket.on('data', (chunk) => (raw += chunk.toString()));
-        socket.on('error', reject);
-        socket.setTimeout(10_000, () => socket.destroy());
-        socket.on('close', () => {
-          if (!raw.startsWith('HTTP/1.1 ')) return reject(new Error(`no answer to ${text.split('\r\n')[0]}`));
-          const end = raw.indexOf('\r\n\r\n');
-          const head = raw.slice(0, end);
-          let body = raw.slice(end + 4);
-          if (/transfer-encoding: chunked/i.test(head)) {
-            let out = '';
-            for (let at = 0; ;) {
-              const line = body.indexOf('\r\n', at);
-              const size = parseInt(body.slice(at, line), 16);
-              if (!size) break;
-              out += body.slice(line + 2, line + 2 + size);
-              at = line + 2 + size + 2;
-            }
-            body = out;
-          }
-          try {
-            resolve({ status: Number(raw.slice(9, 12)), head, body: JSON.parse(body) });
-          } catch {
-            reject(new Error(`not the JSON error shape: ${raw.slice(0, 300)}`));
-          }
-        });
-      });
+    const send = async (text: string) => jsonAnswer(await rawExchange(text));
     const notImage = JSON.stringify({ imageData: Buffer.from('not an image').toString('base64') });
     const root = await send(
       `POST // HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n` +
@@ -424,15 +424,7 @@ describe('request validation', () => {
     expect([bracket.status, bracket.body.error.code]).toEqual([404, 'not_found']);
     const hostless = await send('GET /admin/v1/feeds HTTP/1.1\r\nConnection: close\r\n\r\n');
     expect([hostless.status, hostless.body.error.code]).toEqual([401, 'unauthorized']);
-    const star = await new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(port), '127.0.0.1', () =>
-        socket.write('OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'),
-      );
-      let raw = '';
-      socket.on('data', (chunk) => (raw += chunk.toString()));
-      socket.on('close', () => resolve(raw));
-      socket.on('error', reject);
-    });
+    const star = await rawExchange('OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     expect(star).toMatch(/^HTTP\/1\.1 204 /);
     const tunnel = await send('CONNECT /admin/v1/feeds HTTP/1.1\r\nHost: x\r\n\r\n');
     expect([tunnel.status, tunnel.body.error.code]).toEqual([405, 'method_not_allowed']);
