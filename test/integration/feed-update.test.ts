@@ -182,48 +182,60 @@ describe('updateFeed moving keys between usage plans', () => {
     return key.searchId;
   }
 
-  it('moves the keys once when its plan change is retried after another change', async () => {
-    const key = await feedWithKey('replan-retry');
+  // Another update lands between this update's read and its write; the keys' moves are counted.
+  const planMoves: {
+    name: string;
+    feedId: string;
+    other: UpdateFeedRequest;
+    own: UpdateFeedRequest;
+    moves: string[];
+    stored: Record<string, unknown>;
+  }[] = [
+    {
+      name: 'moves the keys once when its plan change is retried after another change',
+      feedId: 'replan-retry',
+      other: { name: 'renamed' },
+      own: { plan: 'pro' },
+      moves: ['pro'],
+      stored: { name: 'renamed', plan: 'pro' },
+    },
+    {
+      name: 'does not move the keys again when the retry finds the plan already changed',
+      feedId: 'replan-same',
+      other: { plan: 'pro' },
+      own: { plan: 'pro', name: 'renamed' },
+      moves: ['pro'],
+      stored: { name: 'renamed', plan: 'pro' },
+    },
+    {
+      name: 'moves the keys from the plan the retry found to its own',
+      feedId: 'replan-twice',
+      other: { plan: 'enterprise' },
+      own: { plan: 'free' },
+      moves: ['enterprise', 'free'],
+      stored: { plan: 'free' },
+    },
+    {
+      name: 'does not move the keys when only the other change moved the plan',
+      feedId: 'replan-other',
+      other: { plan: 'pro' },
+      own: { requireOrigin: true },
+      moves: ['pro'],
+      stored: { plan: 'pro', requireOrigin: true },
+    },
+  ];
+  it.each(planMoves.map((move) => [move.name, move] as const))('%s', async (_name, move) => {
+    const { feedId, other, own, moves, stored } = move;
+    const key = await feedWithKey(feedId);
 
     await updateFeed(
-      racing(() => updateFeed(deps, 'replan-retry', { name: 'renamed' })),
-      'replan-retry',
-      {
-        plan: 'pro',
-      },
+      racing(() => updateFeed(deps, feedId, other)),
+      feedId,
+      own,
     );
 
-    expect(registrations).toEqual([`${key}→pro`]);
-    expect(await getFeed(deps, 'replan-retry')).toMatchObject({ name: 'renamed', plan: 'pro' });
-  });
-
-  it('does not move the keys again when the retry finds the plan already changed', async () => {
-    const key = await feedWithKey('replan-same');
-
-    await updateFeed(
-      racing(() => updateFeed(deps, 'replan-same', { plan: 'pro' })),
-      'replan-same',
-      {
-        plan: 'pro',
-        name: 'renamed',
-      },
-    );
-
-    expect(registrations).toEqual([`${key}→pro`]);
-    expect(await getFeed(deps, 'replan-same')).toMatchObject({ name: 'renamed', plan: 'pro' });
-  });
-
-  it('moves the keys from the plan the retry found to its own', async () => {
-    const key = await feedWithKey('replan-twice');
-
-    await updateFeed(
-      racing(() => updateFeed(deps, 'replan-twice', { plan: 'enterprise' })),
-      'replan-twice',
-      { plan: 'free' },
-    );
-
-    expect(registrations).toEqual([`${key}→enterprise`, `${key}→free`]);
-    expect((await getFeed(deps, 'replan-twice')).plan).toBe('free');
+    expect(registrations).toEqual(moves.map((plan) => `${key}→${plan}`));
+    expect(await getFeed(deps, feedId)).toMatchObject(stored);
   });
 
   it('leaves the gateway on the stored plan when opposite plan changes move the keys at once', async () => {
@@ -249,21 +261,6 @@ describe('updateFeed moving keys between usage plans', () => {
     expect((await getFeed(deps, 'replan-opposite')).plan).toBe('free');
     // The late move to pro is followed by one to the plan stored by then.
     expect(registrations).toEqual([`${key}→free`, `${key}→pro`, `${key}→free`]);
-  });
-
-  it('does not move the keys when only the other change moved the plan', async () => {
-    const key = await feedWithKey('replan-other');
-
-    await updateFeed(
-      racing(() => updateFeed(deps, 'replan-other', { plan: 'pro' })),
-      'replan-other',
-      {
-        requireOrigin: true,
-      },
-    );
-
-    expect(registrations).toEqual([`${key}→pro`]);
-    expect(await getFeed(deps, 'replan-other')).toMatchObject({ plan: 'pro', requireOrigin: true });
   });
 });
 
