@@ -8,9 +8,15 @@ import type { FetchLimits, ImageFetcher } from '#lib/ports.ts';
 /** The message of a fetch its caller stopped (an import paused, or its feed deleted). */
 const STOPPED = 'stopped.';
 
+/** A BlockList of subnets given as [network, prefix length] (IPv6 where the network has a colon). */
+function subnets(list: readonly (readonly [string, number])[]): BlockList {
+  const blocks = new BlockList();
+  for (const [net, prefix] of list) blocks.addSubnet(net, prefix, net.includes(':') ? 'ipv6' : 'ipv4');
+  return blocks;
+}
+
 /** Addresses a fetch must never reach (DESIGN §5): private, loopback, link-local (cloud metadata), reserved. */
-const BLOCKED = new BlockList();
-for (const [net, prefix] of [
+const BLOCKED = subnets([
   ['0.0.0.0', 8],
   ['10.0.0.0', 8],
   ['100.64.0.0', 10],
@@ -25,10 +31,6 @@ for (const [net, prefix] of [
   ['203.0.113.0', 24],
   ['224.0.0.0', 4],
   ['240.0.0.0', 4],
-] as const) {
-  BLOCKED.addSubnet(net, prefix, 'ipv4');
-}
-for (const [net, prefix] of [
   ['::', 128],
   ['::1', 128],
   ['64:ff9b::', 96],
@@ -37,26 +39,21 @@ for (const [net, prefix] of [
   ['fc00::', 7],
   ['fe80::', 10],
   ['ff00::', 8],
-] as const) {
-  BLOCKED.addSubnet(net, prefix, 'ipv6');
-}
+]);
 
 /**
  * What `allowPrivate` (local mode) lets through of BLOCKED: loopback and private networks, where a shop
  * serves test files from its own machine or LAN. Never link-local (169.254.169.254 is the cloud
  * metadata service, fe80::/10 its IPv6 kin), multicast or reserved ranges.
  */
-const LOCAL_NETWORKS = new BlockList();
-for (const [net, prefix] of [
+const LOCAL_NETWORKS = subnets([
   ['10.0.0.0', 8],
   ['127.0.0.0', 8],
   ['172.16.0.0', 12],
   ['192.168.0.0', 16],
-] as const) {
-  LOCAL_NETWORKS.addSubnet(net, prefix, 'ipv4');
-}
-LOCAL_NETWORKS.addSubnet('::1', 128, 'ipv6');
-LOCAL_NETWORKS.addSubnet('fc00::', 7, 'ipv6');
+  ['::1', 128],
+  ['fc00::', 7],
+]);
 
 /**
  * Whether `list` holds the address (an IPv4-mapped IPv6 address as its IPv4 one); `notIp` for text
