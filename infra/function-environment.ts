@@ -33,6 +33,7 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   S3_ENDPOINT: 'local',
   VECTOR_INDEX: 'every',
   VECTOR_INDEX_DIR: 'local',
+  WORD_INDEX_MEMORY_MB: 'local',
   OPENSEARCH_URL: 'every',
   OPENSEARCH_INDEX_PREFIX: 'every',
   OPENSEARCH_SIGV4: 'every',

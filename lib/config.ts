@@ -30,6 +30,11 @@ const EnvSchema = z.object({
 
   VECTOR_INDEX: z.enum(['local', 'opensearch']).default('local'),
   VECTOR_INDEX_DIR: z.string().min(1).default('.data/vectors'),
+  /**
+   * Local index: a feed's visual words up to this many MB are held in memory; a larger feed's are read
+   * from its file at each search (lib/adapters/word-file.ts).
+   */
+  WORD_INDEX_MEMORY_MB: z.coerce.number().min(0).default(256),
   OPENSEARCH_URL: z.url().optional(),
   OPENSEARCH_INDEX_PREFIX: z.string().min(1).default('products'),
   /** Sign OpenSearch requests with SigV4 (Amazon OpenSearch Service); off for plain HTTP clusters. */
@@ -180,7 +185,8 @@ export interface Config {
   assetsBucket: string;
   s3Endpoint: string | undefined;
   vectorIndex:
-    { kind: 'local'; dir: string } | { kind: 'opensearch'; url: string; indexPrefix: string; sigv4: boolean };
+    | { kind: 'local'; dir: string; wordMemoryBytes: number }
+    | { kind: 'opensearch'; url: string; indexPrefix: string; sigv4: boolean };
   modelDir: string;
   embeddingProjection: boolean;
   adminToken: string | undefined;
@@ -243,7 +249,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       sigv4: e.OPENSEARCH_SIGV4,
     };
   } else {
-    vectorIndex = { kind: 'local', dir: e.VECTOR_INDEX_DIR };
+    vectorIndex = {
+      kind: 'local',
+      dir: e.VECTOR_INDEX_DIR,
+      wordMemoryBytes: e.WORD_INDEX_MEMORY_MB * 2 ** 20,
+    };
   }
   let apiKeyRegistry: Config['apiKeyRegistry'] = { kind: 'none' };
   if (e.API_KEY_REGISTRY === 'apigateway') {

@@ -227,6 +227,7 @@ function buildContainer(config: Config): Container {
       const started = matcher;
       matcher = undefined;
       await (await started?.catch(() => undefined))?.close();
+      await visualWords.close?.();
     },
   };
   return container;
@@ -276,7 +277,10 @@ async function openVectorIndex(config: Config, container: Pick<Container, 'visio
  */
 function openVisualWordIndex(config: Config): VisualWordIndex {
   const index = config.vectorIndex;
-  if (index.kind === 'local') return new LocalVisualWordIndex(join(index.dir, VISUAL_WORDS_FOLDER));
+  if (index.kind === 'local')
+    return new LocalVisualWordIndex(join(index.dir, VISUAL_WORDS_FOLDER), {
+      memoryBytes: index.wordMemoryBytes,
+    });
   // One index for every feed next to the vector indices (same cluster, prefix and IAM grants).
   return new LazyVisualWordIndex(async () => {
     const [{ createOpenSearchClient }, { OpenSearchVisualWordIndex }] = await Promise.all([

@@ -337,6 +337,8 @@ export interface VisualWordIndex {
   flush(): Promise<void>;
   /** Reads a feed's words ahead of its first search, where an index loads them on first use (local). */
   preload?(feedId: string): Promise<void>;
+  /** Writes what is not yet durable and lets go of open files (the local index); a later call reopens them. */
+  close?(): Promise<void>;
 }
 
 /** Products keyed by (feedId, productId); variants found through their item group. */

@@ -1,17 +1,28 @@
 import { createReadStream } from 'node:fs';
-import { mkdir, open, rename, rm, stat, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, rm, stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import type { VisualWordDocument, VisualWordHit, VisualWordIndex, VisualWordQuery } from '#lib/ports.ts';
 import { SLICE_SPAN } from '#lib/vision/local-features/visual-words.ts';
 import {
   emptyPostings,
+  type KeyStream,
   mergePostings,
   ordinalBitsFor,
   type Postings,
-  postingsFromKeys,
   postingsOf,
+  postingsStream,
 } from '#lib/adapters/word-postings.ts';
+import {
+  DiskPostings,
+  type FeedFileMeta,
+  isCount,
+  type LoadedFeedFile,
+  readFeedFile,
+  SLICES,
+  writeFeedFile,
+  writeFully,
+} from '#lib/adapters/word-file.ts';
 
 /**
  * Local visual-word index (one process, files under `dir`).
@@ -27,14 +38,21 @@ import {
  * dead; a delete marks images dead. The next search or flush merges (so does an upsert that leaves many
  * words pending): dead entries are dropped, live images renumbered in order (an order-preserving
  * renumbering keeps each slice sorted), pending words sorted in and merged (word-postings.ts). Flush
- * writes one file per feed (`<feed>.words`: a 4-byte length, JSON with the rows, ordinal width and slice
- * lengths, padding to 4 bytes, then per slice its bucket table and entries as uint32) to a temporary
- * name and renames it, so a crash leaves the old or the new state, never a mix. Files of the earlier
- * layout (format 2: sorted float64 `bits · 2²⁰ + ordinal`) are read too.
+ * writes one file per feed (`<feed>.words`, word-file.ts: per slice its bucket table and entries, then
+ * JSON with the rows, ordinal width and slice lengths) to a temporary name and renames it, so a crash
+ * leaves the old or the new state, never a mix. Files of the earlier layouts are read too.
  *
- * Files are read and written slice by slice, in pieces of at most `ioChunkBytes`, straight from and into
- * the slices' own memory: a feed's file passes fs's 2 GiB limit on one read at ~40k real catalogue
- * images, and a copy of the whole index per flush or load would double its memory for that moment.
+ * A feed whose entries pass `memoryBytes` (256 MB by default: ~6,000 real catalogue images) is not held
+ * in memory: its postings stay in its file, whose bucket tables alone are read, and each searched word's
+ * bucket is read from the file (word-file.ts `DiskPostings`). Its changes are held in memory as for a
+ * small feed (the rows after the file's, with postings of their own; the file's rows deleted are marked
+ * dead and left out of the scores), until the file is rewritten: the rewrite streams the file's live
+ * entries and the ones in memory, merged, into the new file, then continues from it. At 100k products
+ * the words were 4.5 GB of the server's 5.3 GB, and loading them took the first search 8.8–14.3 s
+ * (docs/benchmarks.md "Memory").
+ *
+ * Files are read and written slice by slice, in pieces of at most `ioChunkBytes`: a feed's file passes
+ * fs's 2 GiB limit on one read at ~40k real catalogue images.
  *
  * A flush does not rewrite that file each time (hundreds of MB at 10k images, so an import could not make
  * each chunk's words durable): the changes since the file was written are appended to a journal
@@ -44,13 +62,12 @@ import {
  * twice in memory. The file records the number of the last change it includes, so a crash between writing
  * the file and emptying the journal replays nothing twice.
  */
-/** Ordinal span of format 2 files. */
-const FORMAT_2_ORDINAL_SPAN = 2 ** 20;
-const SLICES = 8;
 /** Pending words an upsert may leave unmerged whatever the index's size (~16 MB, ~180 catalogue photos). */
 const MERGE_PENDING_WORDS = 2 ** 21;
 /** Below fs's largest single read or write (2 GiB − 1). */
 const IO_CHUNK_BYTES = 2 ** 30;
+/** A feed's entries up to this size are held in memory; a larger feed's stay in its file (word-file.ts). */
+export const DEFAULT_MEMORY_BYTES = 256 * 2 ** 20;
 /** The journal may grow to this size (or a quarter of the feed file, when larger) before a rewrite. */
 const JOURNAL_MIN_BYTES = 64 * 2 ** 20;
 /** ...but never past this, whatever the file's size (it is replayed at every load). */
@@ -63,6 +80,9 @@ type JournalEntry =
   | { s: number; u: [id: string, productId: string, itemGroupId: string, words: string] }
   | { s: number; d: [productIds: string[], except: string[]] };
 
+/** One change of a feed as made: an image's words (sorted), or a deletion. */
+type Change = { upsert: VisualWordDocument } | { delete: [productIds: string[], except: string[]] };
+
 interface Row {
   id: string;
   productId: string;
@@ -71,17 +91,26 @@ interface Row {
 }
 
 interface FeedWords {
-  /** Index = ordinal in the slices. Dead rows stay until the next merge. */
+  /**
+   * Index = ordinal: the rows of the file's postings when they stay on disk (`onDisk`), then the rows
+   * held in memory, whose ordinal in `slices` is their index − `diskRows`. Dead rows stay until the next
+   * merge (in memory) or the next rewrite of the file (on disk).
+   */
   rows: Row[];
   /** Live rows by id. */
   byId: Map<string, number>;
-  /** Per slice, the postings of the rows merged so far. */
+  /** The feed file's postings, when the feed is too large to hold (word-file.ts). */
+  onDisk?: DiskPostings;
+  /** Rows whose words are on disk (0 without `onDisk`), and how many of them are dead. */
+  diskRows: number;
+  diskDead: number;
+  /** Per slice, the postings of the rows in memory merged so far. */
   slices: Postings[];
   /** Words of rows added since the last merge, by ordinal, sorted. */
   pending: Map<number, Float64Array>;
   /** Words in `pending`. */
   pendingWords: number;
-  /** Rows marked dead since the last merge. */
+  /** Rows in memory marked dead since the last merge. */
   dead: number;
   /** Changed since the last flush. */
   dirty: boolean;
@@ -95,161 +124,10 @@ interface FeedWords {
   /** Sizes of the feed file and of its journal on disk. */
   fileBytes: number;
   journalBytes: number;
+  /** While the file is rewritten: the changes made since the state it holds, to be replayed over it. */
+  recording?: Change[];
 }
 
-interface PersistedFeed {
-  format: 3;
-  /** The last journaled change this file includes (absent in files written before the journal). */
-  journalSeq?: number;
-  rows: [id: string, productId: string, itemGroupId: string][];
-  ordinalBits: number;
-  /** Entries per slice. */
-  slices: number[];
-}
-
-/** The earlier file layout: per slice, sorted float64 `bits · 2²⁰ + ordinal`, the data 8-byte aligned. */
-interface PersistedFeedFormat2 {
-  format: 2;
-  rows: PersistedFeed['rows'];
-  slices: number[];
-}
-
-/** Reads exactly `target.byteLength` bytes at `position`, in pieces of at most `chunk` bytes. */
-async function readFully(
-  handle: FileHandle,
-  target: Uint8Array,
-  position: number,
-  chunk: number,
-): Promise<boolean> {
-  for (let offset = 0; offset < target.byteLength;) {
-    const length = Math.min(chunk, target.byteLength - offset);
-    const { bytesRead } = await handle.read(target, offset, length, position + offset);
-    if (bytesRead === 0) return false;
-    offset += bytesRead;
-  }
-  return true;
-}
-
-async function writeFully(handle: FileHandle, source: Uint8Array, chunk: number): Promise<void> {
-  for (let offset = 0; offset < source.byteLength;) {
-    const length = Math.min(chunk, source.byteLength - offset);
-    const { bytesWritten } = await handle.write(source, offset, length);
-    offset += bytesWritten;
-  }
-}
-
-interface LoadedFeed {
-  rows: PersistedFeed['rows'];
-  slices: Postings[];
-  journalSeq: number;
-  fileBytes: number;
-  /** Read from the earlier layout: the file is rewritten at the next flush. */
-  converted: boolean;
-}
-
-/**
- * The rows and slices of a feed file; undefined when there is no file, 'unreadable' when it is not a
- * complete, consistent file of a known format. Only I/O errors are thrown.
- */
-async function readFeedFile(path: string, chunk: number): Promise<LoadedFeed | 'unreadable' | undefined> {
-  const handle = await open(path, 'r').catch((error: NodeJS.ErrnoException) => {
-    if (error.code === 'ENOENT') return undefined;
-    throw error;
-  });
-  if (!handle) return undefined;
-  try {
-    return (await parseFeedFile(handle, chunk)) ?? 'unreadable';
-  } catch (error) {
-    // A failed system call (EIO, EMFILE…) may pass: the next load tries again. Anything else means the
-    // content is not what it claims (a length no array can have, a feed over 2²⁰ images…).
-    if (error instanceof Error && 'syscall' in error) throw error;
-    return 'unreadable';
-  } finally {
-    await handle.close();
-  }
-}
-
-const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
-
-async function parseFeedFile(handle: FileHandle, chunk: number): Promise<LoadedFeed | undefined> {
-  const { size } = await handle.stat();
-  const length = Buffer.alloc(4);
-  if (size < 4 || !(await readFully(handle, length, 0, chunk))) return undefined;
-  const metaLength = length.readUInt32LE(0);
-  if (4 + metaLength > size) return undefined;
-  const metaBytes = Buffer.alloc(metaLength);
-  if (!(await readFully(handle, metaBytes, 4, chunk))) return undefined;
-  const meta = JSON.parse(metaBytes.toString('utf8')) as Partial<PersistedFeed | PersistedFeedFormat2> | null;
-  if (typeof meta !== 'object' || meta === null) return undefined;
-  const { rows, slices: lengths } = meta;
-  if (
-    !Array.isArray(rows) ||
-    !rows.every((row) => Array.isArray(row) && row.length === 3 && row.every((v) => typeof v === 'string')) ||
-    !Array.isArray(lengths) ||
-    lengths.length !== SLICES ||
-    !lengths.every(isCount)
-  )
-    return undefined;
-  const total = lengths.reduce((sum, count) => sum + count, 0);
-  const read = (target: ArrayBufferView, position: number) =>
-    readFully(handle, new Uint8Array(target.buffer, target.byteOffset, target.byteLength), position, chunk);
-  const slices: Postings[] = [];
-  if (meta.format === 2) {
-    let position = Math.ceil((4 + metaLength) / 8) * 8;
-    if (size !== position + total * 8) return undefined;
-    const ordinalBits = ordinalBitsFor(rows.length);
-    for (const count of lengths) {
-      // One slice of doubles at a time, re-keyed in place for the compact layout (same order).
-      const keys = new Float64Array(count);
-      if (!(await read(keys, position))) return undefined;
-      position += keys.byteLength;
-      let previous = 0;
-      for (let i = 0; i < count; i += 1) {
-        const key = keys[i]!;
-        const ordinal = key % FORMAT_2_ORDINAL_SPAN;
-        if (!(key >= previous) || ordinal >= rows.length || key >= SLICE_SPAN * FORMAT_2_ORDINAL_SPAN)
-          return undefined;
-        previous = key;
-        keys[i] = ((key - ordinal) / FORMAT_2_ORDINAL_SPAN) * 2 ** ordinalBits + ordinal;
-      }
-      slices.push(postingsFromKeys(keys, ordinalBits));
-    }
-    return { rows, slices, converted: true, journalSeq: 0, fileBytes: size };
-  }
-  const ordinalBits = (meta as Partial<PersistedFeed>).ordinalBits;
-  if (meta.format !== 3 || ordinalBits !== ordinalBitsFor(rows.length)) return undefined;
-  let position = Math.ceil((4 + metaLength) / 4) * 4;
-  const bucketBytes = 4 * (2 ** ordinalBits + 1);
-  if (size !== position + SLICES * bucketBytes + total * 4) return undefined;
-  for (const count of lengths) {
-    const postings: Postings = {
-      ordinalBits,
-      buckets: new Uint32Array(2 ** ordinalBits + 1),
-      entries: new Uint32Array(count),
-    };
-    if (!(await read(postings.buckets, position))) return undefined;
-    position += bucketBytes;
-    if (!(await read(postings.entries, position))) return undefined;
-    position += postings.entries.byteLength;
-    // A bucket table that starts at 0, never falls and ends at the entry count (a damaged one would send
-    // lookups and merges outside the entries).
-    const { buckets } = postings;
-    if (buckets[0] !== 0 || buckets[buckets.length - 1] !== count) return undefined;
-    for (let bucket = 1; bucket < buckets.length; bucket += 1)
-      if (buckets[bucket]! < buckets[bucket - 1]!) return undefined;
-    slices.push(postings);
-  }
-  const { journalSeq } = meta as Partial<PersistedFeed>;
-  return {
-    rows,
-    slices,
-    converted: false,
-    journalSeq: isCount(journalSeq) ? journalSeq : 0,
-    fileBytes: size,
-  };
-}
-
-/** The journal's entries in order; a line that does not parse (the last, cut by a crash) ends it. */
 /**
  * The journal's entries in order, read line by line (it may pass the largest string). A line that does
  * not parse or is not an entry (the last, cut by a crash or a full disk) ends it: `damaged` then says the
@@ -336,6 +214,8 @@ function emptyFeed(): FeedWords {
   return {
     rows: [],
     byId: new Map(),
+    diskRows: 0,
+    diskDead: 0,
     slices: Array.from({ length: SLICES }, () => emptyPostings(ordinalBitsFor(0))),
     pending: new Map(),
     pendingWords: 0,
@@ -350,12 +230,27 @@ function emptyFeed(): FeedWords {
   };
 }
 
+/** A feed as its file holds it (clean: nothing to write). */
+function feedOfFile(file: LoadedFeedFile): FeedWords {
+  const feed = emptyFeed();
+  feed.rows = file.rows.map(([id, productId, itemGroupId]) => ({ id, productId, itemGroupId, live: true }));
+  feed.byId = new Map(feed.rows.map((row, ordinal) => [row.id, ordinal]));
+  if (file.postings instanceof DiskPostings) {
+    feed.onDisk = file.postings;
+    feed.diskRows = feed.rows.length;
+  } else feed.slices = file.postings;
+  feed.seq = file.journalSeq;
+  feed.fileBytes = file.fileBytes;
+  return feed;
+}
+
 function kill(feed: FeedWords, ordinal: number): void {
   feed.rows[ordinal]!.live = false;
   feed.byId.delete(feed.rows[ordinal]!.id);
   feed.pendingWords -= feed.pending.get(ordinal)?.length ?? 0;
   feed.pending.delete(ordinal);
-  feed.dead += 1;
+  if (ordinal < feed.diskRows) feed.diskDead += 1;
+  else feed.dead += 1;
   feed.dirty = true;
 }
 
@@ -386,20 +281,30 @@ function deleteRows(feed: FeedWords, productIds: readonly string[], except: read
   }
 }
 
-/** Drops dead rows, renumbers the live ones in order and adds the pending words (see the class comment). */
+function apply(feed: FeedWords, change: Change): void {
+  if ('upsert' in change) upsertRow(feed, change.upsert);
+  else deleteRows(feed, ...change.delete);
+}
+
+/**
+ * Drops the dead rows held in memory, renumbers the live ones in order and adds the pending words (see
+ * the class comment). Rows on disk keep their ordinals (the dead ones are left out when searched).
+ */
 function merge(feed: FeedWords): void {
   if (feed.dead === 0 && feed.pending.size === 0) return;
-  const renumbered = new Int32Array(feed.rows.length).fill(-1);
+  const offset = feed.diskRows;
+  const renumbered = new Int32Array(feed.rows.length - offset).fill(-1);
   const rows: Row[] = [];
-  feed.rows.forEach((row, ordinal) => {
-    if (!row.live) return;
-    renumbered[ordinal] = rows.length;
+  for (let ordinal = offset; ordinal < feed.rows.length; ordinal += 1) {
+    const row = feed.rows[ordinal]!;
+    if (!row.live) continue;
+    renumbered[ordinal - offset] = rows.length;
     rows.push(row);
-  });
+  }
   const ordinalBits = ordinalBitsFor(rows.length);
   // Pending words are sorted (upsert), so each slice's words of an image are one run: its bounds per slice.
   const pending = [...feed.pending].flatMap(([ordinal, words]) => {
-    const now = renumbered[ordinal]!;
+    const now = renumbered[ordinal - offset]!;
     if (now < 0) return [];
     const bounds = Array.from({ length: SLICES + 1 }, (_, slice) => lowerBound(words, slice * SLICE_SPAN));
     return [{ now, words, bounds }];
@@ -421,8 +326,11 @@ function merge(feed: FeedWords): void {
       }
     feed.slices[slice] = mergePostings(feed.slices[slice]!, renumbered, added, ordinalBits);
   }
-  feed.rows = rows;
-  feed.byId = new Map(rows.map((row, ordinal) => [row.id, ordinal]));
+  feed.rows.length = offset;
+  for (const row of rows) {
+    feed.byId.set(row.id, feed.rows.length);
+    feed.rows.push(row);
+  }
   feed.pending = new Map();
   feed.pendingWords = 0;
   feed.dead = 0;
@@ -457,6 +365,33 @@ function bestOf(
   return picked.sort(byRank).slice(0, k);
 }
 
+/** The whole feed (on disk and in memory, merged) as each slice's key streams, for its next file. */
+function snapshotStreams(feed: FeedWords): { meta: Omit<FeedFileMeta, 'journalSeq'>; slices: KeyStream[][] } {
+  merge(feed);
+  const { rows, diskRows, onDisk } = feed;
+  const live = rows.filter((row) => row.live);
+  const ordinalBits = ordinalBitsFor(live.length);
+  // Ordinals of the next file: live rows on disk first, then the rows in memory (all live after the merge).
+  const onDiskNow = new Int32Array(diskRows).fill(-1);
+  let next = 0;
+  for (let ordinal = 0; ordinal < diskRows; ordinal += 1)
+    if (rows[ordinal]!.live) onDiskNow[ordinal] = next++;
+  const inMemoryNow = Int32Array.from({ length: rows.length - diskRows }, (_, ordinal) => next + ordinal);
+  // The arrays of this moment: a merge while the file is written replaces them and never changes them.
+  const memory = [...feed.slices];
+  const slices = memory.map((postings, slice) => [
+    ...(onDisk ? [onDisk.stream(slice, onDiskNow, ordinalBits)] : []),
+    postingsStream(postings, inMemoryNow, ordinalBits, MEMORY_STREAM_BLOCK),
+  ]);
+  return {
+    meta: { ordinalBits, rows: live.map((row) => [row.id, row.productId, row.itemGroupId]) },
+    slices,
+  };
+}
+
+/** Entries per block when the postings in memory are streamed to a file. */
+const MEMORY_STREAM_BLOCK = 2 ** 18;
+
 export class LocalVisualWordIndex implements VisualWordIndex {
   private readonly feeds = new Map<string, Promise<FeedWords>>();
   /** Flushes and feed deletions run one at a time (they write and remove the same files). */
@@ -465,22 +400,27 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   private readonly ioChunkBytes: number;
   private readonly mergePendingWords: number;
   private readonly journalMinBytes: number;
+  private readonly memoryBytes: number;
 
   /**
-   * `options.ioChunkBytes`: the largest single read or write (fs's limit is 2 GiB − 1);
-   * `options.mergePendingWords`: the pending words an upsert leaves unmerged whatever the index's size;
-   * `options.journalMinBytes`: the journal's size that makes a flush rewrite the file (or a quarter of the
-   * file when larger); `options.journal`: false makes every flush rewrite the file. Tests set them small.
+   * `options.memoryBytes`: the size of a feed's entries up to which they are held in memory (above it
+   * they are read from the feed's file at each search); `options.ioChunkBytes`: the largest single read
+   * or write (fs's limit is 2 GiB − 1); `options.mergePendingWords`: the pending words an upsert leaves
+   * unmerged whatever the index's size; `options.journalMinBytes`: the journal's size that makes a flush
+   * rewrite the file (or a quarter of the file when larger); `options.journal`: false makes every flush
+   * rewrite the file. Tests set them small.
    */
   constructor(
     private readonly dir: string,
     options: {
+      memoryBytes?: number;
       ioChunkBytes?: number;
       mergePendingWords?: number;
       journalMinBytes?: number;
       journal?: boolean;
     } = {},
   ) {
+    this.memoryBytes = options.memoryBytes ?? DEFAULT_MEMORY_BYTES;
     this.ioChunkBytes = options.ioChunkBytes ?? IO_CHUNK_BYTES;
     this.mergePendingWords = options.mergePendingWords ?? MERGE_PENDING_WORDS;
     this.journalMinBytes = options.journal === false ? -1 : (options.journalMinBytes ?? JOURNAL_MIN_BYTES);
@@ -515,31 +455,24 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   }
 
   private async load(feedId: string): Promise<FeedWords> {
-    const parsed = await readFeedFile(this.file(feedId), this.ioChunkBytes);
-    const journal = await readJournal(this.journalFile(feedId));
-    const feed = emptyFeed();
-    let journalSeq = 0;
+    const parsed = await readFeedFile(this.file(feedId), this.ioChunkBytes, this.memoryBytes);
+    const journal = await readJournal(this.journalFile(feedId)).catch(async (error: unknown) => {
+      if (typeof parsed === 'object' && parsed.postings instanceof DiskPostings)
+        await parsed.postings.close();
+      throw error;
+    });
+    let feed: FeedWords;
     if (parsed === 'unreadable') {
       // Unreadable (truncated by a crash before the rename reached the disk, or a foreign format): the
       // feed starts from the journal alone and the file is rewritten at the next flush, rather than every
       // later write and flush failing; images it lacks are found again once they are re-imported.
-      feed.dirty = true;
+      feed = emptyFeed();
       feed.snapshotNeeded = true;
     } else if (parsed !== undefined) {
-      feed.slices = parsed.slices;
-      feed.dirty = parsed.converted;
+      feed = feedOfFile(parsed);
       feed.snapshotNeeded = parsed.converted;
-      feed.fileBytes = parsed.fileBytes;
-      journalSeq = parsed.journalSeq;
-      feed.rows = parsed.rows.map(([id, productId, itemGroupId]) => ({
-        id,
-        productId,
-        itemGroupId,
-        live: true,
-      }));
-      feed.byId = new Map(feed.rows.map((row, ordinal) => [row.id, ordinal]));
-    }
-    feed.seq = journalSeq;
+    } else feed = emptyFeed();
+    const journalSeq = feed.seq;
     feed.journalBytes = journal.bytes;
     if (journal.damaged) feed.snapshotNeeded = true;
     // Changes after the file was written (one already in it is not applied twice).
@@ -557,10 +490,18 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   }
 
   /** Records a change for the journal (nothing to keep when the next flush rewrites the file anyway). */
-  private static journal(feed: FeedWords, entry: () => Omit<JournalEntry, 's'>, words: number): void {
+  private static record(feed: FeedWords, change: Change): void {
     feed.seq += 1;
+    feed.recording?.push(change);
     if (feed.snapshotNeeded) return;
-    feed.unjournaled.push({ ...entry(), s: feed.seq } as JournalEntry);
+    let entry: JournalEntry;
+    let words = 0;
+    if ('upsert' in change) {
+      const { id, productId, itemGroupId, words: sorted } = change.upsert;
+      entry = { s: feed.seq, u: [id, productId, itemGroupId, encodeWords(sorted)] };
+      words = sorted.length;
+    } else entry = { s: feed.seq, d: change.delete };
+    feed.unjournaled.push(entry);
     feed.unjournaledWords += words;
     if (feed.unjournaledWords > JOURNAL_HELD_WORDS) {
       feed.snapshotNeeded = true;
@@ -574,12 +515,7 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     for (const document of documents) {
       const feed = await this.feed(document.feedId);
       const sorted = upsertRow(feed, document);
-      const { id, productId, itemGroupId } = document;
-      LocalVisualWordIndex.journal(
-        feed,
-        () => ({ u: [id, productId, itemGroupId, encodeWords(sorted)] }),
-        sorted.length,
-      );
+      LocalVisualWordIndex.record(feed, { upsert: { ...document, words: sorted } });
       touched.add(feed);
     }
     // A large import (or the bench's growth) would otherwise hold every new word as a double until the
@@ -595,16 +531,19 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     if (productIds.length === 0) return;
     const feed = await this.feed(feedId);
     deleteRows(feed, productIds, except);
-    LocalVisualWordIndex.journal(feed, () => ({ d: [[...productIds], [...except]] }), 0);
+    LocalVisualWordIndex.record(feed, { delete: [[...productIds], [...except]] });
   }
 
   async deleteFeed(feedId: string): Promise<void> {
+    const previous = this.feeds.get(feedId);
     // An empty feed in place (not a missing entry) so that a search meanwhile cannot load the old file.
     const emptied = emptyFeed();
     // Whatever is written to the feed from now on goes to a new file, not to a journal of the old one.
     emptied.snapshotNeeded = true;
     this.feeds.set(feedId, Promise.resolve(emptied));
     await this.serially(async () => {
+      // After any flush queued before: the file it may have swapped in is the one to close.
+      await (await previous?.catch(() => undefined))?.onDisk?.close();
       // The journal first: a crash in between leaves the file, whose feed the caller deletes again.
       await rm(this.journalFile(feedId), { force: true });
       await rm(this.file(feedId), { force: true });
@@ -626,29 +565,52 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   async search(query: VisualWordQuery): Promise<VisualWordHit[]> {
     const feed = await this.feed(query.feedId);
     merge(feed);
-    const { rows, slices } = feed;
-    if (rows.length === 0 || query.k <= 0) return [];
+    const { rows, slices, onDisk, diskRows } = feed;
+    const live = rows.length - feed.diskDead;
+    if (live === 0 || query.k <= 0) return [];
     const scores = new Float64Array(rows.length);
     for (const word of query.words) {
       const slice = Math.floor(word / SLICE_SPAN);
       const postings = slices[slice];
       if (!postings) continue;
-      const { start, end, first } = postingsOf(postings, word - slice * SLICE_SPAN);
-      if (end === start) continue;
+      const bits = word - slice * SLICE_SPAN;
+      const inMemory = postings.entries.length > 0 ? postingsOf(postings, bits) : undefined;
+      const run = onDisk?.run(slice, bits);
+      // Images with the word: those in memory, and the live ones of the file.
+      let count = inMemory ? inMemory.end - inMemory.start : 0;
+      if (run)
+        for (let i = run.start; i < run.end; i += 1) if (rows[run.entries[i]! - run.first]!.live) count += 1;
+      if (count === 0) continue;
       // idf: a word most images have says little about which one the query shows.
-      const weight = Math.log(1 + rows.length / (end - start));
-      const { entries } = postings;
-      for (let i = start; i < end; i += 1) scores[entries[i]! - first]! += weight;
+      const weight = Math.log(1 + live / count);
+      if (inMemory) {
+        const { entries } = postings;
+        for (let i = inMemory.start; i < inMemory.end; i += 1)
+          scores[diskRows + entries[i]! - inMemory.first]! += weight;
+      }
+      if (run) for (let i = run.start; i < run.end; i += 1) scores[run.entries[i]! - run.first]! += weight;
     }
     const excluded = new Set(query.excludeItemGroupIds ?? []);
-    return bestOf(scores, query.k, rows, (row) => !excluded.has(row.itemGroupId)).map((ordinal) => {
-      const { id, productId, itemGroupId } = rows[ordinal]!;
-      return { id, productId, itemGroupId, score: scores[ordinal]! };
-    });
+    return bestOf(scores, query.k, rows, (row) => row.live && !excluded.has(row.itemGroupId)).map(
+      (ordinal) => {
+        const { id, productId, itemGroupId } = rows[ordinal]!;
+        return { id, productId, itemGroupId, score: scores[ordinal]! };
+      },
+    );
   }
 
   flush(): Promise<void> {
     return this.serially(() => this.writeDirtyFeeds());
+  }
+
+  /** Writes what is not yet durable, then closes the feed files held open; a later call loads them again. */
+  close(): Promise<void> {
+    return this.serially(async () => {
+      await this.writeDirtyFeeds();
+      const feeds = [...this.feeds.values()];
+      this.feeds.clear();
+      for (const loading of feeds) await (await loading.catch(() => undefined))?.onDisk?.close();
+    });
   }
 
   private async writeDirtyFeeds(): Promise<void> {
@@ -665,35 +627,65 @@ export class LocalVisualWordIndex implements VisualWordIndex {
         await this.appendJournal(feedId, feed);
         continue;
       }
-      merge(feed);
-      // The merged state as of now: a merge during the write below replaces these arrays with new ones and
-      // never changes them, so the file stays consistent; changes made meanwhile mark the feed dirty again
-      // and go to the next flush.
-      const slices = [...feed.slices];
-      const meta: PersistedFeed = {
-        format: 3,
-        journalSeq: feed.seq,
-        ordinalBits: slices[0]!.ordinalBits,
-        rows: feed.rows.map((row) => [row.id, row.productId, row.itemGroupId]),
-        slices: slices.map((slice) => slice.entries.length),
-      };
-      feed.dirty = false;
-      feed.snapshotNeeded = false;
-      feed.unjournaled = [];
-      feed.unjournaledWords = 0;
-      try {
-        feed.fileBytes = await this.writeFeedFile(this.file(feedId), meta, slices);
-        // Every change in the journal is in the file now (and one left by a crash here is skipped by
-        // its number at the next load).
-        await rm(this.journalFile(feedId), { force: true });
-        feed.journalBytes = 0;
-      } catch (error) {
-        // A failed write leaves the feed dirty, to be written whole by the next flush.
-        feed.dirty = true;
-        feed.snapshotNeeded = true;
-        throw error;
-      }
+      await this.rewrite(feedId, feed);
     }
+  }
+
+  /**
+   * Writes the feed's whole state to its file and empties its journal. A feed whose postings are on disk
+   * afterwards (they were, or they no longer fit in memory) continues from the new file: it is read
+   * back, and the changes made while it was written are applied over it.
+   */
+  private async rewrite(feedId: string, feed: FeedWords): Promise<void> {
+    const { meta, slices } = snapshotStreams(feed);
+    const journalSeq = feed.seq;
+    feed.dirty = false;
+    feed.snapshotNeeded = false;
+    feed.unjournaled = [];
+    feed.unjournaledWords = 0;
+    feed.recording = [];
+    try {
+      feed.fileBytes = await writeFeedFile(
+        this.file(feedId),
+        { ...meta, journalSeq },
+        slices,
+        this.ioChunkBytes,
+      );
+      // Every change in the journal is in the file now (and one left by a crash here is skipped by
+      // its number at the next load).
+      await rm(this.journalFile(feedId), { force: true });
+      feed.journalBytes = 0;
+      // (The file's size bounds its entries' size from above; reading it back decides where they are held.)
+      if (feed.onDisk || feed.fileBytes > this.memoryBytes) await this.continueFromFile(feedId, feed);
+    } catch (error) {
+      // A failed write leaves the feed dirty, to be written whole by the next flush.
+      feed.dirty = true;
+      feed.snapshotNeeded = true;
+      throw error;
+    } finally {
+      feed.recording = undefined;
+    }
+  }
+
+  /** Replaces the feed's state by its file's (just written) and the changes recorded since. */
+  private async continueFromFile(feedId: string, feed: FeedWords): Promise<void> {
+    const file = await readFeedFile(this.file(feedId), this.ioChunkBytes, this.memoryBytes);
+    if (typeof file !== 'object')
+      throw new Error(`visual-word index: the file just written for ${feedId} does not read back`);
+    const fresh = feedOfFile(file);
+    for (const change of feed.recording ?? []) apply(fresh, change);
+    const previous = feed.onDisk;
+    // What is still to be written stays so: the changes made meanwhile and their journal lines.
+    Object.assign(feed, {
+      ...fresh,
+      seq: feed.seq,
+      dirty: feed.dirty,
+      snapshotNeeded: feed.snapshotNeeded,
+      unjournaled: feed.unjournaled,
+      unjournaledWords: feed.unjournaledWords,
+      journalBytes: feed.journalBytes,
+    });
+    await previous?.close();
   }
 
   /** Appends the feed's changes since the last flush to its journal, durably (see the class comment). */
@@ -722,38 +714,5 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       feed.snapshotNeeded = true;
       throw error;
     }
-  }
-
-  /** Writes the feed file (to a temporary name, renamed once complete); answers its size. */
-  private async writeFeedFile(file: string, meta: PersistedFeed, slices: Postings[]): Promise<number> {
-    const json = Buffer.from(JSON.stringify(meta), 'utf8');
-    const header = Buffer.alloc(Math.ceil((4 + json.length) / 4) * 4);
-    header.writeUInt32LE(json.length, 0);
-    json.copy(header, 4);
-    const bytes = (array: Uint32Array) => new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
-    const handle = await open(`${file}.tmp`, 'w');
-    try {
-      await writeFully(handle, header, this.ioChunkBytes);
-      for (const slice of slices) {
-        await writeFully(handle, bytes(slice.buckets), this.ioChunkBytes);
-        await writeFully(handle, bytes(slice.entries), this.ioChunkBytes);
-      }
-      // On disk before it replaces the old file, and the rename before the journal is removed (a power
-      // loss must not leave a renamed but empty file and no journal).
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(`${file}.tmp`, file);
-    const folder = await open(this.dir, 'r');
-    try {
-      await folder.sync();
-    } finally {
-      await folder.close();
-    }
-    return (
-      header.length +
-      slices.reduce((sum, slice) => sum + slice.buckets.byteLength + slice.entries.byteLength, 0)
-    );
   }
 }

@@ -64,22 +64,39 @@ export function forEachEntry(postings: Postings, visit: (bits: number, ordinal: 
  */
 export function postingsOf(postings: Postings, bits: number): { start: number; end: number; first: number } {
   const { buckets, entries } = postings;
-  const ordinalSpan = 2 ** postings.ordinalBits;
-  const key = bits * ordinalSpan;
+  const { bucket, first } = bucketOf(bits, postings.ordinalBits);
+  return runOf(entries, buckets[bucket]!, buckets[bucket + 1]!, first, postings.ordinalBits);
+}
+
+/** The bucket of a word's bits at `ordinalBits`, and the entry of its run's ordinal 0 in that bucket. */
+export function bucketOf(bits: number, ordinalBits: number): { bucket: number; first: number } {
+  const key = bits * 2 ** ordinalBits;
   const first = key % ENTRY_SPAN;
-  const bucket = (key - first) / ENTRY_SPAN;
-  let low = buckets[bucket]!;
-  const bucketEnd = buckets[bucket + 1]!;
-  let high = bucketEnd;
+  return { bucket: (key - first) / ENTRY_SPAN, first };
+}
+
+/**
+ * The run of entries from `first` (a word's ordinal 0) inside one bucket's entries `from`…`to` of
+ * `entries`: indices `start` to `end` (exclusive), whose ordinals are `entries[i] − first`.
+ */
+export function runOf(
+  entries: Uint32Array,
+  from: number,
+  to: number,
+  first: number,
+  ordinalBits: number,
+): { start: number; end: number; first: number } {
+  let low = from;
+  let high = to;
   while (low < high) {
     const middle = (low + high) >>> 1;
     if (entries[middle]! < first) low = middle + 1;
     else high = middle;
   }
   // A word's run is short (the images that have it), so its end is found by scanning.
-  const limit = first + ordinalSpan;
+  const limit = first + 2 ** ordinalBits;
   let end = low;
-  while (end < bucketEnd && entries[end]! < limit) end += 1;
+  while (end < to && entries[end]! < limit) end += 1;
   return { start: low, end, first };
 }
 
@@ -214,4 +231,115 @@ export function postingsFromKeys(keys: Float64Array, ordinalBits: number): Posti
   }
   for (let bucket = 1; bucket < buckets.length; bucket += 1) buckets[bucket]! += buckets[bucket - 1]!;
   return { ordinalBits, buckets, entries };
+}
+
+/**
+ * The next block of a slice's keys in ascending order, `bits · 2^ordinalBits + ordinal` at the output's
+ * ordinal width; undefined once every entry was read. A block is valid until the next call.
+ */
+export type KeyStream = () => Promise<Float64Array | undefined>;
+
+/** Copies entries `from`… of a slice into `target` (the whole of it). */
+export type EntryReader = (from: number, target: Uint32Array) => Promise<void> | void;
+
+/**
+ * The entries of a slice (its bucket table, entry count and a reader of its entries) as a key stream at
+ * `toBits`, ordinals renumbered by `renumbered` (an order-preserving renumbering; entries mapped below 0
+ * left out), read `block` entries at a time: one side of a merge too large to hold in memory.
+ */
+export function keyStream(
+  slice: { buckets: Uint32Array; count: number; ordinalBits: number },
+  read: EntryReader,
+  renumbered: Int32Array,
+  toBits: number,
+  block: number,
+): KeyStream {
+  const { buckets, count } = slice;
+  const fromSpan = 2 ** slice.ordinalBits;
+  const toSpan = 2 ** toBits;
+  const window = new Uint32Array(Math.max(1, Math.min(block, count)));
+  const keys = new Float64Array(window.length);
+  let index = 0;
+  let bucket = 0;
+  return async () => {
+    while (index < count) {
+      const length = Math.min(window.length, count - index);
+      const entries = length === window.length ? window : window.subarray(0, length);
+      await read(index, entries);
+      let out = 0;
+      for (let i = 0; i < length; i += 1, index += 1) {
+        while (buckets[bucket + 1]! <= index) bucket += 1;
+        const key = bucket * ENTRY_SPAN + entries[i]!;
+        const bits = Math.floor(key / fromSpan);
+        const now = renumbered[key - bits * fromSpan]!;
+        if (now >= 0) keys[out++] = bits * toSpan + now;
+      }
+      if (out > 0) return keys.subarray(0, out);
+    }
+    return undefined;
+  };
+}
+
+/** In-memory postings as a key stream (see `keyStream`). */
+export function postingsStream(
+  postings: Postings,
+  renumbered: Int32Array,
+  toBits: number,
+  block: number,
+): KeyStream {
+  const { buckets, entries, ordinalBits } = postings;
+  return keyStream(
+    { buckets, count: entries.length, ordinalBits },
+    (from, target) => target.set(entries.subarray(from, from + target.length)),
+    renumbered,
+    toBits,
+    block,
+  );
+}
+
+/**
+ * Merges key streams (at most two; their keys disjoint) into postings at `ordinalBits` without holding
+ * them: the entries are handed to `write` in order, `block` at a time (the block is reused once `write`
+ * has settled). Answers the bucket table and the entry count.
+ */
+export async function mergeKeyStreams(
+  streams: KeyStream[],
+  ordinalBits: number,
+  write: (entries: Uint32Array) => Promise<void>,
+  block: number,
+): Promise<{ buckets: Uint32Array; count: number }> {
+  if (streams.length > 2) throw new Error('mergeKeyStreams: at most two streams');
+  const [first, second] = streams;
+  const buckets = new Uint32Array(2 ** ordinalBits + 1);
+  const out = new Uint32Array(block);
+  let length = 0;
+  let count = 0;
+  let a = first ? await first() : undefined;
+  let b = second ? await second() : undefined;
+  let i = 0;
+  let j = 0;
+  while (a || b) {
+    // Synchronously, until the output block is full or an input block is used up (no await per key).
+    while (length < block) {
+      let key: number;
+      if (a && (!b || a[i]! < b[j]!)) key = a[i++]!;
+      else if (b) key = b[j++]!;
+      else break;
+      const entry = key % ENTRY_SPAN;
+      buckets[(key - entry) / ENTRY_SPAN + 1]! += 1;
+      out[length++] = entry;
+      if ((a && i === a.length) || (b && j === b.length)) break;
+    }
+    if (length === block) {
+      await write(out);
+      count += length;
+      length = 0;
+    }
+    if (a && i === a.length) [a, i] = [await first!(), 0];
+    if (b && j === b.length) [b, j] = [await second!(), 0];
+  }
+  if (length > 0) await write(out.subarray(0, length));
+  count += length;
+  for (let bucket = 1; bucket < buckets.length; bucket += 1) buckets[bucket]! += buckets[bucket - 1]!;
+  return { buckets, count };
 }

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LocalVisualWordIndex } from '#lib/adapters/local-visual-word-index.ts';
+import { ordinalBitsFor, postingsFromKeys } from '#lib/adapters/word-postings.ts';
 import { describeVisualWordIndexContract } from './visual-word-index.contract.ts';
 
 /** An image document of feed f. */
@@ -24,10 +25,39 @@ async function writeFormat2(file: string, rows: string[][], slices: number[][]):
   await writeFile(file, Buffer.concat([header, Buffer.from(data.buffer)]));
 }
 
-/** The JSON header of a feed file. */
+/**
+ * A feed file as the version before format 4 wrote it (format 3): the JSON first, then per slice its bucket
+ * table and uint32 entries; `slices` as for `writeFormat2` (`bits · 2²⁰ + ordinal`).
+ */
+async function writeFormat3(file: string, rows: string[][], slices: number[][]): Promise<void> {
+  const ordinalBits = ordinalBitsFor(rows.length);
+  const postings = slices.map((keys) =>
+    postingsFromKeys(
+      Float64Array.from(keys, (key) => Math.floor(key / 2 ** 20) * 2 ** ordinalBits + (key % 2 ** 20)),
+      ordinalBits,
+    ),
+  );
+  const meta = { format: 3, journalSeq: 0, rows, ordinalBits, slices: postings.map((p) => p.entries.length) };
+  const json = Buffer.from(JSON.stringify(meta));
+  const header = Buffer.alloc(Math.ceil((4 + json.length) / 4) * 4);
+  header.writeUInt32LE(json.length, 0);
+  json.copy(header, 4);
+  const bytes = (array: Uint32Array) => Buffer.from(array.buffer, array.byteOffset, array.byteLength);
+  await writeFile(
+    file,
+    Buffer.concat([header, ...postings.flatMap((p) => [bytes(p.buckets), bytes(p.entries)])]),
+  );
+}
+
+/** The JSON metadata of a feed file (format 4: at the end, before its length and `VPW4`). */
 async function headerOf(file: string): Promise<Record<string, unknown>> {
   const bytes = await readFile(file);
-  return JSON.parse(bytes.subarray(4, 4 + bytes.readUInt32LE(0)).toString('utf8')) as Record<string, unknown>;
+  expect(bytes.toString('latin1', bytes.length - 4)).toBe('VPW4');
+  const length = bytes.readUInt32LE(bytes.length - 8);
+  return JSON.parse(bytes.subarray(bytes.length - 8 - length, bytes.length - 8).toString('utf8')) as Record<
+    string,
+    unknown
+  >;
 }
 
 /** Tests of the feed file itself: every flush writes it (no journal). */
@@ -42,610 +72,663 @@ async function withTempDir(test: (dir: string) => Promise<void>): Promise<void> 
   }
 }
 
-describeVisualWordIndexContract(
-  'local files',
-  async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
-    return {
-      index: new LocalVisualWordIndex(dir),
-      reopen: async () => new LocalVisualWordIndex(dir),
-      close: () => rm(dir, { recursive: true, force: true }),
-    };
-  },
-  { persistent: true },
-);
+/**
+ * Every test runs twice: with the default memory budget (these feeds are held in memory) and with none
+ * (every feed with a file searches its postings in the file, and continues from it after each rewrite).
+ */
+describe.each([
+  { where: 'in memory', memoryBytes: undefined },
+  { where: 'on disk', memoryBytes: 0 },
+])('postings $where', ({ memoryBytes }) => {
+  const wordIndex = (dir: string, options: ConstructorParameters<typeof LocalVisualWordIndex>[1] = {}) =>
+    new LocalVisualWordIndex(dir, { memoryBytes, ...options });
 
-describe('local visual-word index: writes after a search, and what a reopen sees', () => {
-  const ids = (hits: { productId: string }[]) => hits.map((hit) => hit.productId);
-
-  it('merges replacements and deletions into the searched structure and persists the merged state', async () => {
-    // Prepare: three images, searched once (so they are merged into the sorted slices)
-    await withTempDir(async (dir) => {
-      const index = new LocalVisualWordIndex(dir);
-      await index.upsert([doc('a', [1, 2, 3]), doc('b', [2, 3, 4]), doc('c', [5, 6, 7 * 2 ** 32 + 9])]);
-      expect(ids(await index.search({ feedId: 'f', words: Float64Array.from([2, 3]), k: 10 }))).toEqual([
-        'a',
-        'b',
-      ]);
-      // Act: b gets other words, a goes, d arrives; then flush and reopen
-      await index.upsert([doc('b', [5, 6], 'g'), doc('d', [7 * 2 ** 32 + 9])]);
-      await index.deleteProducts('f', ['a']);
-      const before = await index.search({ feedId: 'f', words: Float64Array.from([2, 3, 5, 6]), k: 10 });
-      await index.flush();
-      const reopened = new LocalVisualWordIndex(dir);
-      const after = await reopened.search({ feedId: 'f', words: Float64Array.from([2, 3, 5, 6]), k: 10 });
-      const slice7 = await reopened.search({
-        feedId: 'f',
-        words: Float64Array.from([7 * 2 ** 32 + 9]),
-        k: 10,
-      });
-      // Assess
-      expect(ids(before)).toEqual(['b', 'c']);
-      expect(before.find((hit) => hit.productId === 'b')?.itemGroupId).toBe('g');
-      expect(after).toEqual(before);
-      expect(ids(slice7)).toEqual(['c', 'd']);
-    });
-  });
-});
-
-describe('local visual-word index: preload', () => {
-  it('reads a feed from disk at preload, so its first search needs the files no more', async () => {
-    await withTempDir(async (dir) => {
-      const written = new LocalVisualWordIndex(dir);
-      await written.upsert([doc('a', [1, 2, 3]), doc('b', [2, 3, 4])]);
-      await written.flush();
-      // Act: a restarted index preloads the feed, then its files go away
-      const restarted = new LocalVisualWordIndex(dir);
-      await restarted.preload('f');
-      await restarted.preload('no-such-feed');
-      await rm(dir, { recursive: true, force: true });
-      await mkdir(dir);
-      // Assess: the words were in memory already
-      const hits = await restarted.search({ feedId: 'f', words: Float64Array.from([2, 3]), k: 10 });
-      expect(hits.map((hit) => hit.productId)).toEqual(['a', 'b']);
-      expect(
-        await restarted.search({ feedId: 'no-such-feed', words: Float64Array.from([2]), k: 10 }),
-      ).toEqual([]);
-    });
-  });
-});
-
-describe('local visual-word index: damaged files and failed writes', () => {
-  it('starts a feed with an unreadable file empty, keeps accepting writes and rewrites the file', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: a truncated file, as a crash could leave
-      await writeFile(join(dir, 'f.words'), Buffer.from([7, 0, 0, 0, 123]));
-      const index = new LocalVisualWordIndex(dir);
-      // Act
-      const before = await index.search({ feedId: 'f', words: Float64Array.from([1]), k: 5 });
-      await index.upsert([doc('a', [1, 2])]);
-      await index.flush();
-      const reopened = await new LocalVisualWordIndex(dir).search({
-        feedId: 'f',
-        words: Float64Array.from([1]),
-        k: 5,
-      });
-      // Assess
-      expect(before).toEqual([]);
-      expect(reopened.map((hit) => hit.productId)).toEqual(['a']);
-    });
-  });
-
-  it('keeps unwritten changes after a failed flush and writes them at the next one', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: the temporary file's name is taken by a folder, so the write fails
-      const index = new LocalVisualWordIndex(dir, FILE_EVERY_FLUSH);
-      await index.upsert([doc('a', [1, 2])]);
-      await mkdir(join(dir, 'f.words.tmp'));
-      // Act
-      await expect(index.flush()).rejects.toThrow();
-      await rm(join(dir, 'f.words.tmp'), { recursive: true });
-      await index.flush();
-      const reopened = await new LocalVisualWordIndex(dir).search({
-        feedId: 'f',
-        words: Float64Array.from([2]),
-        k: 5,
-      });
-      // Assess
-      expect(reopened.map((hit) => hit.productId)).toEqual(['a']);
-    });
-  });
-});
-
-describe('local visual-word index: top k among many scored images', () => {
-  it('returns the k best of hundreds of matches, ties at the k-th place by id', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: 300 images share word 1; i7 and i150 also share the rarer word 2
-      const index = new LocalVisualWordIndex(dir);
-      await index.upsert(
-        Array.from({ length: 300 }, (_, i) => ({
-          id: `f/i${String(i).padStart(3, '0')}/0`,
-          feedId: 'f',
-          productId: `i${i}`,
-          itemGroupId: `i${i}`,
-          words: Float64Array.from(i === 7 || i === 150 ? [1, 2] : [1, 3 + i]),
-        })),
-      );
-      // Act
-      const hits = await index.search({ feedId: 'f', words: Float64Array.from([1, 2]), k: 5 });
-      // Assess: the two with the rare word, then the smallest ids among the 298 equal ones
-      expect(hits.map((hit) => hit.productId)).toEqual(['i7', 'i150', 'i0', 'i1', 'i2']);
-    });
-  });
-});
-
-describe('local visual-word index: files read and written in pieces', () => {
-  // Words in every slice (slice = ⌊word / 2³²⌋), several per image, so each slice spans several pieces.
-  const wordsOf = (i: number) => Array.from({ length: 24 }, (_, j) => (j % 8) * 2 ** 32 + i * 31 + j);
-
-  it('gives the same file and the same answers whatever the largest single read or write', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: the same 50 images flushed by an index writing whole slices and by one writing 24-byte pieces
-      const documents = Array.from({ length: 50 }, (_, i) => doc(`i${i}`, wordsOf(i)));
-      await mkdir(join(dir, 'whole'));
-      await mkdir(join(dir, 'pieces'));
-      const whole = new LocalVisualWordIndex(join(dir, 'whole'), FILE_EVERY_FLUSH);
-      const pieces = new LocalVisualWordIndex(join(dir, 'pieces'), { ioChunkBytes: 24, ...FILE_EVERY_FLUSH });
-      await whole.upsert(documents);
-      await pieces.upsert(documents);
-      // Act
-      await whole.flush();
-      await pieces.flush();
-      const reread = new LocalVisualWordIndex(join(dir, 'whole'), { ioChunkBytes: 40 });
-      const query = {
-        feedId: 'f',
-        words: Float64Array.from([...wordsOf(7), ...wordsOf(30).slice(0, 5)]),
-        k: 3,
+  describeVisualWordIndexContract(
+    'local files',
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'local-visual-word-index-'));
+      return {
+        index: wordIndex(dir),
+        reopen: async () => wordIndex(dir),
+        close: () => rm(dir, { recursive: true, force: true }),
       };
-      // Assess: byte-identical files (over 50 × 24 entries of 4 bytes), read back in 40-byte pieces
-      const [wholeBytes, pieceBytes] = await Promise.all([
-        readFile(join(dir, 'whole', 'f.words')),
-        readFile(join(dir, 'pieces', 'f.words')),
-      ]);
-      expect(wholeBytes.length).toBeGreaterThan(50 * 24 * 4);
-      expect(pieceBytes.equals(wholeBytes)).toBe(true);
-      expect((await reread.search(query)).map((hit) => hit.productId)).toEqual(['i7', 'i30']);
-      expect(await reread.search(query)).toEqual(await whole.search(query));
-    });
-  });
+    },
+    { persistent: true },
+  );
 
-  it('treats a file shorter than its header says as unreadable', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: a complete file, then cut inside its slices
-      const index = new LocalVisualWordIndex(dir, FILE_EVERY_FLUSH);
-      await index.upsert([doc('a', wordsOf(1))]);
-      await index.flush();
-      const file = join(dir, 'f.words');
-      const bytes = await readFile(file);
-      await writeFile(file, bytes.subarray(0, bytes.length - 8));
-      // Act
-      const hits = await new LocalVisualWordIndex(dir, { ioChunkBytes: 16 }).search({
-        feedId: 'f',
-        words: Float64Array.from(wordsOf(1)),
-        k: 5,
-      });
-      // Assess
-      expect(hits).toEqual([]);
-    });
-  });
+  describe('local visual-word index: writes after a search, and what a reopen sees', () => {
+    const ids = (hits: { productId: string }[]) => hits.map((hit) => hit.productId);
 
-  it('keeps changes made while a flush is writing for the next flush, and the written file consistent', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: 200 images; 8-byte pieces make the write take many turns of the event loop
-      const index = new LocalVisualWordIndex(dir, { ioChunkBytes: 8, ...FILE_EVERY_FLUSH });
-      await index.upsert(Array.from({ length: 200 }, (_, i) => doc(`i${i}`, wordsOf(i))));
-      // Act: once the first flush has its temporary file open (its state taken), one image is replaced,
-      // one deleted and a search merges them
-      let settled = false;
-      const flushing = index.flush().finally(() => {
-        settled = true;
+    it('merges replacements and deletions into the searched structure and persists the merged state', async () => {
+      // Prepare: three images, searched once (so they are merged into the sorted slices)
+      await withTempDir(async (dir) => {
+        const index = wordIndex(dir);
+        await index.upsert([doc('a', [1, 2, 3]), doc('b', [2, 3, 4]), doc('c', [5, 6, 7 * 2 ** 32 + 9])]);
+        expect(ids(await index.search({ feedId: 'f', words: Float64Array.from([2, 3]), k: 10 }))).toEqual([
+          'a',
+          'b',
+        ]);
+        // Act: b gets other words, a goes, d arrives; then flush and reopen
+        await index.upsert([doc('b', [5, 6], 'g'), doc('d', [7 * 2 ** 32 + 9])]);
+        await index.deleteProducts('f', ['a']);
+        const before = await index.search({ feedId: 'f', words: Float64Array.from([2, 3, 5, 6]), k: 10 });
+        await index.flush();
+        const reopened = wordIndex(dir);
+        const after = await reopened.search({ feedId: 'f', words: Float64Array.from([2, 3, 5, 6]), k: 10 });
+        const slice7 = await reopened.search({
+          feedId: 'f',
+          words: Float64Array.from([7 * 2 ** 32 + 9]),
+          k: 10,
+        });
+        // Assess
+        expect(ids(before)).toEqual(['b', 'c']);
+        expect(before.find((hit) => hit.productId === 'b')?.itemGroupId).toBe('g');
+        expect(after).toEqual(before);
+        expect(ids(slice7)).toEqual(['c', 'd']);
       });
-      const opened = () =>
-        stat(join(dir, 'f.words.tmp')).then(
-          () => true,
-          () => false,
+    });
+
+    it('writes its changes at close, and loads the feed again when used after it', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: a written feed (on disk, held open), then a change not yet written
+        const index = wordIndex(dir, FILE_EVERY_FLUSH);
+        await index.upsert([doc('a', [1, 2])]);
+        await index.flush();
+        await index.upsert([doc('b', [2])]);
+        // Act
+        await index.close();
+        const reopened = await wordIndex(dir).search({ feedId: 'f', words: Float64Array.from([2]), k: 10 });
+        const again = await index.search({ feedId: 'f', words: Float64Array.from([1, 2]), k: 10 });
+        // Assess
+        expect(ids(reopened)).toEqual(['a', 'b']);
+        expect(ids(again)).toEqual(['a', 'b']);
+      });
+    });
+
+    it('weighs words by the live images only, after deletions and replacements of written images', async () => {
+      // Prepare: a, b and c share word 1, a and b word 2; written (on disk, the feed continues from its file)
+      await withTempDir(async (dir) => {
+        const index = wordIndex(dir, FILE_EVERY_FLUSH);
+        await index.upsert([doc('a', [1, 2]), doc('b', [1, 2]), doc('c', [1, 3])]);
+        await index.flush();
+        // Act: b goes, c now has word 2 instead of 1
+        await index.deleteProducts('f', ['b']);
+        await index.upsert([doc('c', [2, 3])]);
+        const hits = await index.search({ feedId: 'f', words: Float64Array.from([1, 2]), k: 10 });
+        // Assess: two live images; word 1 is a's alone (idf ln 3), word 2 a's and c's (ln 2)
+        expect(hits.map(({ productId, score }) => [productId, score])).toEqual([
+          ['a', Math.log(3) + Math.log(2)],
+          ['c', Math.log(2)],
+        ]);
+        await index.flush();
+        expect(await wordIndex(dir).search({ feedId: 'f', words: Float64Array.from([1, 2]), k: 10 })).toEqual(
+          hits,
         );
-      while (!settled && !(await opened())) await new Promise((resolve) => setTimeout(resolve, 1));
-      const changedDuringWrite = !settled;
-      await index.upsert([doc('i3', wordsOf(1000))]);
-      await index.deleteProducts('f', ['i5']);
-      const during = await index.search({ feedId: 'f', words: Float64Array.from(wordsOf(1000)), k: 1 });
-      await flushing;
-      const firstFile = await new LocalVisualWordIndex(dir).search({
-        feedId: 'f',
-        words: Float64Array.from([...wordsOf(3), ...wordsOf(5)]),
-        k: 2,
       });
-      await index.flush();
-      const reopened = new LocalVisualWordIndex(dir);
-      const replaced = await reopened.search({ feedId: 'f', words: Float64Array.from(wordsOf(1000)), k: 1 });
-      const deleted = await reopened.search({ feedId: 'f', words: Float64Array.from(wordsOf(5)), k: 5 });
-      // Assess: the first file holds the state it started from; the second one the changes
-      expect(changedDuringWrite).toBe(true);
-      expect(during.map((hit) => hit.productId)).toEqual(['i3']);
-      expect(firstFile.map((hit) => hit.productId)).toEqual(['i3', 'i5']);
-      expect(replaced.map((hit) => hit.productId)).toEqual(['i3']);
-      expect(deleted.map((hit) => hit.productId)).not.toContain('i5');
-      expect((await stat(join(dir, 'f.words'))).size).toBeGreaterThan(199 * 24 * 4);
-    });
-  });
-});
-
-describe('local visual-word index: layouts', () => {
-  it('reads a file of the earlier layout (float64 keys) and rewrites it in the compact one', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: a format 2 file as the previous version wrote it: a shares 5 in slice 0 and 9 in slice 3
-      // with b; c has 2³² − 1 in slice 7
-      const rows = [
-        ['f/a/0', 'a', 'ga'],
-        ['f/b/0', 'b', 'gb'],
-        ['f/c/0', 'c', 'gc'],
-      ];
-      const key = (bits: number, ordinal: number) => bits * 2 ** 20 + ordinal;
-      const slices = Array.from({ length: 8 }, () => [] as number[]);
-      slices[0]!.push(key(5, 0), key(5, 1), key(6, 0));
-      slices[3]!.push(key(9, 0), key(9, 1));
-      slices[7]!.push(key(2 ** 32 - 1, 2));
-      await writeFormat2(join(dir, 'f.words'), rows, slices);
-      const words = (pairs: [slice: number, bits: number][]) =>
-        Float64Array.from(pairs.map(([slice, bits]) => slice * 2 ** 32 + bits));
-      // Act
-      const index = new LocalVisualWordIndex(dir);
-      const shared = await index.search({
-        feedId: 'f',
-        words: words([
-          [0, 5],
-          [3, 9],
-          [0, 6],
-        ]),
-        k: 5,
-      });
-      const last = await index.search({ feedId: 'f', words: words([[7, 2 ** 32 - 1]]), k: 5 });
-      await index.upsert([doc('d', [6])]);
-      await index.flush();
-      const reopened = await new LocalVisualWordIndex(dir).search({
-        feedId: 'f',
-        words: words([[0, 6]]),
-        k: 5,
-      });
-      // Assess
-      expect(shared.map((hit) => [hit.productId, hit.itemGroupId])).toEqual([
-        ['a', 'ga'],
-        ['b', 'gb'],
-      ]);
-      expect(last.map((hit) => hit.productId)).toEqual(['c']);
-      expect(reopened.map((hit) => hit.productId)).toEqual(['a', 'd']);
-      expect(await headerOf(join(dir, 'f.words'))).toMatchObject({ format: 3, ordinalBits: 8 });
     });
   });
 
-  it('keeps every word when the feed outgrows its ordinal width, and after deletions shrink it', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: 250 images (8-bit ordinals) merged by a search, then 250 more (9 bits), each with a word
-      // of its own and the shared word 1
-      const index = new LocalVisualWordIndex(dir);
-      const own = (i: number) => 1000 + i * 2 ** 24;
-      await index.upsert(Array.from({ length: 250 }, (_, i) => doc(`i${i}`, [1, own(i)])));
-      await index.search({ feedId: 'f', words: Float64Array.from([1]), k: 1 });
-      await index.upsert(Array.from({ length: 250 }, (_, i) => doc(`i${250 + i}`, [1, own(250 + i)])));
-      // Act
-      const found = async (target: LocalVisualWordIndex, i: number) =>
-        (await target.search({ feedId: 'f', words: Float64Array.from([own(i)]), k: 2 })).map(
-          (hit) => hit.productId,
+  describe('local visual-word index: preload', () => {
+    it('reads a feed from disk at preload, so its first search needs the files no more', async () => {
+      await withTempDir(async (dir) => {
+        const written = wordIndex(dir);
+        await written.upsert([doc('a', [1, 2, 3]), doc('b', [2, 3, 4])]);
+        await written.flush();
+        // Act: a restarted index preloads the feed, then its files go away
+        const restarted = wordIndex(dir);
+        await restarted.preload('f');
+        await restarted.preload('no-such-feed');
+        await rm(dir, { recursive: true, force: true });
+        await mkdir(dir);
+        // Assess: the words were in memory already
+        const hits = await restarted.search({ feedId: 'f', words: Float64Array.from([2, 3]), k: 10 });
+        expect(hits.map((hit) => hit.productId)).toEqual(['a', 'b']);
+        expect(
+          await restarted.search({ feedId: 'no-such-feed', words: Float64Array.from([2]), k: 10 }),
+        ).toEqual([]);
+      });
+    });
+  });
+
+  describe('local visual-word index: damaged files and failed writes', () => {
+    it('starts a feed with an unreadable file empty, keeps accepting writes and rewrites the file', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: a truncated file, as a crash could leave
+        await writeFile(join(dir, 'f.words'), Buffer.from([7, 0, 0, 0, 123]));
+        const index = wordIndex(dir);
+        // Act
+        const before = await index.search({ feedId: 'f', words: Float64Array.from([1]), k: 5 });
+        await index.upsert([doc('a', [1, 2])]);
+        await index.flush();
+        const reopened = await wordIndex(dir).search({
+          feedId: 'f',
+          words: Float64Array.from([1]),
+          k: 5,
+        });
+        // Assess
+        expect(before).toEqual([]);
+        expect(reopened.map((hit) => hit.productId)).toEqual(['a']);
+      });
+    });
+
+    it('keeps unwritten changes after a failed flush and writes them at the next one', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: the temporary file's name is taken by a folder, so the write fails
+        const index = wordIndex(dir, FILE_EVERY_FLUSH);
+        await index.upsert([doc('a', [1, 2])]);
+        await mkdir(join(dir, 'f.words.tmp'));
+        // Act
+        await expect(index.flush()).rejects.toThrow();
+        await rm(join(dir, 'f.words.tmp'), { recursive: true });
+        await index.flush();
+        const reopened = await wordIndex(dir).search({
+          feedId: 'f',
+          words: Float64Array.from([2]),
+          k: 5,
+        });
+        // Assess
+        expect(reopened.map((hit) => hit.productId)).toEqual(['a']);
+      });
+    });
+  });
+
+  describe('local visual-word index: top k among many scored images', () => {
+    it('returns the k best of hundreds of matches, ties at the k-th place by id', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: 300 images share word 1; i7 and i150 also share the rarer word 2
+        const index = wordIndex(dir);
+        await index.upsert(
+          Array.from({ length: 300 }, (_, i) => ({
+            id: `f/i${String(i).padStart(3, '0')}/0`,
+            feedId: 'f',
+            productId: `i${i}`,
+            itemGroupId: `i${i}`,
+            words: Float64Array.from(i === 7 || i === 150 ? [1, 2] : [1, 3 + i]),
+          })),
         );
-      const wide = await Promise.all([0, 249, 250, 499].map((i) => found(index, i)));
-      await index.deleteProducts(
-        'f',
-        Array.from({ length: 300 }, (_, i) => `i${i}`),
-      );
-      const narrow = await Promise.all([299, 300, 499].map((i) => found(index, i)));
-      await index.flush();
-      const reopened = new LocalVisualWordIndex(dir);
-      const persisted = await Promise.all([300, 499].map((i) => found(reopened, i)));
-      // Assess
-      expect(wide).toEqual([['i0'], ['i249'], ['i250'], ['i499']]);
-      expect(narrow).toEqual([[], ['i300'], ['i499']]);
-      expect(persisted).toEqual([['i300'], ['i499']]);
+        // Act
+        const hits = await index.search({ feedId: 'f', words: Float64Array.from([1, 2]), k: 5 });
+        // Assess: the two with the rare word, then the smallest ids among the 298 equal ones
+        expect(hits.map((hit) => hit.productId)).toEqual(['i7', 'i150', 'i0', 'i1', 'i2']);
+      });
     });
   });
-});
 
-describe('local visual-word index: merges during large writes', () => {
-  it('answers the same when upserts merge as they go, replacements and deletions of unmerged images included', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: the same writes to an index that merges past 40 pending words and to one that never does
-      // before a search: 120 images of 8 words (some shared), written 10 at a time; every 7th is replaced
-      // right after its own batch (while pending, or merged), every 11th deleted
-      const doc = (i: number, version: number) => ({
-        id: `f/i${i}/0`,
-        feedId: 'f',
-        productId: `i${i}`,
-        itemGroupId: `g${i % 30}`,
-        words: Float64Array.from(
-          { length: 8 },
-          (_, j) => (j % 8) * 2 ** 32 + ((i * 7919 + j * 104_729 + version) % 5000),
-        ),
+  describe('local visual-word index: files read and written in pieces', () => {
+    // Words in every slice (slice = ⌊word / 2³²⌋), several per image, so each slice spans several pieces.
+    const wordsOf = (i: number) => Array.from({ length: 24 }, (_, j) => (j % 8) * 2 ** 32 + i * 31 + j);
+
+    it('gives the same file and the same answers whatever the largest single read or write', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: the same 50 images flushed by an index writing whole slices and by one writing 24-byte pieces
+        const documents = Array.from({ length: 50 }, (_, i) => doc(`i${i}`, wordsOf(i)));
+        await mkdir(join(dir, 'whole'));
+        await mkdir(join(dir, 'pieces'));
+        const whole = wordIndex(join(dir, 'whole'), FILE_EVERY_FLUSH);
+        const pieces = wordIndex(join(dir, 'pieces'), { ioChunkBytes: 24, ...FILE_EVERY_FLUSH });
+        await whole.upsert(documents);
+        await pieces.upsert(documents);
+        // Act
+        await whole.flush();
+        await pieces.flush();
+        const reread = wordIndex(join(dir, 'whole'), { ioChunkBytes: 40 });
+        const query = {
+          feedId: 'f',
+          words: Float64Array.from([...wordsOf(7), ...wordsOf(30).slice(0, 5)]),
+          k: 3,
+        };
+        // Assess: byte-identical files (over 50 × 24 entries of 4 bytes), read back in 40-byte pieces
+        const [wholeBytes, pieceBytes] = await Promise.all([
+          readFile(join(dir, 'whole', 'f.words')),
+          readFile(join(dir, 'pieces', 'f.words')),
+        ]);
+        expect(wholeBytes.length).toBeGreaterThan(50 * 24 * 4);
+        expect(pieceBytes.equals(wholeBytes)).toBe(true);
+        expect((await reread.search(query)).map((hit) => hit.productId)).toEqual(['i7', 'i30']);
+        expect(await reread.search(query)).toEqual(await whole.search(query));
       });
-      const eager = new LocalVisualWordIndex(join(dir, 'eager'), { mergePendingWords: 40 });
-      const lazy = new LocalVisualWordIndex(join(dir, 'lazy'));
-      for (const index of [eager, lazy]) {
-        for (let start = 0; start < 120; start += 10) {
-          await index.upsert(Array.from({ length: 10 }, (_, j) => doc(start + j, 0)));
-          await index.upsert(
-            Array.from({ length: 10 }, (_, j) => start + j)
-              .filter((i) => i % 7 === 0)
-              .map((i) => doc(i, 1)),
+    });
+
+    it('treats a file shorter than its header says as unreadable', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: a complete file, then cut inside its slices
+        const index = wordIndex(dir, FILE_EVERY_FLUSH);
+        await index.upsert([doc('a', wordsOf(1))]);
+        await index.flush();
+        const file = join(dir, 'f.words');
+        const bytes = await readFile(file);
+        await writeFile(file, bytes.subarray(0, bytes.length - 8));
+        // Act
+        const hits = await wordIndex(dir, { ioChunkBytes: 16 }).search({
+          feedId: 'f',
+          words: Float64Array.from(wordsOf(1)),
+          k: 5,
+        });
+        // Assess
+        expect(hits).toEqual([]);
+      });
+    });
+
+    it('keeps changes made while a flush is writing for the next flush, and the written file consistent', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: 200 images; 8-byte pieces make the write take many turns of the event loop
+        const index = wordIndex(dir, { ioChunkBytes: 8, ...FILE_EVERY_FLUSH });
+        await index.upsert(Array.from({ length: 200 }, (_, i) => doc(`i${i}`, wordsOf(i))));
+        // Act: once the first flush has its temporary file open (its state taken), one image is replaced,
+        // one deleted and a search merges them
+        let settled = false;
+        const flushing = index.flush().finally(() => {
+          settled = true;
+        });
+        const opened = () =>
+          stat(join(dir, 'f.words.tmp')).then(
+            () => true,
+            () => false,
           );
-        }
+        while (!settled && !(await opened())) await new Promise((resolve) => setTimeout(resolve, 1));
+        const changedDuringWrite = !settled;
+        await index.upsert([doc('i3', wordsOf(1000))]);
+        await index.deleteProducts('f', ['i5']);
+        const during = await index.search({ feedId: 'f', words: Float64Array.from(wordsOf(1000)), k: 1 });
+        await flushing;
+        const firstFile = await wordIndex(dir).search({
+          feedId: 'f',
+          words: Float64Array.from([...wordsOf(3), ...wordsOf(5)]),
+          k: 2,
+        });
+        await index.flush();
+        const reopened = wordIndex(dir);
+        const replaced = await reopened.search({
+          feedId: 'f',
+          words: Float64Array.from(wordsOf(1000)),
+          k: 1,
+        });
+        const deleted = await reopened.search({ feedId: 'f', words: Float64Array.from(wordsOf(5)), k: 5 });
+        // Assess: the first file holds the state it started from; the second one the changes
+        expect(changedDuringWrite).toBe(true);
+        expect(during.map((hit) => hit.productId)).toEqual(['i3']);
+        expect(firstFile.map((hit) => hit.productId)).toEqual(['i3', 'i5']);
+        expect(replaced.map((hit) => hit.productId)).toEqual(['i3']);
+        expect(deleted.map((hit) => hit.productId)).not.toContain('i5');
+        expect((await stat(join(dir, 'f.words'))).size).toBeGreaterThan(199 * 24 * 4);
+      });
+    });
+  });
+
+  describe('local visual-word index: layouts', () => {
+    it.each([
+      { layout: 'format 2 (float64 keys)', write: writeFormat2 },
+      { layout: 'format 3 (metadata first)', write: writeFormat3 },
+    ])('reads a file of an earlier layout, $layout, and rewrites it in format 4', async ({ write }) => {
+      await withTempDir(async (dir) => {
+        // Prepare: a file as an earlier version wrote it: a shares 5 in slice 0 and 9 in slice 3 with b; c
+        // has 2³² − 1 in slice 7
+        const rows = [
+          ['f/a/0', 'a', 'ga'],
+          ['f/b/0', 'b', 'gb'],
+          ['f/c/0', 'c', 'gc'],
+        ];
+        const key = (bits: number, ordinal: number) => bits * 2 ** 20 + ordinal;
+        const slices = Array.from({ length: 8 }, () => [] as number[]);
+        slices[0]!.push(key(5, 0), key(5, 1), key(6, 0));
+        slices[3]!.push(key(9, 0), key(9, 1));
+        slices[7]!.push(key(2 ** 32 - 1, 2));
+        await write(join(dir, 'f.words'), rows, slices);
+        const words = (pairs: [slice: number, bits: number][]) =>
+          Float64Array.from(pairs.map(([slice, bits]) => slice * 2 ** 32 + bits));
+        // Act (format 2 is rewritten at the next flush in any case, format 3 when the file is)
+        const index = wordIndex(dir, FILE_EVERY_FLUSH);
+        const shared = await index.search({
+          feedId: 'f',
+          words: words([
+            [0, 5],
+            [3, 9],
+            [0, 6],
+          ]),
+          k: 5,
+        });
+        const last = await index.search({ feedId: 'f', words: words([[7, 2 ** 32 - 1]]), k: 5 });
+        await index.upsert([doc('d', [6])]);
+        await index.flush();
+        const reopened = await wordIndex(dir).search({
+          feedId: 'f',
+          words: words([[0, 6]]),
+          k: 5,
+        });
+        // Assess
+        expect(shared.map((hit) => [hit.productId, hit.itemGroupId])).toEqual([
+          ['a', 'ga'],
+          ['b', 'gb'],
+        ]);
+        expect(last.map((hit) => hit.productId)).toEqual(['c']);
+        expect(reopened.map((hit) => hit.productId)).toEqual(['a', 'd']);
+        expect(await headerOf(join(dir, 'f.words'))).toMatchObject({ format: 4, ordinalBits: 8 });
+      });
+    });
+
+    it('keeps every word when the feed outgrows its ordinal width, and after deletions shrink it', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: 250 images (8-bit ordinals) merged by a search and written, then 250 more (9 bits), each
+        // with a word of its own and the shared word 1 (on disk: a file at 8 bits and 250 images in memory)
+        const index = wordIndex(dir, FILE_EVERY_FLUSH);
+        const own = (i: number) => 1000 + i * 2 ** 24;
+        await index.upsert(Array.from({ length: 250 }, (_, i) => doc(`i${i}`, [1, own(i)])));
+        await index.search({ feedId: 'f', words: Float64Array.from([1]), k: 1 });
+        await index.flush();
+        await index.upsert(Array.from({ length: 250 }, (_, i) => doc(`i${250 + i}`, [1, own(250 + i)])));
+        // Act
+        const found = async (target: LocalVisualWordIndex, i: number) =>
+          (await target.search({ feedId: 'f', words: Float64Array.from([own(i)]), k: 2 })).map(
+            (hit) => hit.productId,
+          );
+        const wide = await Promise.all([0, 249, 250, 499].map((i) => found(index, i)));
+        // (on disk: rewritten at 9 bits, then at 8 again after the deletion)
+        await index.flush();
         await index.deleteProducts(
           'f',
-          Array.from({ length: 120 }, (_, i) => i)
-            .filter((i) => i % 11 === 0)
-            .map((i) => `i${i}`),
+          Array.from({ length: 300 }, (_, i) => `i${i}`),
         );
-      }
-      // Act
-      const queries = [doc(14, 1), doc(14, 0), doc(22, 0), doc(23, 0), doc(119, 0)].map((query) => ({
-        feedId: 'f',
-        words: query.words,
-        k: 6,
-      }));
-      const eagerHits = await Promise.all(queries.map((query) => eager.search(query)));
-      const lazyHits = await Promise.all(queries.map((query) => lazy.search(query)));
-      // Assess
-      expect(eagerHits).toEqual(lazyHits);
-      expect(eagerHits[0]![0]!.productId).toBe('i14');
-      expect(eagerHits[3]![0]!.productId).toBe('i23');
-      expect(eagerHits.flat().map((hit) => hit.productId)).not.toContain('i22');
-    });
-  });
-});
-
-describe('local visual-word index: earlier files, foreign files and a deleted feed', () => {
-  it('converts a format 2 file of more than 256 images and rewrites it at the next flush, unchanged', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: 300 images, image i with the word i in slice 2 (its ordinal needs 9 bits)
-      const rows = Array.from({ length: 300 }, (_, i) => [`f/i${i}/0`, `i${i}`, `i${i}`]);
-      const slices = Array.from({ length: 8 }, () => [] as number[]);
-      slices[2] = Array.from({ length: 300 }, (_, i) => i * 2 ** 20 + i);
-      await writeFormat2(join(dir, 'f.words'), rows, slices);
-      // Act: a search loads it; a flush with no change rewrites it
-      const index = new LocalVisualWordIndex(dir);
-      const found = await Promise.all(
-        [0, 255, 256, 299].map(async (i) =>
-          (await index.search({ feedId: 'f', words: Float64Array.from([2 * 2 ** 32 + i]), k: 2 })).map(
-            (hit) => hit.productId,
-          ),
-        ),
-      );
-      await index.flush();
-      const header = await headerOf(join(dir, 'f.words'));
-      const reopened = await new LocalVisualWordIndex(dir).search({
-        feedId: 'f',
-        words: Float64Array.from([2 * 2 ** 32 + 299]),
-        k: 2,
+        const narrow = await Promise.all([299, 300, 499].map((i) => found(index, i)));
+        await index.flush();
+        const reopened = wordIndex(dir);
+        const persisted = await Promise.all([300, 499].map((i) => found(reopened, i)));
+        // Assess
+        expect(wide).toEqual([['i0'], ['i249'], ['i250'], ['i499']]);
+        expect(narrow).toEqual([[], ['i300'], ['i499']]);
+        expect(persisted).toEqual([['i300'], ['i499']]);
       });
-      // Assess
-      expect(found).toEqual([['i0'], ['i255'], ['i256'], ['i299']]);
-      expect(header).toMatchObject({ format: 3, ordinalBits: 9 });
-      expect(reopened.map((hit) => hit.productId)).toEqual(['i299']);
     });
   });
 
-  it.each([
-    ['a null header', () => Buffer.concat([Buffer.from([4, 0, 0, 0]), Buffer.from('null')])],
-    [
-      'a negative slice length',
-      () => {
-        const json = Buffer.from(
-          JSON.stringify({ format: 3, rows: [], ordinalBits: 8, slices: [-1, 0, 0, 0, 0, 0, 0, 1] }),
+  describe('local visual-word index: merges during large writes', () => {
+    it('answers the same when upserts merge as they go, replacements and deletions of unmerged images included', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: the same writes to an index that merges past 40 pending words and to one that never does
+        // before a search: 120 images of 8 words (some shared), written 10 at a time; every 7th is replaced
+        // right after its own batch (while pending, or merged), every 11th deleted
+        const doc = (i: number, version: number) => ({
+          id: `f/i${i}/0`,
+          feedId: 'f',
+          productId: `i${i}`,
+          itemGroupId: `g${i % 30}`,
+          words: Float64Array.from(
+            { length: 8 },
+            (_, j) => (j % 8) * 2 ** 32 + ((i * 7919 + j * 104_729 + version) % 5000),
+          ),
+        });
+        const eager = wordIndex(join(dir, 'eager'), { mergePendingWords: 40 });
+        const lazy = wordIndex(join(dir, 'lazy'));
+        for (const index of [eager, lazy]) {
+          for (let start = 0; start < 120; start += 10) {
+            await index.upsert(Array.from({ length: 10 }, (_, j) => doc(start + j, 0)));
+            await index.upsert(
+              Array.from({ length: 10 }, (_, j) => start + j)
+                .filter((i) => i % 7 === 0)
+                .map((i) => doc(i, 1)),
+            );
+          }
+          await index.deleteProducts(
+            'f',
+            Array.from({ length: 120 }, (_, i) => i)
+              .filter((i) => i % 11 === 0)
+              .map((i) => `i${i}`),
+          );
+        }
+        // Act
+        const queries = [doc(14, 1), doc(14, 0), doc(22, 0), doc(23, 0), doc(119, 0)].map((query) => ({
+          feedId: 'f',
+          words: query.words,
+          k: 6,
+        }));
+        const eagerHits = await Promise.all(queries.map((query) => eager.search(query)));
+        const lazyHits = await Promise.all(queries.map((query) => lazy.search(query)));
+        // Assess
+        expect(eagerHits).toEqual(lazyHits);
+        expect(eagerHits[0]![0]!.productId).toBe('i14');
+        expect(eagerHits[3]![0]!.productId).toBe('i23');
+        expect(eagerHits.flat().map((hit) => hit.productId)).not.toContain('i22');
+      });
+    });
+  });
+
+  describe('local visual-word index: earlier files, foreign files and a deleted feed', () => {
+    it('converts a format 2 file of more than 256 images and rewrites it at the next flush, unchanged', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: 300 images, image i with the word i in slice 2 (its ordinal needs 9 bits)
+        const rows = Array.from({ length: 300 }, (_, i) => [`f/i${i}/0`, `i${i}`, `i${i}`]);
+        const slices = Array.from({ length: 8 }, () => [] as number[]);
+        slices[2] = Array.from({ length: 300 }, (_, i) => i * 2 ** 20 + i);
+        await writeFormat2(join(dir, 'f.words'), rows, slices);
+        // Act: a search loads it; a flush with no change rewrites it
+        const index = wordIndex(dir);
+        const found = await Promise.all(
+          [0, 255, 256, 299].map(async (i) =>
+            (await index.search({ feedId: 'f', words: Float64Array.from([2 * 2 ** 32 + i]), k: 2 })).map(
+              (hit) => hit.productId,
+            ),
+          ),
         );
-        const header = Buffer.alloc(Math.ceil((4 + json.length) / 4) * 4);
-        header.writeUInt32LE(json.length, 0);
-        json.copy(header, 4);
-        return Buffer.concat([header, Buffer.alloc(8 * 257 * 4)]);
-      },
-    ],
-    [
-      'a bucket table that falls',
-      () => {
-        const json = Buffer.from(
-          JSON.stringify({
-            format: 3,
-            rows: [['f/a/0', 'a', 'a']],
-            ordinalBits: 8,
-            slices: [1, 0, 0, 0, 0, 0, 0, 0],
-          }),
-        );
-        const header = Buffer.alloc(Math.ceil((4 + json.length) / 4) * 4);
-        header.writeUInt32LE(json.length, 0);
-        json.copy(header, 4);
-        const tables = new Uint32Array(8 * 257 + 1);
-        tables[1] = 5; // bucket 0 claims 5 entries of a slice that has 1
-        tables[256] = 1;
-        return Buffer.concat([header, Buffer.from(tables.buffer)]);
-      },
-    ],
-    [
-      'a format 2 file of more than 2²⁰ images',
-      () => {
-        const json = Buffer.from(
-          `{"format":2,"rows":[${Array.from({ length: 2 ** 20 + 1 }, () => '["x","x","x"]').join(',')}],"slices":[0,0,0,0,0,0,0,0]}`,
-        );
-        const header = Buffer.alloc(Math.ceil((4 + json.length) / 8) * 8);
-        header.writeUInt32LE(json.length, 0);
-        json.copy(header, 4);
-        return header;
-      },
-    ],
-  ])('starts a feed whose file has %s empty, and keeps accepting writes', async (_, content) => {
-    await withTempDir(async (dir) => {
-      // Prepare
-      await writeFile(join(dir, 'f.words'), content());
-      const index = new LocalVisualWordIndex(dir);
-      // Act
-      await index.upsert([doc('b', [7])]);
-      const hits = await index.search({ feedId: 'f', words: Float64Array.from([7]), k: 5 });
-      // Assess
-      expect(hits.map((hit) => hit.productId)).toEqual(['b']);
+        await index.flush();
+        const header = await headerOf(join(dir, 'f.words'));
+        const reopened = await wordIndex(dir).search({
+          feedId: 'f',
+          words: Float64Array.from([2 * 2 ** 32 + 299]),
+          k: 2,
+        });
+        // Assess
+        expect(found).toEqual([['i0'], ['i255'], ['i256'], ['i299']]);
+        expect(header).toMatchObject({ format: 4, ordinalBits: 9 });
+        expect(reopened.map((hit) => hit.productId)).toEqual(['i299']);
+      });
+    });
+
+    it.each([
+      ['a null header', () => Buffer.concat([Buffer.from([4, 0, 0, 0]), Buffer.from('null')])],
+      [
+        'a negative slice length',
+        () => {
+          const json = Buffer.from(
+            JSON.stringify({ format: 3, rows: [], ordinalBits: 8, slices: [-1, 0, 0, 0, 0, 0, 0, 1] }),
+          );
+          const header = Buffer.alloc(Math.ceil((4 + json.length) / 4) * 4);
+          header.writeUInt32LE(json.length, 0);
+          json.copy(header, 4);
+          return Buffer.concat([header, Buffer.alloc(8 * 257 * 4)]);
+        },
+      ],
+      [
+        'a bucket table that falls',
+        () => {
+          const json = Buffer.from(
+            JSON.stringify({
+              format: 3,
+              rows: [['f/a/0', 'a', 'a']],
+              ordinalBits: 8,
+              slices: [1, 0, 0, 0, 0, 0, 0, 0],
+            }),
+          );
+          const header = Buffer.alloc(Math.ceil((4 + json.length) / 4) * 4);
+          header.writeUInt32LE(json.length, 0);
+          json.copy(header, 4);
+          const tables = new Uint32Array(8 * 257 + 1);
+          tables[1] = 5; // bucket 0 claims 5 entries of a slice that has 1
+          tables[256] = 1;
+          return Buffer.concat([header, Buffer.from(tables.buffer)]);
+        },
+      ],
+      [
+        'a format 2 file of more than 2²⁰ images',
+        () => {
+          const json = Buffer.from(
+            `{"format":2,"rows":[${Array.from({ length: 2 ** 20 + 1 }, () => '["x","x","x"]').join(',')}],"slices":[0,0,0,0,0,0,0,0]}`,
+          );
+          const header = Buffer.alloc(Math.ceil((4 + json.length) / 8) * 8);
+          header.writeUInt32LE(json.length, 0);
+          json.copy(header, 4);
+          return header;
+        },
+      ],
+    ])('starts a feed whose file has %s empty, and keeps accepting writes', async (_, content) => {
+      await withTempDir(async (dir) => {
+        // Prepare
+        await writeFile(join(dir, 'f.words'), content());
+        const index = wordIndex(dir);
+        // Act
+        await index.upsert([doc('b', [7])]);
+        const hits = await index.search({ feedId: 'f', words: Float64Array.from([7]), k: 5 });
+        // Assess
+        expect(hits.map((hit) => hit.productId)).toEqual(['b']);
+      });
+    });
+
+    it('keeps a feed imported again after its deletion, even with a flush queued before the deletion', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: a feed on disk, then a flush queued, the feed deleted and imported again meanwhile
+        const index = wordIndex(dir);
+        await index.upsert([doc('old', [1])]);
+        await index.flush();
+        await index.upsert([doc('old2', [2])]);
+        // Act
+        const flushing = index.flush();
+        const deleting = index.deleteFeed('f');
+        await index.upsert([doc('new', [3])]);
+        await Promise.all([flushing, deleting]);
+        await index.flush();
+        const reopened = wordIndex(dir);
+        const hits = await reopened.search({ feedId: 'f', words: Float64Array.from([1, 2, 3]), k: 5 });
+        // Assess
+        expect(hits.map((hit) => hit.productId)).toEqual(['new']);
+      });
     });
   });
 
-  it('keeps a feed imported again after its deletion, even with a flush queued before the deletion', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: a feed on disk, then a flush queued, the feed deleted and imported again meanwhile
-      const index = new LocalVisualWordIndex(dir);
-      await index.upsert([doc('old', [1])]);
-      await index.flush();
-      await index.upsert([doc('old2', [2])]);
-      // Act
-      const flushing = index.flush();
-      const deleting = index.deleteFeed('f');
-      await index.upsert([doc('new', [3])]);
-      await Promise.all([flushing, deleting]);
-      await index.flush();
-      const reopened = new LocalVisualWordIndex(dir);
-      const hits = await reopened.search({ feedId: 'f', words: Float64Array.from([1, 2, 3]), k: 5 });
-      // Assess
-      expect(hits.map((hit) => hit.productId)).toEqual(['new']);
-    });
-  });
-});
-
-describe('local visual-word index: the journal', () => {
-  const search = (index: LocalVisualWordIndex, ...words: number[]) =>
-    index.search({ feedId: 'f', words: Float64Array.from(words), k: 10 });
-  const ids = (hits: { productId: string }[]) => hits.map((hit) => hit.productId).sort();
-  const exists = (file: string) =>
-    stat(file).then(
-      () => true,
-      () => false,
-    );
-
-  it('makes a flush durable by appending to the journal, which a reopen replays over the file', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: a feed file with a and b, then changes that only the journal holds
-      const index = new LocalVisualWordIndex(dir, { journal: false });
-      await index.upsert([doc('a', [1, 2]), doc('b', [1, 3])]);
-      await index.flush();
-      const file = await readFile(join(dir, 'f.words'));
-      const journaled = new LocalVisualWordIndex(dir);
-      await journaled.upsert([doc('c', [1, 4]), doc('a', [5])]);
-      await journaled.deleteProducts('f', ['b']);
-      // Act
-      await journaled.flush();
-      // Assess: the file was not rewritten; a reopen sees every change
-      expect(await readFile(join(dir, 'f.words'))).toEqual(file);
-      expect(await exists(join(dir, 'f.journal'))).toBe(true);
-      const reopened = new LocalVisualWordIndex(dir);
-      expect(ids(await search(reopened, 1))).toEqual(['c']);
-      expect(ids(await search(reopened, 5))).toEqual(['a']);
-    });
-  });
-
-  it('rewrites the file and empties the journal once the journal has grown past its limit', async () => {
-    await withTempDir(async (dir) => {
-      const index = new LocalVisualWordIndex(dir, { journalMinBytes: 200 });
-      await index.upsert([doc('a', [1, 2])]);
-      await index.flush(); // journal empty: appended
-      expect(await exists(join(dir, 'f.words'))).toBe(false);
-      await index.upsert(Array.from({ length: 5 }, (_, i) => doc(`p${i}`, [1, 10 + i])));
-      await index.flush(); // still under 200 bytes before it: appended
-      await index.upsert([doc('z', [1, 99])]);
-      await index.flush(); // past 200 bytes: the file is written, the journal removed
-
-      expect(await exists(join(dir, 'f.words'))).toBe(true);
-      expect(await exists(join(dir, 'f.journal'))).toBe(false);
-      expect(ids(await search(new LocalVisualWordIndex(dir), 1))).toEqual([
-        'a',
-        'p0',
-        'p1',
-        'p2',
-        'p3',
-        'p4',
-        'z',
-      ]);
-    });
-  });
-
-  it('does not replay over a rewritten file a journal that a crash left behind', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: a's first words journaled; then a is replaced and the file rewritten; the crash comes
-      // after the rename and before the journal's removal (restored here)
-      const index = new LocalVisualWordIndex(dir);
-      await index.upsert([doc('a', [1])]);
-      await index.flush();
-      const leftOver = await readFile(join(dir, 'f.journal'));
-      const rewriting = new LocalVisualWordIndex(dir, { journal: false });
-      await rewriting.upsert([doc('a', [2])]);
-      await rewriting.flush();
-      await writeFile(join(dir, 'f.journal'), leftOver);
-      // Act
-      const reopened = new LocalVisualWordIndex(dir);
-      // Assess
-      expect(ids(await search(reopened, 2))).toEqual(['a']);
-      expect(await search(reopened, 1)).toEqual([]);
-    });
-  });
-
-  it('keeps the entries before a journal line cut by a crash', async () => {
-    await withTempDir(async (dir) => {
-      const index = new LocalVisualWordIndex(dir);
-      await index.upsert([doc('a', [1])]);
-      await index.flush();
-      await index.upsert([doc('b', [1])]);
-      await index.flush();
-      const journal = await readFile(join(dir, 'f.journal'));
-      await writeFile(join(dir, 'f.journal'), journal.subarray(0, journal.length - 10));
-
-      expect(ids(await search(new LocalVisualWordIndex(dir), 1))).toEqual(['a']);
-    });
-  });
-
-  it('replaces a journal with a cut line instead of appending to it', async () => {
-    await withTempDir(async (dir) => {
-      // Prepare: a journal whose last line was cut
-      const index = new LocalVisualWordIndex(dir);
-      await index.upsert([doc('a', [1])]);
-      await index.flush();
-      await index.upsert([doc('x', [1])]);
-      await index.flush();
-      const journal = await readFile(join(dir, 'f.journal'));
-      await writeFile(join(dir, 'f.journal'), journal.subarray(0, journal.length - 10));
-      // Act: a restart, a change, a flush, another restart
-      const restarted = new LocalVisualWordIndex(dir);
-      await restarted.upsert([doc('b', [1])]);
-      await restarted.flush();
-      // Assess
-      expect(ids(await search(new LocalVisualWordIndex(dir), 1))).toEqual(['a', 'b']);
-    });
-  });
-
-  it('stops at a journal line that parses but is not an entry', async () => {
-    await withTempDir(async (dir) => {
-      const index = new LocalVisualWordIndex(dir);
-      await index.upsert([doc('a', [1])]);
-      await index.flush();
-      const journal = await readFile(join(dir, 'f.journal'), 'utf8');
-      await writeFile(
-        join(dir, 'f.journal'),
-        `${journal}{"s":9,"u":null}\n{"s":10,"u":["f/y/0","y","y","AAA"]}\n`,
+  describe('local visual-word index: the journal', () => {
+    const search = (index: LocalVisualWordIndex, ...words: number[]) =>
+      index.search({ feedId: 'f', words: Float64Array.from(words), k: 10 });
+    const ids = (hits: { productId: string }[]) => hits.map((hit) => hit.productId).sort();
+    const exists = (file: string) =>
+      stat(file).then(
+        () => true,
+        () => false,
       );
 
-      expect(ids(await search(new LocalVisualWordIndex(dir), 1))).toEqual(['a']);
+    it('makes a flush durable by appending to the journal, which a reopen replays over the file', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: a feed file with a and b, then changes that only the journal holds
+        const index = wordIndex(dir, { journal: false });
+        await index.upsert([doc('a', [1, 2]), doc('b', [1, 3])]);
+        await index.flush();
+        const file = await readFile(join(dir, 'f.words'));
+        const journaled = wordIndex(dir);
+        await journaled.upsert([doc('c', [1, 4]), doc('a', [5])]);
+        await journaled.deleteProducts('f', ['b']);
+        // Act
+        await journaled.flush();
+        // Assess: the file was not rewritten; a reopen sees every change
+        expect(await readFile(join(dir, 'f.words'))).toEqual(file);
+        expect(await exists(join(dir, 'f.journal'))).toBe(true);
+        const reopened = wordIndex(dir);
+        expect(ids(await search(reopened, 1))).toEqual(['c']);
+        expect(ids(await search(reopened, 5))).toEqual(['a']);
+      });
     });
-  });
 
-  it('removes the journal with the feed', async () => {
-    await withTempDir(async (dir) => {
-      const index = new LocalVisualWordIndex(dir);
-      await index.upsert([doc('a', [1])]);
-      await index.flush();
-      await index.deleteFeed('f');
-      await index.upsert([doc('b', [1])]);
-      await index.flush();
+    it('rewrites the file and empties the journal once the journal has grown past its limit', async () => {
+      await withTempDir(async (dir) => {
+        const index = wordIndex(dir, { journalMinBytes: 200 });
+        await index.upsert([doc('a', [1, 2])]);
+        await index.flush(); // journal empty: appended
+        expect(await exists(join(dir, 'f.words'))).toBe(false);
+        await index.upsert(Array.from({ length: 5 }, (_, i) => doc(`p${i}`, [1, 10 + i])));
+        await index.flush(); // still under 200 bytes before it: appended
+        await index.upsert([doc('z', [1, 99])]);
+        await index.flush(); // past 200 bytes: the file is written, the journal removed
 
-      expect(ids(await search(new LocalVisualWordIndex(dir), 1))).toEqual(['b']);
+        expect(await exists(join(dir, 'f.words'))).toBe(true);
+        expect(await exists(join(dir, 'f.journal'))).toBe(false);
+        expect(ids(await search(wordIndex(dir), 1))).toEqual(['a', 'p0', 'p1', 'p2', 'p3', 'p4', 'z']);
+      });
+    });
+
+    it('does not replay over a rewritten file a journal that a crash left behind', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: a's first words journaled; then a is replaced and the file rewritten; the crash comes
+        // after the rename and before the journal's removal (restored here)
+        const index = wordIndex(dir);
+        await index.upsert([doc('a', [1])]);
+        await index.flush();
+        const leftOver = await readFile(join(dir, 'f.journal'));
+        const rewriting = wordIndex(dir, { journal: false });
+        await rewriting.upsert([doc('a', [2])]);
+        await rewriting.flush();
+        await writeFile(join(dir, 'f.journal'), leftOver);
+        // Act
+        const reopened = wordIndex(dir);
+        // Assess
+        expect(ids(await search(reopened, 2))).toEqual(['a']);
+        expect(await search(reopened, 1)).toEqual([]);
+      });
+    });
+
+    it('keeps the entries before a journal line cut by a crash', async () => {
+      await withTempDir(async (dir) => {
+        const index = wordIndex(dir);
+        await index.upsert([doc('a', [1])]);
+        await index.flush();
+        await index.upsert([doc('b', [1])]);
+        await index.flush();
+        const journal = await readFile(join(dir, 'f.journal'));
+        await writeFile(join(dir, 'f.journal'), journal.subarray(0, journal.length - 10));
+
+        expect(ids(await search(wordIndex(dir), 1))).toEqual(['a']);
+      });
+    });
+
+    it('replaces a journal with a cut line instead of appending to it', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: a journal whose last line was cut
+        const index = wordIndex(dir);
+        await index.upsert([doc('a', [1])]);
+        await index.flush();
+        await index.upsert([doc('x', [1])]);
+        await index.flush();
+        const journal = await readFile(join(dir, 'f.journal'));
+        await writeFile(join(dir, 'f.journal'), journal.subarray(0, journal.length - 10));
+        // Act: a restart, a change, a flush, another restart
+        const restarted = wordIndex(dir);
+        await restarted.upsert([doc('b', [1])]);
+        await restarted.flush();
+        // Assess
+        expect(ids(await search(wordIndex(dir), 1))).toEqual(['a', 'b']);
+      });
+    });
+
+    it('stops at a journal line that parses but is not an entry', async () => {
+      await withTempDir(async (dir) => {
+        const index = wordIndex(dir);
+        await index.upsert([doc('a', [1])]);
+        await index.flush();
+        const journal = await readFile(join(dir, 'f.journal'), 'utf8');
+        await writeFile(
+          join(dir, 'f.journal'),
+          `${journal}{"s":9,"u":null}\n{"s":10,"u":["f/y/0","y","y","AAA"]}\n`,
+        );
+
+        expect(ids(await search(wordIndex(dir), 1))).toEqual(['a']);
+      });
+    });
+
+    it('removes the journal with the feed', async () => {
+      await withTempDir(async (dir) => {
+        const index = wordIndex(dir);
+        await index.upsert([doc('a', [1])]);
+        await index.flush();
+        await index.deleteFeed('f');
+        await index.upsert([doc('b', [1])]);
+        await index.flush();
+
+        expect(ids(await search(wordIndex(dir), 1))).toEqual(['b']);
+      });
     });
   });
 });

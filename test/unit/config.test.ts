@@ -5,7 +5,11 @@ describe('loadConfig', () => {
   it('has working local defaults', () => {
     const config = loadConfig({});
     expect(config.planLimits).toEqual({ free: 100, pro: 1000, enterprise: 10000 });
-    expect(config.vectorIndex).toEqual({ kind: 'local', dir: '.data/vectors' });
+    expect(config.vectorIndex).toEqual({
+      kind: 'local',
+      dir: '.data/vectors',
+      wordMemoryBytes: 256 * 2 ** 20,
+    });
     expect(config.maxBodyBytes).toBe(6 * 1024 * 1024);
     expect(config.apiKeyRegistry).toEqual({ kind: 'none' });
   });
