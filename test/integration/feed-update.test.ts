@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFeed, deleteFeed, type FeedAdminDeps, getFeed, updateFeed } from '#lib/domain/admin/feeds.ts';
+import {
+  createFeed,
+  deleteFeed,
+  type FeedAdminDeps,
+  feedVersion,
+  getFeed,
+  updateFeed,
+} from '#lib/domain/admin/feeds.ts';
 import type { UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import { createKey } from '#lib/domain/admin/keys.ts';
 import type { Feed } from '#lib/domain/feeds.ts';
@@ -131,6 +138,24 @@ describe('updateFeed racing another update', () => {
     expect(created.updatedAt < first.updatedAt && first.updatedAt < second.updatedAt).toBe(true);
   });
 
+  it('writes nothing for a patch of the values the feed has: its updatedAt and version stay', async () => {
+    // Prepare
+    await createFeed(deps, input('same'));
+    const before = await updateFeed(deps, 'same', { plan: 'enterprise', hourlyLimit: 50 });
+    // Act
+    const unchanged = await updateFeed(deps, 'same', {
+      name: 'same',
+      plan: 'enterprise',
+      domains: ['a.example.com', 'a.example.com'],
+      requireOrigin: false,
+      hourlyLimit: 50,
+    });
+    const changed = await updateFeed(deps, 'same', { hourlyLimit: 60 }, { ifMatch: [feedVersion(before)] });
+    // Assess
+    expect(unchanged).toEqual(before);
+    expect(changed.updatedAt > before.updatedAt).toBe(true);
+  });
+
   it('answers 409 conflict, changing nothing, when other changes keep landing between read and write', async () => {
     await createFeed(deps, input('busy'));
     let n = 0;
@@ -211,9 +236,10 @@ describe('updateFeed moving keys between usage plans', () => {
       name: 'moves the keys from the plan the retry found to its own',
       feedId: 'replan-twice',
       other: { plan: 'enterprise' },
-      own: { plan: 'free' },
+      // (with a change besides the plan: the plan alone is the feed's already when read, so no write)
+      own: { plan: 'free', name: 'back' },
       moves: ['enterprise', 'free'],
-      stored: { plan: 'free' },
+      stored: { plan: 'free', name: 'back' },
     },
     {
       name: 'does not move the keys when only the other change moved the plan',

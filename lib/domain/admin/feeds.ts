@@ -1,5 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { isDeepStrictEqual } from 'node:util';
 import type { Plan } from '#lib/config.ts';
 import { DomainError, NotFoundError, ValidationError } from '#lib/domain/errors.ts';
 import { type Feed, hourlyLimitOf } from '#lib/domain/feeds.ts';
@@ -136,6 +137,10 @@ export async function updateFeed(
       throw new NotFoundError('feed_not_found', `Feed ${feedId} not found.`);
     createdAt = current.createdAt;
     const next = patched(current, patch, deps.clock.now());
+    // A patch of the values the feed has is no change: no write, the same updatedAt and version (a client
+    // saving an unchanged form must not make another's If-Match fail).
+    if (isDeepStrictEqual({ ...next, updatedAt: current.updatedAt }, current))
+      return feedView(current, deps.planLimits);
     try {
       // (null: a feed stored before updatedAt was kept, which the check must still cover)
       await deps.feeds.put(next, current.updatedAt ?? null);
