@@ -120,8 +120,9 @@ export async function startLocalStack(
 
 /**
  * Loads, in the background of a started server, what a first search would: the models, the vector index
- * and every feed's visual words (at 100k products their file takes seconds to read, docs/benchmarks.md
- * "Memory"). A failure is left to the search that meets it, which reports it as it would have.
+ * and every feed's visual words (a large feed's rows and bucket tables only: ~0.1 s at 100k products,
+ * docs/benchmarks.md "Words on disk"). A failure is left to the search that meets it, which reports it as
+ * it would have.
  */
 async function warmUp(c: Container): Promise<void> {
   await Promise.allSettled([
