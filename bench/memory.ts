@@ -17,6 +17,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { limitHeapGrowth } from '#lib/local/heap-growth.ts';
 import { DEMO_FEED_ID, startLocalStack } from '#lib/local/stack.ts';
 import { seededRandom } from '#lib/vision/seeded-random.ts';
 import { demoQueryBodies } from './demo-queries.ts';
@@ -85,6 +86,8 @@ async function build(dataDir: string): Promise<void> {
 }
 
 async function serve(dataDir: string): Promise<void> {
+  // As `npm start` runs the server (lib/local/main.ts; MALLOC_ARENA_MAX below, as package.json sets it).
+  limitHeapGrowth();
   const started = performance.now();
   const stack = await startLocalStack(env(dataDir, false));
   console.log(`started in ${((performance.now() - started) / 1000).toFixed(1)} s: ${memory()}`);
@@ -139,6 +142,8 @@ if (process.argv[2] === '--serve') {
     // The server on its own: a new process, as after a restart (no build garbage, nothing preloaded).
     const child = spawn(process.execPath, [...process.execArgv, import.meta.filename, '--serve', dataDir], {
       stdio: 'inherit',
+      // glibc's malloc arenas: 2 instead of 8 per core, as `npm start` sets (docs/benchmarks.md "Memory").
+      env: { ...process.env, MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2' },
     });
     const code = await new Promise<number | null>((done) => child.on('exit', done));
     if (code !== 0) throw new Error(`serving process exited with ${code}`);

@@ -1,6 +1,8 @@
+import { limitHeapGrowth } from '#lib/local/heap-growth.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
 
 /** `npm start`: the whole service on this machine, no cloud. */
+limitHeapGrowth();
 const started = Date.now();
 const stack = await startLocalStack();
 const lines = [
