@@ -76,10 +76,6 @@ const GRAPH_SHARE_LIMIT = 0.25;
  */
 const DEFAULT_SCAN_RATIO = 2;
 
-function postingKey(field: string, value: string): string {
-  return `${field}\u0000${value}`;
-}
-
 /**
  * While a shard loads: one array for each list of field values that rows repeat (a catalogue's rows share
  * a few categories, brands, availabilities), instead of one parsed copy per row. Row fields are never
@@ -87,13 +83,15 @@ function postingKey(field: string, value: string): string {
  * heap (docs/benchmarks.md "The rest of the memory at 100k").
  */
 function sharedFieldValues(): (fields: Record<string, string[]>) => Record<string, string[]> {
+  // Most lists hold one value, keyed by it (no key string to build); longer ones by their JSON.
+  const singles = new Map<string, string[]>();
   const lists = new Map<string, string[]>();
   return (fields) => {
     for (const [name, values] of Object.entries(fields)) {
-      const key = JSON.stringify(values);
-      const known = lists.get(key);
+      const [map, key] = values.length === 1 ? [singles, values[0]!] : [lists, JSON.stringify(values)];
+      const known = map.get(key);
       if (known) fields[name] = known;
-      else lists.set(key, values);
+      else map.set(key, values);
     }
     return fields;
   };
@@ -167,7 +165,12 @@ class FeedShard {
   readonly byId = new Map<string, number>();
   /** Rows of each product: a few images each, so arrays (Sets cost 85 MB more heap at 1M rows). */
   readonly byProduct = new Map<string, number[]>();
-  readonly postings = new Map<string, Set<number>>();
+  /**
+   * Rows by field, then value. Two levels, not one map of `field + value` strings: loading 100k rows built
+   * and hashed a new key string per (row, value), most of the load's time (docs/benchmarks.md "The rest of
+   * the memory at 100k").
+   */
+  readonly postings = new Map<string, Map<string, Set<number>>>();
   readonly freeRows: number[] = [];
   vectors: Float32Array;
   live = 0;
@@ -210,14 +213,19 @@ class FeedShard {
     if (productRows) productRows.push(row);
     else this.byProduct.set(meta.productId, [row]);
     for (const [field, values] of Object.entries(meta.fields)) {
+      let byValue = this.postings.get(field);
+      if (!byValue) this.postings.set(field, (byValue = new Map()));
       for (const value of values) {
-        const key = postingKey(field, value);
-        let posting = this.postings.get(key);
-        if (!posting) this.postings.set(key, (posting = new Set()));
+        let posting = byValue.get(value);
+        if (!posting) byValue.set(value, (posting = new Set()));
         posting.add(row);
       }
     }
     this.live += 1;
+  }
+
+  postingOf(field: string, value: string): Set<number> | undefined {
+    return this.postings.get(field)?.get(value);
   }
 
   /** Removes a row from metadata, postings and graph, and frees it for reuse. */
@@ -231,12 +239,13 @@ class FeedShard {
     if (productRows.length === 0) this.byProduct.delete(meta.productId);
     else this.byProduct.set(meta.productId, productRows);
     for (const [field, values] of Object.entries(meta.fields)) {
+      const byValue = this.postings.get(field);
       for (const value of values) {
-        const key = postingKey(field, value);
-        const posting = this.postings.get(key);
+        const posting = byValue?.get(value);
         posting?.delete(row);
-        if (posting?.size === 0) this.postings.delete(key);
+        if (posting?.size === 0) byValue!.delete(value);
       }
+      if (byValue?.size === 0) this.postings.delete(field);
     }
     this.vectorOf(row).fill(0);
     this.freeRows.push(row);
@@ -451,7 +460,7 @@ export class UsearchVectorIndex implements VectorIndex {
     let selectivity = 1;
     for (const [field, values] of filter) {
       let size = 0;
-      for (const value of values) size += shard.postings.get(postingKey(field, value))?.size ?? 0;
+      for (const value of values) size += shard.postingOf(field, value)?.size ?? 0;
       if (size === 0) return [];
       if (!narrowest || size < narrowest.size) narrowest = { field, values, size };
       selectivity *= Math.min(1, size / shard.live);
@@ -466,7 +475,7 @@ export class UsearchVectorIndex implements VectorIndex {
       // A document holding two values of the narrowest key sits in two postings: dedupe only then.
       const seen = narrowest.values.size > 1 ? new Set<number>() : undefined;
       for (const value of narrowest.values) {
-        for (const row of shard.postings.get(postingKey(narrowest.field, value)) ?? []) {
+        for (const row of shard.postingOf(narrowest.field, value) ?? []) {
           if (seen) {
             if (seen.has(row)) continue;
             seen.add(row);
