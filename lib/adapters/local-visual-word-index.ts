@@ -678,6 +678,8 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     // What is still to be written stays so: the changes made meanwhile and their journal lines.
     Object.assign(feed, {
       ...fresh,
+      // (named: a file read back into memory leaves `fresh` without the key, and the closed one must go)
+      onDisk: fresh.onDisk,
       seq: feed.seq,
       dirty: feed.dirty,
       snapshotNeeded: feed.snapshotNeeded,

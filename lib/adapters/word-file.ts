@@ -107,6 +107,7 @@ const bytesOf = (array: ArrayBufferView) => new Uint8Array(array.buffer, array.b
  */
 export class DiskPostings {
   private scratch = new Uint32Array(1024);
+  private closed = false;
 
   constructor(
     private readonly fd: number,
@@ -124,6 +125,7 @@ export class DiskPostings {
    * `entries` is a buffer the next lookup reuses.
    */
   run(slice: number, bits: number): { entries: Uint32Array; start: number; end: number; first: number } {
+    if (this.closed) throw new Error('visual-word index: a feed file read after it was closed');
     const { buckets, entriesAt } = this.slices[slice]!;
     const { bucket, first } = bucketOf(bits, this.ordinalBits);
     const from = buckets[bucket]!;
@@ -154,8 +156,11 @@ export class DiskPostings {
     );
   }
 
-  close(): Promise<void> {
-    return closeFile(this.fd);
+  /** Closes the file once (a descriptor number closed twice could be another file's by then). */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await closeFile(this.fd);
   }
 }
 

@@ -732,3 +732,35 @@ describe.each([
     });
   });
 });
+
+describe('local visual-word index: a feed moving between memory and its file', () => {
+  it('searches a feed on disk that a rewrite brings under the memory budget, and one that grows past it', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: 200 images of 10 words (8,000 bytes of entries, over a 4,000-byte budget: on disk)
+      const ten = (i: number) => Array.from({ length: 10 }, (_, w) => i * 10 + w);
+      const index = new LocalVisualWordIndex(dir, { memoryBytes: 4000, journal: false });
+      await index.upsert(Array.from({ length: 200 }, (_, i) => doc(`p${i}`, ten(i))));
+      await index.flush();
+      const search = (words: number[]) =>
+        index
+          .search({ feedId: 'f', words: Float64Array.from(words), k: 5 })
+          .then((hits) => hits.map((h) => h.productId));
+      const onDisk = await search([1990, 1991]);
+      // Act: 150 go (2,000 bytes left: the rewrite reads the file back into memory), then 200 more come
+      await index.deleteProducts(
+        'f',
+        Array.from({ length: 150 }, (_, i) => `p${i}`),
+      );
+      await index.flush();
+      const inMemory = await search([1990, 1991, 0]);
+      await index.upsert(Array.from({ length: 200 }, (_, i) => doc(`q${i}`, ten(1000 + i))));
+      await index.flush();
+      const onDiskAgain = await search([1990, 11_990]);
+      await index.close();
+      // Assess
+      expect(onDisk).toEqual(['p199']);
+      expect(inMemory).toEqual(['p199']);
+      expect(onDiskAgain).toEqual(['p199', 'q199']);
+    });
+  });
+});
