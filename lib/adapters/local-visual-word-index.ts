@@ -448,6 +448,18 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     return loaded;
   }
 
+  /**
+   * The feed as loaded when this resolves: a `close` while it was awaited dropped the object it awaited,
+   * and a change made to that one would be lost, so it is loaded again.
+   */
+  private async current(feedId: string): Promise<FeedWords> {
+    for (;;) {
+      const loading = this.feed(feedId);
+      const feed = await loading;
+      if (this.feeds.get(feedId) === loading) return feed;
+    }
+  }
+
   private serially<T>(work: () => Promise<T>): Promise<T> {
     const next = this.fileWork.then(work, work);
     this.fileWork = next.catch(() => undefined);
@@ -513,7 +525,7 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   async upsert(documents: VisualWordDocument[]): Promise<void> {
     const touched = new Set<FeedWords>();
     for (const document of documents) {
-      const feed = await this.feed(document.feedId);
+      const feed = await this.current(document.feedId);
       const sorted = upsertRow(feed, document);
       LocalVisualWordIndex.record(feed, { upsert: { ...document, words: sorted } });
       touched.add(feed);
@@ -529,7 +541,7 @@ export class LocalVisualWordIndex implements VisualWordIndex {
 
   async deleteProducts(feedId: string, productIds: string[], except: readonly string[] = []): Promise<void> {
     if (productIds.length === 0) return;
-    const feed = await this.feed(feedId);
+    const feed = await this.current(feedId);
     deleteRows(feed, productIds, except);
     LocalVisualWordIndex.record(feed, { delete: [[...productIds], [...except]] });
   }
@@ -563,7 +575,7 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   }
 
   async search(query: VisualWordQuery): Promise<VisualWordHit[]> {
-    const feed = await this.feed(query.feedId);
+    const feed = await this.current(query.feedId);
     merge(feed);
     const { rows, slices, onDisk, diskRows } = feed;
     const live = rows.length - feed.diskDead;
@@ -578,8 +590,12 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       const run = onDisk?.run(slice, bits);
       // Images with the word: those in memory, and the live ones of the file.
       let count = inMemory ? inMemory.end - inMemory.start : 0;
+      // (An ordinal past the file's rows is a damaged entry, left out as a search in memory leaves it.)
       if (run)
-        for (let i = run.start; i < run.end; i += 1) if (rows[run.entries[i]! - run.first]!.live) count += 1;
+        for (let i = run.start; i < run.end; i += 1) {
+          const ordinal = run.entries[i]! - run.first;
+          if (ordinal < diskRows && rows[ordinal]!.live) count += 1;
+        }
       if (count === 0) continue;
       // idf: a word most images have says little about which one the query shows.
       const weight = Math.log(1 + live / count);
@@ -588,7 +604,11 @@ export class LocalVisualWordIndex implements VisualWordIndex {
         for (let i = inMemory.start; i < inMemory.end; i += 1)
           scores[diskRows + entries[i]! - inMemory.first]! += weight;
       }
-      if (run) for (let i = run.start; i < run.end; i += 1) scores[run.entries[i]! - run.first]! += weight;
+      if (run)
+        for (let i = run.start; i < run.end; i += 1) {
+          const ordinal = run.entries[i]! - run.first;
+          if (ordinal < diskRows) scores[ordinal]! += weight;
+        }
     }
     const excluded = new Set(query.excludeItemGroupIds ?? []);
     return bestOf(scores, query.k, rows, (row) => row.live && !excluded.has(row.itemGroupId)).map(
@@ -606,10 +626,23 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   /** Writes what is not yet durable, then closes the feed files held open; a later call loads them again. */
   close(): Promise<void> {
     return this.serially(async () => {
-      await this.writeDirtyFeeds();
-      const feeds = [...this.feeds.values()];
-      this.feeds.clear();
-      for (const loading of feeds) await (await loading.catch(() => undefined))?.onDisk?.close();
+      for (;;) {
+        await this.writeDirtyFeeds();
+        const loaded = await Promise.all(
+          [...this.feeds].map(async ([feedId, loading]) => ({
+            feedId,
+            loading,
+            feed: await loading.catch(() => undefined),
+          })),
+        );
+        // Checked and dropped in one synchronous step (a change made while the files were written is
+        // written first; one made after loads the feed again, `current`).
+        if (loaded.some(({ feed }) => feed?.dirty)) continue;
+        for (const { feedId, loading } of loaded)
+          if (this.feeds.get(feedId) === loading) this.feeds.delete(feedId);
+        for (const { feed } of loaded) await feed?.onDisk?.close();
+        return;
+      }
     });
   }
 

@@ -145,6 +145,29 @@ describe.each([
       });
     });
 
+    it('keeps a change made to a written feed while close is still writing another one', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: feed a (one image) and feed b (50 images, written in thousands of 16-byte pieces)
+        const index = wordIndex(dir, { journal: false, ioChunkBytes: 16 });
+        const docOf = (feedId: string, id: string, words: number[]) => ({
+          ...doc(id, words),
+          id: `${feedId}/${id}/0`,
+          feedId,
+        });
+        await index.upsert([docOf('a', 'one', [1])]);
+        await index.upsert(Array.from({ length: 50 }, (_, i) => docOf('b', `p${i}`, [i])));
+        // Act: a second image of a while close writes b
+        const closing = index.close();
+        for (let i = 0; i < 20; i += 1) await new Promise((resolve) => setImmediate(resolve));
+        await index.upsert([docOf('a', 'two', [1])]);
+        await closing;
+        await index.flush();
+        const hits = await wordIndex(dir).search({ feedId: 'a', words: Float64Array.from([1]), k: 5 });
+        // Assess
+        expect(hits.map((hit) => hit.id)).toEqual(['a/one/0', 'a/two/0']);
+      });
+    });
+
     it('weighs words by the live images only, after deletions and replacements of written images', async () => {
       // Prepare: a, b and c share word 1, a and b word 2; written (on disk, the feed continues from its file)
       await withTempDir(async (dir) => {
@@ -191,6 +214,26 @@ describe.each([
   });
 
   describe('local visual-word index: damaged files and failed writes', () => {
+    it('leaves out an entry whose ordinal is past the rows, as it reads in memory', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: a written feed, a and b, whose first entry (word 1 of a) gets ordinal 128 of 2 rows
+        const written = wordIndex(dir, FILE_EVERY_FLUSH);
+        await written.upsert([doc('a', [1, 2]), doc('b', [2, 3])]);
+        await written.close();
+        const bytes = await readFile(join(dir, 'f.words'));
+        // (format 4: 8 header bytes, then slice 0's 257 bucket offsets; an entry's low byte is its ordinal)
+        bytes[8 + 4 * 257] = bytes[8 + 4 * 257]! | 0x80;
+        await writeFile(join(dir, 'f.words'), bytes);
+        // Act
+        const hits = await wordIndex(dir).search({ feedId: 'f', words: Float64Array.from([1, 2]), k: 5 });
+        // Assess: word 2 only (a's word 1 is the damaged entry), a and b tied
+        expect(hits.map(({ productId, score }) => [productId, score])).toEqual([
+          ['a', Math.log(2)],
+          ['b', Math.log(2)],
+        ]);
+      });
+    });
+
     it('starts a feed with an unreadable file empty, keeps accepting writes and rewrites the file', async () => {
       await withTempDir(async (dir) => {
         // Prepare: a truncated file, as a crash could leave
