@@ -164,13 +164,19 @@ class FeedShard {
   readonly rows: Array<RowMeta | undefined> = [];
   readonly byId = new Map<string, number>();
   /** Rows of each product: a few images each, so arrays (Sets cost 85 MB more heap at 1M rows). */
-  readonly byProduct = new Map<string, number[]>();
+  readonly #byProduct = new Map<string, number[]>();
   /**
    * Rows by field, then value. Two levels, not one map of `field + value` strings: loading 100k rows built
    * and hashed a new key string per (row, value), most of the load's time (docs/benchmarks.md "The rest of
    * the memory at 100k").
    */
-  readonly postings = new Map<string, Map<string, Set<number>>>();
+  readonly #postings = new Map<string, Map<string, Set<number>>>();
+  /**
+   * Whether `#byProduct` and `#postings` hold every row. A loaded shard builds them at their first use (a
+   * filter, a write): an image search needs neither, and at 100k rows they were ~0.5 s of a start's first
+   * request (docs/benchmarks.md "The rest of the memory at 100k").
+   */
+  #indexed: boolean;
   readonly freeRows: number[] = [];
   vectors: Float32Array;
   live = 0;
@@ -182,9 +188,10 @@ class FeedShard {
     readonly dimension: number,
     readonly graph: Index,
     readonly quantization: GraphQuantization,
-    initialCapacity = 1024,
+    options: { initialCapacity?: number; indexed?: boolean } = {},
   ) {
-    this.vectors = new Float32Array(initialCapacity * dimension);
+    this.vectors = new Float32Array((options.initialCapacity ?? 1024) * dimension);
+    this.#indexed = options.indexed ?? true;
   }
 
   vectorOf(row: number): Float32Array {
@@ -209,23 +216,19 @@ class FeedShard {
   attach(row: number, meta: RowMeta): void {
     this.rows[row] = meta;
     this.byId.set(meta.id, row);
-    const productRows = this.byProduct.get(meta.productId);
-    if (productRows) productRows.push(row);
-    else this.byProduct.set(meta.productId, [row]);
-    for (const [field, values] of Object.entries(meta.fields)) {
-      let byValue = this.postings.get(field);
-      if (!byValue) this.postings.set(field, (byValue = new Map()));
-      for (const value of values) {
-        let posting = byValue.get(value);
-        if (!posting) byValue.set(value, (posting = new Set()));
-        posting.add(row);
-      }
-    }
+    if (this.#indexed) this.#index(row, meta);
     this.live += 1;
   }
 
+  /** The rows of a product's images. */
+  rowsOfProduct(productId: string): readonly number[] | undefined {
+    this.#indexAll();
+    return this.#byProduct.get(productId);
+  }
+
   postingOf(field: string, value: string): Set<number> | undefined {
-    return this.postings.get(field)?.get(value);
+    this.#indexAll();
+    return this.#postings.get(field)?.get(value);
   }
 
   /** Removes a row from metadata, postings and graph, and frees it for reuse. */
@@ -235,21 +238,48 @@ class FeedShard {
     this.graph.remove(BigInt(row));
     this.rows[row] = undefined;
     this.byId.delete(meta.id);
-    const productRows = this.byProduct.get(meta.productId)?.filter((other) => other !== row) ?? [];
-    if (productRows.length === 0) this.byProduct.delete(meta.productId);
-    else this.byProduct.set(meta.productId, productRows);
+    if (this.#indexed) this.#unindex(row, meta);
+    this.vectorOf(row).fill(0);
+    this.freeRows.push(row);
+    this.live -= 1;
+  }
+
+  #indexAll(): void {
+    if (this.#indexed) return;
+    this.#indexed = true;
+    this.rows.forEach((meta, row) => {
+      if (meta) this.#index(row, meta);
+    });
+  }
+
+  #index(row: number, meta: RowMeta): void {
+    const productRows = this.#byProduct.get(meta.productId);
+    if (productRows) productRows.push(row);
+    else this.#byProduct.set(meta.productId, [row]);
     for (const [field, values] of Object.entries(meta.fields)) {
-      const byValue = this.postings.get(field);
+      let byValue = this.#postings.get(field);
+      if (!byValue) this.#postings.set(field, (byValue = new Map()));
+      for (const value of values) {
+        let posting = byValue.get(value);
+        if (!posting) byValue.set(value, (posting = new Set()));
+        posting.add(row);
+      }
+    }
+  }
+
+  #unindex(row: number, meta: RowMeta): void {
+    const productRows = this.#byProduct.get(meta.productId)?.filter((other) => other !== row) ?? [];
+    if (productRows.length === 0) this.#byProduct.delete(meta.productId);
+    else this.#byProduct.set(meta.productId, productRows);
+    for (const [field, values] of Object.entries(meta.fields)) {
+      const byValue = this.#postings.get(field);
       for (const value of values) {
         const posting = byValue?.get(value);
         posting?.delete(row);
         if (posting?.size === 0) byValue!.delete(value);
       }
-      if (byValue?.size === 0) this.postings.delete(field);
+      if (byValue?.size === 0) this.#postings.delete(field);
     }
-    this.vectorOf(row).fill(0);
-    this.freeRows.push(row);
-    this.live -= 1;
   }
 }
 
@@ -359,7 +389,7 @@ export class UsearchVectorIndex implements VectorIndex {
       const shard = this.#feeds.get(feedId);
       if (!shard) return;
       for (const productId of productIds) {
-        for (const row of [...(shard.byProduct.get(productId) ?? [])]) {
+        for (const row of [...(shard.rowsOfProduct(productId) ?? [])]) {
           const id = shard.rows[row]?.id;
           if (id !== undefined && kept.has(id)) continue;
           shard.detach(row);
@@ -675,13 +705,10 @@ export class UsearchVectorIndex implements VectorIndex {
     }
     const quantization = meta.quantization ?? 'f32';
     const graph = this.#newGraph(quantization);
-    const shard = new FeedShard(
-      meta.feedId,
-      this.dimension,
-      graph,
-      quantization,
-      Math.max(1, meta.rows.length),
-    );
+    const shard = new FeedShard(meta.feedId, this.dimension, graph, quantization, {
+      initialCapacity: Math.max(1, meta.rows.length),
+      indexed: false,
+    });
     await readInto(join(genDir, 'vectors.f32'), shard.vectors, meta.rows.length * this.dimension);
     const shared = sharedFieldValues();
     meta.rows.forEach((persisted, row) => {

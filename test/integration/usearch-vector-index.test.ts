@@ -93,6 +93,46 @@ describe('UsearchVectorIndex', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('filters and deletes by product right after a reopen, with rows replaced before its postings exist', async () => {
+    // Prepare: three products written, then reopened (a loaded feed builds its postings at first use)
+    const dir = await tempDir();
+    const dimension = 8;
+    const red = { fields: { color: ['red'] } };
+    const written = new UsearchVectorIndex({ dir, dimension });
+    await written.upsert([
+      doc('f1', 'a', randomUnit(1, dimension), red),
+      doc('f1', 'b', randomUnit(2, dimension), red),
+      doc('f1', 'c', randomUnit(3, dimension), { fields: { color: ['blue'] } }),
+    ]);
+    await written.flush();
+    const index = await UsearchVectorIndex.open({ dir, dimension });
+    const ids = async (color: string) =>
+      (
+        await index.search({
+          feedId: 'f1',
+          vector: randomUnit(4, dimension),
+          k: 10,
+          filter: { color: [color] },
+        })
+      )
+        .map((hit) => hit.productId)
+        .sort();
+    // Act: a becomes blue and d arrives before anything needs the postings; then a filter, then b goes
+    await index.upsert([
+      doc('f1', 'a', randomUnit(1, dimension), { fields: { color: ['blue'] } }),
+      doc('f1', 'd', randomUnit(5, dimension), red),
+    ]);
+    const redAfterWrites = await ids('red');
+    const blueAfterWrites = await ids('blue');
+    await index.deleteProducts('f1', ['b']);
+    const redAfterDeletion = await ids('red');
+    // Assess
+    expect(redAfterWrites).toEqual(['b', 'd']);
+    expect(blueAfterWrites).toEqual(['a', 'c']);
+    expect(redAfterDeletion).toEqual(['d']);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('keeps one folder per feed and removes it with the feed', async () => {
     // Prepare
     const dir = await tempDir();
