@@ -17,7 +17,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { limitHeapGrowth } from '#lib/local/heap-growth.ts';
+import { settleHeap } from '#lib/local/heap-growth.ts';
 import { DEMO_FEED_ID, startLocalStack } from '#lib/local/stack.ts';
 import { seededRandom } from '#lib/vision/seeded-random.ts';
 import { demoQueryBodies } from './demo-queries.ts';
@@ -86,10 +86,11 @@ async function build(dataDir: string): Promise<void> {
 }
 
 async function serve(dataDir: string): Promise<void> {
-  // As `npm start` runs the server (lib/local/main.ts; MALLOC_ARENA_MAX below, as package.json sets it).
-  limitHeapGrowth();
+  // As `npm start` runs the server (lib/local/main.ts: the warm-up at once, the first request meeting it;
+  // MALLOC_ARENA_MAX below, as package.json sets it).
   const started = performance.now();
   const stack = await startLocalStack(env(dataDir, false));
+  void stack.warm().then(settleHeap);
   console.log(`started in ${((performance.now() - started) / 1000).toFixed(1)} s: ${memory()}`);
   const bodies = await demoQueryBodies();
   const latencies: number[] = [];

@@ -1,13 +1,17 @@
 import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 
 /**
- * Lets V8's heap grow by 20 % between collections instead of its default factor (up to ~2× for a small
- * heap): the local server loads large structures at its first search (the vector index's metadata, ~160
- * MB of objects at 100k products) and their parse leaves ~100 MB of garbage that the default growth
- * never collects, held as RSS. Measured at 100k products, 60 searches (docs/benchmarks.md "The rest of the
- * memory at 100k"): RSS −90 to −117 MB, no change in CPU per search. Node refuses the flag in
- * NODE_OPTIONS, so the process sets it itself, before anything large is allocated.
+ * Once the start's loads are done (`npm start`'s warm-up): V8's heap may grow by 20 % between
+ * collections from then on, instead of its default factor (up to ~2× for a small heap), and one full
+ * collection now frees what the loads left behind (the vector index's parse: ~100 MB of garbage that the
+ * default growth never collected, held as RSS). Measured at 100k products (docs/benchmarks.md "The rest of
+ * the memory at 100k"). Not from the process's start: limiting the growth during the loads made the first
+ * request ~0.3 s slower in garbage collection. Node refuses the flag in NODE_OPTIONS, and `gc` is reached
+ * as V8 exposes it to a new context once `--expose-gc` is set (the flag alone changes nothing else).
  */
-export function limitHeapGrowth(): void {
+export function settleHeap(): void {
   setFlagsFromString('--heap-growing-percent=20');
+  setFlagsFromString('--expose-gc');
+  (runInNewContext('gc') as () => void)();
 }

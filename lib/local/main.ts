@@ -1,8 +1,7 @@
-import { limitHeapGrowth } from '#lib/local/heap-growth.ts';
+import { settleHeap } from '#lib/local/heap-growth.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
 
 /** `npm start`: the whole service on this machine, no cloud. */
-limitHeapGrowth();
 const started = Date.now();
 const stack = await startLocalStack();
 const lines = [
@@ -20,8 +19,9 @@ const lines = [
   '',
 ];
 process.stdout.write(`${lines.join('\n')}\n`);
-// The first search after a restart then finds the models and the feeds' indices loaded.
-void stack.warm();
+// The first search after a restart then finds the models and the feeds' indices loaded; what the loads
+// left behind is collected once they are done.
+void stack.warm().then(settleHeap);
 
 const shutdown = async () => {
   await stack.close();
