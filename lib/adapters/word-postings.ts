@@ -25,7 +25,9 @@ export interface Postings {
 
 /**
  * An entry and its bucket are the key `bits · 2^ordinalBits + ordinal` split at bit 32: the key is
- * `bucket · 2³² + entry` (the bucket being the word's top `ordinalBits` bits). Keys are exact in a double.
+ * `bucket · 2³² + entry` (the bucket being the word's top `ordinalBits` bits). Keys are exact in a double,
+ * and split with a division and a floor, not `% 2³²`: a double's remainder is a call to fmod, which made
+ * most of a large merge's time (docs/benchmarks.md "Words on disk").
  */
 const ENTRY_SPAN = 2 ** 32;
 const MIN_ORDINAL_BITS = 8;
@@ -71,8 +73,8 @@ export function postingsOf(postings: Postings, bits: number): { start: number; e
 /** The bucket of a word's bits at `ordinalBits`, and the entry of its run's ordinal 0 in that bucket. */
 export function bucketOf(bits: number, ordinalBits: number): { bucket: number; first: number } {
   const key = bits * 2 ** ordinalBits;
-  const first = key % ENTRY_SPAN;
-  return { bucket: (key - first) / ENTRY_SPAN, first };
+  const bucket = Math.floor(key / ENTRY_SPAN);
+  return { bucket, first: key - bucket * ENTRY_SPAN };
 }
 
 /**
@@ -175,9 +177,9 @@ function keptEntries(old: Postings, renumbered: Int32Array, ordinalBits: number)
     const now = renumbered[ordinal]!;
     if (now < 0) return;
     const key = bits * ordinalSpan + now;
-    const entry = key % ENTRY_SPAN;
-    entries[count++] = entry;
-    buckets[(key - entry) / ENTRY_SPAN + 1]! += 1;
+    const bucket = Math.floor(key / ENTRY_SPAN);
+    entries[count++] = key - bucket * ENTRY_SPAN;
+    buckets[bucket + 1]! += 1;
   });
   for (let bucket = 1; bucket < buckets.length; bucket += 1) buckets[bucket]! += buckets[bucket - 1]!;
   return { ordinalBits, buckets, entries: entries.subarray(0, count) };
@@ -191,8 +193,8 @@ function sortedEntries(added: AddedEntries, ordinalBits: number): Postings {
   let bucketOf = new Uint32Array(count);
   for (let i = 0; i < count; i += 1) {
     const key = added.bits[i]! * ordinalSpan + added.ordinals[i]!;
-    entries[i] = key % ENTRY_SPAN;
-    bucketOf[i] = (key - entries[i]!) / ENTRY_SPAN;
+    bucketOf[i] = Math.floor(key / ENTRY_SPAN);
+    entries[i] = key - bucketOf[i]! * ENTRY_SPAN;
   }
   let nextEntries = new Uint32Array(count);
   let nextBucketOf = new Uint32Array(count);
@@ -226,8 +228,9 @@ export function postingsFromKeys(keys: Float64Array, ordinalBits: number): Posti
   const buckets = new Uint32Array(2 ** ordinalBits + 1);
   const entries = new Uint32Array(keys.length);
   for (let i = 0; i < keys.length; i += 1) {
-    entries[i] = keys[i]! % ENTRY_SPAN;
-    buckets[(keys[i]! - entries[i]!) / ENTRY_SPAN + 1]! += 1;
+    const bucket = Math.floor(keys[i]! / ENTRY_SPAN);
+    entries[i] = keys[i]! - bucket * ENTRY_SPAN;
+    buckets[bucket + 1]! += 1;
   }
   for (let bucket = 1; bucket < buckets.length; bucket += 1) buckets[bucket]! += buckets[bucket - 1]!;
   return { ordinalBits, buckets, entries };
@@ -257,6 +260,8 @@ export function keyStream(
   const { buckets, count } = slice;
   const fromSpan = 2 ** slice.ordinalBits;
   const toSpan = 2 ** toBits;
+  const ordinalMask = fromSpan - 1;
+  const sameWidth = slice.ordinalBits === toBits;
   const window = new Uint32Array(Math.max(1, Math.min(block, count)));
   const keys = new Float64Array(window.length);
   let index = 0;
@@ -269,10 +274,14 @@ export function keyStream(
       let out = 0;
       for (let i = 0; i < length; i += 1, index += 1) {
         while (buckets[bucket + 1]! <= index) bucket += 1;
-        const key = bucket * ENTRY_SPAN + entries[i]!;
-        const bits = Math.floor(key / fromSpan);
-        const now = renumbered[key - bits * fromSpan]!;
-        if (now >= 0) keys[out++] = bits * toSpan + now;
+        const entry = entries[i]!;
+        // The ordinal is the entry's low bits (the ordinal span divides 2³²).
+        const ordinal = entry & ordinalMask;
+        const now = renumbered[ordinal]!;
+        if (now < 0) continue;
+        // At the same width an entry keeps its bucket and word bits: only the ordinal changes.
+        if (sameWidth) keys[out++] = bucket * ENTRY_SPAN + (entry - ordinal + now);
+        else keys[out++] = Math.floor((bucket * ENTRY_SPAN + entry) / fromSpan) * toSpan + now;
       }
       if (out > 0) return keys.subarray(0, out);
     }
@@ -325,9 +334,9 @@ export async function mergeKeyStreams(
       if (a && (!b || a[i]! < b[j]!)) key = a[i++]!;
       else if (b) key = b[j++]!;
       else break;
-      const entry = key % ENTRY_SPAN;
-      buckets[(key - entry) / ENTRY_SPAN + 1]! += 1;
-      out[length++] = entry;
+      const bucket = Math.floor(key / ENTRY_SPAN);
+      buckets[bucket + 1]! += 1;
+      out[length++] = key - bucket * ENTRY_SPAN;
       if ((a && i === a.length) || (b && j === b.length)) break;
     }
     if (length === block) {
