@@ -74,6 +74,8 @@ const JOURNAL_MIN_BYTES = 64 * 2 ** 20;
 const JOURNAL_MAX_BYTES = 256 * 2 ** 20;
 /** Words of changes held in memory for the journal; past it, the next flush rewrites the file instead. */
 const JOURNAL_HELD_WORDS = 2 ** 22;
+/** Entries per block when the postings in memory are streamed to a file. */
+const MEMORY_STREAM_BLOCK = 2 ** 18;
 
 /** One change of a feed, as a journal line: an image's words (float64, base64), or a deletion. */
 type JournalEntry =
@@ -281,6 +283,13 @@ function deleteRows(feed: FeedWords, productIds: readonly string[], except: read
   }
 }
 
+/** The change a journal line records. */
+function changeOf(entry: JournalEntry, feedId: string): Change {
+  if ('d' in entry) return { delete: entry.d };
+  const [id, productId, itemGroupId, words] = entry.u;
+  return { upsert: { id, feedId, productId, itemGroupId, words: decodeWords(words) } };
+}
+
 function apply(feed: FeedWords, change: Change): void {
   if ('upsert' in change) upsertRow(feed, change.upsert);
   else deleteRows(feed, ...change.delete);
@@ -378,8 +387,7 @@ function snapshotStreams(feed: FeedWords): { meta: Omit<FeedFileMeta, 'journalSe
     if (rows[ordinal]!.live) onDiskNow[ordinal] = next++;
   const inMemoryNow = Int32Array.from({ length: rows.length - diskRows }, (_, ordinal) => next + ordinal);
   // The arrays of this moment: a merge while the file is written replaces them and never changes them.
-  const memory = [...feed.slices];
-  const slices = memory.map((postings, slice) => [
+  const slices = feed.slices.map((postings, slice) => [
     ...(onDisk ? [onDisk.stream(slice, onDiskNow, ordinalBits)] : []),
     postingsStream(postings, inMemoryNow, ordinalBits, MEMORY_STREAM_BLOCK),
   ]);
@@ -388,9 +396,6 @@ function snapshotStreams(feed: FeedWords): { meta: Omit<FeedFileMeta, 'journalSe
     slices,
   };
 }
-
-/** Entries per block when the postings in memory are streamed to a file. */
-const MEMORY_STREAM_BLOCK = 2 ** 18;
 
 export class LocalVisualWordIndex implements VisualWordIndex {
   private readonly feeds = new Map<string, Promise<FeedWords>>();
@@ -490,10 +495,7 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     // Changes after the file was written (one already in it is not applied twice).
     for (const entry of journal.entries) {
       if (entry.s <= journalSeq) continue;
-      if ('u' in entry) {
-        const [id, productId, itemGroupId, words] = entry.u;
-        upsertRow(feed, { id, feedId, productId, itemGroupId, words: decodeWords(words) });
-      } else deleteRows(feed, entry.d[0], entry.d[1]);
+      apply(feed, changeOf(entry, feedId));
       feed.seq = Math.max(feed.seq, entry.s);
     }
     // What was replayed is on disk already.

@@ -41,7 +41,7 @@ const MERGE_BLOCK = 2 ** 20;
 export type FileRow = [id: string, productId: string, itemGroupId: string];
 
 export interface FeedFileMeta {
-  /** The last journaled change this file includes (absent in files written before the journal). */
+  /** The last journaled change this file includes (0 for files written before the journal). */
   journalSeq: number;
   rows: FileRow[];
   ordinalBits: number;
@@ -66,13 +66,13 @@ interface DiskSlice {
 const openFile = promisify(openFd);
 const closeFile = promisify(close);
 const statFile = promisify(fstat);
-const readFile = promisify(read);
+const readAt = promisify(read);
 
 /** Reads exactly `target.byteLength` bytes at `position`, in pieces of at most `chunk` bytes. */
 async function readFully(fd: number, target: Uint8Array, position: number, chunk: number): Promise<boolean> {
   for (let offset = 0; offset < target.byteLength;) {
     const length = Math.min(chunk, target.byteLength - offset);
-    const { bytesRead } = await readFile(fd, target, offset, length, position + offset);
+    const { bytesRead } = await readAt(fd, target, offset, length, position + offset);
     if (bytesRead === 0) return false;
     offset += bytesRead;
   }
@@ -115,10 +115,6 @@ export class DiskPostings {
     private readonly slices: DiskSlice[],
     private readonly chunk: number,
   ) {}
-
-  get entryCount(): number {
-    return this.slices.reduce((sum, slice) => sum + slice.count, 0);
-  }
 
   /**
    * The run of a word's bits in a slice: `entries[start…end)`, whose ordinals are `entries[i] − first`.
