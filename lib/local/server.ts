@@ -73,7 +73,11 @@ export async function startHttpServer(options: {
 
   // Requests Node's parser refuses (an unknown method, headers over its limit, malformed syntax) never
   // reach a handler: answer them in the one error shape too, rather than Node's bodiless default.
+  const answered = new WeakSet<Duplex>();
   server.on('clientError', (error: Error & { code?: string }, socket) => {
+    // The parser reads on while a refused client drains (drainBeforeClosing): one answer per socket.
+    if (answered.has(socket)) return;
+    answered.add(socket);
     if (!socket.writable) {
       socket.destroy();
       return;
@@ -211,6 +215,25 @@ function writeRawError(socket: Duplex, status: number, reason: string, error: Do
       `Content-Type: application/json; charset=utf-8\r\nX-Request-Id: ${requestId}\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
+  drainBeforeClosing(socket);
+}
+
+/** How long a refused request may go on sending before its socket is closed regardless. */
+const DRAIN_MS = 2_000;
+
+/**
+ * Lets the client finish sending before the socket closes. Closing a socket with unread bytes makes the
+ * kernel answer a reset, so a client that writes its whole request before reading (a 1 MB request line
+ * over a raw socket) got ECONNRESET instead of the error. Node's parser goes on reading the socket (each
+ * further chunk is another `clientError`, ignored for an answered socket); the timer bounds a client that
+ * never stops.
+ */
+function drainBeforeClosing(socket: Duplex): void {
+  const timer = setTimeout(() => socket.destroy(), DRAIN_MS);
+  timer.unref();
+  socket.on('close', () => clearTimeout(timer));
+  socket.on('end', () => socket.destroy());
+  socket.resume();
 }
 
 /**

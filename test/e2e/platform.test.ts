@@ -401,12 +401,39 @@ describe('request validation', () => {
     });
     expect(big.status).toBe(431);
     expect(await big.json()).toMatchObject({ error: { status: 431, code: 'invalid_request' } });
+    // A request line of 4 MB, all written before the answer is read: the 431, not a reset (the socket
+    // was closed with the rest unread)
+    const long = await rawExchange(
+      `GET /api/v1/related-products?q=${'a'.repeat(4 * 2 ** 20)} HTTP/1.1\r\n\r\n`,
+    );
+    expect(jsonAnswer(long)).toMatchObject({ status: 431, body: { error: { code: 'invalid_request' } } });
     // A method Node does not know, over a raw socket
     const raw = await rawExchange('FOO / HTTP/1.1\r\nHost: x\r\n\r\n');
     expect(raw).toMatch(/^HTTP\/1\.1 400 /);
     expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({
       error: { status: 400, code: 'invalid_request', message: 'Malformed HTTP request.' },
     });
+  });
+
+  it('closes a refused request that never stops sending, after its answer', async () => {
+    const { port } = new URL(stack.url);
+    const started = Date.now();
+    const { raw, closedAfter } = await new Promise<{ raw: string; closedAfter: number }>((resolve) => {
+      // (Half-open: the client keeps writing after the server's FIN, as a client busy sending would.)
+      const socket = connect({ port: Number(port), host: '127.0.0.1', allowHalfOpen: true }, () => {
+        socket.write(`GET /api/v1/related-products?q=${'a'.repeat(20_000)}`);
+        // A request line that goes on and on, a kilobyte every 50 ms
+        const more = setInterval(() => socket.writable && socket.write('a'.repeat(1024)), 50);
+        socket.on('close', () => clearInterval(more));
+      });
+      let raw = '';
+      socket.on('data', (chunk) => (raw += chunk.toString()));
+      socket.on('error', () => undefined);
+      socket.setTimeout(15_000, () => socket.destroy());
+      socket.on('close', () => resolve({ raw, closedAfter: Date.now() - started }));
+    });
+    expect(jsonAnswer(raw).status).toBe(431);
+    expect(closedAfter).toBeLessThan(10_000);
   });
 
   it('answers in the JSON error shape a target starting with //, a request without Host, and CONNECT', async () => {
