@@ -224,9 +224,9 @@ const DRAIN_MS = 2_000;
 /**
  * Lets the client finish sending before the socket closes. Closing a socket with unread bytes makes the
  * kernel answer a reset, so a client that writes its whole request before reading (a 1 MB request line
- * over a raw socket) got ECONNRESET instead of the error. Node's parser goes on reading the socket (each
- * further chunk is another `clientError`, ignored for an answered socket); the timer bounds a client that
- * never stops.
+ * over a raw socket) got ECONNRESET instead of the error: Node's parser reads on after refusing, each
+ * further chunk was another `clientError`, and answering that one again destroyed the socket (now ignored
+ * for an answered socket). The timer bounds a client that never stops.
  */
 function drainBeforeClosing(socket: Duplex): void {
   const timer = setTimeout(() => socket.destroy(), DRAIN_MS);
