@@ -88,6 +88,8 @@ function sharedFieldValues(): (fields: Record<string, string[]>) => Record<strin
   const lists = new Map<string, string[]>();
   return (fields) => {
     for (const [name, values] of Object.entries(fields)) {
+      // (Assigning `__proto__` would set the prototype of a parsed object, not its own key: left unshared.)
+      if (name === '__proto__') continue;
       const [map, key] = values.length === 1 ? [singles, values[0]!] : [lists, JSON.stringify(values)];
       const known = map.get(key);
       if (known) fields[name] = known;
@@ -97,8 +99,12 @@ function sharedFieldValues(): (fields: Record<string, string[]>) => Record<strin
   };
 }
 
+/**
+ * Field names are the merchant's (`metadata.<name>`) and are plain names: a null-prototype object, so that
+ * `__proto__` is stored as a field rather than setting the prototype (reads go through `ownField`).
+ */
 function normaliseFields(fields: Record<string, string[]>): Record<string, string[]> {
-  const out: Record<string, string[]> = {};
+  const out = Object.create(null) as Record<string, string[]>;
   for (const [key, values] of Object.entries(fields)) {
     const unique = [...new Set(values.map((value) => value.toLowerCase()))];
     if (unique.length > 0) out[key] = unique;
@@ -107,6 +113,11 @@ function normaliseFields(fields: Record<string, string[]>): Record<string, strin
 }
 
 /** Empty value lists impose no constraint, like an absent key. */
+/** A row's values of a field; undefined, not an `Object.prototype` member, for a field it lacks. */
+function ownField(fields: Record<string, string[]>, field: string): string[] | undefined {
+  return Object.hasOwn(fields, field) ? fields[field] : undefined;
+}
+
 function normaliseFilter(filter: VectorFilter | undefined): Array<[string, Set<string>]> {
   if (!filter) return [];
   return Object.entries(filter)
@@ -469,7 +480,7 @@ export class UsearchVectorIndex implements VectorIndex {
       if (!meta || (excluded.size > 0 && excluded.has(meta.itemGroupId))) return false;
       for (const [field, values] of filter) {
         if (field === knownField) continue;
-        const have = meta.fields[field];
+        const have = ownField(meta.fields, field);
         if (!have) return false;
         let hit = false;
         for (const value of have) {

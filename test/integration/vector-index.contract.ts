@@ -174,6 +174,40 @@ export function describeVectorIndexContract(
       expect(hits.map((hit) => hit.productId)).toEqual(['wool']);
     });
 
+    it('takes field names like Object.prototype members as plain names', async () => {
+      // Prepare: JSON.parse makes `__proto__` an own key, as a parsed request body would
+      const fields = (json: string) => JSON.parse(json) as Record<string, string[]>;
+      await index.upsert([
+        doc('f1', 'a', unit(1, 0), { fields: fields('{"__proto__":["x"],"color":["red"]}') }),
+        doc('f1', 'b', unit(1, 0.1), { fields: fields('{"constructor":["y"],"color":["red"]}') }),
+        doc('f1', 'c', unit(1, 0.2), { fields: { color: ['red'] } }),
+        // (So that `color` is no wider than `constructor`: rows without a `constructor` of their own meet it.)
+        doc('f1', 'd', unit(1, 0.3), { fields: { constructor: ['y'] } }),
+        doc('f1', 'e', unit(1, 0.4), { fields: { constructor: ['y'] } }),
+      ]);
+      const answers = async (searched: VectorIndex) => {
+        const ids = async (filter: Record<string, string[]>) =>
+          (await searched.search({ feedId: 'f1', vector: unit(1, 0), k: 10, filter })).map(
+            (hit) => hit.productId,
+          );
+        return [
+          await ids(fields('{"__proto__":["x"]}')),
+          await ids({ constructor: ['y'] }),
+          await ids({ color: ['red'], constructor: ['y'] }),
+          await ids({ color: ['red'], toString: ['z'] }),
+          await ids({ color: ['red'], hasOwnProperty: ['z'] }),
+        ];
+      };
+      const expected = [['a'], ['b', 'd', 'e'], ['b'], [], []];
+
+      // Act and assess (and after a reopen, for adapters that load what they saved)
+      expect(await answers(index)).toEqual(expected);
+      if (options.persistent && subject.reopen) {
+        await index.flush();
+        expect(await answers(await subject.reopen())).toEqual(expected);
+      }
+    });
+
     it('returns nothing when no document matches the filter', async () => {
       // Prepare
       await index.upsert([doc('f1', 'p1', unit(1, 0), { fields: { brand: ['nike'] } })]);
