@@ -9,7 +9,8 @@
  * 2. Serve (a child process, `--serve <dir>`): a new process starts the stack on that folder, as
  *    `npm start` would after a restart, answers BENCH_QUERIES image searches over HTTP (the demo photos as
  *    1000 × 750 JPEG), and prints its memory before and after: the server, its stores, models and indices,
- *    plus a small client (the query bodies).
+ *    plus a small client (the query bodies); then reads BENCH_FEATURE_READS other products' features, as
+ *    a server up for long would have verified, and prints its memory with the feature cache full.
  * Prints the on-disk sizes of the vector and word indices too. BENCH_DATA_DIR keeps the built folder (and
  * reuses it when it holds a build of BENCH_CATALOGUE products), to serve it again without building.
  */
@@ -25,6 +26,8 @@ import { growFeed, readSeeds } from './grow-feed.ts';
 
 const CATALOGUE = Number(process.env.BENCH_CATALOGUE ?? 100_000);
 const QUERIES = Number(process.env.BENCH_QUERIES ?? 60);
+/** Different synthetic products whose features are read after the searches (more than the cache holds). */
+const FEATURE_READS = Number(process.env.BENCH_FEATURE_READS ?? 3000);
 const MB = 1024 * 1024;
 const env = (dataDir: string, demoSeed: boolean) => ({
   ...process.env,
@@ -112,6 +115,19 @@ async function serve(dataDir: string): Promise<void> {
   console.log(
     `after ${QUERIES} searches (p50 ${latencies[latencies.length >> 1]!.toFixed(0)} ms, ${found} with results): ${memory()}`,
   );
+  // A server up for long verifies many different products: their features fill the decoded-feature cache
+  // to its bound (FEATURE_CACHE_ITEMS / FEATURE_CACHE_MB), which 60 searches of the demo photos do not.
+  const features = stack.container.features;
+  for (let first = 0; first < FEATURE_READS; first += 50) {
+    const refs = Array.from({ length: Math.min(50, FEATURE_READS - first) }, (_, i) => ({
+      feedId: DEMO_FEED_ID,
+      productId: `s${first + i}`,
+      imageIndex: 0,
+    }));
+    await features.getMany(refs);
+  }
+  if (FEATURE_READS > 0)
+    console.log(`after reading ${FEATURE_READS} products' features (the cache full): ${memory()}`);
   await stack.close();
 }
 

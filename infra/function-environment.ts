@@ -65,6 +65,7 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   WORD_SHORTLIST_TOP_N: 'default',
   MIN_SCORE: 'default',
   FEATURE_CACHE_ITEMS: 'default',
+  FEATURE_CACHE_MB: 'default',
   // The bundles carry no worker entry: extraction stays on the JS thread in AWS (default 0).
   LOCAL_FEATURE_WORKERS: 'default',
   LOCAL_FEATURE_WORKER_ENTRY: 'local',

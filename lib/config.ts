@@ -159,6 +159,12 @@ const EnvSchema = z.object({
   LOCAL_FEATURE_WORKER_ENTRY: z.string().min(1).optional(),
   /** Decoded catalogue features kept in memory per process (≈ 50–58 KB each with keypoint recipe 2). */
   FEATURE_CACHE_ITEMS: z.coerce.number().int().min(0).default(2000),
+  /**
+   * ...and at most this many MB of them, whatever their count: a real catalogue image's record is ~52 KB
+   * decoded, so the 2,000 items alone took ~108 MB of arrays (+172 MB of RSS) at 100k products, past
+   * DESIGN §6's 800 MB (docs/benchmarks.md "The rest of the memory at 100k").
+   */
+  FEATURE_CACHE_MB: z.coerce.number().min(0).default(48),
   /** Local mode only: import the committed demo catalogue into the demo feed at start. */
   DEMO_SEED: booleanString.default(true),
 
@@ -214,6 +220,7 @@ export interface Config {
     wordShortlistTopN: number;
     minScore: number;
     featureCacheItems: number;
+    featureCacheBytes: number;
     /** ORB extraction threads (0: the JS thread). */
     localFeatureWorkers: number;
     /** A bundled worker entry (file path), when there is one. */
@@ -308,6 +315,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       wordShortlistTopN: e.WORD_SHORTLIST_TOP_N,
       minScore: e.MIN_SCORE,
       featureCacheItems: e.FEATURE_CACHE_ITEMS,
+      featureCacheBytes: Math.round(e.FEATURE_CACHE_MB * 2 ** 20),
       localFeatureWorkers: e.LOCAL_FEATURE_WORKERS,
       localFeatureWorkerEntry: e.LOCAL_FEATURE_WORKER_ENTRY,
       detectorCrop: e.QUERY_DETECTOR_CROP,

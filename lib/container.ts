@@ -124,7 +124,10 @@ function buildContainer(config: Config): Container {
   let matcher: Promise<OrbLocalFeatureMatcher> | undefined;
   const s3 = createS3Client(config);
   const objects = new S3ObjectStore(s3, config.assetsBucket);
-  const features = new ObjectStoreFeatureStore(objects, { cacheItems: config.search.featureCacheItems });
+  const features = new ObjectStoreFeatureStore(objects, {
+    cacheItems: config.search.featureCacheItems,
+    cacheBytes: config.search.featureCacheBytes,
+  });
   const visualWords = openVisualWordIndex(config);
   const localFeatures = {
     store: features,

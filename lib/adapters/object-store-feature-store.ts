@@ -34,6 +34,30 @@ export function keySegment(id: string): string {
 interface Cached {
   features: LocalFeatures | undefined;
   at: number;
+  /** What the entry holds in typed arrays (what the cache's byte bound counts). */
+  bytes: number;
+}
+
+/** Bytes of a decoded record's arrays: keypoints and descriptors, of the image and of its mirror. */
+function byteSizeOf(features: LocalFeatures | undefined): number {
+  if (!features) return 0;
+  let bytes = 0;
+  for (const set of [features.original, features.mirrored]) {
+    if (set) bytes += set.points.byteLength + set.descriptors.byteLength;
+  }
+  return bytes;
+}
+
+export interface FeatureCacheOptions {
+  /** Most records kept (0: no cache). */
+  cacheItems: number;
+  /**
+   * Most bytes of decoded arrays kept, whatever the count: records differ in size with their keypoints,
+   * and the server's memory budget is in bytes (DESIGN §6). Unbounded when absent.
+   */
+  cacheBytes?: number;
+  ttlMs?: number;
+  now?: () => number;
 }
 
 /**
@@ -46,12 +70,12 @@ interface Cached {
  */
 export class ObjectStoreFeatureStore implements FeatureStore {
   private readonly cache = new Map<string, Cached>();
+  /** Sum of the cached entries' `bytes`. */
+  private cachedBytes = 0;
 
   constructor(
     private readonly objects: ObjectStore,
-    private readonly options: { cacheItems: number; ttlMs?: number; now?: () => number } = {
-      cacheItems: 2000,
-    },
+    private readonly options: FeatureCacheOptions = { cacheItems: 2000 },
   ) {}
 
   async put(ref: FeatureRef, features: LocalFeatures): Promise<void> {
@@ -66,7 +90,7 @@ export class ObjectStoreFeatureStore implements FeatureStore {
         const key = featuresKey(ref);
         const cached = this.cache.get(key);
         if (cached && this.now() - cached.at < this.ttlMs) {
-          // Refresh its place in the LRU order (a Map iterates in insertion order).
+          // Refresh its place in the LRU order (a Map iterates in insertion order; the size is unchanged).
           this.cache.delete(key);
           this.cache.set(key, cached);
           return cached.features;
@@ -116,7 +140,14 @@ export class ObjectStoreFeatureStore implements FeatureStore {
 
   private async forget(keys: string[]): Promise<void> {
     await this.objects.deleteMany(keys);
-    for (const key of keys) this.cache.delete(key);
+    for (const key of keys) this.drop(key);
+  }
+
+  private drop(key: string): void {
+    const cached = this.cache.get(key);
+    if (!cached) return;
+    this.cache.delete(key);
+    this.cachedBytes -= cached.bytes;
   }
 
   private get ttlMs(): number {
@@ -128,13 +159,17 @@ export class ObjectStoreFeatureStore implements FeatureStore {
   }
 
   private remember(key: string, features: LocalFeatures | undefined): void {
-    if (this.options.cacheItems <= 0) return;
-    this.cache.delete(key);
-    this.cache.set(key, { features, at: this.now() });
-    while (this.cache.size > this.options.cacheItems) {
+    this.drop(key);
+    const bytes = byteSizeOf(features);
+    const maxBytes = this.options.cacheBytes ?? Infinity;
+    // (A record larger than the whole byte bound is not kept: it would only push every other one out.)
+    if (this.options.cacheItems <= 0 || bytes > maxBytes) return;
+    this.cache.set(key, { features, at: this.now(), bytes });
+    this.cachedBytes += bytes;
+    while (this.cache.size > this.options.cacheItems || this.cachedBytes > maxBytes) {
       const oldest = this.cache.keys().next().value;
       if (oldest === undefined) break;
-      this.cache.delete(oldest);
+      this.drop(oldest);
     }
   }
 }

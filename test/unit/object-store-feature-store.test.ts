@@ -65,6 +65,42 @@ describe('ObjectStoreFeatureStore', () => {
     expect(objects.reads).toBe(5);
   });
 
+  it('bounds the cache by the bytes of its records too, freed again as records are deleted', async () => {
+    // Prepare: records of 80 bytes (2 points and a descriptor, twice), one of 8,080; room for 200 bytes
+    const objects = new CountingStore();
+    const writer = new ObjectStoreFeatureStore(objects, { cacheItems: 0 });
+    const refs = ['a', 'b', 'c', 'd'].map((productId) => ({ feedId: 'f', productId, imageIndex: 0 }));
+    for (const [i, ref] of refs.entries()) await writer.put(ref, features(i));
+    const big = { feedId: 'f', productId: 'big', imageIndex: 0 };
+    const bigSet = {
+      width: 10,
+      height: 10,
+      points: new Float32Array(2 * 101),
+      descriptors: new Uint32Array(8 * 101),
+    };
+    await writer.put(big, { original: bigSet, mirrored: bigSet });
+    const store = new ObjectStoreFeatureStore(objects, { cacheItems: 100, cacheBytes: 200 });
+    const readsOf = async (...wanted: typeof refs) => {
+      const before = objects.reads;
+      await store.getMany(wanted);
+      return objects.reads - before;
+    };
+    // Act / Assess: two records fit, a third pushes out the least recently used
+    expect(await readsOf(refs[0]!, refs[1]!)).toBe(2);
+    expect(await readsOf(refs[0]!, refs[1]!)).toBe(0);
+    expect(await readsOf(refs[2]!)).toBe(1);
+    expect(await readsOf(refs[1]!, refs[2]!)).toBe(0);
+    expect(await readsOf(refs[0]!)).toBe(1);
+    // A record larger than the bound is read each time and pushes nothing out
+    expect(await readsOf(big)).toBe(1);
+    expect(await readsOf(big)).toBe(1);
+    expect(await readsOf(refs[0]!, refs[2]!)).toBe(0);
+    // A deleted record gives its bytes back: two others then fit beside the one left
+    await store.deleteProducts('f', ['a']);
+    expect(await readsOf(refs[3]!)).toBe(1);
+    expect(await readsOf(refs[2]!, refs[3]!)).toBe(0);
+  });
+
   it('deletes every image of a product, and only that product (ids are encoded in keys)', async () => {
     const objects = new MemoryObjectStore();
     const store = new ObjectStoreFeatureStore(objects, { cacheItems: 10 });
