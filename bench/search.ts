@@ -19,6 +19,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
+import { settleHeap } from '#lib/local/heap-growth.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
 import { seededRandom } from '#lib/vision/seeded-random.ts';
 import { demoQueryBodies } from './demo-queries.ts';
@@ -133,6 +134,9 @@ await growFeed(c, seeds, { feedId, from: INGESTED, to: CATALOGUE, random: rand, 
 const growSeconds = (performance.now() - growStart) / 1000;
 
 // --- 3. warm image search over HTTP ---
+// Served as `npm start` serves once warm (lib/local/main.ts: the heap settled after the loads;
+// MALLOC_ARENA_MAX=2 is set by the npm script, as for `npm start`).
+settleHeap();
 const queries = await demoQueryBodies();
 /** One search; its wall time and the score of its first result. */
 const search = async (body: string) => {
