@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { settleHeap } from '#lib/local/heap-growth.ts';
 
@@ -15,5 +16,23 @@ describe('settleHeap', () => {
     settleHeap();
     // Assess
     expect(before - process.memoryUsage().heapUsed).toBeGreaterThan(30 * 2 ** 20);
+  });
+});
+
+describe('the runtime settings of npm start', () => {
+  it('are the ones the benches measure with', () => {
+    // (bench:search once measured without them: its CPU per search was ~40 ms under what npm start served.)
+    const { scripts } = JSON.parse(readFileSync('package.json', 'utf8')) as {
+      scripts: Record<string, string>;
+    };
+    const start = scripts.start!;
+    const nodeFlags = start.match(/--initial-old-space-size=\d+/g) ?? [];
+    expect(nodeFlags).toHaveLength(1);
+    expect(start).toContain('MALLOC_ARENA_MAX=2');
+    for (const bench of ['bench:search', 'bench:memory']) {
+      for (const flag of nodeFlags) expect(scripts[bench], bench).toContain(`node ${flag} --import tsx`);
+    }
+    // bench:memory's serving child gets MALLOC_ARENA_MAX from the bench itself (bench/memory.ts).
+    expect(scripts['bench:search']).toContain('MALLOC_ARENA_MAX=2');
   });
 });
