@@ -13,7 +13,7 @@ import { runInNewContext } from 'node:vm';
  * Needs a floor under the old generation, which `npm start` sets on node's command line
  * (`--initial-old-space-size=128`, below which V8 starts no full collection; not allowed in NODE_OPTIONS):
  * after the collection, a heap of ~60 MB live (10k products) grew 20 % between full collections, one every
- * 2–3 searches, +40 ms of CPU and +20–25 ms of p50 per search in bench:search (docs/benchmarks.md "Heap
+ * ~3 searches, +40 ms of CPU and +20–25 ms of p50 per search in bench:search (docs/benchmarks.md "Heap
  * floor"). The benches run with the same flags (package.json; test/unit/local/heap-growth.test.ts).
  */
 export function settleHeap(): void {
