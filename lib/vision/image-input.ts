@@ -7,7 +7,7 @@
  * refer to the image as a viewer shows it, and transparency is flattened onto white, which is how shops
  * present packshots.
  */
-import sharp, { type Metadata, type Sharp } from 'sharp';
+import sharp, { type Metadata, type OutputInfo, type Sharp } from 'sharp';
 import { InvalidImageError } from '#lib/domain/errors.ts';
 import type { ImageInfo } from '#lib/ports.ts';
 import { jpegScanCount } from '#lib/vision/jpeg-scans.ts';
@@ -175,14 +175,48 @@ export async function rgbSquares(
  * alone: each region cut from the same pixels costs no decode of its own.
  */
 async function decodedOnce(image: OrientedImage): Promise<(box?: Box) => Sharp> {
-  const oriented = await decoding(() => image.pipeline.clone().raw().toBuffer({ resolveWithObject: true }));
-  const raw = {
-    raw: { width: oriented.info.width, height: oriented.info.height, channels: oriented.info.channels },
-  };
+  const oriented = await decodedForRegions(image);
+  const { width, height, channels } = oriented.info;
+  const raw = { raw: { width, height, channels } };
+  // Boxes are in the oriented image's pixels; a reduced decode (below) has fewer.
+  const [scaleX, scaleY] = [width / image.width, height / image.height];
   return (box) => {
     const pipeline = sharp(oriented.data, raw);
-    return box ? pipeline.extract(clampToPixels(box, image.width, image.height)) : pipeline;
+    if (!box) return pipeline;
+    const scaled: Box = [box[0] * scaleX, box[1] * scaleY, box[2] * scaleX, box[3] * scaleY];
+    return pipeline.extract(clampToPixels(scaled, width, height));
   };
+}
+
+/** JPEG shrink-on-load factors a region decode falls back to, in order. */
+const JPEG_FALLBACK_SHRINKS = [2, 4, 8];
+
+/**
+ * The oriented image's pixels at full size; for a JPEG that libjpeg reports as corrupt at full size, the
+ * largest reduced decode that reads (its shrink-on-load factors). The search stages decode a JPEG reduced,
+ * where slightly damaged scan data goes unreported: such a photo was 200 for image search and detection
+ * but 422 for OD+SEARCH, whose crops came from the full decode. A truncated file fails at every size.
+ */
+async function decodedForRegions(image: OrientedImage): Promise<{ data: Buffer; info: OutputInfo }> {
+  const full = () => image.pipeline.clone().raw().toBuffer({ resolveWithObject: true });
+  try {
+    return await decoding(full);
+  } catch (error) {
+    if (image.format !== 'jpeg' || !(error instanceof InvalidImageError)) throw error;
+    for (const shrink of JPEG_FALLBACK_SHRINKS) {
+      const [width, height] = [Math.ceil(image.width / shrink), Math.ceil(image.height / shrink)];
+      if (width < 2 || height < 2) break;
+      const reduced = await decoding(() =>
+        image.pipeline
+          .clone()
+          .resize(width, height, { fit: 'fill' })
+          .raw()
+          .toBuffer({ resolveWithObject: true }),
+      ).catch(() => undefined);
+      if (reduced) return reduced;
+    }
+    throw error;
+  }
 }
 
 export interface Letterboxed {

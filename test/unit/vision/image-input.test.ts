@@ -163,6 +163,44 @@ describe('SharpImageInspector crops and bounded query', () => {
     await expect(inspector.crops(truncated, [[0, 0, 10, 10]])).rejects.toThrow(InvalidImageError);
   });
 
+  it('cuts the boxes of a JPEG with damaged scan data from a reduced decode, as the search stages read it', async () => {
+    // Prepare: 800×600 of graded noise whose scan data has 179 bytes overwritten half way: libjpeg
+    // reports it at full size and at half, not at a quarter (where the search stages read such a photo)
+    const [width, height] = [800, 600];
+    const pixels = Buffer.alloc(width * height * 3);
+    for (let i = 0, x = 1; i < pixels.length; i += 1) {
+      x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+      pixels[i] = ((i % (width * 3)) / 12 + (x >>> 28)) & 255;
+    }
+    const jpeg = await sharp(pixels, { raw: { width, height, channels: 3 } })
+      .jpeg({ quality: 85 })
+      .toBuffer();
+    const damaged = Buffer.from(jpeg).fill(0xb8, jpeg.length >> 1, (jpeg.length >> 1) + 179);
+    await expect(sharp(damaged).raw().toBuffer()).rejects.toThrow(/Corrupt JPEG/);
+    // Act
+    const crops = await inspector.crops(damaged, [
+      [0, 0, 400, 300],
+      [200, 300, 800, 600],
+    ]);
+    // Assess: each box's region at the quarter decode's scale
+    expect(
+      await Promise.all(crops.map(async (crop) => [(await look(crop)).width, (await look(crop)).height])),
+    ).toEqual([
+      [100, 75],
+      [150, 75],
+    ]);
+    // The colours where the box says, above the damage (the left of the gradient is darker than the right)
+    const [left, right] = await Promise.all(
+      (
+        await inspector.crops(damaged, [
+          [0, 0, 100, 200],
+          [700, 0, 800, 200],
+        ])
+      ).map(async (crop) => (await look(crop)).colour[0]),
+    );
+    expect(right! - left!).toBeGreaterThan(100);
+  });
+
   it('hands the search stages a large query scaled down once, oriented, and a small one as it is', async () => {
     const small = await (await halves(1200, 800)).png().toBuffer();
     const same = await inspector.bounded(small);
