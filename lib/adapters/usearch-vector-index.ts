@@ -47,17 +47,28 @@ interface RowMeta {
   fields: Record<string, string[]>;
 }
 
-type PersistedRow =
+/** Format 1 (read only): each row's fields as an object. */
+type PersistedRowV1 =
   [id: string, productId: string, itemGroupId: string, fields: Record<string, string[]>] | null;
 
-interface PersistedMeta {
-  format: 1;
+/** Format 2: each row's fields as pairs of indices into `names` and `lists`. */
+type PersistedRowV2 = [id: string, productId: string, itemGroupId: string, fields: number[]] | null;
+
+interface PersistedMetaBase {
   feedId: string;
   dimension: number;
   /** Absent in files written before quantization was configurable: f32. */
   quantization?: GraphQuantization;
-  rows: PersistedRow[];
 }
+
+/**
+ * Format 2 keeps each distinct field name and value list once: a catalogue's rows repeat a few brands,
+ * categories and availabilities, and at 100k products parsing them per row was 372 ms of a 834-ms load
+ * (docs/benchmarks.md "Vector metadata"). The rows then share the lists as parsed.
+ */
+type PersistedMeta =
+  | (PersistedMetaBase & { format: 1; rows: PersistedRowV1[] })
+  | (PersistedMetaBase & { format: 2; names: string[]; lists: string[][]; rows: PersistedRowV2[] });
 
 /** Threads of one batched graph search (`searchMany`): the JS thread waits for it, so every core. */
 const BATCH_SEARCH_THREADS = availableParallelism();
@@ -76,25 +87,62 @@ const GRAPH_SHARE_LIMIT = 0.25;
  */
 const DEFAULT_SCAN_RATIO = 2;
 
+/** Numbers the distinct field names a save writes once, in first-seen order. */
+class NameNumbering {
+  readonly items: string[] = [];
+  readonly #numbers = new Map<string, number>();
+
+  of(name: string): number {
+    let number = this.#numbers.get(name);
+    if (number === undefined) this.#numbers.set(name, (number = this.items.push(name) - 1));
+    return number;
+  }
+}
+
 /**
- * While a shard loads: one array for each list of field values that rows repeat (a catalogue's rows share
- * a few categories, brands, availabilities), instead of one parsed copy per row. Row fields are never
- * changed in place (upserts replace them), so sharing is safe. At 100k products this took ~60 MB off the
- * heap (docs/benchmarks.md "The rest of the memory at 100k").
+ * Numbers the distinct value lists a save writes once. Most hold one value, keyed by it (no string to
+ * build), longer ones by their JSON, in two maps: a value may itself read like the JSON of a longer list.
  */
-function sharedFieldValues(): (fields: Record<string, string[]>) => Record<string, string[]> {
-  // Most lists hold one value, keyed by it (no key string to build); longer ones by their JSON.
-  const singles = new Map<string, string[]>();
-  const lists = new Map<string, string[]>();
-  return (fields) => {
-    for (const [name, values] of Object.entries(fields)) {
-      // (Assigning `__proto__` would set the prototype of a parsed object, not its own key: left unshared.)
-      if (name === '__proto__') continue;
-      const [map, key] = values.length === 1 ? [singles, values[0]!] : [lists, JSON.stringify(values)];
-      const known = map.get(key);
-      if (known) fields[name] = known;
-      else map.set(key, values);
-    }
+class ListNumbering {
+  readonly items: string[][] = [];
+  readonly #singles = new Map<string, number>();
+  readonly #longer = new Map<string, number>();
+
+  of(values: string[]): number {
+    const [numbers, key] =
+      values.length === 1 ? [this.#singles, values[0]!] : [this.#longer, JSON.stringify(values)];
+    let number = numbers.get(key);
+    if (number === undefined) numbers.set(key, (number = this.items.push(values) - 1));
+    return number;
+  }
+}
+
+/**
+ * The fields of a loaded row. Format 2 rows share the file's lists as parsed. Format 1 rows get one array
+ * for each list of values that rows repeat, instead of one parsed copy per row (at 100k products this took
+ * ~60 MB off the heap: docs/benchmarks.md "The rest of the memory at 100k"). Row fields are never changed
+ * in place (upserts replace them), so sharing is safe. Both as null-prototype objects (normaliseFields).
+ */
+function persistedFields(
+  meta: PersistedMeta,
+): (persisted: Record<string, string[]> | number[]) => Record<string, string[]> {
+  if (meta.format === 2) {
+    const { names, lists } = meta;
+    return (persisted) => {
+      const pairs = persisted as number[];
+      const fields = Object.create(null) as Record<string, string[]>;
+      for (let i = 0; i < pairs.length; i += 2) {
+        const [name, list] = [names[pairs[i]!], lists[pairs[i + 1]!]];
+        if (name !== undefined && list !== undefined) fields[name] = list;
+      }
+      return fields;
+    };
+  }
+  const lists = new ListNumbering();
+  return (persisted) => {
+    const fields = Object.create(null) as Record<string, string[]>;
+    for (const [name, values] of Object.entries(persisted as Record<string, string[]>))
+      fields[name] = lists.items[lists.of(values)]!;
     return fields;
   };
 }
@@ -709,7 +757,7 @@ export class UsearchVectorIndex implements VectorIndex {
 
   async #loadShard(genDir: string, generation: number): Promise<void> {
     const meta = JSON.parse(await readFile(join(genDir, 'meta.json'), 'utf8')) as PersistedMeta;
-    if (meta.format !== 1 || meta.dimension !== this.dimension) {
+    if ((meta.format !== 1 && meta.format !== 2) || meta.dimension !== this.dimension) {
       throw new Error(
         `Vector index at ${genDir} holds dimension ${meta.dimension}, expected ${this.dimension}: rebuild it`,
       );
@@ -721,15 +769,15 @@ export class UsearchVectorIndex implements VectorIndex {
       indexed: false,
     });
     await readInto(join(genDir, 'vectors.f32'), shard.vectors, meta.rows.length * this.dimension);
-    const shared = sharedFieldValues();
+    const fieldsOf = persistedFields(meta);
     meta.rows.forEach((persisted, row) => {
       shard.rows.push(undefined);
       if (!persisted) {
         shard.freeRows.push(row);
         return;
       }
-      const [id, productId, itemGroupId, fields] = persisted;
-      shard.attach(row, { id, productId, itemGroupId, fields: shared(fields) });
+      const [id, productId, itemGroupId] = persisted;
+      shard.attach(row, { id, productId, itemGroupId, fields: fieldsOf(persisted[3]) });
       this.#feedOfId.set(id, meta.feedId);
     });
     graph.load(join(genDir, 'index.usearch'));
@@ -748,12 +796,22 @@ export class UsearchVectorIndex implements VectorIndex {
     const genDir = join(feedDir, String(generation));
     await rm(genDir, { recursive: true, force: true });
     await mkdir(genDir, { recursive: true });
+    const names = new NameNumbering();
+    const lists = new ListNumbering();
     const meta: PersistedMeta = {
-      format: 1,
+      format: 2,
       feedId: shard.feedId,
       dimension: this.dimension,
       quantization: shard.quantization,
-      rows: shard.rows.map((row) => (row ? [row.id, row.productId, row.itemGroupId, row.fields] : null)),
+      rows: shard.rows.map((row) => {
+        if (!row) return null;
+        const fields: number[] = [];
+        for (const [name, values] of Object.entries(row.fields))
+          fields.push(names.of(name), lists.of(values));
+        return [row.id, row.productId, row.itemGroupId, fields];
+      }),
+      names: names.items,
+      lists: lists.items,
     };
     await writeFile(join(genDir, 'meta.json'), JSON.stringify(meta));
     const used = shard.rows.length * this.dimension;

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -184,6 +184,55 @@ describe('UsearchVectorIndex', () => {
 
     // Assess
     expect(await reopened.count('f1')).toBe(1);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('saves each distinct field name and value list once, and still reads files with fields per row', async () => {
+    // Prepare: a value that reads like the JSON of a longer list, lists shared by rows, and a feed saved
+    // again in the older form (format 1: each row's fields as an object)
+    const dir = await tempDir();
+    const dimension = 8;
+    const written = new UsearchVectorIndex({ dir, dimension });
+    await written.upsert([
+      doc('f1', 'a', randomUnit(1, dimension), { fields: { color: ['["red","blue"]'], brand: ['acme'] } }),
+      doc('f1', 'b', randomUnit(2, dimension), { fields: { color: ['red', 'blue'], brand: ['acme'] } }),
+      doc('f1', 'c', randomUnit(3, dimension), { fields: { color: ['red'], brand: ['other'] } }),
+    ]);
+    await written.flush();
+    const metaFile = join(dir, Buffer.from('f1').toString('base64url'), '1', 'meta.json');
+    const saved = JSON.parse(await readFile(metaFile, 'utf8')) as {
+      format: number;
+      names: string[];
+      lists: string[][];
+      rows: [string, string, string, number[]][];
+    };
+    const answers = async (index: UsearchVectorIndex) => {
+      const ids = async (filter: Record<string, string[]>) =>
+        (await index.search({ feedId: 'f1', vector: randomUnit(4, dimension), k: 10, filter }))
+          .map((hit) => hit.productId)
+          .sort();
+      return [
+        await ids({ color: ['red'] }),
+        await ids({ color: ['["red","blue"]'] }),
+        await ids({ brand: ['acme'], color: ['blue'] }),
+      ];
+    };
+    const expected = [['b', 'c'], ['a'], ['b']];
+
+    // Act and assess: the lists once each
+    expect(saved.format).toBe(2);
+    expect(saved.names).toEqual(['color', 'brand']);
+    expect(saved.lists).toEqual([['["red","blue"]'], ['acme'], ['red', 'blue'], ['red'], ['other']]);
+    expect(await answers(await UsearchVectorIndex.open({ dir, dimension }))).toEqual(expected);
+    // ...and the same feed in format 1
+    const rows = saved.rows.map(([id, productId, itemGroupId, pairs]) => {
+      const fields: Record<string, string[]> = {};
+      for (let i = 0; i < pairs.length; i += 2) fields[saved.names[pairs[i]!]!] = saved.lists[pairs[i + 1]!]!;
+      return [id, productId, itemGroupId, fields];
+    });
+    const { names: _names, lists: _lists, ...rest } = saved;
+    await writeFile(metaFile, JSON.stringify({ ...rest, format: 1, rows }));
+    expect(await answers(await UsearchVectorIndex.open({ dir, dimension }))).toEqual(expected);
     await rm(dir, { recursive: true, force: true });
   });
 });
