@@ -103,22 +103,8 @@ export async function openImage(bytes: Buffer): Promise<OrientedImage> {
   if (refusal) throw new InvalidImageError(`Invalid image: ${refusal}`);
   // EXIF orientations 5–8 swap the axes.
   const swapped = (metadata.orientation ?? 1) >= 5;
-  const pipeline = await orientedPipeline(format === 'jpeg' ? withEndMarker(bytes) : bytes, metadata);
+  const pipeline = await orientedPipeline(bytes, metadata);
   return { width: swapped ? height : width, height: swapped ? width : height, format, pipeline };
-}
-
-const JPEG_END_MARKER = Buffer.from([0xff, 0xd9]);
-
-/**
- * A JPEG that lacks its end-of-image marker, with one. Some encoders and transfers drop the last two
- * bytes; libjpeg then reports "premature end of JPEG image" for a progressive file whose every scan is
- * there, which browsers show whole (it was a 422). A file cut short still fails: its last scan ends at the
- * marker before its data does ("premature end of data segment"). An extra marker after trailing bytes
- * past a real one is never read.
- */
-function withEndMarker(bytes: Buffer): Buffer {
-  const ends = bytes.length >= 2 && bytes[bytes.length - 2] === 0xff && bytes[bytes.length - 1] === 0xd9;
-  return ends ? bytes : Buffer.concat([bytes, JPEG_END_MARKER]);
 }
 
 /**
