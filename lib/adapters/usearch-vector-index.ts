@@ -160,12 +160,12 @@ function normaliseFields(fields: Record<string, string[]>): Record<string, strin
   return out;
 }
 
-/** Empty value lists impose no constraint, like an absent key. */
 /** A row's values of a field; undefined, not an `Object.prototype` member, for a field it lacks. */
 function ownField(fields: Record<string, string[]>, field: string): string[] | undefined {
   return Object.hasOwn(fields, field) ? fields[field] : undefined;
 }
 
+/** Empty value lists impose no constraint, like an absent key. */
 function normaliseFilter(filter: VectorFilter | undefined): Array<[string, Set<string>]> {
   if (!filter) return [];
   return Object.entries(filter)
