@@ -72,6 +72,12 @@ export class ObjectStoreFeatureStore implements FeatureStore {
   private readonly cache = new Map<string, Cached>();
   /** Sum of the cached entries' `bytes`. */
   private cachedBytes = 0;
+  /**
+   * Keys being read from the store, with whether this process wrote or deleted them meanwhile: such a
+   * read may carry the record as it was, and is not remembered (it put the old version back in the cache
+   * until the TTL).
+   */
+  private readonly reading = new Map<string, { reads: number; changed: boolean }>();
 
   constructor(
     private readonly objects: ObjectStore,
@@ -81,6 +87,7 @@ export class ObjectStoreFeatureStore implements FeatureStore {
   async put(ref: FeatureRef, features: LocalFeatures): Promise<void> {
     const key = featuresKey(ref);
     await this.objects.put(key, encodeFeatures(features), 'application/octet-stream');
+    this.changed(key);
     this.remember(key, features);
   }
 
@@ -95,12 +102,18 @@ export class ObjectStoreFeatureStore implements FeatureStore {
           this.cache.set(key, cached);
           return cached.features;
         }
+        const read = this.reading.get(key) ?? { reads: 0, changed: false };
+        read.reads += 1;
+        this.reading.set(key, read);
         let bytes: Buffer | undefined;
         try {
           bytes = await this.objects.get(key);
         } catch {
           // Store unavailable: unverified this time, and not remembered as absent.
           return undefined;
+        } finally {
+          read.reads -= 1;
+          if (read.reads === 0) this.reading.delete(key);
         }
         let features: LocalFeatures | undefined;
         try {
@@ -108,7 +121,7 @@ export class ObjectStoreFeatureStore implements FeatureStore {
         } catch {
           features = undefined;
         }
-        this.remember(key, features);
+        if (!read.changed) this.remember(key, features);
         return features;
       }),
     );
@@ -140,7 +153,15 @@ export class ObjectStoreFeatureStore implements FeatureStore {
 
   private async forget(keys: string[]): Promise<void> {
     await this.objects.deleteMany(keys);
-    for (const key of keys) this.drop(key);
+    for (const key of keys) {
+      this.changed(key);
+      this.drop(key);
+    }
+  }
+
+  private changed(key: string): void {
+    const read = this.reading.get(key);
+    if (read) read.changed = true;
   }
 
   private drop(key: string): void {

@@ -101,6 +101,33 @@ describe('ObjectStoreFeatureStore', () => {
     expect(await readsOf(refs[2]!, refs[3]!)).toBe(0);
   });
 
+  it('does not cache what a read brought back while this process replaced or deleted the record', async () => {
+    // Prepare: reads that take a while, so that a write lands while one is in flight
+    class SlowReads extends MemoryObjectStore {
+      override async get(key: string) {
+        const value = await super.get(key);
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        return value;
+      }
+    }
+    const objects = new SlowReads();
+    const [ref, other] = ['a', 'b'].map((productId) => ({ feedId: 'f', productId, imageIndex: 0 }));
+    const writer = new ObjectStoreFeatureStore(objects, { cacheItems: 0 });
+    await writer.put(ref!, features(1));
+    await writer.put(other!, features(1));
+    const store = new ObjectStoreFeatureStore(objects, { cacheItems: 10, ttlMs: 60_000 });
+    // Act: a read of version 1 in flight while version 2 is written; another while the record is deleted
+    const replacedRead = store.getMany([ref!]);
+    await store.put(ref!, features(2));
+    const deletedRead = store.getMany([other!]);
+    await store.deleteProducts('f', ['b']);
+    const inFlight = [await replacedRead, await deletedRead];
+    // Assess: the reads answered what they read; the cache holds what the store holds
+    expect(inFlight.map(([found]) => found?.original.points[0])).toEqual([1, 1]);
+    expect((await store.getMany([ref!]))[0]?.original.points[0]).toBe(2);
+    expect(await store.getMany([other!])).toEqual([undefined]);
+  });
+
   it('deletes every image of a product, and only that product (ids are encoded in keys)', async () => {
     const objects = new MemoryObjectStore();
     const store = new ObjectStoreFeatureStore(objects, { cacheItems: 10 });
