@@ -1,5 +1,5 @@
 import { createReadStream } from 'node:fs';
-import { mkdir, open, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, rm, stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import type { VisualWordDocument, VisualWordHit, VisualWordIndex, VisualWordQuery } from '#lib/ports.ts';
@@ -7,6 +7,7 @@ import { SLICE_SPAN } from '#lib/vision/local-features/visual-words.ts';
 import {
   emptyPostings,
   type KeyStream,
+  MAX_ORDINAL_BITS,
   mergePostings,
   ordinalBitsFor,
   type Postings,
@@ -16,12 +17,16 @@ import {
 import {
   DiskPostings,
   type FeedFileMeta,
+  type FeedManifest,
+  type FileRow,
   isCount,
   type LoadedFeedFile,
   readFeedFile,
+  readManifest,
   SLICES,
   writeFeedFile,
   writeFully,
+  writeManifest,
 } from '#lib/adapters/word-file.ts';
 
 /**
@@ -44,12 +49,36 @@ import {
  *
  * A feed whose entries pass `memoryBytes` (256 MB by default: ~6,000 real catalogue images) is not held
  * in memory: its postings stay in its file, whose bucket tables alone are read, and each searched word's
- * bucket is read from the file (word-file.ts `DiskPostings`). Its changes are held in memory as for a
- * small feed (the rows after the file's, with postings of their own; the file's rows deleted are marked
- * dead and left out of the scores), until the file is rewritten: the rewrite streams the file's live
- * entries and the ones in memory, merged, into the new file, then continues from it. At 100k products
- * the words were 4.5 GB of the server's 5.3 GB, and loading them took the first search 8.8–14.3 s
- * (docs/benchmarks.md "Memory").
+ * bucket is read from the file (word-file.ts `DiskPostings`). At 100k products the words were 4.5 GB of
+ * the server's 5.3 GB, and loading them took the first search 8.8–14.3 s (docs/benchmarks.md "Memory").
+ * Its changes are held in memory as for a small feed (the rows after the file's, with postings of their
+ * own; the file's rows deleted are marked dead and left out of the scores).
+ *
+ * Such a feed is log-structured: its base file (`<feed>.words`), then segments (`<feed>.words.<n>`, the
+ * same format, each with its rows and ordinals), then the rows in memory. Rows are numbered in that order
+ * (`DiskPart.offset`), and a search reads each word's bucket from the base and from every segment and
+ * scores the union as one feed. When the held changes are to be written (below), the rows in memory go to
+ * a new segment, and the rows of the files deleted since are listed in the manifest (`<feed>.manifest`,
+ * JSON: the base's generation, the segments, each file's dead rows, the last journaled change), written
+ * to a temporary name and renamed after the segment: the manifest is what commits the change, so a crash
+ * leaves the old state (the new segment unlisted, removed later) or the new one. That write costs the
+ * changes, not the feed: rewriting the 4.5 GB file of 100k images took ~28 s, once per ~2,000 images.
+ * Compaction keeps searches and the disk in bounds:
+ * - past MAX_SEGMENTS segments, the two adjacent ones with the fewest entries together are merged (their
+ *   dead rows left out), again while there are too many: similar sizes are merged first, so segments grow
+ *   by doublings, like a binary counter, and each entry is rewritten about log₂(segments written / 4)
+ *   times before the base absorbs it; searches read at most 1 + MAX_SEGMENTS files per word;
+ * - once the segments, the changes to write and the base's dead rows pass REWRITE_SHARE of the base's
+ *   entries, the base is rewritten instead (the whole feed, merged; the manifest and segments removed). At
+ *   a share s a rewrite comes once per s · base of changes and costs (1 + s) · base: (1 + s) / s of the
+ *   changes' size per change (3 at 0.5, 5 at 0.25), on top of the segments' own writes; a larger share
+ *   would keep more dead rows and segment entries for searches to read.
+ * Modelled for an import of 100k images onto the 100k feed, in flushes of 2,000 (.cache/diag-words/
+ * segment-policy.py), 4 segments and a half write ~5.6 flushes' worth of entries per flush, against ~73 for
+ * a rewrite at each: 13× less (2 segments: 5.6×; 8: 18×, for more files read per searched word; a quarter
+ * instead of a half: 9.6×). A base rewritten gets the next generation (`FeedFileMeta.generation`, above
+ * the manifest's), so a manifest left by a crash before its removal names another and is ignored.
+ * A base written before segments (no generation) is rewritten at its first such write.
  *
  * Files are read and written slice by slice, in pieces of at most `ioChunkBytes`: a feed's file passes
  * fs's 2 GiB limit on one read at ~40k real catalogue images.
@@ -57,10 +86,10 @@ import {
  * A flush does not rewrite that file each time (hundreds of MB at 10k images, so an import could not make
  * each chunk's words durable): the changes since the file was written are appended to a journal
  * (`<feed>.journal`, one JSON line per upsert or deletion, numbered, fsynced), which loading replays over
- * the file. The file is written again, and the journal emptied, once the journal passes a quarter of the
- * file (at least JOURNAL_MIN_BYTES), or when the changes not yet journaled hold too many words to keep
- * twice in memory. The file records the number of the last change it includes, so a crash between writing
- * the file and emptying the journal replays nothing twice.
+ * the file. The file is written again (or, on disk, a segment), and the journal emptied, once the journal
+ * passes a quarter of the file (at least JOURNAL_MIN_BYTES), or when the changes not yet journaled hold
+ * too many words to keep twice in memory. The file (or the manifest) records the number of the last change
+ * it includes, so a crash between writing it and emptying the journal replays nothing twice.
  */
 /** Pending words an upsert may leave unmerged whatever the index's size (~16 MB, ~180 catalogue photos). */
 const MERGE_PENDING_WORDS = 2 ** 21;
@@ -68,14 +97,26 @@ const MERGE_PENDING_WORDS = 2 ** 21;
 const IO_CHUNK_BYTES = 2 ** 30;
 /** A feed's entries up to this size are held in memory; a larger feed's stay in its file (word-file.ts). */
 export const DEFAULT_MEMORY_BYTES = 256 * 2 ** 20;
-/** The journal may grow to this size (or a quarter of the feed file, when larger) before a rewrite. */
+/** The journal may grow to this size (or a quarter of the feed file, when larger) before a state write. */
 const JOURNAL_MIN_BYTES = 64 * 2 ** 20;
 /** ...but never past this, whatever the file's size (it is replayed at every load). */
 const JOURNAL_MAX_BYTES = 256 * 2 ** 20;
-/** Words of changes held in memory for the journal; past it, the next flush rewrites the file instead. */
+/** Words of changes held in memory for the journal; past it, the next flush writes the state instead. */
 const JOURNAL_HELD_WORDS = 2 ** 22;
 /** Entries per block when the postings in memory are streamed to a file. */
 const MEMORY_STREAM_BLOCK = 2 ** 18;
+/** Segments of a feed on disk past which the smallest adjacent two are merged (see the class comment). */
+const MAX_SEGMENTS = 4;
+/** Segments, changes and dead rows, as a share of the base's entries, past which the base is rewritten. */
+const REWRITE_SHARE = 0.5;
+/**
+ * Entries per bucket a segment's ordinal width aims at: a segment of 2,000 images at the width its rows
+ * need (11 bits) has ~1,400 entries per bucket, against ~1,070 in the base of 100k (17 bits), and each
+ * searched word reads its bucket from every segment. With 4 such segments on the 100k feed, the word
+ * search p50 was 27 ms at the rows' width, 15–18 ms widened (base alone: 11 ms; docs/benchmarks.md
+ * "Segments instead of rewrites").
+ */
+const SEGMENT_BUCKET_ENTRIES = 256;
 
 /** One change of a feed, as a journal line: an image's words (float64, base64), or a deletion. */
 type JournalEntry =
@@ -92,20 +133,41 @@ interface Row {
   live: boolean;
 }
 
+/** A file of a feed on disk: its base file (segment 0) or a segment, its rows being `rows[offset…)`. */
+interface DiskPart {
+  segment: number;
+  postings: DiskPostings;
+  offset: number;
+  rows: number;
+  /** Its rows dead in the manifest (as on disk: the rows marked dead since are in the journal). */
+  dead: number[];
+}
+
+/** A file of a feed on disk as a manifest lists it, and its rows. */
+interface PartState {
+  segment: number;
+  postings: DiskPostings;
+  rows: readonly Pick<Row, 'id' | 'productId' | 'itemGroupId'>[];
+  dead: number[];
+}
+
 interface FeedWords {
   /**
-   * Index = ordinal: the rows of the file's postings when they stay on disk (`onDisk`), then the rows
-   * held in memory, whose ordinal in `slices` is their index − `diskRows`. Dead rows stay until the next
-   * merge (in memory) or the next rewrite of the file (on disk).
+   * Index = ordinal: the rows of the files whose postings stay on disk (`disk`), then the rows held in
+   * memory, whose ordinal in `slices` is their index − `diskRows`. Dead rows stay until the next merge (in
+   * memory) or the next write of their file's segment or base (on disk).
    */
   rows: Row[];
   /** Live rows by id. */
   byId: Map<string, number>;
-  /** The feed file's postings, when the feed is too large to hold (word-file.ts). */
-  onDisk?: DiskPostings;
-  /** Rows whose words are on disk (0 without `onDisk`), and how many of them are dead. */
+  /** The base file and segments whose postings stay on disk, in row order (none: the feed is held). */
+  disk: DiskPart[];
+  /** Rows whose words are on disk (0 without `disk`), and how many of them are dead. */
   diskRows: number;
   diskDead: number;
+  /** The base file's generation (on disk), and the next segment's number. */
+  baseGeneration?: number;
+  nextSegment: number;
   /** Per slice, the postings of the rows in memory merged so far. */
   slices: Postings[];
   /** Words of rows added since the last merge, by ordinal, sorted. */
@@ -121,12 +183,19 @@ interface FeedWords {
   /** Changes not yet appended to the journal, and the words they hold. */
   unjournaled: JournalEntry[];
   unjournaledWords: number;
-  /** The next flush rewrites the file (a journal would not restore the state: see `snapshotNeeded` uses). */
+  /**
+   * The next flush writes the state (a segment or the file; a journal would not restore the state: see
+   * `snapshotNeeded` uses), and the whole file (`rewriteNeeded`: a base without id, a failed rewrite).
+   */
   snapshotNeeded: boolean;
-  /** Sizes of the feed file and of its journal on disk. */
+  rewriteNeeded: boolean;
+  /** Sizes of the feed (base) file and of its journal on disk. */
   fileBytes: number;
   journalBytes: number;
-  /** While the file is rewritten: the changes made since the state it holds, to be replayed over it. */
+  /**
+   * While a file or segment is written: the changes made since the state it holds, to be replayed over
+   * it (a segment merge keeps the state, so the recording goes on over the merges after a segment).
+   */
   recording?: Change[];
 }
 
@@ -216,8 +285,10 @@ function emptyFeed(): FeedWords {
   return {
     rows: [],
     byId: new Map(),
+    disk: [],
     diskRows: 0,
     diskDead: 0,
+    nextSegment: 1,
     slices: Array.from({ length: SLICES }, () => emptyPostings(ordinalBitsFor(0))),
     pending: new Map(),
     pendingWords: 0,
@@ -227,23 +298,95 @@ function emptyFeed(): FeedWords {
     unjournaled: [],
     unjournaledWords: 0,
     snapshotNeeded: false,
+    rewriteNeeded: false,
     fileBytes: 0,
     journalBytes: 0,
   };
 }
 
+const rowsOf = (rows: readonly FileRow[]) =>
+  rows.map(([id, productId, itemGroupId]) => ({ id, productId, itemGroupId }));
+
 /** A feed as its file holds it (clean: nothing to write). */
 function feedOfFile(file: LoadedFeedFile): FeedWords {
+  if (file.postings instanceof DiskPostings) {
+    const feed = feedOfParts([{ segment: 0, postings: file.postings, rows: rowsOf(file.rows), dead: [] }]);
+    feed.baseGeneration = file.generation;
+    feed.rewriteNeeded = file.generation === undefined;
+    feed.seq = file.journalSeq;
+    feed.fileBytes = file.fileBytes;
+    return feed;
+  }
   const feed = emptyFeed();
   feed.rows = file.rows.map(([id, productId, itemGroupId]) => ({ id, productId, itemGroupId, live: true }));
   feed.byId = new Map(feed.rows.map((row, ordinal) => [row.id, ordinal]));
-  if (file.postings instanceof DiskPostings) {
-    feed.onDisk = file.postings;
-    feed.diskRows = feed.rows.length;
-  } else feed.slices = file.postings;
+  feed.slices = file.postings;
   feed.seq = file.journalSeq;
   feed.fileBytes = file.fileBytes;
   return feed;
+}
+
+/** A feed as its files on disk hold it (base and segments, with their dead rows; nothing in memory). */
+function feedOfParts(parts: readonly PartState[]): FeedWords {
+  const feed = emptyFeed();
+  for (const { segment, postings, rows, dead } of parts) {
+    const offset = feed.rows.length;
+    for (const { id, productId, itemGroupId } of rows) {
+      feed.byId.set(id, feed.rows.length);
+      feed.rows.push({ id, productId, itemGroupId, live: true });
+    }
+    for (const ordinal of dead) {
+      const row = feed.rows[offset + ordinal]!;
+      row.live = false;
+      if (feed.byId.get(row.id) === offset + ordinal) feed.byId.delete(row.id);
+    }
+    feed.diskDead += dead.length;
+    feed.disk.push({ segment, postings, offset, rows: rows.length, dead });
+  }
+  feed.diskRows = feed.rows.length;
+  return feed;
+}
+
+/** A file's rows dead now (its ordinals, ascending). */
+function deadRowsOf(feed: FeedWords, part: DiskPart): number[] {
+  const dead: number[] = [];
+  for (let ordinal = 0; ordinal < part.rows; ordinal += 1)
+    if (!feed.rows[part.offset + ordinal]!.live) dead.push(ordinal);
+  return dead;
+}
+
+/** The files of a feed on disk as they are now (each file's dead rows those of this moment). */
+function partStates(feed: FeedWords): PartState[] {
+  return feed.disk.map((part) => ({
+    segment: part.segment,
+    postings: part.postings,
+    rows: feed.rows.slice(part.offset, part.offset + part.rows),
+    dead: deadRowsOf(feed, part),
+  }));
+}
+
+/** The manifest of these files. */
+function manifestOf(
+  baseGeneration: number,
+  journalSeq: number,
+  next: number,
+  parts: readonly PartState[],
+): FeedManifest {
+  return {
+    base: baseGeneration,
+    journalSeq,
+    next,
+    parts: parts.map(({ segment, rows, dead }) => ({ segment, rows: rows.length, dead })),
+  };
+}
+
+/**
+ * The ordinal width of a segment of `rows` rows whose fullest slice has `entries` entries: wide enough
+ * for its buckets to hold about SEGMENT_BUCKET_ENTRIES entries each.
+ */
+function segmentOrdinalBits(rows: number, entries: number): number {
+  const wanted = Math.ceil(Math.log2(Math.max(1, entries / SEGMENT_BUCKET_ENTRIES)));
+  return Math.min(MAX_ORDINAL_BITS, Math.max(ordinalBitsFor(rows), wanted));
 }
 
 function kill(feed: FeedWords, ordinal: number): void {
@@ -374,27 +517,35 @@ function bestOf(
   return picked.sort(byRank).slice(0, k);
 }
 
+const fileRowOf = (row: Pick<Row, 'id' | 'productId' | 'itemGroupId'>): FileRow => [
+  row.id,
+  row.productId,
+  row.itemGroupId,
+];
+
 /** The whole feed (on disk and in memory, merged) as each slice's key streams, for its next file. */
 function snapshotStreams(feed: FeedWords): { meta: Omit<FeedFileMeta, 'journalSeq'>; slices: KeyStream[][] } {
   merge(feed);
-  const { rows, diskRows, onDisk } = feed;
+  const { rows, diskRows, disk } = feed;
   const live = rows.filter((row) => row.live);
   const ordinalBits = ordinalBitsFor(live.length);
-  // Ordinals of the next file: live rows on disk first, then the rows in memory (all live after the merge).
-  const onDiskNow = new Int32Array(diskRows).fill(-1);
+  // Ordinals of the next file: live rows on disk first (base, then segments), then the rows in memory (all
+  // live after the merge).
   let next = 0;
-  for (let ordinal = 0; ordinal < diskRows; ordinal += 1)
-    if (rows[ordinal]!.live) onDiskNow[ordinal] = next++;
+  const onDiskNow = disk.map((part) => {
+    const now = new Int32Array(part.rows).fill(-1);
+    for (let ordinal = 0; ordinal < part.rows; ordinal += 1)
+      if (rows[part.offset + ordinal]!.live) now[ordinal] = next++;
+    return now;
+  });
   const inMemoryNow = Int32Array.from({ length: rows.length - diskRows }, (_, ordinal) => next + ordinal);
   // The arrays of this moment: a merge while the file is written replaces them and never changes them.
+  // (The base first: mergeKeyStreams merges the others together before it.)
   const slices = feed.slices.map((postings, slice) => [
-    ...(onDisk ? [onDisk.stream(slice, onDiskNow, ordinalBits)] : []),
+    ...disk.map((part, index) => part.postings.stream(slice, onDiskNow[index]!, ordinalBits)),
     postingsStream(postings, inMemoryNow, ordinalBits, MEMORY_STREAM_BLOCK),
   ]);
-  return {
-    meta: { ordinalBits, rows: live.map((row) => [row.id, row.productId, row.itemGroupId]) },
-    slices,
-  };
+  return { meta: { ordinalBits, rows: live.map(fileRowOf) }, slices };
 }
 
 export class LocalVisualWordIndex implements VisualWordIndex {
@@ -406,14 +557,17 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   private readonly mergePendingWords: number;
   private readonly journalMinBytes: number;
   private readonly memoryBytes: number;
+  private readonly maxSegments: number;
+  private readonly rewriteShare: number;
 
   /**
    * `options.memoryBytes`: the size of a feed's entries up to which they are held in memory (above it
-   * they are read from the feed's file at each search); `options.ioChunkBytes`: the largest single read
+   * they are read from the feed's files at each search); `options.ioChunkBytes`: the largest single read
    * or write (fs's limit is 2 GiB − 1); `options.mergePendingWords`: the pending words an upsert leaves
    * unmerged whatever the index's size; `options.journalMinBytes`: the journal's size that makes a flush
-   * rewrite the file (or a quarter of the file when larger); `options.journal`: false makes every flush
-   * rewrite the file. Tests set them small.
+   * write the state (or a quarter of the file when larger); `options.journal`: false makes every flush
+   * write the state (file or segment); `options.maxSegments` and `options.rewriteShare`: the compaction
+   * of a feed on disk (MAX_SEGMENTS, REWRITE_SHARE). Tests set them small.
    */
   constructor(
     private readonly dir: string,
@@ -423,16 +577,30 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       mergePendingWords?: number;
       journalMinBytes?: number;
       journal?: boolean;
+      maxSegments?: number;
+      rewriteShare?: number;
     } = {},
   ) {
     this.memoryBytes = options.memoryBytes ?? DEFAULT_MEMORY_BYTES;
     this.ioChunkBytes = options.ioChunkBytes ?? IO_CHUNK_BYTES;
     this.mergePendingWords = options.mergePendingWords ?? MERGE_PENDING_WORDS;
     this.journalMinBytes = options.journal === false ? -1 : (options.journalMinBytes ?? JOURNAL_MIN_BYTES);
+    // (At least one: a merge takes two.)
+    this.maxSegments = Math.max(1, options.maxSegments ?? MAX_SEGMENTS);
+    this.rewriteShare = options.rewriteShare ?? REWRITE_SHARE;
   }
 
   private file(feedId: string): string {
     return join(this.dir, `${encodeURIComponent(feedId)}.words`);
+  }
+
+  /** (No other file of the folder ends in `.words.<digits>`: feed names end in `.words`.) */
+  private segmentFile(feedId: string, segment: number): string {
+    return segment === 0 ? this.file(feedId) : `${this.file(feedId)}.${segment}`;
+  }
+
+  private manifestFile(feedId: string): string {
+    return join(this.dir, `${encodeURIComponent(feedId)}.manifest`);
   }
 
   private journalFile(feedId: string): string {
@@ -472,23 +640,19 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   }
 
   private async load(feedId: string): Promise<FeedWords> {
-    const parsed = await readFeedFile(this.file(feedId), this.ioChunkBytes, this.memoryBytes);
+    const files = await this.loadFiles(feedId);
     const journal = await readJournal(this.journalFile(feedId)).catch(async (error: unknown) => {
-      if (typeof parsed === 'object' && parsed.postings instanceof DiskPostings)
-        await parsed.postings.close();
+      if (typeof files === 'object') for (const part of files.disk) await part.postings.close();
       throw error;
     });
     let feed: FeedWords;
-    if (parsed === 'unreadable') {
+    if (files === 'unreadable') {
       // Unreadable (truncated by a crash before the rename reached the disk, or a foreign format): the
       // feed starts from the journal alone and the file is rewritten at the next flush, rather than every
       // later write and flush failing; images it lacks are found again once they are re-imported.
       feed = emptyFeed();
       feed.snapshotNeeded = true;
-    } else if (parsed !== undefined) {
-      feed = feedOfFile(parsed);
-      feed.snapshotNeeded = parsed.converted;
-    } else feed = emptyFeed();
+    } else feed = files ?? emptyFeed();
     const journalSeq = feed.seq;
     feed.journalBytes = journal.bytes;
     if (journal.damaged) feed.snapshotNeeded = true;
@@ -503,7 +667,72 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     return feed;
   }
 
-  /** Records a change for the journal (nothing to keep when the next flush rewrites the file anyway). */
+  /**
+   * The feed as its files hold it: the base file alone, or with the segments and dead rows its manifest
+   * lists. A manifest naming another base is older than the base (see the class comment) and ignored; an
+   * unreadable one, or one whose segments do not read, leaves the base alone, to be written again.
+   */
+  private async loadFiles(feedId: string): Promise<FeedWords | 'unreadable' | undefined> {
+    const manifest = await readManifest(this.manifestFile(feedId));
+    // With a manifest, the base stays on disk whatever its size (segments are searched on disk only).
+    const parsed = await readFeedFile(this.file(feedId), this.ioChunkBytes, manifest ? -1 : this.memoryBytes);
+    if (typeof parsed !== 'object') return parsed;
+    if (typeof manifest === 'object' && manifest.base === parsed.generation) {
+      const layered = await this.openSegments(feedId, manifest, parsed);
+      if (layered) return layered;
+    }
+    let base = parsed;
+    if (manifest && parsed.postings instanceof DiskPostings) {
+      // Read again with the budget (it may fit in memory without the manifest's segments).
+      await parsed.postings.close();
+      const again = await readFeedFile(this.file(feedId), this.ioChunkBytes, this.memoryBytes);
+      if (typeof again !== 'object') return again;
+      base = again;
+    }
+    const feed = feedOfFile(base);
+    // (A manifest of this base whose segments do not read is damaged: what it held is lost, as with an
+    // unreadable file, and the state is written again.)
+    const damaged =
+      manifest === 'unreadable' || (typeof manifest === 'object' && manifest.base === parsed.generation);
+    feed.snapshotNeeded = base.converted || damaged;
+    return feed;
+  }
+
+  /** The feed of a base file (on disk) and its manifest's segments; undefined if one does not read. */
+  private async openSegments(
+    feedId: string,
+    manifest: FeedManifest,
+    base: LoadedFeedFile,
+  ): Promise<FeedWords | undefined> {
+    const [basePart, ...segments] = manifest.parts;
+    if (!(base.postings instanceof DiskPostings) || basePart?.rows !== base.rows.length) return undefined;
+    const parts: PartState[] = [
+      { segment: 0, postings: base.postings, rows: rowsOf(base.rows), dead: basePart.dead },
+    ];
+    for (const { segment, rows, dead } of segments) {
+      const file = await readFeedFile(this.segmentFile(feedId, segment), this.ioChunkBytes, -1).catch(
+        async (error: unknown) => {
+          // (the base too: the load fails)
+          for (const part of parts) await part.postings.close();
+          throw error;
+        },
+      );
+      if (typeof file !== 'object' || !(file.postings instanceof DiskPostings) || file.rows.length !== rows) {
+        if (typeof file === 'object' && file.postings instanceof DiskPostings) await file.postings.close();
+        for (const part of parts.slice(1)) await part.postings.close();
+        return undefined;
+      }
+      parts.push({ segment, postings: file.postings, rows: rowsOf(file.rows), dead });
+    }
+    const feed = feedOfParts(parts);
+    feed.baseGeneration = manifest.base;
+    feed.nextSegment = manifest.next;
+    feed.seq = manifest.journalSeq;
+    feed.fileBytes = base.fileBytes;
+    return feed;
+  }
+
+  /** Records a change for the journal (nothing to keep when the next flush writes the state anyway). */
   private static record(feed: FeedWords, change: Change): void {
     feed.seq += 1;
     feed.recording?.push(change);
@@ -556,10 +785,14 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     emptied.snapshotNeeded = true;
     this.feeds.set(feedId, Promise.resolve(emptied));
     await this.serially(async () => {
-      // After any flush queued before: the file it may have swapped in is the one to close.
-      await (await previous?.catch(() => undefined))?.onDisk?.close();
-      // The journal first: a crash in between leaves the file, whose feed the caller deletes again.
+      // After any flush queued before: the files it may have swapped in are the ones to close.
+      const old = await previous?.catch(() => undefined);
+      for (const part of old?.disk ?? []) await part.postings.close();
+      // The journal first, then the manifest: a crash in between leaves the base file (with or without its
+      // segments), whose feed the caller deletes again.
       await rm(this.journalFile(feedId), { force: true });
+      await rm(this.manifestFile(feedId), { force: true });
+      await this.removeSegments(feedId, []);
       await rm(this.file(feedId), { force: true });
       // A flush queued before this removal may have written (and marked clean) images added to the
       // feed since the deletion: the removal has just deleted them from disk, so they are written again.
@@ -567,11 +800,31 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       if (current && current.rows.length > 0) {
         current.dirty = true;
         current.snapshotNeeded = true;
+        // (whole: the files it may continue from are gone)
+        current.rewriteNeeded = true;
       }
     });
   }
 
-  /** Loads the feed's file and journal now (and merges), as its first search would. */
+  /**
+   * Removes the feed's segment files but `kept` (and temporary ones): those a crash left unlisted, and
+   * those a merge or a rewrite of the base has replaced (once the manifest says so).
+   */
+  private async removeSegments(feedId: string, kept: readonly number[]): Promise<void> {
+    const prefix = `${encodeURIComponent(feedId)}.words.`;
+    const names = await readdir(this.dir).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return [];
+      throw error;
+    });
+    for (const name of names) {
+      if (!name.startsWith(prefix)) continue;
+      const match = /^(\d+)(\.tmp)?$/.exec(name.slice(prefix.length));
+      if (match && (match[2] || !kept.includes(Number(match[1]))))
+        await rm(join(this.dir, name), { force: true });
+    }
+  }
+
+  /** Loads the feed's files and journal now (and merges), as its first search would. */
   async preload(feedId: string): Promise<void> {
     merge(await this.feed(feedId));
   }
@@ -579,25 +832,30 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   async search(query: VisualWordQuery): Promise<VisualWordHit[]> {
     const feed = await this.current(query.feedId);
     merge(feed);
-    const { rows, slices, onDisk, diskRows } = feed;
+    const { rows, slices, disk, diskRows } = feed;
     const live = rows.length - feed.diskDead;
     if (live === 0 || query.k <= 0) return [];
     const scores = new Float64Array(rows.length);
+    // Per word, its run in each file on disk (each file's run is in a buffer of its own).
+    const runs: ReturnType<DiskPostings['run']>[] = [];
     for (const word of query.words) {
       const slice = Math.floor(word / SLICE_SPAN);
       const postings = slices[slice];
       if (!postings) continue;
       const bits = word - slice * SLICE_SPAN;
       const inMemory = postings.entries.length > 0 ? postingsOf(postings, bits) : undefined;
-      const run = onDisk?.run(slice, bits);
-      // Images with the word: those in memory, and the live ones of the file.
+      // Images with the word: those in memory, and the live ones of the files.
       let count = inMemory ? inMemory.end - inMemory.start : 0;
-      // (An ordinal past the file's rows is a damaged entry, left out as a search in memory leaves it.)
-      if (run)
+      for (let part = 0; part < disk.length; part += 1) {
+        const { postings: file, offset, rows: fileRows } = disk[part]!;
+        const run = file.run(slice, bits);
+        runs[part] = run;
+        // (An ordinal past the file's rows is a damaged entry, left out as a search in memory leaves it.)
         for (let i = run.start; i < run.end; i += 1) {
           const ordinal = run.entries[i]! - run.first;
-          if (ordinal < diskRows && rows[ordinal]!.live) count += 1;
+          if (ordinal < fileRows && rows[offset + ordinal]!.live) count += 1;
         }
+      }
       if (count === 0) continue;
       // idf: a word most images have says little about which one the query shows.
       const weight = Math.log(1 + live / count);
@@ -606,11 +864,14 @@ export class LocalVisualWordIndex implements VisualWordIndex {
         for (let i = inMemory.start; i < inMemory.end; i += 1)
           scores[diskRows + entries[i]! - inMemory.first]! += weight;
       }
-      if (run)
+      for (let part = 0; part < disk.length; part += 1) {
+        const { offset, rows: fileRows } = disk[part]!;
+        const run = runs[part]!;
         for (let i = run.start; i < run.end; i += 1) {
           const ordinal = run.entries[i]! - run.first;
-          if (ordinal < diskRows) scores[ordinal]! += weight;
+          if (ordinal < fileRows) scores[offset + ordinal]! += weight;
         }
+      }
     }
     const excluded = new Set(query.excludeItemGroupIds ?? []);
     return bestOf(scores, query.k, rows, (row) => row.live && !excluded.has(row.itemGroupId)).map(
@@ -642,7 +903,7 @@ export class LocalVisualWordIndex implements VisualWordIndex {
         if (loaded.some(({ feed }) => feed?.dirty)) continue;
         for (const { feedId, loading } of loaded)
           if (this.feeds.get(feedId) === loading) this.feeds.delete(feedId);
-        for (const { feed } of loaded) await feed?.onDisk?.close();
+        for (const { feed } of loaded) for (const part of feed?.disk ?? []) await part.postings.close();
         return;
       }
     });
@@ -662,12 +923,29 @@ export class LocalVisualWordIndex implements VisualWordIndex {
         await this.appendJournal(feedId, feed);
         continue;
       }
-      await this.rewrite(feedId, feed);
+      if (this.segmentFits(feed)) await this.writeSegment(feedId, feed);
+      else await this.rewrite(feedId, feed);
     }
   }
 
   /**
-   * Writes the feed's whole state to its file and empties its journal. A feed whose postings are on disk
+   * Whether the feed's changes go to a segment rather than a rewrite of its base: the feed is on disk, its
+   * base has a generation, and the segments, the changes and the base's dead rows stay within the share
+   * of the base's entries (see the class comment; entries, not bytes: they are what a rewrite moves).
+   */
+  private segmentFits(feed: FeedWords): boolean {
+    const [base, ...segments] = feed.disk;
+    if (!base || feed.rewriteNeeded || feed.baseGeneration === undefined) return false;
+    const baseEntries = base.postings.entries;
+    const held = feed.slices.reduce((sum, slice) => sum + slice.entries.length, 0) + feed.pendingWords;
+    const deadShare = base.rows === 0 ? 0 : deadRowsOf(feed, base).length / base.rows;
+    const segmentEntries = segments.reduce((sum, part) => sum + part.postings.entries, 0);
+    return segmentEntries + held + deadShare * baseEntries <= this.rewriteShare * baseEntries;
+  }
+
+  /**
+   * Writes the feed's whole state to its file, then removes its manifest, journal and segments (a crash in
+   * between leaves a manifest of an older generation, ignored). A feed whose postings are on disk
    * afterwards (they were, or they no longer fit in memory) continues from the new file: it is read
    * back, and the changes made while it was written are applied over it.
    */
@@ -676,26 +954,36 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     const journalSeq = feed.seq;
     feed.dirty = false;
     feed.snapshotNeeded = false;
+    feed.rewriteNeeded = false;
     feed.unjournaled = [];
     feed.unjournaledWords = 0;
     feed.recording = [];
     try {
+      // A generation no manifest on disk names (one left by a crash before its removal names an older base).
+      const manifest = await readManifest(this.manifestFile(feedId));
+      const generation =
+        Math.max(feed.baseGeneration ?? 0, typeof manifest === 'object' ? manifest.base : 0) + 1;
       feed.fileBytes = await writeFeedFile(
         this.file(feedId),
-        { ...meta, journalSeq },
+        { ...meta, journalSeq, generation },
         slices,
         this.ioChunkBytes,
       );
+      await rm(this.manifestFile(feedId), { force: true });
       // Every change in the journal is in the file now (and one left by a crash here is skipped by
       // its number at the next load).
       await rm(this.journalFile(feedId), { force: true });
       feed.journalBytes = 0;
       // (The file's size bounds its entries' size from above; reading it back decides where they are held.)
-      if (feed.onDisk || feed.fileBytes > this.memoryBytes) await this.continueFromFile(feedId, feed);
+      if (feed.disk.length > 0 || feed.fileBytes > this.memoryBytes)
+        await this.continueFromFile(feedId, feed);
+      await this.removeSegments(feedId, []);
     } catch (error) {
-      // A failed write leaves the feed dirty, to be written whole by the next flush.
+      // A failed write leaves the feed dirty, to be written whole by the next flush (not as a segment:
+      // the base file on disk may be the new one already).
       feed.dirty = true;
       feed.snapshotNeeded = true;
+      feed.rewriteNeeded = true;
       throw error;
     } finally {
       feed.recording = undefined;
@@ -707,22 +995,195 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     const file = await readFeedFile(this.file(feedId), this.ioChunkBytes, this.memoryBytes);
     if (typeof file !== 'object')
       throw new Error(`visual-word index: the file just written for ${feedId} does not read back`);
-    const fresh = feedOfFile(file);
+    const previous = feed.disk;
+    this.continueFrom(feed, feedOfFile(file));
+    for (const part of previous) await part.postings.close();
+  }
+
+  /**
+   * Makes `fresh` (the state a file or segment just written holds) the feed's, with the changes recorded
+   * since replayed over it. What is still to be written stays so: the changes made meanwhile and their
+   * journal lines.
+   */
+  private continueFrom(feed: FeedWords, fresh: FeedWords): void {
     for (const change of feed.recording ?? []) apply(fresh, change);
-    const previous = feed.onDisk;
-    // What is still to be written stays so: the changes made meanwhile and their journal lines.
     Object.assign(feed, {
       ...fresh,
-      // (named: a file read back into memory leaves `fresh` without the key, and the closed one must go)
-      onDisk: fresh.onDisk,
       seq: feed.seq,
       dirty: feed.dirty,
       snapshotNeeded: feed.snapshotNeeded,
+      rewriteNeeded: feed.rewriteNeeded,
       unjournaled: feed.unjournaled,
       unjournaledWords: feed.unjournaledWords,
       journalBytes: feed.journalBytes,
+      // (named: a file read back into memory leaves `fresh` without the key, and the closed ones must go)
+      baseGeneration: fresh.baseGeneration,
+      fileBytes: feed.fileBytes,
+      recording: feed.recording,
     });
-    await previous?.close();
+  }
+
+  /**
+   * Writes the rows in memory as a new segment and the files' dead rows into the manifest (the state as
+   * of now), empties the journal, continues from the files, and merges segments past MAX_SEGMENTS.
+   */
+  private async writeSegment(feedId: string, feed: FeedWords): Promise<void> {
+    merge(feed);
+    const journalSeq = feed.seq;
+    const baseGeneration = feed.baseGeneration!;
+    const parts = partStates(feed);
+    // The rows in memory, all live after the merge, and their postings of this moment (a merge while the
+    // segment is written replaces the arrays and never changes them).
+    const held = feed.rows.slice(feed.diskRows);
+    const heldSlices = feed.slices;
+    feed.dirty = false;
+    feed.snapshotNeeded = false;
+    feed.unjournaled = [];
+    feed.unjournaledWords = 0;
+    feed.recording = [];
+    try {
+      try {
+        if (held.length > 0) {
+          // (A number never used again by this feed, even if this write fails: a manifest that reached the
+          // disk although its write failed may list it, and the next write must not replace that file.)
+          const segment = feed.nextSegment++;
+          const postings = await this.writeSegmentFile(
+            feedId,
+            segment,
+            held,
+            (ordinalBits) => {
+              const identity = Int32Array.from({ length: held.length }, (_, ordinal) => ordinal);
+              return heldSlices.map((slice) => [
+                postingsStream(slice, identity, ordinalBits, MEMORY_STREAM_BLOCK),
+              ]);
+            },
+            Math.max(...heldSlices.map((slice) => slice.entries.length)),
+          );
+          parts.push({ segment, postings, rows: held, dead: [] });
+        }
+        await writeManifest(
+          this.manifestFile(feedId),
+          manifestOf(baseGeneration, journalSeq, feed.nextSegment, parts),
+          this.ioChunkBytes,
+        );
+      } catch (error) {
+        if (parts.length > feed.disk.length) await parts.at(-1)!.postings.close();
+        // The next flush writes the state again (the manifest on disk is the old one, or lists what the
+        // feed's files and memory hold now: either way nothing is listed twice).
+        feed.dirty = true;
+        feed.snapshotNeeded = true;
+        throw error;
+      }
+      // Committed: the segment holds the rows that were in memory.
+      this.continueFrom(feed, this.feedOf(parts, baseGeneration, feed.nextSegment));
+      await rm(this.journalFile(feedId), { force: true });
+      feed.journalBytes = 0;
+      await this.mergeSegments(feedId, feed, parts, journalSeq);
+    } finally {
+      feed.recording = undefined;
+    }
+  }
+
+  /** A feed whose state is these files (a manifest just written). */
+  private feedOf(parts: readonly PartState[], baseGeneration: number, next: number): FeedWords {
+    const fresh = feedOfParts(parts);
+    fresh.baseGeneration = baseGeneration;
+    fresh.nextSegment = next;
+    return fresh;
+  }
+
+  /**
+   * Writes a segment file of these rows (the streams its slices' entries at the ordinal width given) and
+   * opens it; `entries`: its fullest slice's entries (they decide the width, `segmentOrdinalBits`).
+   */
+  private async writeSegmentFile(
+    feedId: string,
+    segment: number,
+    rows: readonly Pick<Row, 'id' | 'productId' | 'itemGroupId'>[],
+    streams: (ordinalBits: number) => KeyStream[][],
+    entries: number,
+  ): Promise<DiskPostings> {
+    const file = this.segmentFile(feedId, segment);
+    const ordinalBits = segmentOrdinalBits(rows.length, entries);
+    await writeFeedFile(
+      file,
+      { journalSeq: 0, ordinalBits, rows: rows.map(fileRowOf) },
+      streams(ordinalBits),
+      this.ioChunkBytes,
+    );
+    const written = await readFeedFile(file, this.ioChunkBytes, -1);
+    if (typeof written !== 'object' || !(written.postings instanceof DiskPostings)) {
+      if (typeof written === 'object' && written.postings instanceof DiskPostings)
+        await written.postings.close();
+      throw new Error(`visual-word index: the segment just written for ${feedId} does not read back`);
+    }
+    return written.postings;
+  }
+
+  /**
+   * While the feed has more than `maxSegments` segments, merges the two adjacent ones with the fewest
+   * entries together into one (the rows dead in the manifest left out), lists it in their place, and
+   * continues from the files. The state stays the same (the manifest keeps its journal number), so the
+   * changes recorded since the segment was written are replayed over each new layout.
+   */
+  private async mergeSegments(
+    feedId: string,
+    feed: FeedWords,
+    parts: PartState[],
+    journalSeq: number,
+  ): Promise<void> {
+    while (parts.length - 1 > this.maxSegments) {
+      let at = 1;
+      const size = (index: number) => parts[index]!.postings.entries + parts[index + 1]!.postings.entries;
+      for (let index = 2; index + 1 < parts.length; index += 1) if (size(index) < size(at)) at = index;
+      const pair = parts.slice(at, at + 2);
+      const kept = pair.map(({ rows, dead }) => {
+        const gone = new Set(dead);
+        return rows.filter((_, ordinal) => !gone.has(ordinal));
+      });
+      const segment = feed.nextSegment++;
+      const next = feed.nextSegment;
+      const postings = await this.writeSegmentFile(
+        feedId,
+        segment,
+        kept.flat(),
+        (ordinalBits) => {
+          // Ordinals of the merged segment: the first one's live rows, then the second's.
+          let now = 0;
+          const renumbered = pair.map(({ rows, dead }) => {
+            const gone = new Set(dead);
+            return Int32Array.from(rows, (_, ordinal) => (gone.has(ordinal) ? -1 : now++));
+          });
+          return Array.from({ length: SLICES }, (_, slice) =>
+            pair.map((part, index) => part.postings.stream(slice, renumbered[index]!, ordinalBits)),
+          );
+        },
+        // (The fullest slice, estimated: twice the average of both files' entries over the slices.)
+        Math.ceil(size(at) / SLICES) * 2,
+      );
+      const merged = [
+        ...parts.slice(0, at),
+        { segment, postings, rows: kept.flat(), dead: [] },
+        ...parts.slice(at + 2),
+      ];
+      try {
+        await writeManifest(
+          this.manifestFile(feedId),
+          manifestOf(feed.baseGeneration!, journalSeq, next, merged),
+          this.ioChunkBytes,
+        );
+      } catch (error) {
+        await postings.close();
+        throw error;
+      }
+      this.continueFrom(feed, this.feedOf(merged, feed.baseGeneration!, next));
+      for (const part of pair) await part.postings.close();
+      parts.splice(0, parts.length, ...merged);
+    }
+    await this.removeSegments(
+      feedId,
+      parts.map((part) => part.segment),
+    );
   }
 
   /** Appends the feed's changes since the last flush to its journal, durably (see the class comment). */
@@ -744,7 +1205,7 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       }
       feed.journalBytes += text.length;
     } catch (error) {
-      // Not written (or not known to be): the next flush writes the whole file instead.
+      // Not written (or not known to be): the next flush writes the whole state instead.
       feed.unjournaled = [...entries, ...feed.unjournaled];
       feed.unjournaledWords += words;
       feed.dirty = true;

@@ -7,6 +7,7 @@ import {
   bucketOf,
   type KeyStream,
   keyStream,
+  MAX_ORDINAL_BITS,
   mergeKeyStreams,
   ordinalBitsFor,
   type Postings,
@@ -20,14 +21,20 @@ import {
  *
  * Format 4 (written): 8 bytes (a zero uint32, then `VPW4`); per descriptor slice its bucket table
  * (2^ordinalBits + 1 uint32) and its entries (uint32, word-postings.ts); the JSON metadata (rows, ordinal
- * width, entries per slice, the last journaled change included); last, the metadata's byte length (uint32)
- * and `VPW4`. The metadata comes last so that a merge can stream the entries out before it knows how many
- * there are. Read too: format 3 (the same with the metadata first, after its uint32 length) and format 2
- * (the metadata first, then per slice sorted float64 `bits · 2²⁰ + ordinal`, converted as read).
+ * width, entries per slice, the last journaled change included, a base file's generation); last, the
+ * metadata's byte length (uint32) and `VPW4`. The metadata comes last so that a merge can stream the
+ * entries out before it knows how many there are. Read too: format 3 (the same with the metadata first,
+ * after its uint32 length) and format 2 (the metadata first, then per slice sorted float64
+ * `bits · 2²⁰ + ordinal`, converted as read).
  *
  * A feed whose entries fit `memoryBytes` is read into memory; a larger one stays on disk: only its bucket
  * tables are read (4 · 2^ordinalBits bytes per slice, ~4 MB at 100k images against 4.5 GB of entries),
  * and each word's bucket is read from the file when searched (page cache; a few µs per word).
+ *
+ * A feed on disk is its base file and the segments written since (`<feed>.words.<n>`, the same format, with
+ * their own rows and ordinals), which its manifest (`<feed>.manifest`, JSON) lists with the rows of each
+ * file that are dead since; see local-visual-word-index.ts. A segment may have a wider ordinal than its
+ * rows need: that makes its buckets as small as a large file's (more buckets, fewer entries each).
  */
 export const SLICES = 8;
 const MAGIC = 'VPW4';
@@ -45,6 +52,12 @@ export interface FeedFileMeta {
   journalSeq: number;
   rows: FileRow[];
   ordinalBits: number;
+  /**
+   * A base file's generation (≥ 1), which the manifest names: above the one before it and the one any
+   * manifest on disk names, so a manifest naming another is older than the file (a crash came between the
+   * file's rename and the manifest's removal). Undefined for files written before segments, and segments.
+   */
+  generation?: number;
 }
 
 interface PersistedMeta extends Partial<FeedFileMeta> {
@@ -108,13 +121,17 @@ const bytesOf = (array: ArrayBufferView) => new Uint8Array(array.buffer, array.b
 export class DiskPostings {
   private scratch = new Uint32Array(1024);
   private closed = false;
+  /** Entries of every slice. */
+  readonly entries: number;
 
   constructor(
     private readonly fd: number,
     readonly ordinalBits: number,
     private readonly slices: DiskSlice[],
     private readonly chunk: number,
-  ) {}
+  ) {
+    this.entries = slices.reduce((sum, slice) => sum + slice.count, 0);
+  }
 
   /**
    * The run of a word's bits in a slice: `entries[start…end)`, whose ordinals are `entries[i] − first`.
@@ -289,7 +306,9 @@ async function parseFeedFile(
     return { rows, ordinalBits, journalSeq: 0, postings: slices, converted: true, fileBytes: size };
   }
   const { ordinalBits } = meta;
-  if (ordinalBits !== ordinalBitsFor(rows.length)) return undefined;
+  // (At least the width its rows need; a segment's may be wider, see the file comment.)
+  if (!isCount(ordinalBits) || ordinalBits < ordinalBitsFor(rows.length) || ordinalBits > MAX_ORDINAL_BITS)
+    return undefined;
   const bucketBytes = 4 * (2 ** ordinalBits + 1);
   if (slicesEnd !== position + SLICES * bucketBytes + total * 4) return undefined;
   const inMemory = total * 4 <= memoryBytes;
@@ -315,6 +334,7 @@ async function parseFeedFile(
     rows,
     ordinalBits,
     journalSeq,
+    ...(isCount(meta.generation) && meta.generation > 0 ? { generation: meta.generation } : {}),
     postings: inMemory ? slices : new DiskPostings(fd, ordinalBits, onDisk, chunk),
     converted: false,
     fileBytes: size,
@@ -367,6 +387,12 @@ export async function writeFeedFile(
   } finally {
     await handle.close();
   }
+  await commit(file);
+  return position;
+}
+
+/** Renames `<file>.tmp` (complete and synced) to `file`, and makes the rename durable. */
+async function commit(file: string): Promise<void> {
   await rename(`${file}.tmp`, file);
   const folder = await open(dirname(file), 'r');
   try {
@@ -374,5 +400,84 @@ export async function writeFeedFile(
   } finally {
     await folder.close();
   }
-  return position;
+}
+
+/** One file of a feed on disk, as its manifest lists it. */
+export interface ManifestPart {
+  /** 0 for the base file (`<feed>.words`), n for the segment `<feed>.words.<n>`. */
+  segment: number;
+  /** The file's rows (checked against the file's own). */
+  rows: number;
+  /** The file's rows deleted or replaced since it was written (its ordinals, ascending). */
+  dead: number[];
+}
+
+/** A feed's manifest: its files on disk, in the order of their rows, the base file first. */
+export interface FeedManifest {
+  /** The base file's generation (`FeedFileMeta.generation`). */
+  base: number;
+  /** The last journaled change the files and these dead rows include. */
+  journalSeq: number;
+  /** The next segment's number (above every segment listed). */
+  next: number;
+  parts: ManifestPart[];
+}
+
+function isManifest(value: unknown): value is FeedManifest {
+  if (typeof value !== 'object' || value === null) return false;
+  const { base, journalSeq, next, parts } = value as Partial<FeedManifest>;
+  if (!isCount(base) || !isCount(journalSeq) || !isCount(next) || !Array.isArray(parts)) return false;
+  const numbers = new Set(parts.map((part: Partial<ManifestPart> | null) => part?.segment));
+  return (
+    numbers.size === parts.length &&
+    parts.every(
+      (part: Partial<ManifestPart>, index) =>
+        typeof part === 'object' &&
+        part !== null &&
+        isCount(part.segment) &&
+        // The base first, then segments of distinct numbers below `next` (in the order of their rows, not of
+        // their numbers: a merged segment takes the place of the two it replaces).
+        (index === 0 ? part.segment === 0 : part.segment > 0 && part.segment < next) &&
+        isCount(part.rows) &&
+        Array.isArray(part.dead) &&
+        part.dead.every(
+          (ordinal, i) =>
+            isCount(ordinal) && ordinal < part.rows! && (i === 0 || ordinal > part.dead![i - 1]!),
+        ),
+    )
+  );
+}
+
+/** A feed's manifest; undefined when there is none, 'unreadable' when it is not one. */
+export async function readManifest(path: string): Promise<FeedManifest | 'unreadable' | undefined> {
+  let text: string;
+  try {
+    const handle = await open(path, 'r');
+    try {
+      text = await handle.readFile('utf8');
+    } finally {
+      await handle.close();
+    }
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+  try {
+    const manifest: unknown = JSON.parse(text);
+    return isManifest(manifest) ? manifest : 'unreadable';
+  } catch {
+    return 'unreadable';
+  }
+}
+
+/** Writes a feed's manifest as a feed file is written: to a temporary name, synced, renamed. */
+export async function writeManifest(path: string, manifest: FeedManifest, chunk: number): Promise<void> {
+  const handle = await open(`${path}.tmp`, 'w');
+  try {
+    await writeFully(handle, Buffer.from(JSON.stringify(manifest)), chunk, 0);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await commit(path);
 }

@@ -307,9 +307,60 @@ export function postingsStream(
 }
 
 /**
- * Merges key streams (at most two; their keys disjoint) into postings at `ordinalBits` without holding
- * them: the entries are handed to `write` in order, `block` at a time (the block is reused once `write`
- * has settled). Answers the bucket table and the entry count.
+ * Two key streams (their keys disjoint) as one, in ascending order, `block` keys at a time (the block is
+ * valid until the next call, as any key stream's).
+ */
+export function mergedStream(first: KeyStream, second: KeyStream, block: number): KeyStream {
+  const out = new Float64Array(block);
+  let started = false;
+  let a: Float64Array | undefined;
+  let b: Float64Array | undefined;
+  let i = 0;
+  let j = 0;
+  return async () => {
+    if (!started) {
+      [a, b, started] = [await first(), await second(), true];
+    }
+    let length = 0;
+    while (length < block && (a || b)) {
+      if (a && b) {
+        while (length < block && i < a.length && j < b.length)
+          out[length++] = a[i]! < b[j]! ? a[i++]! : b[j++]!;
+      } else {
+        // One side is used up: the other's keys are copied a run at a time.
+        const rest = (a ?? b)!;
+        const at = a ? i : j;
+        const n = Math.min(block - length, rest.length - at);
+        out.set(rest.subarray(at, at + n), length);
+        length += n;
+        if (a) i += n;
+        else j += n;
+      }
+      // (A block is read again only once the previous one is used up: it is valid until then.)
+      while (a && i === a.length) [a, i] = [await first(), 0];
+      while (b && j === b.length) [b, j] = [await second(), 0];
+    }
+    return length > 0 ? out.subarray(0, length) : undefined;
+  };
+}
+
+/** Key streams as one, merged pairwise in a balanced tree (each key passes ⌈log₂ n⌉ comparisons). */
+function mergedStreams(streams: KeyStream[], block: number): KeyStream | undefined {
+  if (streams.length <= 1) return streams[0];
+  const half = streams.length >> 1;
+  return mergedStream(
+    mergedStreams(streams.slice(0, half), block)!,
+    mergedStreams(streams.slice(half), block)!,
+    block,
+  );
+}
+
+/**
+ * Merges key streams (their keys disjoint) into postings at `ordinalBits` without holding them: the
+ * entries are handed to `write` in order, `block` at a time (the block is reused once `write` has
+ * settled). Answers the bucket table and the entry count. The first stream is merged last, in the loop
+ * below, and the others together before it: a feed's base file, the largest, passes one comparison per
+ * key and no copy however many segments join it (local-visual-word-index.ts).
  */
 export async function mergeKeyStreams(
   streams: KeyStream[],
@@ -317,8 +368,8 @@ export async function mergeKeyStreams(
   write: (entries: Uint32Array) => Promise<void>,
   block: number,
 ): Promise<{ buckets: Uint32Array; count: number }> {
-  if (streams.length > 2) throw new Error('mergeKeyStreams: at most two streams');
-  const [first, second] = streams;
+  const first = streams[0];
+  const second = mergedStreams(streams.slice(1), block);
   const buckets = new Uint32Array(2 ** ordinalBits + 1);
   const out = new Uint32Array(block);
   let length = 0;

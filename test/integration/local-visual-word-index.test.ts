@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -804,6 +804,317 @@ describe('local visual-word index: a feed moving between memory and its file', (
       expect(onDisk).toEqual(['p199']);
       expect(inMemory).toEqual(['p199']);
       expect(onDiskAgain).toEqual(['p199', 'q199']);
+    });
+  });
+});
+
+describe('local visual-word index: segments of a feed on disk', () => {
+  /** Every flush writes the state; segments are never merged nor the base rewritten unless a test says. */
+  const SEGMENTS = { memoryBytes: 0, journal: false, maxSegments: 100, rewriteShare: 1000 };
+  const search = (index: LocalVisualWordIndex, words: number[], k = 10) =>
+    index.search({ feedId: 'f', words: Float64Array.from(words), k });
+  const ids = (hits: { productId: string }[]) => hits.map((hit) => hit.productId);
+  const segmentFiles = async (dir: string) =>
+    (await readdir(dir)).filter((name) => /^f\.words\.\d+$/.test(name)).sort();
+  const manifestOf = async (dir: string) =>
+    JSON.parse(await readFile(join(dir, 'f.manifest'), 'utf8')) as {
+      base: number;
+      journalSeq: number;
+      parts: { segment: number; rows: number; dead: number[] }[];
+    };
+  const exists = (file: string) =>
+    stat(file).then(
+      () => true,
+      () => false,
+    );
+
+  it('writes the changes of a feed on disk as a segment and lists the dead rows, leaving its file as is', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a, b and c written to the base file
+      const index = new LocalVisualWordIndex(dir, SEGMENTS);
+      await index.upsert([doc('a', [1, 2]), doc('b', [1, 3]), doc('c', [1, 4])]);
+      await index.flush();
+      const base = await readFile(join(dir, 'f.words'));
+      // Act: b goes, c is replaced, d arrives
+      await index.deleteProducts('f', ['b']);
+      await index.upsert([doc('c', [4, 5]), doc('d', [1, 5])]);
+      await index.flush();
+      const hits = await search(index, [1, 4, 5]);
+      // Assess: the base file is untouched; segment 1 holds c and d, the manifest b's and c's old rows
+      expect((await readFile(join(dir, 'f.words'))).equals(base)).toBe(true);
+      expect(await segmentFiles(dir)).toEqual(['f.words.1']);
+      expect((await manifestOf(dir)).parts).toEqual([
+        { segment: 0, rows: 3, dead: [1, 2] },
+        { segment: 1, rows: 2, dead: [] },
+      ]);
+      expect(ids(hits)).toEqual(['c', 'd', 'a']);
+      expect(await search(new LocalVisualWordIndex(dir, SEGMENTS), [1, 4, 5])).toEqual(hits);
+    });
+  });
+
+  it('answers as the index in memory over random upserts, replacements, deletions, flushes and reopens', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: the same random changes to an index in memory and to one on disk that writes a segment
+      // at every flush and merges past two (seeded: a failure replays)
+      let seed = 42;
+      const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+      const int = (n: number) => Math.floor(random() * n);
+      const pool = Array.from({ length: 40 }, (_, i) => (i % 8) * 2 ** 32 + ((i * 2_654_435_761) % 2 ** 32));
+      const words = () => [...new Set(Array.from({ length: 1 + int(8) }, () => pool[int(pool.length)]!))];
+      const options = { ...SEGMENTS, maxSegments: 2 };
+      const memory = new LocalVisualWordIndex(join(dir, 'memory'));
+      let disk = new LocalVisualWordIndex(join(dir, 'disk'), options);
+      let segmentsSeen = 0;
+      let compared = 0;
+      // Act
+      for (let step = 0; step < 150; step += 1) {
+        const roll = random();
+        if (roll < 0.45) {
+          const documents = Array.from({ length: 1 + int(6) }, () =>
+            doc(`p${int(60)}`, words(), `g${int(5)}`),
+          );
+          await memory.upsert(documents);
+          await disk.upsert(documents);
+        } else if (roll < 0.65) {
+          const products = Array.from({ length: 1 + int(4) }, () => `p${int(60)}`);
+          await memory.deleteProducts('f', products);
+          await disk.deleteProducts('f', products);
+        } else if (roll < 0.8) {
+          await disk.flush();
+          segmentsSeen = Math.max(segmentsSeen, (await segmentFiles(join(dir, 'disk'))).length);
+        } else if (roll < 0.85) {
+          await disk.close();
+          disk = new LocalVisualWordIndex(join(dir, 'disk'), options);
+        } else {
+          const query = { feedId: 'f', words: Float64Array.from(words()), k: 1 + int(12) };
+          // Assess (at each step): the same ids, scores and order
+          expect(await disk.search(query)).toEqual(await memory.search(query));
+          compared += 1;
+        }
+      }
+      expect(segmentsSeen).toBe(2);
+      expect(compared).toBeGreaterThan(10);
+    });
+  });
+
+  it('merges the two adjacent segments with the fewest entries past the limit, leaving their dead rows out', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a base, then segments of 4 images, 2 images (one of them deleted with the next flush) and
+      // 1 image
+      const index = new LocalVisualWordIndex(dir, { ...SEGMENTS, maxSegments: 3 });
+      const flushed = async (documents: ReturnType<typeof doc>[], deleted: string[] = []) => {
+        await index.deleteProducts('f', deleted);
+        await index.upsert(documents);
+        await index.flush();
+      };
+      await flushed([doc('base', [1])]);
+      await flushed(['s1', 's2', 's3', 's4'].map((id) => doc(id, [1, 2])));
+      await flushed([doc('t', [1, 3]), doc('t2', [1, 3])]);
+      await flushed([doc('u', [1, 3])], ['t2']);
+      const before = await manifestOf(dir);
+      // Act: a fourth segment, of 4 images
+      await flushed(['v1', 'v2', 'v3', 'v4'].map((id) => doc(id, [1, 2])));
+      const hits = await search(index, [1, 2, 3], 20);
+      // Assess: segments 2 and 3 (6 entries, against 12 for 1 and 2, 10 for 3 and 4) merged into 5,
+      // without t2, in their place (before segment 4)
+      expect(before.parts.map(({ segment, dead }) => [segment, dead])).toEqual([
+        [0, []],
+        [1, []],
+        [2, [1]],
+        [3, []],
+      ]);
+      expect((await manifestOf(dir)).parts).toEqual([
+        { segment: 0, rows: 1, dead: [] },
+        { segment: 1, rows: 4, dead: [] },
+        { segment: 5, rows: 2, dead: [] },
+        { segment: 4, rows: 4, dead: [] },
+      ]);
+      expect(await segmentFiles(dir)).toEqual(['f.words.1', 'f.words.4', 'f.words.5']);
+      expect(ids(hits)).toEqual(['t', 'u', 's1', 's2', 's3', 's4', 'v1', 'v2', 'v3', 'v4', 'base']);
+      expect(await search(new LocalVisualWordIndex(dir, SEGMENTS), [1, 2, 3], 20)).toEqual(hits);
+    });
+  });
+
+  it('rewrites the base once the segments and its dead rows pass the share, removing segments and manifest', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a base of 8 images of 4 words (32 entries); a share of a half: 16 entries
+      const index = new LocalVisualWordIndex(dir, { ...SEGMENTS, rewriteShare: 0.5 });
+      await index.upsert(Array.from({ length: 8 }, (_, i) => doc(`b${i}`, [1, 10 + i, 20 + i, 30 + i])));
+      await index.flush();
+      const generation = Number((await headerOf(join(dir, 'f.words'))).generation);
+      // Act: 12 entries go to a segment; then 2 more images of 4 words (20 > 16) rewrite the base
+      await index.upsert(Array.from({ length: 3 }, (_, i) => doc(`s${i}`, [1, 40 + i, 50 + i, 60 + i])));
+      await index.flush();
+      const segmented = await segmentFiles(dir);
+      await index.upsert(Array.from({ length: 2 }, (_, i) => doc(`t${i}`, [1, 70 + i, 80 + i, 90 + i])));
+      await index.flush();
+      // Assess
+      expect(segmented).toEqual(['f.words.1']);
+      expect(await segmentFiles(dir)).toEqual([]);
+      expect(await exists(join(dir, 'f.manifest'))).toBe(false);
+      expect(await headerOf(join(dir, 'f.words'))).toMatchObject({ generation: generation + 1 });
+      expect((await headerOf(join(dir, 'f.words'))).rows).toHaveLength(13);
+      expect(ids(await search(new LocalVisualWordIndex(dir, SEGMENTS), [1], 20))).toHaveLength(13);
+    });
+  });
+
+  it('rewrites the base once deletions leave a large share of its rows dead', async () => {
+    await withTempDir(async (dir) => {
+      const index = new LocalVisualWordIndex(dir, { ...SEGMENTS, rewriteShare: 0.5 });
+      await index.upsert(Array.from({ length: 8 }, (_, i) => doc(`b${i}`, [1, 10 + i])));
+      await index.flush();
+      // Act: 3 of 8 dead (under a half): listed; then a fifth (over): rewritten
+      await index.deleteProducts('f', ['b0', 'b1', 'b2']);
+      await index.flush();
+      const listed = (await manifestOf(dir)).parts[0]!.dead;
+      await index.deleteProducts('f', ['b3', 'b4']);
+      await index.flush();
+      // Assess
+      expect(listed).toEqual([0, 1, 2]);
+      expect(await exists(join(dir, 'f.manifest'))).toBe(false);
+      expect((await headerOf(join(dir, 'f.words'))).rows).toHaveLength(3);
+    });
+  });
+
+  it('does not replay over a segment a journal that a crash left behind', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a base with a; a's new words journaled; then a replaced again and written as a segment;
+      // the crash comes after the manifest's rename and before the journal's removal (restored here)
+      const base = new LocalVisualWordIndex(dir, SEGMENTS);
+      await base.upsert([doc('a', [1]), doc('b', [9])]);
+      await base.flush();
+      const journaled = new LocalVisualWordIndex(dir, { memoryBytes: 0 });
+      await journaled.upsert([doc('a', [2])]);
+      await journaled.flush();
+      const leftOver = await readFile(join(dir, 'f.journal'));
+      const segmented = new LocalVisualWordIndex(dir, SEGMENTS);
+      await segmented.upsert([doc('a', [3])]);
+      await segmented.flush();
+      const wroteSegment = (await segmentFiles(dir)).length === 1;
+      await writeFile(join(dir, 'f.journal'), leftOver);
+      // Act
+      const reopened = new LocalVisualWordIndex(dir, SEGMENTS);
+      // Assess: a has its last words only
+      expect(wroteSegment).toBe(true);
+      expect(ids(await search(reopened, [3]))).toEqual(['a']);
+      expect(await search(reopened, [2])).toEqual([]);
+      expect(await search(reopened, [1])).toEqual([]);
+    });
+  });
+
+  it('keeps the state before a segment whose manifest was not written, and writes it again', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a base with a; then b written as a segment whose manifest cannot be written (its
+      // temporary name is a folder), as if the process had stopped between the two
+      const index = new LocalVisualWordIndex(dir, SEGMENTS);
+      await index.upsert([doc('a', [1])]);
+      await index.flush();
+      await index.upsert([doc('b', [1])]);
+      await mkdir(join(dir, 'f.manifest.tmp'));
+      // Act
+      await expect(index.flush()).rejects.toThrow();
+      const unlisted = await segmentFiles(dir);
+      const afterCrash = ids(await search(new LocalVisualWordIndex(dir, SEGMENTS), [1]));
+      await rm(join(dir, 'f.manifest.tmp'), { recursive: true });
+      await index.flush();
+      // Assess: the unlisted segment is not read; the next flush writes b (once) and removes it
+      expect(unlisted).toEqual(['f.words.1']);
+      expect(afterCrash).toEqual(['a']);
+      expect(await segmentFiles(dir)).toEqual(['f.words.2']);
+      expect(ids(await search(new LocalVisualWordIndex(dir, SEGMENTS), [1]))).toEqual(['a', 'b']);
+    });
+  });
+
+  it('ignores a manifest left by a crash between the rewrite of its base and its removal', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a base with a and b, a segment replacing b; the manifest and segment kept aside
+      const index = new LocalVisualWordIndex(dir, SEGMENTS);
+      await index.upsert([doc('a', [1]), doc('b', [1])]);
+      await index.flush();
+      await index.upsert([doc('b', [2])]);
+      await index.flush();
+      const manifest = await readFile(join(dir, 'f.manifest'));
+      const segment = await readFile(join(dir, 'f.words.1'));
+      // Act: a is replaced and the base rewritten (a share of 0: b, then a, two rows as before), then the
+      // old manifest and segment come back
+      const rewriting = new LocalVisualWordIndex(dir, { ...SEGMENTS, rewriteShare: 0 });
+      await rewriting.upsert([doc('a', [1, 3])]);
+      await rewriting.flush();
+      const removed = !(await exists(join(dir, 'f.manifest')));
+      await writeFile(join(dir, 'f.manifest'), manifest);
+      await writeFile(join(dir, 'f.words.1'), segment);
+      const reopened = new LocalVisualWordIndex(dir, SEGMENTS);
+      // Assess: the base alone (the old manifest would kill its second row, a, and add b a second time)
+      expect(removed).toBe(true);
+      expect(ids(await search(reopened, [1, 3]))).toEqual(['a']);
+      expect(await search(reopened, [2])).toEqual([
+        { id: 'f/b/0', productId: 'b', itemGroupId: 'b', score: Math.log(1 + 2 / 1) },
+      ]);
+    });
+  });
+
+  it('reads a format 4 file written before segments, and rewrites it at its first write', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a file as the version before segments wrote it (no generation in its metadata)
+      const index = new LocalVisualWordIndex(dir, SEGMENTS);
+      await index.upsert([doc('a', [1]), doc('b', [1, 2])]);
+      await index.flush();
+      const bytes = await readFile(join(dir, 'f.words'));
+      const length = bytes.readUInt32LE(bytes.length - 8);
+      const { generation, ...meta } = await headerOf(join(dir, 'f.words'));
+      const json = Buffer.from(JSON.stringify(meta));
+      const trailer = Buffer.alloc(8);
+      trailer.writeUInt32LE(json.length, 0);
+      trailer.write('VPW4', 4, 'latin1');
+      await writeFile(
+        join(dir, 'f.words'),
+        Buffer.concat([bytes.subarray(0, bytes.length - 8 - length), json, trailer]),
+      );
+      // Act
+      const old = new LocalVisualWordIndex(dir, SEGMENTS);
+      const found = ids(await search(old, [2]));
+      await old.upsert([doc('c', [2])]);
+      await old.flush();
+      const rewritten = await segmentFiles(dir);
+      await old.upsert([doc('d', [2])]);
+      await old.flush();
+      // Assess: read; then rewritten whole (no segment), with a generation; the next write is a segment
+      expect(generation).toBe(1);
+      expect(found).toEqual(['b']);
+      expect(rewritten).toEqual([]);
+      expect(await headerOf(join(dir, 'f.words'))).toMatchObject({ generation: 1 });
+      expect(await segmentFiles(dir)).toEqual(['f.words.1']);
+      expect(ids(await search(new LocalVisualWordIndex(dir, SEGMENTS), [2]))).toEqual(['b', 'c', 'd']);
+    });
+  });
+
+  it("closes every segment's file at close, and deletes the segments with the feed", async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a base and two segments, searched
+      const openFiles = async () => {
+        const links = await Promise.all(
+          (await readdir('/proc/self/fd')).map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => '')),
+        );
+        return links.filter((link) => link.startsWith(dir)).length;
+      };
+      const index = new LocalVisualWordIndex(dir, SEGMENTS);
+      for (const id of ['a', 'b', 'c']) {
+        await index.upsert([doc(id, [1])]);
+        await index.flush();
+      }
+      const searched = ids(await search(index, [1]));
+      const whileOpen = await openFiles();
+      // Act
+      await index.close();
+      const afterClose = await openFiles();
+      await search(index, [1]);
+      await index.deleteFeed('f');
+      // Assess
+      expect(searched).toEqual(['a', 'b', 'c']);
+      expect(whileOpen).toBe(3);
+      expect(afterClose).toBe(0);
+      expect(await openFiles()).toBe(0);
+      expect(await readdir(dir)).toEqual([]);
     });
   });
 });

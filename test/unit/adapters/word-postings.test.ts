@@ -3,10 +3,12 @@ import {
   emptyPostings,
   forEachEntry,
   MAX_ORDINAL_BITS,
+  mergeKeyStreams,
   mergePostings,
   ordinalBitsFor,
   postingsFromKeys,
   postingsOf,
+  postingsStream,
 } from '#lib/adapters/word-postings.ts';
 
 /** Sorted keys `bits · 2^ordinalBits + ordinal` of (bits, ordinal) pairs. */
@@ -147,4 +149,53 @@ describe('word postings', () => {
     const none = { bits: new Uint32Array(0), ordinals: new Uint32Array(0) };
     expect(mergePostings(old, identity, none, 8)).toBe(old);
   });
+
+  it.each([1, 2, 3, 6])(
+    'merges %i key streams of disjoint ordinals into one postings, whatever their blocks',
+    async (count) => {
+      // Prepare: `count` files' postings (8 bits), file f's images renumbered to f, f + count, f + 2 · count…
+      // in the output (9 bits); odd images of the first file left out; blocks of 3 and 7 keys
+      let state = count;
+      const next = () => (state = (state * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+      const files = Array.from({ length: count }, () =>
+        Array.from({ length: 40 + Math.floor(next() * 40) }, (_, i): [number, number] => [
+          Math.floor(next() * 2 ** 32),
+          i % 30,
+        ]),
+      );
+      const renumbered = files.map((_, file) =>
+        Int32Array.from({ length: 30 }, (_, ordinal) =>
+          file === 0 && ordinal % 2 === 1 ? -1 : ordinal * count + file,
+        ),
+      );
+      const streams = files.map((pairs, file) =>
+        postingsStream(postingsFromKeys(keysOf(pairs, 8), 8), renumbered[file]!, 9, file % 2 === 0 ? 3 : 7),
+      );
+      const written: number[] = [];
+      // Act
+      const { buckets, count: total } = await mergeKeyStreams(
+        streams,
+        9,
+        async (entries) => {
+          await Promise.resolve();
+          written.push(...entries);
+        },
+        5,
+      );
+      // Assess: the kept pairs, renumbered, in key order
+      const expected = keysOf(
+        files.flatMap((pairs, file) =>
+          pairs
+            .filter(([, ordinal]) => renumbered[file]![ordinal]! >= 0)
+            .map(([bits, ordinal]): [number, number] => [bits, renumbered[file]![ordinal]!]),
+        ),
+        9,
+      );
+      const merged = { ordinalBits: 9, buckets, entries: Uint32Array.from(written) };
+      const visited: number[] = [];
+      forEachEntry(merged, (bits, ordinal) => visited.push(bits * 2 ** 9 + ordinal));
+      expect(total).toBe(expected.length);
+      expect(visited).toEqual(Array.from(expected));
+    },
+  );
 });
