@@ -121,7 +121,7 @@ class ListNumbering {
  * The fields of a loaded row. Format 2 rows share the file's lists as parsed. Format 1 rows get one array
  * for each list of values that rows repeat, instead of one parsed copy per row (at 100k products this took
  * ~60 MB off the heap: docs/benchmarks.md "The rest of the memory at 100k"). Row fields are never changed
- * in place (upserts replace them), so sharing is safe. Both as null-prototype objects (normaliseFields).
+ * in place (upserts replace them), so sharing is safe.
  */
 function persistedFields(
   meta: PersistedMeta,
@@ -130,32 +130,45 @@ function persistedFields(
     const { names, lists } = meta;
     return (persisted) => {
       const pairs = persisted as number[];
-      const fields = Object.create(null) as Record<string, string[]>;
+      const fields: Record<string, string[]> = {};
       for (let i = 0; i < pairs.length; i += 2) {
         const [name, list] = [names[pairs[i]!], lists[pairs[i + 1]!]];
-        if (name !== undefined && list !== undefined) fields[name] = list;
+        if (name !== undefined && list !== undefined) setField(fields, name, list);
       }
       return fields;
     };
   }
   const lists = new ListNumbering();
   return (persisted) => {
-    const fields = Object.create(null) as Record<string, string[]>;
+    const fields: Record<string, string[]> = {};
     for (const [name, values] of Object.entries(persisted as Record<string, string[]>))
-      fields[name] = lists.items[lists.of(values)]!;
+      setField(fields, name, lists.items[lists.of(values)]!);
     return fields;
   };
 }
 
 /**
- * Field names are the merchant's (`metadata.<name>`) and are plain names: a null-prototype object, so that
- * `__proto__` is stored as a field rather than setting the prototype (reads go through `ownField`).
+ * Sets a row's field. Field names are the merchant's (`metadata.<name>`) and plain names: assigned,
+ * `__proto__` would set the object's prototype instead, so it is defined as an own key (reads go through
+ * `ownField`). Plain objects, not null-prototype ones: those are dictionaries in V8, and 100k rows of them
+ * took ~40 MB more heap at load (docs/benchmarks.md "Vector metadata").
  */
+function setField(fields: Record<string, string[]>, name: string, values: string[]): void {
+  if (name === '__proto__')
+    Object.defineProperty(fields, name, {
+      value: values,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  else fields[name] = values;
+}
+
 function normaliseFields(fields: Record<string, string[]>): Record<string, string[]> {
-  const out = Object.create(null) as Record<string, string[]>;
+  const out: Record<string, string[]> = {};
   for (const [key, values] of Object.entries(fields)) {
     const unique = [...new Set(values.map((value) => value.toLowerCase()))];
-    if (unique.length > 0) out[key] = unique;
+    if (unique.length > 0) setField(out, key, unique);
   }
   return out;
 }
