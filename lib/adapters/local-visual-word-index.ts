@@ -228,7 +228,20 @@ async function readJournal(
     entries.push(entry);
   }
   lines.close();
+  // A last line complete but for its newline (an append cut just before it) reads as an entry, and the
+  // next append would glue its first line to it, losing both at the load after: appended to no more.
+  if (!damaged && size > 0) damaged = (await lastByte(path, size)) !== 0x0a;
   return { entries, bytes: size, damaged };
+}
+
+async function lastByte(path: string, size: number): Promise<number | undefined> {
+  const handle = await open(path, 'r');
+  try {
+    const { buffer, bytesRead } = await handle.read(Buffer.alloc(1), 0, 1, size - 1);
+    return bytesRead === 1 ? buffer[0] : undefined;
+  } finally {
+    await handle.close();
+  }
 }
 
 function parseEntry(line: string): JournalEntry | undefined {

@@ -746,6 +746,27 @@ describe.each([
       });
     });
 
+    it('replaces a journal whose last line lacks only its newline instead of appending to it', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: the second append cut just before its newline (its entry still reads)
+        const index = wordIndex(dir);
+        await index.upsert([doc('a', [1])]);
+        await index.flush();
+        await index.upsert([doc('b', [1])]);
+        await index.flush();
+        const journal = await readFile(join(dir, 'f.journal'));
+        await writeFile(join(dir, 'f.journal'), journal.subarray(0, journal.length - 1));
+        // Act: a restart, a change, a flush, another restart
+        const restarted = wordIndex(dir);
+        const afterRestart = ids(await search(restarted, 1));
+        await restarted.upsert([doc('c', [1])]);
+        await restarted.flush();
+        // Assess: nothing glued to the cut line, nothing lost
+        expect(afterRestart).toEqual(['a', 'b']);
+        expect(ids(await search(wordIndex(dir), 1))).toEqual(['a', 'b', 'c']);
+      });
+    });
+
     it('stops at a journal line that parses but is not an entry', async () => {
       await withTempDir(async (dir) => {
         const index = wordIndex(dir);
