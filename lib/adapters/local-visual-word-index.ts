@@ -708,6 +708,10 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     const damaged =
       manifest === 'unreadable' || (typeof manifest === 'object' && manifest.base === parsed.generation);
     feed.snapshotNeeded = base.converted || damaged;
+    // ...as a new base, not a segment: the manifest on disk still lists segments by number, and the next
+    // segment's (1 again) would be renamed over one of them, a file a crash before the new manifest would
+    // leave that manifest naming (found by review).
+    if (damaged) feed.rewriteNeeded = true;
     return feed;
   }
 

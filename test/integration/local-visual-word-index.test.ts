@@ -918,6 +918,29 @@ describe('local visual-word index: segments of a feed on disk', () => {
     });
   });
 
+  it('writes a new base, not a segment, after a load that could not read a listed segment', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a base of a, then segments 1 (b) and 2 (c); segment 1 goes missing
+      const index = new LocalVisualWordIndex(dir, SEGMENTS);
+      for (const id of ['a', 'b', 'c']) {
+        await index.upsert([doc(id, [1])]);
+        await index.flush();
+      }
+      await index.close();
+      await rm(join(dir, 'f.words.1'));
+      // Act: a restart (the base alone), a change, a flush
+      const restarted = new LocalVisualWordIndex(dir, SEGMENTS);
+      const afterRestart = ids(await search(restarted, [1]));
+      await restarted.upsert([doc('d', [1])]);
+      await restarted.flush();
+      // Assess: the old manifest and its segments gone with the rewrite, none renamed over
+      expect(afterRestart).toEqual(['a']);
+      expect(await segmentFiles(dir)).toEqual([]);
+      expect(await exists(join(dir, 'f.manifest'))).toBe(false);
+      expect(ids(await search(new LocalVisualWordIndex(dir, SEGMENTS), [1]))).toEqual(['a', 'd']);
+    });
+  });
+
   it('merges the two adjacent segments with the fewest entries past the limit, leaving their dead rows out', async () => {
     await withTempDir(async (dir) => {
       // Prepare: a base, then segments of 4 images, 2 images (one of them deleted with the next flush) and
