@@ -835,8 +835,10 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     });
     for (const name of names) {
       if (!name.startsWith(prefix)) continue;
-      const match = /^(\d+)(\.tmp)?$/.exec(name.slice(prefix.length));
-      if (match && (match[2] || !kept.includes(Number(match[1]))))
+      // (`tmp` alone: a base file a crash left half written, as large as the base; every write of it is
+      // over by now, as this runs in the index's serial queue.)
+      const match = /^(?:(\d+)(\.tmp)?|tmp)$/.exec(name.slice(prefix.length));
+      if (match && (match[1] === undefined || match[2] || !kept.includes(Number(match[1]))))
         await rm(join(this.dir, name), { force: true });
     }
   }

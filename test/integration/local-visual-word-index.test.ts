@@ -918,6 +918,23 @@ describe('local visual-word index: segments of a feed on disk', () => {
     });
   });
 
+  it('removes a base file a crash left half written, at the next segment write', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a base of a, and what a crash in the middle of the base's next rewrite leaves
+      const index = new LocalVisualWordIndex(dir, SEGMENTS);
+      await index.upsert([doc('a', [1])]);
+      await index.flush();
+      await writeFile(join(dir, 'f.words.tmp'), Buffer.alloc(4096, 7));
+      // Act
+      await index.upsert([doc('b', [1])]);
+      await index.flush();
+      // Assess
+      expect(await exists(join(dir, 'f.words.tmp'))).toBe(false);
+      expect(await segmentFiles(dir)).toEqual(['f.words.1']);
+      expect(ids(await search(new LocalVisualWordIndex(dir, SEGMENTS), [1]))).toEqual(['a', 'b']);
+    });
+  });
+
   it('writes a new base, not a segment, after a load that could not read a listed segment', async () => {
     await withTempDir(async (dir) => {
       // Prepare: a base of a, then segments 1 (b) and 2 (c); segment 1 goes missing
