@@ -849,7 +849,15 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   }
 
   async search(query: VisualWordQuery): Promise<VisualWordHit[]> {
-    const feed = await this.current(query.feedId);
+    // As `current`, but checked in the same step as the reading below: returned through `current`, the
+    // feed reached the search a few microtasks later, by when `close` could have closed its files ("a
+    // feed file read after it was closed", found by review). The rest of the search is synchronous.
+    let feed: FeedWords;
+    for (;;) {
+      const loading = this.feed(query.feedId);
+      feed = await loading;
+      if (this.feeds.get(query.feedId) === loading) break;
+    }
     merge(feed);
     const { rows, slices, disk, diskRows } = feed;
     const live = rows.length - feed.diskDead;

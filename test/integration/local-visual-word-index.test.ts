@@ -918,6 +918,34 @@ describe('local visual-word index: segments of a feed on disk', () => {
     });
   });
 
+  it('answers searches in flight while the index closes, from its files or loaded again', async () => {
+    await withTempDir(async (dir) => {
+      // Prepare: a base and a segment
+      const writer = new LocalVisualWordIndex(dir, SEGMENTS);
+      await writer.upsert([doc('a', [1]), doc('b', [1, 2])]);
+      await writer.flush();
+      await writer.upsert([doc('c', [2])]);
+      await writer.flush();
+      await writer.close();
+      // Act: searches back to back, each after a few more microtasks, while close() runs
+      const failures: unknown[] = [];
+      for (let pad = 0; pad < 20; pad += 1) {
+        const index = new LocalVisualWordIndex(dir, SEGMENTS);
+        const searches = (async () => {
+          for (let i = 0; i < 10; i += 1) {
+            for (let tick = 0; tick < pad; tick += 1) await null;
+            expect(ids(await search(index, [1, 2]))).toEqual(['b', 'a', 'c']);
+          }
+        })();
+        const results = await Promise.allSettled([searches, index.close()]);
+        failures.push(...results.flatMap((result) => (result.status === 'rejected' ? [result.reason] : [])));
+        await index.close();
+      }
+      // Assess
+      expect(failures).toEqual([]);
+    });
+  });
+
   it('removes a base file a crash left half written, at the next segment write', async () => {
     await withTempDir(async (dir) => {
       // Prepare: a base of a, and what a crash in the middle of the base's next rewrite leaves
