@@ -126,8 +126,11 @@ export async function startHttpServer(options: {
     if (await serveStatic(request, response, url)) return;
     if (await serveDemoFile(request, response, url)) return;
     const body = await readBody(request, options.maxBodyBytes);
+    // After an over-size body (whatever the answer), the rest is not read: the connection closes once it
+    // has been answered, rather than when readBody's drain ends, under a next request sent on it.
+    const closing: Record<string, string> = body === undefined ? { Connection: 'close' } : {};
     const refuse = (error: DomainError, headers: Record<string, string> = {}) =>
-      sendError(response, error, { ...gatewayHeaders(url.pathname), ...headers });
+      sendError(response, error, { ...gatewayHeaders(url.pathname), ...closing, ...headers });
     const { match, allowed: routeMethods } = matchRoute(method, url.pathname);
     // A page's path (the dashboard at /, /docs, /openapi.json, the demo feed) is GET and HEAD too. (Asset
     // and image paths are pages only where a file is: another method on them stays a 404.)
@@ -142,12 +145,8 @@ export async function startHttpServer(options: {
       return refuse(new DomainError('not_found', `No route for ${method} ${url.pathname}.`));
     }
     if (body === undefined) {
-      // (The rest of the body is not read: the connection closes once it has been answered.)
       return refuse(
         new DomainError('payload_too_large', `Request body exceeds ${options.maxBodyBytes} bytes.`),
-        {
-          Connection: 'close',
-        },
       );
     }
     // API Gateway hands a Lambda the body as text; bytes that are not UTF-8 would become U+FFFD (three

@@ -470,6 +470,14 @@ describe('request validation', () => {
     expect(closedAfter).toBeLessThan(10_000);
   });
 
+  it('closes the connection after any answer to an over-size body, not under a next request', async () => {
+    const big = Buffer.alloc(7 * 1024 * 1024, 0x20);
+    const unknown = await fetch(`${stack.url}/api/v1/nothing`, { method: 'POST', body: big });
+    const fitting = await fetch(`${stack.url}/api/v1/nothing`, { method: 'POST', body: '{}' });
+    expect([unknown.status, unknown.headers.get('connection')]).toEqual([404, 'close']);
+    expect([fitting.status, fitting.headers.get('connection')]).toEqual([404, 'keep-alive']);
+  });
+
   it('answers in the JSON error shape a target starting with //, a request without Host, and CONNECT', async () => {
     // (A `//` target was read as a host: 500, or the socket closed with no answer; Node answered a
     // Host-less request itself, bodiless; CONNECT closed the socket.)
