@@ -727,43 +727,29 @@ describe.each([
       });
     });
 
-    it('replaces a journal with a cut line instead of appending to it', async () => {
+    it.each([
+      // (The entry cut is lost; the next append used to follow the cut bytes, and the line it made was lost.)
+      { cut: 10, damage: 'a cut line', afterRestart: ['a'] },
+      // (The entry still reads; the next append used to glue its line to it, and both were lost.)
+      { cut: 1, damage: 'a last line lacking only its newline', afterRestart: ['a', 'b'] },
+    ])('replaces a journal with $damage instead of appending to it', async ({ cut, afterRestart }) => {
       await withTempDir(async (dir) => {
-        // Prepare: a journal whose last line was cut
-        const index = wordIndex(dir);
-        await index.upsert([doc('a', [1])]);
-        await index.flush();
-        await index.upsert([doc('x', [1])]);
-        await index.flush();
-        const journal = await readFile(join(dir, 'f.journal'));
-        await writeFile(join(dir, 'f.journal'), journal.subarray(0, journal.length - 10));
-        // Act: a restart, a change, a flush, another restart
-        const restarted = wordIndex(dir);
-        await restarted.upsert([doc('b', [1])]);
-        await restarted.flush();
-        // Assess
-        expect(ids(await search(wordIndex(dir), 1))).toEqual(['a', 'b']);
-      });
-    });
-
-    it('replaces a journal whose last line lacks only its newline instead of appending to it', async () => {
-      await withTempDir(async (dir) => {
-        // Prepare: the second append cut just before its newline (its entry still reads)
+        // Prepare: the second append cut by a crash
         const index = wordIndex(dir);
         await index.upsert([doc('a', [1])]);
         await index.flush();
         await index.upsert([doc('b', [1])]);
         await index.flush();
         const journal = await readFile(join(dir, 'f.journal'));
-        await writeFile(join(dir, 'f.journal'), journal.subarray(0, journal.length - 1));
+        await writeFile(join(dir, 'f.journal'), journal.subarray(0, journal.length - cut));
         // Act: a restart, a change, a flush, another restart
         const restarted = wordIndex(dir);
-        const afterRestart = ids(await search(restarted, 1));
+        const found = ids(await search(restarted, 1));
         await restarted.upsert([doc('c', [1])]);
         await restarted.flush();
-        // Assess: nothing glued to the cut line, nothing lost
-        expect(afterRestart).toEqual(['a', 'b']);
-        expect(ids(await search(wordIndex(dir), 1))).toEqual(['a', 'b', 'c']);
+        // Assess: nothing glued to the cut line, nothing acknowledged lost
+        expect(found).toEqual(afterRestart);
+        expect(ids(await search(wordIndex(dir), 1))).toEqual([...afterRestart, 'c']);
       });
     });
 
