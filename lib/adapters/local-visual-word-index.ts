@@ -561,6 +561,18 @@ function snapshotStreams(feed: FeedWords): { meta: Omit<FeedFileMeta, 'journalSe
   return { meta: { ordinalBits, rows: live.map(fileRowOf) }, slices };
 }
 
+/**
+ * The feed's state as of now is being written (a file or a segment): nothing is left to journal, and the
+ * changes made from now on are recorded, to be replayed over what the write holds.
+ */
+function beginStateWrite(feed: FeedWords): void {
+  feed.dirty = false;
+  feed.snapshotNeeded = false;
+  feed.unjournaled = [];
+  feed.unjournaledWords = 0;
+  feed.recording = [];
+}
+
 export class LocalVisualWordIndex implements VisualWordIndex {
   private readonly feeds = new Map<string, Promise<FeedWords>>();
   /** Flushes and feed deletions run one at a time (they write and remove the same files). */
@@ -979,12 +991,8 @@ export class LocalVisualWordIndex implements VisualWordIndex {
   private async rewrite(feedId: string, feed: FeedWords): Promise<void> {
     const { meta, slices } = snapshotStreams(feed);
     const journalSeq = feed.seq;
-    feed.dirty = false;
-    feed.snapshotNeeded = false;
+    beginStateWrite(feed);
     feed.rewriteNeeded = false;
-    feed.unjournaled = [];
-    feed.unjournaledWords = 0;
-    feed.recording = [];
     try {
       // A generation no manifest on disk names (one left by a crash before its removal names an older base).
       const manifest = await readManifest(this.manifestFile(feedId));
@@ -1063,11 +1071,7 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     // segment is written replaces the arrays and never changes them).
     const held = feed.rows.slice(feed.diskRows);
     const heldSlices = feed.slices;
-    feed.dirty = false;
-    feed.snapshotNeeded = false;
-    feed.unjournaled = [];
-    feed.unjournaledWords = 0;
-    feed.recording = [];
+    beginStateWrite(feed);
     try {
       try {
         if (held.length > 0) {
@@ -1164,33 +1168,31 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       const size = (index: number) => parts[index]!.postings.entries + parts[index + 1]!.postings.entries;
       for (let index = 2; index + 1 < parts.length; index += 1) if (size(index) < size(at)) at = index;
       const pair = parts.slice(at, at + 2);
-      const kept = pair.map(({ rows, dead }) => {
+      // Ordinals of the merged segment: the first one's live rows, then the second's (−1: dead, left out).
+      let now = 0;
+      const renumbered = pair.map(({ rows, dead }) => {
         const gone = new Set(dead);
-        return rows.filter((_, ordinal) => !gone.has(ordinal));
+        return Int32Array.from(rows, (_, ordinal) => (gone.has(ordinal) ? -1 : now++));
       });
+      const kept = pair.flatMap(({ rows }, index) =>
+        rows.filter((_, ordinal) => renumbered[index]![ordinal]! >= 0),
+      );
       const segment = feed.nextSegment++;
       const next = feed.nextSegment;
       const postings = await this.writeSegmentFile(
         feedId,
         segment,
-        kept.flat(),
-        (ordinalBits) => {
-          // Ordinals of the merged segment: the first one's live rows, then the second's.
-          let now = 0;
-          const renumbered = pair.map(({ rows, dead }) => {
-            const gone = new Set(dead);
-            return Int32Array.from(rows, (_, ordinal) => (gone.has(ordinal) ? -1 : now++));
-          });
-          return Array.from({ length: SLICES }, (_, slice) =>
+        kept,
+        (ordinalBits) =>
+          Array.from({ length: SLICES }, (_, slice) =>
             pair.map((part, index) => part.postings.stream(slice, renumbered[index]!, ordinalBits)),
-          );
-        },
+          ),
         // (The fullest slice, estimated: twice the average of both files' entries over the slices.)
         Math.ceil(size(at) / SLICES) * 2,
       );
       const merged = [
         ...parts.slice(0, at),
-        { segment, postings, rows: kept.flat(), dead: [] },
+        { segment, postings, rows: kept, dead: [] },
         ...parts.slice(at + 2),
       ];
       try {
