@@ -232,11 +232,16 @@ const DRAIN_MS = 2_000;
  * for an answered socket). The timer bounds a client that never stops.
  */
 function drainBeforeClosing(socket: Duplex): void {
-  const timer = setTimeout(() => socket.destroy(), DRAIN_MS);
-  timer.unref();
-  socket.on('close', () => clearTimeout(timer));
+  destroyAfterDrain(socket);
   socket.on('end', () => socket.destroy());
   socket.resume();
+}
+
+/** Closes the socket once DRAIN_MS have passed, unless it closes before. */
+function destroyAfterDrain(socket: Duplex): void {
+  const timer = setTimeout(() => socket.destroy(), DRAIN_MS);
+  timer.unref();
+  socket.once('close', () => clearTimeout(timer));
 }
 
 /**
@@ -268,9 +273,7 @@ function readBody(request: IncomingMessage, limit: number): Promise<Buffer | und
       }
       request.off('data', onData);
       request.resume();
-      const timer = setTimeout(() => request.socket.destroy(), DRAIN_MS);
-      timer.unref();
-      request.socket.once('close', () => clearTimeout(timer));
+      destroyAfterDrain(request.socket);
       resolve(undefined);
     };
     request.on('data', onData);
