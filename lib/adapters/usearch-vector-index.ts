@@ -770,7 +770,15 @@ export class UsearchVectorIndex implements VectorIndex {
 
   async #loadShard(genDir: string, generation: number): Promise<void> {
     const meta = JSON.parse(await readFile(join(genDir, 'meta.json'), 'utf8')) as PersistedMeta;
-    if ((meta.format !== 1 && meta.format !== 2) || meta.dimension !== this.dimension) {
+    // Two refusals with their own words: a file from a newer build (format) is not a dimension mismatch.
+    if (meta.format !== 1 && meta.format !== 2) {
+      const { format } = meta as { format: unknown };
+      throw new Error(
+        `Vector index at ${genDir} is metadata format ${String(format)}, this build reads 1 and 2: ` +
+          'run the build that wrote it or rebuild it',
+      );
+    }
+    if (meta.dimension !== this.dimension) {
       throw new Error(
         `Vector index at ${genDir} holds dimension ${meta.dimension}, expected ${this.dimension}: rebuild it`,
       );

@@ -168,6 +168,24 @@ describe('UsearchVectorIndex', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('refuses a metadata format it does not know by its format, not as a dimension mismatch', async () => {
+    // Prepare: a feed saved by a later build with a format number this one does not read
+    const dir = await tempDir();
+    const index = new UsearchVectorIndex({ dir, dimension: CONTRACT_DIMENSION });
+    await index.upsert([doc('f1', 'p1', randomUnit(1))]);
+    await index.flush();
+    const metaFile = join(dir, Buffer.from('f1').toString('base64url'), '1', 'meta.json');
+    const saved = JSON.parse(await readFile(metaFile, 'utf8')) as Record<string, unknown>;
+    await writeFile(metaFile, JSON.stringify({ ...saved, format: 3 }));
+
+    // Act
+    const opening = UsearchVectorIndex.open({ dir, dimension: CONTRACT_DIMENSION });
+
+    // Assess
+    await expect(opening).rejects.toThrow(/metadata format 3, this build reads 1 and 2/);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('ignores a half-written generation that CURRENT does not point to', async () => {
     // Prepare: a crash during flush leaves a new generation folder behind the pointer.
     const dir = await tempDir();
