@@ -52,8 +52,16 @@ export async function startHttpServer(options: {
     return handler;
   };
 
+  // Per socket, the responses not yet done: a refused request pipelined behind them waits for them.
+  const unanswered = new WeakMap<Duplex, Set<ServerResponse>>();
+
   // Host-less HTTP/1.1 requests reach the handler too (Node would answer them a bodiless 400 itself).
   const server = createServer({ requireHostHeader: false }, (request, response) => {
+    const pending = unanswered.get(request.socket) ?? new Set<ServerResponse>();
+    unanswered.set(request.socket, pending);
+    pending.add(response);
+    // ('close' follows 'finish' and also comes when the socket goes first: one event for both.)
+    response.once('close', () => pending.delete(response));
     handle(request, response).catch((error: unknown) => {
       // A client that goes away part way through its body is no failure of ours: nobody is left to answer.
       // (`complete`: the whole body arrived; `destroyed` is also true once a body was read to its end.)
@@ -83,25 +91,52 @@ export async function startHttpServer(options: {
       return;
     }
     const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
-    writeRawError(
-      socket,
-      tooLarge ? 431 : 400,
-      tooLarge ? 'Request Header Fields Too Large' : 'Bad Request',
-      new DomainError(
-        'invalid_request',
-        tooLarge ? 'Request headers are too large.' : 'Malformed HTTP request.',
+    afterEarlierAnswers(socket, () =>
+      writeRawError(
+        socket,
+        tooLarge ? 431 : 400,
+        tooLarge ? 'Request Header Fields Too Large' : 'Bad Request',
+        new DomainError(
+          'invalid_request',
+          tooLarge ? 'Request headers are too large.' : 'Malformed HTTP request.',
+        ),
       ),
     );
   });
   // CONNECT (a proxy tunnel) is no method of this API: answered like any other, not by closing the socket.
   server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
-    writeRawError(
-      socket,
-      405,
-      'Method Not Allowed',
-      new DomainError('method_not_allowed', 'CONNECT is not a method of this server.'),
+    afterEarlierAnswers(socket, () =>
+      writeRawError(
+        socket,
+        405,
+        'Method Not Allowed',
+        new DomainError('method_not_allowed', 'CONNECT is not a method of this server.'),
+      ),
     );
   });
+
+  /**
+   * Writes a raw answer once the requests parsed whole before it on the socket (pipelined) have been
+   * answered, as HTTP/1.1 orders answers (RFC 9112 §9.3.2): it used to be written, and the socket
+   * closed, under them. A request still incomplete is the refused one itself (its body did not parse):
+   * not waited for. Bound: the socket closes DRAIN_MS after the refusal whatever is in flight; a handler
+   * slower than that loses its answer and the refusal's with it, rather than holding the socket.
+   */
+  function afterEarlierAnswers(socket: Duplex, answer: () => void): void {
+    const earlier = [...(unanswered.get(socket) ?? [])].filter((response) => response.req.complete);
+    if (earlier.length === 0) {
+      answer();
+      return;
+    }
+    destroyAfterDrain(socket);
+    let left = earlier.length;
+    for (const response of earlier) {
+      response.once('close', () => {
+        left -= 1;
+        if (left === 0) answer();
+      });
+    }
+  }
 
   async function handle(request: IncomingMessage, response: ServerResponse) {
     const method = request.method ?? 'GET';

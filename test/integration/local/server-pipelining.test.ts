@@ -1,0 +1,133 @@
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type * as Static from '#lib/local/static.ts';
+import { recordingLogger } from '#test/support/recording-logger.ts';
+
+// Fault injection: GET /hang is a page that is never served, a handler that does not end.
+vi.mock('#lib/local/static.ts', async (importOriginal) => {
+  const actual = await importOriginal<typeof Static>();
+  return {
+    ...actual,
+    serveStatic: (...args: Parameters<typeof actual.serveStatic>) =>
+      args[2].pathname === '/hang' ? new Promise<boolean>(() => undefined) : actual.serveStatic(...args),
+  };
+});
+
+const lines: { level: string; message: string }[] = [];
+let port: number;
+let close: () => Promise<void>;
+
+beforeAll(async () => {
+  const { startHttpServer } = await import('#lib/local/server.ts');
+  const { server, url } = await startHttpServer({
+    port: 0,
+    maxBodyBytes: 1_000_000,
+    logger: recordingLogger(lines),
+  });
+  port = Number(new URL(url).port);
+  close = () => new Promise((resolve) => server.close(() => resolve()));
+});
+
+afterAll(async () => {
+  await close?.();
+});
+
+/** Writes `text` in one go on a new connection; what came back when the server closed it, and when. */
+function exchange(text: string): Promise<{ raw: string; closedAfter: number }> {
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(text));
+    let raw = '';
+    socket.on('data', (chunk) => (raw += chunk.toString()));
+    socket.on('error', reject);
+    socket.setTimeout(10_000, () => socket.destroy());
+    socket.on('close', () => resolve({ raw, closedAfter: Date.now() - started }));
+  });
+}
+
+/** The answers in `raw`, in order: each one's status and error code (Content-Length or chunked bodies). */
+function answers(raw: string): { status: number; code: string }[] {
+  const out: { status: number; code: string }[] = [];
+  let rest = raw;
+  while (rest.length > 0) {
+    const end = rest.indexOf('\r\n\r\n');
+    if (!rest.startsWith('HTTP/1.1 ') || end < 0) throw new Error(`not an answer: ${rest.slice(0, 200)}`);
+    const head = rest.slice(0, end);
+    rest = rest.slice(end + 4);
+    let body = '';
+    const length = /\r\ncontent-length: *(\d+)/i.exec(head)?.[1];
+    if (length !== undefined) {
+      body = rest.slice(0, Number(length));
+      rest = rest.slice(Number(length));
+    } else {
+      for (;;) {
+        const line = rest.indexOf('\r\n');
+        const size = parseInt(rest.slice(0, line), 16);
+        body += rest.slice(line + 2, line + 2 + size);
+        rest = rest.slice(line + 2 + size + 2);
+        if (!size) break;
+      }
+    }
+    out.push({
+      status: Number(head.slice(9, 12)),
+      code: (JSON.parse(body) as { error: { code: string } }).error.code,
+    });
+  }
+  return out;
+}
+
+const ANSWERED = 'GET /api/v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n';
+
+describe('local HTTP server, pipelined requests', () => {
+  it.each([
+    ['an unknown method', 'FOO / HTTP/1.1\r\nHost: x\r\n\r\n', 400],
+    ['a malformed request line', 'GET /a b HTTP/1.1\r\nHost: x\r\n\r\n', 400],
+    ['a header name with a space', 'GET / HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n', 400],
+    ['headers over 16 KB', `GET / HTTP/1.1\r\nHost: x\r\nX-Filler: ${'x'.repeat(20_000)}\r\n\r\n`, 431],
+  ])(
+    'answers a request followed by %s in order: its own answer, then the refusal',
+    async (_, refused, status) => {
+      // Act: both requests in one write, before any answer is read.
+      const { raw } = await exchange(ANSWERED + refused);
+
+      // Assert
+      expect(answers(raw)).toEqual([
+        { status: 404, code: 'not_found' },
+        { status, code: 'invalid_request' },
+      ]);
+    },
+  );
+
+  it('answers a request followed by a CONNECT in order: its own answer, then the 405', async () => {
+    const { raw } = await exchange(`${ANSWERED}CONNECT x:1 HTTP/1.1\r\nHost: x\r\n\r\n`);
+
+    expect(answers(raw)).toEqual([
+      { status: 404, code: 'not_found' },
+      { status: 405, code: 'method_not_allowed' },
+    ]);
+  });
+
+  it('answers every request parsed before the refused one, in order', async () => {
+    const { raw } = await exchange(ANSWERED + ANSWERED + 'FOO / HTTP/1.1\r\n\r\n');
+
+    expect(answers(raw).map((answer) => answer.status)).toEqual([404, 404, 400]);
+  });
+
+  it('answers a request whose own body does not parse at once, not after waiting for it', async () => {
+    const { raw } = await exchange(
+      'POST /api/v1/nothing HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nnot a chunk\r\n',
+    );
+
+    expect(answers(raw)).toEqual([{ status: 400, code: 'invalid_request' }]);
+  });
+
+  it('closes the connection within seconds when the request before a refused one is never answered', async () => {
+    // The refusal waits for the answer before it, but no longer than the drain's bound (2 s).
+    const { raw, closedAfter } = await exchange(
+      'GET /hang HTTP/1.1\r\nHost: x\r\n\r\nFOO / HTTP/1.1\r\n\r\n',
+    );
+
+    expect(raw).toBe('');
+    expect(closedAfter).toBeLessThan(5_000);
+  });
+});
