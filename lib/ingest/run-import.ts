@@ -111,8 +111,9 @@ interface Valid {
  *    embedded once more to get them);
  * 5. a full import removes the feed's products this import did not see (store, vector index, features),
  *    counting them in `removed` batch by batch, unless the file could not be read to its end, has a row
- *    that could not be read at all, or not one of its products was imported (embedded, re-filed or
- *    skipped as unchanged: a file whose every image failed removes nothing);
+ *    that could not be read at all, or not one of its products was imported (embedded, re-filed, skipped
+ *    as unchanged, or kept its vectors when its keypoint refresh failed: a file whose every image failed
+ *    otherwise removes nothing);
  * 6. flush the indices and mark the import succeeded, or failed with the reason when the feed itself is
  *    unusable (unreachable URL, models unavailable) or its file listed valid products of which not one
  *    could be imported (their count and the first image error); other errors propagate and leave the
@@ -234,14 +235,16 @@ async function importInto(
       stillLive,
       renewLease,
     );
-    // Products of this file actually imported: embedded, re-filed or unchanged. A file whose valid rows
-    // all failed (every image unreachable: a CDN outage, images moved) imported none.
+    // Whether a product of this file was actually imported: embedded, re-filed or unchanged, or failed
+    // only to refresh its keypoints and kept its vectors (it is still searchable, as the file lists it). A
+    // file whose valid rows all failed otherwise (every image unreachable: a CDN outage, images moved)
+    // imported none.
     const done = current();
-    const imported = done.embedded + (done.updated ?? 0) + done.skipped;
-    const noneImported = outcome.valid > 0 && imported === 0;
+    const imported = done.embedded + (done.updated ?? 0) + done.skipped > 0 || outcome.keptVectors;
+    const noneImported = outcome.valid > 0 && !imported;
     let kept = false;
     if (done.mode === 'full') {
-      if (outcome.readToEnd && imported > 0 && outcome.unreadableRow === undefined) {
+      if (outcome.readToEnd && imported && outcome.unreadableRow === undefined) {
         await removeUnseen(deps, done, save);
       } else {
         // A file not read to its end, or listing no valid product, says nothing about the products it
@@ -435,10 +438,17 @@ async function processRows(
   renewLease: () => Promise<void>,
 ): Promise<{
   readToEnd: boolean;
+  /**
+   * Valid products, each id once (a repeated id is the later row's error), as an uninterrupted run counts
+   * them; only a run resumed after a product was imported counts every valid row before its checkpoint
+   * (then only `valid > 0` matters).
+   */
   valid: number;
   unreadableRow: number | undefined;
   /** The first error of this run about a product's main image (it failed, or kept what it had). */
   firstImageError: ImportRowError | undefined;
+  /** Whether a failed row's product kept its stored vectors (see keepUnfetchedFeatureRefreshes). */
+  keptVectors: boolean;
 }> {
   const start = current();
   const baseUrl = start.source.kind === 'url' ? start.source.url : undefined;
@@ -447,6 +457,12 @@ async function processRows(
   let unreadableRow: number | undefined;
   let valid = 0;
   let firstImageError: ImportRowError | undefined;
+  let keptVectors = false;
+  // Valid rows before the checkpoint still to be looked up (countEarlierRows).
+  let earlierRows: { row: number; productId: string }[] = [];
+  // Once an earlier run imported a product, the rows before the checkpoint can change no decision of the
+  // import's end (it imported one): they are not looked up in the store (countEarlierRows).
+  const importedBefore = start.embedded + (start.updated ?? 0) + start.skipped > 0;
   let chunk: RawRecord[] = [];
   let previousIds = new Map<string, number>();
   // Two-stage pipeline: chunk k+1 is parsed, looked up and its images fetched while chunk k is embedded
@@ -495,6 +511,7 @@ async function processRows(
       .then((patch) => {
         // (The chunk's errors, its embedding errors included, as committed.)
         firstImageError ??= firstImageErrorOf(prepared.errors);
+        keptVectors ||= prepared.keptVectors > 0;
         return save({ ...patch(current()), attempts: 1 });
       });
     committing.catch(() => commitFailed.abort());
@@ -507,7 +524,7 @@ async function processRows(
     // committed finishes first, so nothing of this run writes after runImport has returned or thrown.
     await committing.catch(() => undefined);
   }
-  return { readToEnd, valid, unreadableRow, firstImageError };
+  return { readToEnd, valid, unreadableRow, firstImageError, keptVectors };
 
   async function readAndCommit(): Promise<void> {
     for await (const raw of readFeed(file, format)) {
@@ -518,7 +535,13 @@ async function processRows(
       if (raw.row <= start.checkpointRow && !fatal) {
         // Done before an interruption: its product is already stored and marked as seen by this import
         // (a row that was refused then is refused again: it is not a valid product).
-        if ('fields' in raw && isValidRow(raw.fields, baseUrl)) valid += 1;
+        const productId = 'fields' in raw ? validProductId(raw.fields, baseUrl) : undefined;
+        if (productId === undefined) continue;
+        if (importedBefore) valid += 1;
+        else {
+          earlierRows.push({ row: raw.row, productId });
+          if (earlierRows.length >= deps.limits.chunkSize) await countEarlierRows();
+        }
         continue;
       }
       chunk.push(raw);
@@ -527,8 +550,31 @@ async function processRows(
         await pauseIfAsked();
       }
     }
+    await countEarlierRows();
     await flush();
     await committing;
+  }
+
+  /**
+   * Counts the valid rows before the checkpoint as the runs that did them counted them: a row whose id an
+   * earlier row had is a duplicate (its stored product names that row, as prepareChunk tells them apart).
+   * Nothing was imported before the checkpoint, so a product there with vectors is one that kept them.
+   */
+  async function countEarlierRows(): Promise<void> {
+    if (earlierRows.length === 0) return;
+    const rows = earlierRows;
+    earlierRows = [];
+    const stored = await deps.products.getMany(
+      start.feedId,
+      rows.map((r) => r.productId),
+    );
+    for (const { row, productId } of rows) {
+      const product = stored.get(productId);
+      const ours = product?.seen_import === start.importId;
+      if (ours && product.seen_row !== undefined && product.seen_row !== row) continue;
+      valid += 1;
+      if (ours && product.vector_count > 0) keptVectors = true;
+    }
   }
 }
 
@@ -539,13 +585,15 @@ function noneOf(valid: number): string {
     : `not one of the file's ${valid} valid products could be imported`;
 }
 
-/** Whether a row's fields make a product (normaliseRecord accepts them). */
-function isValidRow(fields: Parameters<typeof normaliseRecord>[0], baseUrl: string | undefined): boolean {
+/** The product id of a row whose fields make a product (normaliseRecord accepts them), else undefined. */
+function validProductId(
+  fields: Parameters<typeof normaliseRecord>[0],
+  baseUrl: string | undefined,
+): string | undefined {
   try {
-    normaliseRecord(fields, baseUrl);
-    return true;
+    return normaliseRecord(fields, baseUrl).product_id;
   } catch (error) {
-    if (error instanceof RowError) return false;
+    if (error instanceof RowError) return undefined;
     throw error;
   }
 }
@@ -606,6 +654,8 @@ interface PreparedChunk {
   skipped: number;
   /** Rows that are valid, non-duplicate products. */
   counted: number;
+  /** Failed rows whose products kept their stored vectors (keepUnfetchedFeatureRefreshes). */
+  keptVectors: number;
   keep: Product[];
   changed: Product[];
   /** Changed products that had vectors before (their old documents are removed first). */
@@ -784,6 +834,7 @@ async function prepareChunk(
     skipped,
     updated,
     counted,
+    keptVectors: unfetched.kept.length,
     keep,
     changed: embedding,
     replaced: replaced.filter((id) => !stays.has(id)),
@@ -797,7 +848,8 @@ async function prepareChunk(
  * A product re-extracted only for a newer feature recipe whose main image could not be fetched keeps its
  * stored vectors and features (re-filed under its current fields, like `reuseVectors`) instead of leaving
  * search over what may be a passing network error; it stays on the old recipe, so the next import tries
- * again. Its row counts as failed, with a note added to its fetch error.
+ * again. Its row counts as failed, with a note added to its fetch error, but the import is not failed
+ * for it (its product is still searchable).
  */
 async function keepUnfetchedFeatureRefreshes(
   deps: IngestDeps,

@@ -8,6 +8,7 @@ import {
 import { InvalidImageError } from '#lib/domain/errors.ts';
 import { capErrors, ImportDeferred, runImport, runTriggeredImport } from '#lib/ingest/run-import.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
+import { CATALOGUE_FEATURES_VERSION } from '#lib/vision/local-features/recipe.ts';
 import { vectorOf, world, type World } from './fakes.ts';
 
 const FEED = 'shop';
@@ -532,6 +533,70 @@ describe('runImport', () => {
     // Assess: the refused rows before the checkpoint are not counted as valid products
     expect(record).toMatchObject({ status: 'succeeded', processed: 6, failed: 6, removed: 0 });
     expect(await w.products.get(FEED, 'a')).toBeDefined();
+  });
+
+  it('counts a repeated id before the checkpoint of a resumed import once, as an uninterrupted run does', async () => {
+    // Prepare: rows 1 and 2 list the same product; every image answers 404; chunks of 3, the first run
+    // dying as it checkpoints the second chunk
+    const content = jsonl(['a', 'a', 'b', 'c', 'd', 'e'].map((id) => product(id)));
+    const uninterrupted = await importInline(world(), content);
+    const w = world();
+    const queued = await queueInline(w, content);
+    w.imports.failOnPut = w.imports.puts + 4; // running, total, chunk 1, chunk 2 ← crash
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('crash');
+    expect(await w.imports.get(FEED, queued.importId)).toMatchObject({ checkpointRow: 3 });
+    w.imports.failOnPut = undefined;
+    // Act
+    const resumed = await runImport(w.deps, FEED, queued.importId);
+    // Assess
+    expect(uninterrupted.message).toMatch(/^Not one of the file's 5 valid products could be imported\. /);
+    expect(resumed).toMatchObject({ status: 'failed', message: uninterrupted.message });
+  });
+
+  /** A world whose products `names` were imported with an older keypoint recipe and lost their images. */
+  async function olderRecipeProductsWithoutImages(names: string[], unlisted: string[]): Promise<World> {
+    const w = world(filesFor(...names, ...unlisted));
+    await importInline(w, jsonl([...names, ...unlisted].map((n) => product(n))));
+    const stored = await w.products.getMany(FEED, names);
+    await w.products.putMany(
+      [...stored.values()].map((p) => ({ ...p, local_features: CATALOGUE_FEATURES_VERSION - 1 })),
+    );
+    for (const name of names) w.fetcher.files.delete(img(name));
+    return w;
+  }
+
+  it('succeeds when its products all failed only to refresh their keypoints, keeping their vectors', async () => {
+    // Prepare: a and b on the older recipe, their images gone; c no longer listed
+    const w = await olderRecipeProductsWithoutImages(['a', 'b'], ['c']);
+    // Act
+    const record = await importInline(w, jsonl([product('a'), product('b')]));
+    // Assess: nothing was lost, so the import is a success with the refreshes' failures counted and noted
+    expect(record).toMatchObject({ status: 'succeeded', processed: 2, embedded: 0, failed: 2, removed: 1 });
+    expect(record.message).toBeUndefined();
+    expect(record.errors).toEqual([
+      expect.objectContaining({ row: 1, message: expect.stringContaining('keeps its stored vectors') }),
+      expect.objectContaining({ row: 2, message: expect.stringContaining('keeps its stored vectors') }),
+    ]);
+    expect(w.products.all(FEED).map((p) => [p.product_id, p.vector_count])).toEqual([
+      ['a', 1],
+      ['b', 1],
+    ]);
+  });
+
+  it('succeeds when refreshes before the checkpoint of a resumed import kept their vectors and the rest failed', async () => {
+    // Prepare: rows 1-3 older-recipe products whose images are gone, rows 4-6 new products whose images
+    // answer 404; chunks of 3, the first run dying as it checkpoints the second chunk
+    const w = await olderRecipeProductsWithoutImages(['a', 'b', 'c'], []);
+    const queued = await queueInline(w, jsonl(['a', 'b', 'c', 'd', 'e', 'f'].map((id) => product(id))));
+    w.imports.failOnPut = w.imports.puts + 4; // running, total, chunk 1, chunk 2 ← crash
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('crash');
+    expect(await w.imports.get(FEED, queued.importId)).toMatchObject({ checkpointRow: 3 });
+    w.imports.failOnPut = undefined;
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess
+    expect(record).toMatchObject({ status: 'succeeded', processed: 6, failed: 6 });
+    expect(record.message).toBeUndefined();
   });
 });
 
