@@ -402,9 +402,13 @@ async function openFeed(deps: IngestDeps, key: string): Promise<AsyncIterable<Ui
   return body;
 }
 
+/**
+ * The file's rows, the row where an unreadable rest begins (a JSON array cut short) included: processing
+ * counts that one in `processed` and `failed`, and progress must not pass its total.
+ */
 async function countRows(file: AsyncIterable<Uint8Array>, format: FeedFormat): Promise<number> {
   let total = 0;
-  for await (const raw of readFeed(file, format)) if (!('fatal' in raw && raw.fatal)) total = raw.row;
+  for await (const raw of readFeed(file, format)) total = Math.max(total, raw.row);
   return total;
 }
 

@@ -93,6 +93,20 @@ function slowFeedFile(w: World, content: string) {
 }
 
 describe('runImport', () => {
+  it('counts the row where a file cut short ends in its total, as it does in processed', async () => {
+    // Prepare: a JSON array never closed, its second element cut part way
+    const w = world(filesFor('a'));
+    const content = `[${JSON.stringify(product('a'))}, {"id": "b", "ti`;
+    const queued = await queue(w, { content, format: 'json', mode: 'incremental' });
+
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+
+    // Assess: progress never passes its total
+    expect(record).toMatchObject({ total: 2, processed: 2, embedded: 1, failed: 1 });
+    expect(record.errors).toEqual([expect.objectContaining({ row: 2 })]);
+  });
+
   it('stores products with variants, embeds their images and records bad rows without stopping', async () => {
     // Prepare
     const w = world(filesFor('a', 'b', 'c'));
