@@ -11,7 +11,8 @@ export const MAX_WINDOW = 1000;
 
 const imageData = z
   .string()
-  .min(1, 'is required')
+  // (abort: an empty string is missing, not also a bad image: one detail, not two for the same path.)
+  .min(1, { error: 'is required', abort: true })
   .refine(isBase64Image, 'expected a base64-encoded image (a data: URL prefix is accepted)')
   .describe(
     'Base64-encoded image (JPEG, PNG, WebP, GIF, AVIF or TIFF); a data: URL prefix is accepted. At most 40 ' +

@@ -20,3 +20,12 @@ describe('limit and offset of the search requests', () => {
     expect(RootSearchRequest.safeParse({ imageData, offset: '999', limit: '1' }).success).toBe(true);
   });
 });
+
+describe('imageData of the search requests', () => {
+  it('names an empty image once, as missing, not also as not base64', () => {
+    const parsed = SearchImageRequest.safeParse({ imageData: '' });
+    expect(parsed.error?.issues.map((issue) => [issue.path.join('.'), issue.message])).toEqual([
+      ['imageData', 'is required'],
+    ]);
+  });
+});
