@@ -174,7 +174,8 @@ function keptEntries(old: Postings, renumbered: Int32Array, ordinalBits: number)
   const entries = new Uint32Array(old.entries.length);
   let count = 0;
   forEachEntry(old, (bits, ordinal) => {
-    const now = renumbered[ordinal]!;
+    // (An ordinal past the renumbering is a damaged file's entry: left out, as searches leave it out.)
+    const now = renumbered[ordinal] ?? -1;
     if (now < 0) return;
     const key = bits * ordinalSpan + now;
     const bucket = Math.floor(key / ENTRY_SPAN);
@@ -248,7 +249,8 @@ export type EntryReader = (from: number, target: Uint32Array) => Promise<void> |
 /**
  * The entries of a slice (its bucket table, entry count and a reader of its entries) as a key stream at
  * `toBits`, ordinals renumbered by `renumbered` (an order-preserving renumbering; entries mapped below 0
- * left out), read `block` entries at a time: one side of a merge too large to hold in memory.
+ * or past its end left out), read `block` entries at a time: one side of a merge too large to hold in
+ * memory.
  */
 export function keyStream(
   slice: { buckets: Uint32Array; count: number; ordinalBits: number },
@@ -277,7 +279,8 @@ export function keyStream(
         const entry = entries[i]!;
         // The ordinal is the entry's low bits (the ordinal span divides 2³²).
         const ordinal = entry & ordinalMask;
-        const now = renumbered[ordinal]!;
+        // (Past the renumbering, a damaged file's entry: left out, or it would make an invalid key.)
+        const now = renumbered[ordinal] ?? -1;
         if (now < 0) continue;
         // At the same width an entry keeps its bucket and word bits: only the ordinal changes.
         if (sameWidth) keys[out++] = bucket * ENTRY_SPAN + (entry - ordinal + now);

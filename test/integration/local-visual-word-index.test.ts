@@ -234,6 +234,33 @@ describe.each([
       });
     });
 
+    it('leaves an entry whose ordinal is past the rows out of the file written after it', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: a, b and c written, a's word 1 damaged to ordinal 128 of 3 rows (as in the test above)
+        const written = wordIndex(dir, FILE_EVERY_FLUSH);
+        await written.upsert([doc('a', [1, 2]), doc('b', [2, 3]), doc('c', [2, 4])]);
+        await written.close();
+        const bytes = await readFile(join(dir, 'f.words'));
+        bytes[8 + 4 * 257] = bytes[8 + 4 * 257]! | 0x80;
+        await writeFile(join(dir, 'f.words'), bytes);
+        // Act: b goes (its row renumbered away), d arrives, and the whole file is written again (a share of
+        // 0: on disk too, a rewrite rather than a segment)
+        const index = wordIndex(dir, { ...FILE_EVERY_FLUSH, rewriteShare: 0 });
+        await index.deleteProducts('f', ['b']);
+        await index.upsert([doc('d', [1, 2])]);
+        const before = await index.search({ feedId: 'f', words: Float64Array.from([1, 2, 4]), k: 5 });
+        await index.flush();
+        const reopened = await wordIndex(dir).search({
+          feedId: 'f',
+          words: Float64Array.from([1, 2, 4]),
+          k: 5,
+        });
+        // Assess: the damaged entry is gone, and the rest of the feed read back as it was searched
+        expect(before.map((hit) => hit.productId)).toEqual(['c', 'd', 'a']);
+        expect(reopened).toEqual(before);
+      });
+    });
+
     it('starts a feed with an unreadable file empty, keeps accepting writes and rewrites the file', async () => {
       await withTempDir(async (dir) => {
         // Prepare: a truncated file, as a crash could leave

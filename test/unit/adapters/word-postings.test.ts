@@ -150,6 +150,40 @@ describe('word postings', () => {
     expect(mergePostings(old, identity, none, 8)).toBe(old);
   });
 
+  it('leaves out an entry whose ordinal is past the renumbering (a damaged file), merged or streamed', async () => {
+    // Prepare: images 0 and 1 with word 5, and an entry of word 7 with ordinal 200 (of 2 rows); image 0 dies
+    const old = postingsFromKeys(
+      keysOf(
+        [
+          [5, 0],
+          [5, 1],
+          [7, 200],
+        ],
+        8,
+      ),
+      8,
+    );
+    const renumbered = Int32Array.from([-1, 0]);
+    const none = { bits: new Uint32Array(0), ordinals: new Uint32Array(0) };
+    const streamed: number[] = [];
+    // Act
+    const merged = mergePostings(old, renumbered, none, 8);
+    await mergeKeyStreams(
+      [postingsStream(old, renumbered, 9, 2)],
+      9,
+      async (entries) => {
+        streamed.push(...entries);
+      },
+      4,
+    );
+    // Assess: image 1's word 5 alone, renumbered to 0
+    const mergedKeys: number[] = [];
+    forEachEntry(merged, (bits, ordinal) => mergedKeys.push(bits * 2 ** 8 + ordinal));
+    expect(mergedKeys).toEqual([5 * 2 ** 8]);
+    expect(merged.buckets.at(-1)).toBe(merged.entries.length);
+    expect(streamed).toEqual([5 * 2 ** 9]);
+  });
+
   it.each([1, 2, 3, 6])(
     'merges %i key streams of disjoint ordinals into one postings, whatever their blocks',
     async (count) => {
