@@ -1143,11 +1143,9 @@ export class LocalVisualWordIndex implements VisualWordIndex {
       this.ioChunkBytes,
     );
     const written = await readFeedFile(file, this.ioChunkBytes, -1);
-    if (typeof written !== 'object' || !(written.postings instanceof DiskPostings)) {
-      if (typeof written === 'object' && written.postings instanceof DiskPostings)
-        await written.postings.close();
+    // (Read with a memory budget of -1, a file that reads has its postings on disk: nothing to close here.)
+    if (typeof written !== 'object' || !(written.postings instanceof DiskPostings))
       throw new Error(`visual-word index: the segment just written for ${feedId} does not read back`);
-    }
     return written.postings;
   }
 
