@@ -404,5 +404,12 @@ export async function mergeKeyStreams(
   if (length > 0) await write(out.subarray(0, length));
   count += length;
   for (let bucket = 1; bucket < buckets.length; bucket += 1) buckets[bucket]! += buckets[bucket - 1]!;
+  // A key outside the bucket table (NaN from a damaged entry, or too large for the width) was written but
+  // counted in no bucket: a file that would not read back. Refused here, before the file replaces the one
+  // it was written from (the old one and its journal stay, the state is still in memory).
+  if (buckets[buckets.length - 1] !== count)
+    throw new Error(
+      `visual-word index: ${count - buckets[buckets.length - 1]!} keys fall outside the bucket table`,
+    );
   return { buckets, count };
 }

@@ -232,4 +232,27 @@ describe('word postings', () => {
       expect(visited).toEqual(Array.from(expected));
     },
   );
+
+  it.each([
+    ['NaN (a damaged entry renumbered)', Number.NaN],
+    ['past the bucket table (too wide for 9 bits)', 2 ** 9 * 2 ** 32],
+  ])(
+    'refuses a key stream with a key %s instead of writing a file that would not read back',
+    async (_name, bad) => {
+      // Prepare: one good key, then the bad one
+      const stream = [Float64Array.from([5 * 2 ** 9, bad])];
+      const written: number[] = [];
+      // Act
+      const merging = mergeKeyStreams(
+        [async () => stream.shift()],
+        9,
+        async (entries) => {
+          written.push(...entries);
+        },
+        4,
+      );
+      // Assess
+      await expect(merging).rejects.toThrow(/1 keys fall outside the bucket table/);
+    },
+  );
 });
