@@ -536,9 +536,10 @@ async function processRows(
       if (fatal) readToEnd = false;
       // Rows before a checkpoint are read again on a resumed run: one unreadable there counts too.
       else if ('error' in raw && raw.unreadable) unreadableRow ??= raw.row;
-      if (raw.row <= start.checkpointRow && !fatal) {
+      if (raw.row <= start.checkpointRow) {
         // Done before an interruption: its product is already stored and marked as seen by this import
-        // (a row that was refused then is refused again: it is not a valid product).
+        // (a row that was refused then is refused again: it is not a valid product; a cut-short end there
+        // was counted and reported by the chunk that holds it, not again: processed 3 of 2).
         const productId = 'fields' in raw ? validProductId(raw.fields, baseUrl) : undefined;
         if (productId === undefined) continue;
         if (importedBefore) valid += 1;

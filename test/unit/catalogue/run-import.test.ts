@@ -107,6 +107,24 @@ describe('runImport', () => {
     expect(record.errors).toEqual([expect.objectContaining({ row: 2 })]);
   });
 
+  it('counts and reports the row where a file cut short ends once when a run resumes after it', async () => {
+    // Prepare: a run that saved the chunk holding the cut-short row, then died before its final status
+    const w = world(filesFor('a'));
+    const content = `[${JSON.stringify(product('a'))}, {"id": "b", "ti`;
+    const queued = await queue(w, { content, format: 'json', mode: 'incremental' });
+    w.imports.failOnPut = w.imports.puts + 4; // running, total, chunk 1 (rows 1–2) ← crash
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('crash');
+    expect(await w.imports.get(FEED, queued.importId)).toMatchObject({ status: 'running', checkpointRow: 2 });
+    w.imports.failOnPut = undefined;
+
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+
+    // Assess: as an uninterrupted run
+    expect(record).toMatchObject({ total: 2, processed: 2, embedded: 1, failed: 1 });
+    expect(record.errors).toEqual([expect.objectContaining({ row: 2 })]);
+  });
+
   it('stores products with variants, embeds their images and records bad rows without stopping', async () => {
     // Prepare
     const w = world(filesFor('a', 'b', 'c'));
