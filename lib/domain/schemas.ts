@@ -11,9 +11,13 @@ export const MAX_WINDOW = 1000;
 
 const imageData = z
   .string()
-  // (abort: an empty string is missing, not also a bad image: one detail, not two for the same path.)
-  .min(1, { error: 'is required', abort: true })
-  .refine(isBase64Image, 'expected a base64-encoded image (a data: URL prefix is accepted)')
+  .min(1, 'is required')
+  // (An empty string is missing, not also a bad image: one detail for the path. Not by aborting at the
+  // min, which also hid the request's other problems, such as an offset past the window.)
+  .refine(
+    (value) => value === '' || isBase64Image(value),
+    'expected a base64-encoded image (a data: URL prefix is accepted)',
+  )
   .describe(
     'Base64-encoded image (JPEG, PNG, WebP, GIF, AVIF or TIFF); a data: URL prefix is accepted. At most 40 ' +
       'megapixels and 16384 pixels per side, and a JPEG of at most 100 scans; otherwise 422 invalid_image.',
