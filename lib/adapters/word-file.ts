@@ -13,6 +13,7 @@ import {
   type Postings,
   postingsFromKeys,
   runOf,
+  withinRows,
 } from '#lib/adapters/word-postings.ts';
 
 /**
@@ -326,7 +327,7 @@ async function parseFeedFile(
     if (inMemory) {
       const entries = new Uint32Array(count);
       if (!(await read(entries, position))) return undefined;
-      slices.push({ ordinalBits, buckets, entries });
+      slices.push(withinRows({ ordinalBits, buckets, entries }, rows.length));
     } else onDisk.push({ buckets, entriesAt: position, count });
     position += count * 4;
   }

@@ -168,7 +168,27 @@ function upperBound(sorted: Uint32Array, value: number, from: number, to: number
 /** The old entries that stay, renumbered and re-encoded at `ordinalBits` (still in order). */
 function keptEntries(old: Postings, renumbered: Int32Array, ordinalBits: number): Postings {
   const identity = old.ordinalBits === ordinalBits && renumbered.every((now, ordinal) => now === ordinal);
-  if (identity) return old;
+  return identity ? old : renumberedEntries(old, renumbered, ordinalBits);
+}
+
+/**
+ * Postings read from a file of `rows` rows, without the entries whose ordinal is past them (a damaged
+ * file's; searches of postings on disk skip them). Left in memory, a merge that renumbers nothing kept
+ * them, and an image added later at that ordinal got the damaged entry's word. The same object when
+ * every entry is in range (one pass over the entries).
+ */
+export function withinRows(postings: Postings, rows: number): Postings {
+  const ordinalMask = 2 ** postings.ordinalBits - 1;
+  const { entries } = postings;
+  let inRange = true;
+  for (let i = 0; i < entries.length && inRange; i += 1) inRange = (entries[i]! & ordinalMask) < rows;
+  if (inRange) return postings;
+  const unchanged = Int32Array.from({ length: rows }, (_, ordinal) => ordinal);
+  return renumberedEntries(postings, unchanged, postings.ordinalBits);
+}
+
+/** `old`'s entries renumbered by `renumbered` (below 0 or past its end: left out) at `ordinalBits`. */
+function renumberedEntries(old: Postings, renumbered: Int32Array, ordinalBits: number): Postings {
   const ordinalSpan = 2 ** ordinalBits;
   const buckets = new Uint32Array(2 ** ordinalBits + 1);
   const entries = new Uint32Array(old.entries.length);

@@ -261,6 +261,29 @@ describe.each([
       });
     });
 
+    it('credits an entry whose ordinal is past the rows to no image added later at that ordinal', async () => {
+      await withTempDir(async (dir) => {
+        // Prepare: a and b written, a's word 1 damaged to ordinal 128 of 2 rows (as in the tests above)
+        const written = wordIndex(dir, FILE_EVERY_FLUSH);
+        await written.upsert([doc('a', [1, 2]), doc('b', [2, 3])]);
+        await written.close();
+        const bytes = await readFile(join(dir, 'f.words'));
+        bytes[8 + 4 * 257] = bytes[8 + 4 * 257]! | 0x80;
+        await writeFile(join(dir, 'f.words'), bytes);
+        const index = wordIndex(dir, FILE_EVERY_FLUSH);
+        const wordOne = { feedId: 'f', words: Float64Array.from([1]), k: 5 };
+        // Act: 127 images without word 1 and no deletion (a merge that renumbers nothing), the 127th at
+        // row 128
+        await index.upsert(Array.from({ length: 127 }, (_, i) => doc(`c${i}`, [1000 + i])));
+        const after = await index.search(wordOne);
+        await index.flush();
+        const reopened = await wordIndex(dir).search(wordOne);
+        // Assess: nobody has word 1 (a's was the damaged entry), c126 neither
+        expect(after).toEqual([]);
+        expect(reopened).toEqual([]);
+      });
+    });
+
     it('starts a feed with an unreadable file empty, keeps accepting writes and rewrites the file', async () => {
       await withTempDir(async (dir) => {
         // Prepare: a truncated file, as a crash could leave
