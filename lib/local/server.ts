@@ -128,12 +128,16 @@ export async function startHttpServer(options: {
       answer();
       return;
     }
-    destroyAfterDrain(socket);
+    // (Its own bound, ended when the answer is written: that starts the drain's full time, or a client
+    // still sending when the earlier answers ended just inside the bound got a reset, not the answer.)
+    const stopWaiting = destroyAfterDrain(socket);
     let left = earlier.length;
     for (const response of earlier) {
       response.once('close', () => {
         left -= 1;
-        if (left === 0) answer();
+        if (left > 0) return;
+        stopWaiting();
+        answer();
       });
     }
   }
@@ -272,11 +276,16 @@ function drainBeforeClosing(socket: Duplex): void {
   socket.resume();
 }
 
-/** Closes the socket once DRAIN_MS have passed, unless it closes before. */
-function destroyAfterDrain(socket: Duplex): void {
+/** Closes the socket once DRAIN_MS have passed, unless it closes before; the answer cancels that. */
+function destroyAfterDrain(socket: Duplex): () => void {
   const timer = setTimeout(() => socket.destroy(), DRAIN_MS);
   timer.unref();
-  socket.once('close', () => clearTimeout(timer));
+  const cancel = () => clearTimeout(timer);
+  socket.once('close', cancel);
+  return () => {
+    cancel();
+    socket.off('close', cancel);
+  };
 }
 
 /**

@@ -3,13 +3,19 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type * as Static from '#lib/local/static.ts';
 import { recordingLogger } from '#test/support/recording-logger.ts';
 
-// Fault injection: GET /hang is a page that is never served, a handler that does not end.
+// Fault injection: GET /hang is a page that is never served, a handler that does not end; GET /slow one
+// that is looked up for 1.5 s (then not found).
 vi.mock('#lib/local/static.ts', async (importOriginal) => {
   const actual = await importOriginal<typeof Static>();
+  const later = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
   return {
     ...actual,
     serveStatic: (...args: Parameters<typeof actual.serveStatic>) =>
-      args[2].pathname === '/hang' ? new Promise<boolean>(() => undefined) : actual.serveStatic(...args),
+      args[2].pathname === '/hang'
+        ? new Promise<boolean>(() => undefined)
+        : args[2].pathname === '/slow'
+          ? later(1_500).then(() => actual.serveStatic(...args))
+          : actual.serveStatic(...args),
   };
 });
 
@@ -119,6 +125,34 @@ describe('local HTTP server, pipelined requests', () => {
     );
 
     expect(answers(raw)).toEqual([{ status: 400, code: 'invalid_request' }]);
+  });
+
+  it('gives a client still sending after a slow earlier answer the whole drain, not what its wait left', async () => {
+    // Prepare: a request answered after 1.5 s, a refused one behind it, and a client that goes on
+    // sending until 2.7 s, then ends its side (the drain's 2 s counted from the refusal ended at 2 s).
+    const started = Date.now();
+    const outcome = await new Promise<{ raw: string; closedAfter: number }>((resolve, reject) => {
+      let raw = '';
+      // (Half-open allowed: a client writing its whole request before it reads goes on past the answer.)
+      const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => {
+        socket.write('GET /slow HTTP/1.1\r\nHost: x\r\n\r\nFOO / HTTP/1.1\r\n\r\n');
+        const sending = setInterval(() => {
+          if (Date.now() - started < 2_700) socket.write('more of the refused request ');
+          else {
+            clearInterval(sending);
+            socket.end();
+          }
+        }, 100);
+        socket.on('close', () => clearInterval(sending));
+      });
+      socket.on('data', (chunk) => (raw += chunk.toString()));
+      socket.on('error', reject);
+      socket.on('close', () => resolve({ raw, closedAfter: Date.now() - started }));
+    });
+
+    // Assess: both answers, and the connection open until the client ended it
+    expect(answers(outcome.raw).map((answer) => answer.status)).toEqual([404, 400]);
+    expect(outcome.closedAfter).toBeGreaterThanOrEqual(2_600);
   });
 
   it('closes the connection within seconds when the request before a refused one is never answered', async () => {
