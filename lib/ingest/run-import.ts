@@ -469,6 +469,8 @@ async function processRows(
   const importedBefore = start.embedded + (start.updated ?? 0) + start.skipped > 0;
   let chunk: RawRecord[] = [];
   let previousIds = new Map<string, number>();
+  // What this run noted about imported products' left-out fields (each note once, at its first row).
+  const noted = new Set<string>();
   // Two-stage pipeline: chunk k+1 is parsed, looked up and its images fetched while chunk k is embedded
   // and written. Checkpoints stay in file order because commits run one after another.
   let committing: Promise<void> = Promise.resolve();
@@ -498,7 +500,7 @@ async function processRows(
   };
   const flush = async () => {
     if (chunk.length === 0) return;
-    const prepared = await prepareChunk(deps, start, chunk, baseUrl, previousIds, stopFetching);
+    const prepared = await prepareChunk(deps, start, chunk, baseUrl, previousIds, noted, stopFetching);
     if (feed.gone()) throw new FeedGone();
     // (Prepared under a pause, the chunk is not committed: the resumed run prepares it again.)
     await pauseIfAsked();
@@ -581,6 +583,20 @@ async function processRows(
       if (ours && product.vector_count > 0) keptVectors = true;
     }
   }
+}
+
+/** Most notes a run adds to the import's errors: they must not crowd out its rows' failures. */
+const MAX_NOTES = 10;
+
+/**
+ * Whether a note about an imported product (a metadata field left out) is new to this run: a CSV column
+ * with a name the import does not keep is noted at its first row, not at each, and at most MAX_NOTES
+ * distinct notes are added.
+ */
+function noteOnce(noted: Set<string>, note: string): boolean {
+  if (noted.has(note) || noted.size >= MAX_NOTES) return false;
+  noted.add(note);
+  return true;
 }
 
 /** "not one of the file's 3 valid products could be imported" (a file whose valid products all failed). */
@@ -690,6 +706,8 @@ async function prepareChunk(
   rows: RawRecord[],
   baseUrl: string | undefined,
   previousIds: Map<string, number>,
+  /** Notes of this run so far (noteOnce). */
+  noted: Set<string>,
   /** Aborted when the chunk before fails: no more images are fetched (the chunk is not committed). */
   stop: AbortSignal,
 ): Promise<PreparedChunk> {
@@ -709,7 +727,8 @@ async function prepareChunk(
       continue;
     }
     try {
-      const content = normaliseRecord(raw.fields, baseUrl);
+      const notes: string[] = [];
+      const content = normaliseRecord(raw.fields, baseUrl, notes);
       const earlier = rowOfId.get(content.product_id) ?? previousIds.get(content.product_id);
       if (earlier !== undefined) {
         duplicate(raw.row, content.product_id, earlier);
@@ -717,6 +736,8 @@ async function prepareChunk(
       }
       rowOfId.set(content.product_id, raw.row);
       valid.push({ row: raw.row, content });
+      for (const note of notes.filter((text) => noteOnce(noted, text)))
+        errors.push({ row: raw.row, productId: content.product_id, message: note });
     } catch (error) {
       if (!(error instanceof RowError)) throw error;
       const id = raw.fields.id?.[0] ?? raw.fields.product_id?.[0];

@@ -169,7 +169,12 @@ const MAX_PRODUCT_BYTES = 128 * 1024;
  * additional_image_links, shipping_price, metadata.<name>) are both accepted. Relative links are resolved
  * against `baseUrl` (the feed's URL). Throws RowError naming the first problem.
  */
-export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductContent {
+export function normaliseRecord(
+  fields: RawFields,
+  baseUrl?: string,
+  /** Receives what is left out of an imported product without refusing it (a metadata field). */
+  notes?: string[],
+): ProductContent {
   const text = (...names: string[]) =>
     names
       .flatMap((name) => fields[name] ?? [])
@@ -230,6 +235,7 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
   // Collected in a Map: assigned to a plain object, a key `__proto__` called the prototype's setter,
   // which ignores a string, and the key was gone without a word. fromEntries makes it an own key.
   const metadata = new Map<string, string>();
+  let pastTheCap = 0;
   for (const [name, values] of Object.entries(fields)) {
     const key = name.startsWith('metadata.')
       ? name.slice('metadata.'.length)
@@ -237,9 +243,15 @@ export function normaliseRecord(fields: RawFields, baseUrl?: string): ProductCon
         ? name
         : undefined;
     const value = values[0] === undefined ? '' : String(values[0]).trim();
-    if (key && /^[A-Za-z0-9_-]{1,64}$/.test(key) && value && metadata.size < MAX_METADATA)
-      metadata.set(key, wellFormed(value.slice(0, 500)));
+    // (An empty value is nothing to keep: a CSV's blank cell, no note.)
+    if (key === undefined || !value) continue;
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(key))
+      notes?.push(`metadata ${quote(key)} is not kept: a metadata name is 1–64 letters, digits, "_" or "-".`);
+    else if (metadata.size >= MAX_METADATA) pastTheCap += 1;
+    else metadata.set(key, wellFormed(value.slice(0, 500)));
   }
+  if (pastTheCap > 0)
+    notes?.push(`${pastTheCap} metadata fields are not kept: a product keeps its first ${MAX_METADATA}.`);
 
   const product: ProductContent = {
     product_id: productId,

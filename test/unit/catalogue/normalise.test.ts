@@ -154,6 +154,29 @@ describe('normaliseRecord', () => {
     expect(() => normaliseRecord({ ...base, id: ['%'.repeat(81)] }, 'https://s/')).toThrow(/URL-encoded/);
   });
 
+  it('notes each metadata field it leaves out for its name, and none for an empty value', () => {
+    // Prepare
+    const notes: string[] = [];
+    const fields = {
+      ...base,
+      'metadata.Campaign Name': ['winter'],
+      'metadata.a.b': ['y'],
+      [`metadata.${'n'.repeat(65)}`]: ['z'],
+      'metadata.blank': [''],
+      'metadata.kept': ['yes'],
+    };
+    // Act
+    const content = normaliseRecord(fields, 'https://s/', notes);
+    // Assess
+    expect(content.metadata).toEqual({ kept: 'yes' });
+    const rule = 'is not kept: a metadata name is 1–64 letters, digits, "_" or "-".';
+    expect(notes).toEqual([
+      `metadata "Campaign Name" ${rule}`,
+      `metadata "a.b" ${rule}`,
+      `metadata "${'n'.repeat(59)}…" ${rule}`,
+    ]);
+  });
+
   it('bounds what one product stores: highlights, metadata fields and additional images are capped', () => {
     // Prepare: far more of each than a product keeps
     const fields = {
@@ -162,9 +185,11 @@ describe('normaliseRecord', () => {
       additional_image_link: Array.from({ length: 3000 }, (_, i) => `https://cdn/${i}.jpg`),
       ...Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`metadata.k${i}`, ['v']])),
     };
+    const notes: string[] = [];
     // Act
-    const content = normaliseRecord(fields, 'https://s/');
+    const content = normaliseRecord(fields, 'https://s/', notes);
     // Assess
+    expect(notes).toEqual(['1900 metadata fields are not kept: a product keeps its first 100.']);
     expect(content.product_highlight).toHaveLength(100);
     expect(content.product_highlight.every((h) => h.length === 500)).toBe(true);
     expect(content.additional_image_links).toEqual(

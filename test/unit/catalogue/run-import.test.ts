@@ -125,6 +125,25 @@ describe('runImport', () => {
     expect(record.errors).toEqual([expect.objectContaining({ row: 2 })]);
   });
 
+  it('imports products whose metadata names it does not keep, noting each name once, at its first row', async () => {
+    // Prepare: a column every row has, and one only the last has
+    const w = world(filesFor('a', 'b', 'c'));
+    const feed = jsonl([
+      product('a', { 'metadata.Campaign Name': 'winter' }),
+      product('b', { 'metadata.Campaign Name': 'summer' }),
+      product('c', { 'metadata.Campaign Name': 'autumn', 'metadata.a.b': 'y' }),
+    ]);
+    // Act
+    const record = await importInline(w, feed);
+    // Assess: imported, not failed; the notes name the first row of each
+    expect(record).toMatchObject({ status: 'succeeded', embedded: 3, failed: 0 });
+    const rule = 'is not kept: a metadata name is 1–64 letters, digits, "_" or "-".';
+    expect(record.errors).toEqual([
+      { row: 1, productId: 'a', message: `metadata "Campaign Name" ${rule}` },
+      { row: 3, productId: 'c', message: `metadata "a.b" ${rule}` },
+    ]);
+  });
+
   it('stores products with variants, embeds their images and records bad rows without stopping', async () => {
     // Prepare
     const w = world(filesFor('a', 'b', 'c'));
