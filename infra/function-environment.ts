@@ -13,12 +13,13 @@ export type ConfigEnvKey = (typeof CONFIG_ENV_KEYS)[number];
  * - `authorizer`: the gateway authorizer only.
  * - `worker`: the import worker only.
  * - `runtime`: provided by the Lambda runtime (AWS_REGION is reserved).
- * - `default`: the config's default is right in AWS (limits, PORT of local mode...).
+ * - `default`: the config's default applies in AWS unless a stage tunes it (StageConfig.tuning: search
+ *   tuning, limits, caches...).
  * - `local`: local mode only (embedded servers, data folder, admin token); never set in AWS.
  */
 export type EnvScope = 'every' | 'registry' | 'authorizer' | 'worker' | 'runtime' | 'default' | 'local';
 
-export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey, EnvScope> = {
+export const ENV_SCOPE = {
   STAGE: 'every',
   AWS_REGION: 'runtime',
   LOG_LEVEL: 'every',
@@ -41,9 +42,9 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   EMBEDDING_PROJECTION: 'default',
   ADMIN_TOKEN: 'local',
   API_KEY_REGISTRY: 'every',
-  REST_API_ID: 'registry',
   USAGE_PLAN_FREE_ID: 'registry',
   USAGE_PLAN_PRO_ID: 'registry',
+  USAGE_PLAN_ENTERPRISE_ID: 'registry',
   GATEWAY_SHARED_KEY: 'authorizer',
   PLAN_LIMIT_FREE: 'every',
   PLAN_LIMIT_PRO: 'every',
@@ -66,8 +67,9 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   MIN_SCORE: 'default',
   FEATURE_CACHE_ITEMS: 'default',
   FEATURE_CACHE_MB: 'default',
-  // The bundles carry no worker entry: extraction stays on the JS thread in AWS (default 0).
-  LOCAL_FEATURE_WORKERS: 'default',
+  // The bundles carry no worker entry: extraction stays on the JS thread in AWS (default 0), so it is
+  // never set there (and not tunable per stage).
+  LOCAL_FEATURE_WORKERS: 'local',
   LOCAL_FEATURE_WORKER_ENTRY: 'local',
   QUERY_DETECTOR_CROP: 'default',
   REGIONAL_MATCHING: 'default',
@@ -78,11 +80,23 @@ export const ENV_SCOPE: Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey
   DEMO_SEED: 'local',
   PORT: 'local',
   DATA_DIR: 'local',
-};
+} as const satisfies Readonly<Record<string, EnvScope>> & Record<ConfigEnvKey, EnvScope>;
 
 export function keysOfScope(...scopes: EnvScope[]): string[] {
-  return Object.keys(ENV_SCOPE).filter((key) => scopes.includes(ENV_SCOPE[key]!));
+  const scopeOf: Readonly<Record<string, EnvScope>> = ENV_SCOPE;
+  return Object.keys(scopeOf).filter((key) => scopes.includes(scopeOf[key]!));
 }
+
+/**
+ * The keys a stage may tune (StageConfig.tuning, `--context tuning=...`; infra/tuning.ts): those whose
+ * scope is `default`, i.e. the ones the stack leaves at the config's default unless told otherwise.
+ */
+export type TunableKey = Extract<
+  {
+    [K in keyof typeof ENV_SCOPE]: (typeof ENV_SCOPE)[K] extends 'default' ? K : never;
+  }[keyof typeof ENV_SCOPE],
+  ConfigEnvKey
+>;
 
 /** Where the model layer mounts (the layer asset holds `models/`). */
 export const MODEL_DIR = '/opt/models';

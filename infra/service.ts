@@ -6,7 +6,7 @@ import type { App } from 'aws-cdk-lib';
 import type { CodeMode } from './constructs/endpoint-function.ts';
 import { ApiStack } from './stacks/api-stack.ts';
 import { StatefulStack } from './stacks/stateful-stack.ts';
-import { STAGE_CONFIG, type Stage } from './stages.ts';
+import { STAGE_CONFIG, type Stage, type StageConfig } from './stages.ts';
 import type { Route } from '#lib/http/routes.ts';
 
 export interface ServiceOptions {
@@ -15,6 +15,8 @@ export interface ServiceOptions {
   routes?: readonly Route[];
   modelDir?: string;
   importWorkerEntry?: string;
+  /** The stage's settings (default: STAGE_CONFIG[stage]); tests pass variants. */
+  config?: StageConfig;
 }
 
 export function stackName(stage: Stage, part: 'Stateful' | 'Api'): string {
@@ -24,9 +26,8 @@ export function stackName(stage: Stage, part: 'Stateful' | 'Api'): string {
 export function addService(
   app: App,
   stage: Stage,
-  options: ServiceOptions,
+  { config = STAGE_CONFIG[stage], ...options }: ServiceOptions,
 ): { stateful: StatefulStack; api: ApiStack } {
-  const config = STAGE_CONFIG[stage];
   const tags = { service: 'visual-product-search', stage };
   const stateful = new StatefulStack(app, stackName(stage, 'Stateful'), {
     stage,

@@ -5,6 +5,7 @@
  */
 import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
+import type { Tuning } from './tuning.ts';
 
 export type Stage = 'dev' | 'prod';
 export const STAGES: readonly Stage[] = ['dev', 'prod'];
@@ -22,8 +23,17 @@ export interface PlanLimits {
 export interface StageConfig {
   /** AWS account and region this stage deploys to (no lookups at synth time). */
   env: { account: string; region: string };
-  /** Usage plans: Free and Pro for search ids sent in the header, Shared for requests authenticated in the body. */
-  plans: { free: PlanLimits; pro: PlanLimits; shared: PlanLimits };
+  /**
+   * Usage plans: Free, Pro and Enterprise for search ids sent in the header (by their feed's plan), Shared
+   * for requests authenticated in the body. Enterprise has no daily quota: an enterprise feed's hourly limit
+   * is its own (PLAN_LIMIT_ENTERPRISE or the feed's hourlyLimit), enforced by the application alone.
+   */
+  plans: {
+    free: PlanLimits;
+    pro: PlanLimits;
+    enterprise: PlanLimits & { dailyQuota: undefined };
+    shared: PlanLimits;
+  };
   /** Rolling-hour limits enforced by the application (PLAN_LIMIT_*). */
   hourlyLimits: { free: number; pro: number; enterprise: number };
   /** Stage-wide gateway throttle (all keys together). */
@@ -50,6 +60,13 @@ export interface StageConfig {
    * subscription once). Undefined: the alarms still fire, visible in the CloudWatch console.
    */
   alarmEmail: string | undefined;
+  /**
+   * Settings the stack otherwise leaves at the config's default (scope `default` in
+   * infra/function-environment.ts: search tuning, limits, caches, EMBEDDING_PROJECTION), as environment
+   * strings, set on every route function and the import worker. Checked at synth by lib/config.ts's own
+   * parser (infra/tuning.ts); `--context tuning='{"KEY":"value"}'` overrides them key by key.
+   */
+  tuning: Tuning;
 }
 
 export const STAGE_CONFIG: Record<Stage, StageConfig> = {
@@ -58,6 +75,7 @@ export const STAGE_CONFIG: Record<Stage, StageConfig> = {
     plans: {
       free: { rateLimit: 5, burstLimit: 10, dailyQuota: 2_400 },
       pro: { rateLimit: 20, burstLimit: 40, dailyQuota: 24_000 },
+      enterprise: { rateLimit: 50, burstLimit: 100, dailyQuota: undefined },
       shared: { rateLimit: 50, burstLimit: 100, dailyQuota: undefined },
     },
     hourlyLimits: { free: 100, pro: 1000, enterprise: 10_000 },
@@ -76,12 +94,14 @@ export const STAGE_CONFIG: Record<Stage, StageConfig> = {
     },
     removalPolicy: RemovalPolicy.DESTROY,
     alarmEmail: undefined,
+    tuning: {},
   },
   prod: {
     env: { account: '222222222222', region: 'eu-west-1' },
     plans: {
       free: { rateLimit: 5, burstLimit: 10, dailyQuota: 2_400 },
       pro: { rateLimit: 50, burstLimit: 100, dailyQuota: 24_000 },
+      enterprise: { rateLimit: 100, burstLimit: 200, dailyQuota: undefined },
       shared: { rateLimit: 200, burstLimit: 400, dailyQuota: undefined },
     },
     hourlyLimits: { free: 100, pro: 1000, enterprise: 10_000 },
@@ -100,6 +120,7 @@ export const STAGE_CONFIG: Record<Stage, StageConfig> = {
     },
     removalPolicy: RemovalPolicy.RETAIN,
     alarmEmail: undefined,
+    tuning: {},
   },
 };
 

@@ -50,11 +50,14 @@ const EnvSchema = z.object({
 
   /** Bearer token of the admin API in local mode. Absent in local mode: generated at start. */
   ADMIN_TOKEN: z.string().min(16).optional(),
-  /** How API keys are mirrored into API Gateway usage plans: none locally, apigateway in AWS. */
+  /**
+   * How API keys are mirrored into API Gateway usage plans: none locally, apigateway in AWS (then each
+   * plan's usage plan id is required; usage plan keys need no REST API id).
+   */
   API_KEY_REGISTRY: z.enum(['none', 'apigateway']).default('none'),
-  REST_API_ID: z.string().optional(),
   USAGE_PLAN_FREE_ID: z.string().optional(),
   USAGE_PLAN_PRO_ID: z.string().optional(),
+  USAGE_PLAN_ENTERPRISE_ID: z.string().optional(),
   /**
    * AWS only, gateway authorizer: the API key it reports for requests without `Authorization: Bearer`
    * (search id in the body), so they are metered against the Shared usage plan instead of being refused.
@@ -196,9 +199,7 @@ export interface Config {
   modelDir: string;
   embeddingProjection: boolean;
   adminToken: string | undefined;
-  apiKeyRegistry:
-    | { kind: 'none' }
-    | { kind: 'apigateway'; restApiId: string; usagePlanIds: Record<'free' | 'pro', string> };
+  apiKeyRegistry: { kind: 'none' } | { kind: 'apigateway'; usagePlanIds: Record<Plan, string> };
   gatewaySharedKey: string | undefined;
   planLimits: Record<Plan, number>;
   authCacheTtlMs: number;
@@ -264,15 +265,18 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   let apiKeyRegistry: Config['apiKeyRegistry'] = { kind: 'none' };
   if (e.API_KEY_REGISTRY === 'apigateway') {
-    if (!e.REST_API_ID || !e.USAGE_PLAN_FREE_ID || !e.USAGE_PLAN_PRO_ID) {
+    if (!e.USAGE_PLAN_FREE_ID || !e.USAGE_PLAN_PRO_ID || !e.USAGE_PLAN_ENTERPRISE_ID) {
       throw new ConfigError(
-        'Invalid configuration: REST_API_ID, USAGE_PLAN_FREE_ID and USAGE_PLAN_PRO_ID are required',
+        'Invalid configuration: USAGE_PLAN_FREE_ID, USAGE_PLAN_PRO_ID and USAGE_PLAN_ENTERPRISE_ID are required with API_KEY_REGISTRY=apigateway',
       );
     }
     apiKeyRegistry = {
       kind: 'apigateway',
-      restApiId: e.REST_API_ID,
-      usagePlanIds: { free: e.USAGE_PLAN_FREE_ID, pro: e.USAGE_PLAN_PRO_ID },
+      usagePlanIds: {
+        free: e.USAGE_PLAN_FREE_ID,
+        pro: e.USAGE_PLAN_PRO_ID,
+        enterprise: e.USAGE_PLAN_ENTERPRISE_ID,
+      },
     };
   }
   return {
@@ -334,3 +338,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
 
 /** Names of every environment key loadConfig reads (the CDK stack sets these on each function). */
 export const CONFIG_ENV_KEYS = Object.keys(EnvSchema.shape) as (keyof typeof EnvSchema.shape)[];
+
+/**
+ * Checks one key's value with the same field parser loadConfig uses (no cross-key checks), so a value
+ * decided before a process starts (a stage's tuning at `cdk synth`) fails early with the message a cold
+ * start would give. Throws ConfigError naming the key; returns the parsed value.
+ */
+export function parseConfigValue(key: (typeof CONFIG_ENV_KEYS)[number], value: string): unknown {
+  const field: z.ZodType | undefined = (EnvSchema.shape as Record<string, z.ZodType>)[key];
+  if (!field) throw new ConfigError(`Invalid configuration: ${key} is not a configuration key`);
+  const parsed = field.safeParse(value);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => issue.message);
+    throw new ConfigError(`Invalid configuration: ${key}=${JSON.stringify(value)}: ${problems.join('; ')}`);
+  }
+  return parsed.data;
+}

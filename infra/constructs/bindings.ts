@@ -169,27 +169,28 @@ export function bindSearchDomain(
   }
 }
 
-/** The gateway resources the API key registry manages. */
+/** The gateway usage plans the API key registry moves keys among (one per feed plan). */
 export interface ApiKeyRegistryTarget {
-  restApi: apigateway.IRestApi;
-  freePlan: apigateway.IUsagePlan;
-  proPlan: apigateway.IUsagePlan;
+  plans: { free: apigateway.IUsagePlan; pro: apigateway.IUsagePlan; enterprise: apigateway.IUsagePlan };
 }
 
 /**
  * API key registry (lib/adapters/apigateway-api-key-registry.ts): GetApiKeys (GET /apikeys), CreateApiKey
- * (POST /apikeys), DeleteApiKey (DELETE /apikeys/{id}), Create/DeleteUsagePlanKey on the Free and Pro plans
- * only (POST /usageplans/{id}/keys, DELETE /usageplans/{id}/keys/{keyId}).
+ * (POST /apikeys), DeleteApiKey (DELETE /apikeys/{id}), Create/DeleteUsagePlanKey on the Free, Pro and
+ * Enterprise plans only (POST /usageplans/{id}/keys, DELETE /usageplans/{id}/keys/{keyId}). Usage plan keys
+ * name no REST API, so the functions get the plan ids only.
  */
 export function bindApiKeyRegistry(fn: lambda.Function, target: ApiKeyRegistryTarget): void {
   fn.addEnvironment('API_KEY_REGISTRY', 'apigateway');
-  fn.addEnvironment('REST_API_ID', target.restApi.restApiId);
-  fn.addEnvironment('USAGE_PLAN_FREE_ID', target.freePlan.usagePlanId);
-  fn.addEnvironment('USAGE_PLAN_PRO_ID', target.proPlan.usagePlanId);
+  fn.addEnvironment('USAGE_PLAN_FREE_ID', target.plans.free.usagePlanId);
+  fn.addEnvironment('USAGE_PLAN_PRO_ID', target.plans.pro.usagePlanId);
+  fn.addEnvironment('USAGE_PLAN_ENTERPRISE_ID', target.plans.enterprise.usagePlanId);
   const stack = Stack.of(fn);
   // API Gateway management ARNs have no account: arn:<partition>:apigateway:<region>::/<path>.
   const path = (resource: string) => `arn:${stack.partition}:apigateway:${stack.region}::${resource}`;
-  const plans = [target.freePlan.usagePlanId, target.proPlan.usagePlanId];
+  const plans = [target.plans.free, target.plans.pro, target.plans.enterprise].map(
+    (plan) => plan.usagePlanId,
+  );
   const deletable = [path('/apikeys/*'), ...plans.map((id) => path(`/usageplans/${id}/keys/*`))];
   fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['apigateway:GET'], resources: [path('/apikeys')] }));
   fn.addToRolePolicy(
@@ -203,7 +204,7 @@ export function bindApiKeyRegistry(fn: lambda.Function, target: ApiKeyRegistryTa
     acknowledgeWildcard(
       fn,
       resource,
-      "API key ids are generated when a search id is created; only DELETE is allowed, and only on API keys and the Free/Pro plans' keys.",
+      "API key ids are generated when a search id is created; only DELETE is allowed, and only on API keys and the Free/Pro/Enterprise plans' keys.",
     );
   }
 }

@@ -28,6 +28,7 @@ import { ModelLayer, NativeModulesLayer } from '../constructs/layers.ts';
 import { MODEL_DIR } from '../function-environment.ts';
 import { accessOf, type AccessProfile, IMPORT_WORKER_PROFILE } from '../route-access.ts';
 import { type PlanLimits, resourcePrefix, type Stage, type StageConfig } from '../stages.ts';
+import { resolveTuning, TUNING_CONTEXT_KEY } from '../tuning.ts';
 import type { StatefulStack } from './stateful-stack.ts';
 
 /** The import worker's handler module (functions/import-worker.ts, export `handler`). */
@@ -56,7 +57,8 @@ export interface ApiStackProps extends StackProps {
  *
  * - Public API (`/api/v1/*`, `POST /`): apiKeySource AUTHORIZER; every method requires an API key, which
  *   the authorizer supplies (the Bearer search id, or the shared key when the id is in the body). Usage
- *   plans Free and Pro meter search ids sent in the header; Shared meters body-authenticated requests.
+ *   plans Free, Pro and Enterprise meter search ids sent in the header (by their feed's plan); Shared
+ *   meters body-authenticated requests.
  * - Admin API (`/admin/v1/*`): AWS_IAM on every method (SigV4-signed operator calls). A separate API because
  *   its functions need the public usage plan ids, and a plan depends on its stage's deployment, which
  *   depends on every method of that API: admin functions inside the public API would form a cycle.
@@ -64,7 +66,12 @@ export interface ApiStackProps extends StackProps {
 export class ApiStack extends Stack {
   readonly publicApi: apigateway.RestApi;
   readonly adminApi: apigateway.RestApi;
-  readonly plans: { free: apigateway.UsagePlan; pro: apigateway.UsagePlan; shared: apigateway.UsagePlan };
+  readonly plans: {
+    free: apigateway.UsagePlan;
+    pro: apigateway.UsagePlan;
+    enterprise: apigateway.UsagePlan;
+    shared: apigateway.UsagePlan;
+  };
   readonly functions = new Map<string, lambda.Function>();
   readonly authorizerFunction: lambda.Function;
   readonly importWorker: lambda.Function | undefined;
@@ -88,9 +95,14 @@ export class ApiStack extends Stack {
       mode: props.nativeLayer,
     }).layer;
 
+    // The stage's tuning of `default`-scope settings (and --context tuning), checked by the config's own
+    // parser: a bad value fails the synth here rather than every cold start.
+    const tuning = resolveTuning(config.tuning, this.node.tryGetContext(TUNING_CONTEXT_KEY));
+
     // Everything the container reads at cold start: it builds every store, so every function is told
     // where every resource is (binders below add the grants). The registry is off unless bound.
     const baseEnvironment: Record<string, string> = {
+      ...tuning,
       STAGE: stage,
       LOG_LEVEL: config.logLevel,
       ...Object.fromEntries(
@@ -200,7 +212,7 @@ export class ApiStack extends Stack {
     });
     (authorizer.node.defaultChild as apigateway.CfnAuthorizer).addPropertyDeletionOverride('IdentitySource');
 
-    const plan = (id: 'Free' | 'Pro' | 'Shared', limits: PlanLimits, description: string) =>
+    const plan = (id: 'Free' | 'Pro' | 'Enterprise' | 'Shared', limits: PlanLimits, description: string) =>
       this.publicApi.addUsagePlan(`${id}Plan`, {
         name: id,
         description,
@@ -210,7 +222,13 @@ export class ApiStack extends Stack {
       });
     this.plans = {
       free: plan('Free', config.plans.free, 'Search ids of free feeds (Authorization: Bearer).'),
-      pro: plan('Pro', config.plans.pro, 'Search ids of pro and enterprise feeds (Authorization: Bearer).'),
+      pro: plan('Pro', config.plans.pro, 'Search ids of pro feeds (Authorization: Bearer).'),
+      // No daily quota: an enterprise feed's own hourly limit (application) is its only volume limit.
+      enterprise: plan(
+        'Enterprise',
+        config.plans.enterprise,
+        'Search ids of enterprise feeds (Authorization: Bearer); no daily quota.',
+      ),
       shared: plan(
         'Shared',
         config.plans.shared,
@@ -376,7 +394,8 @@ export class ApiStack extends Stack {
       bindBucket(fn, { bucket: stateful.bucket, name: stateful.bucketName }, access, prefix);
     if (profile.search) bindSearchDomain(fn, this.searchDomain(stateful), profile.search);
     if (profile.apiKeyRegistry) {
-      bindApiKeyRegistry(fn, { restApi: this.publicApi, freePlan: this.plans.free, proPlan: this.plans.pro });
+      const { free, pro, enterprise } = this.plans;
+      bindApiKeyRegistry(fn, { plans: { free, pro, enterprise } });
     }
     if (profile.models) fn.addLayers(this.modelLayer);
   }

@@ -13,11 +13,8 @@ import type { Feed } from '#lib/domain/feeds.ts';
 import type { SearchKey } from '#lib/domain/keys.ts';
 import type { ApiKeyRegistry } from '#lib/ports.ts';
 
-/** The two gateway usage plans a search id can belong to. Enterprise feeds use Pro (see planOf). */
-export interface UsagePlanIds {
-  free: string;
-  pro: string;
-}
+/** The gateway usage plan of each feed plan (a search id belongs to the one of its feed's plan). */
+export type UsagePlanIds = Record<Feed['plan'], string>;
 
 /**
  * Mirrors search ids into API Gateway: each search id is an API key whose value is the id itself, so the
@@ -26,10 +23,11 @@ export interface UsagePlanIds {
  *
  * - The key's *name* is a hash of the id (`sid-<24 hex>`): the console and logs never show the id, and a
  *   lookup by name finds the key without listing every key's value.
- * - `register` is idempotent: it creates the key when missing, removes it from the other plan (a key
- *   belongs to at most one plan of a stage), and adds it to the plan's usage plan.
- * - Enterprise feeds get the Pro plan: their custom hourly limit is enforced by the application; the
- *   gateway only adds Pro's per-second throttle and daily quota.
+ * - `register` is idempotent: it creates the key when missing, removes it from the other plans (a key
+ *   belongs to at most one plan of a stage), and adds it to the plan's usage plan. So it also moves a key
+ *   left on another plan, e.g. an enterprise feed's key that an older version put on Pro.
+ * - Each feed plan has its own usage plan: Enterprise has no daily quota (the feed's custom hourly limit,
+ *   enforced by the application, stays the only volume limit); the gateway adds its per-second throttle.
  * - `unregister` deletes the key (which also removes its plan association); an unknown id is a no-op.
  */
 export class ApiGatewayApiKeyRegistry implements ApiKeyRegistry {
@@ -40,7 +38,7 @@ export class ApiGatewayApiKeyRegistry implements ApiKeyRegistry {
 
   async register(key: SearchKey, plan: Feed['plan']): Promise<void> {
     const keyId = await this.ensureApiKey(key);
-    const target = this.usagePlanIds[planOf(plan)];
+    const target = this.usagePlanIds[plan];
     for (const other of Object.values(this.usagePlanIds)) {
       if (other === target) continue;
       await ignoring(NotFoundException, () =>
@@ -94,11 +92,6 @@ export class ApiGatewayApiKeyRegistry implements ApiKeyRegistry {
     } while (position);
     return undefined;
   }
-}
-
-/** Gateway usage plan of a feed plan: enterprise feeds share Pro's gateway limits. */
-export function planOf(plan: Feed['plan']): keyof UsagePlanIds {
-  return plan === 'free' ? 'free' : 'pro';
 }
 
 /** API key name for a search id: a hash, so the id itself never appears in names or listings. */

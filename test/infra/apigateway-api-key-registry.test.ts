@@ -9,13 +9,14 @@ import type { SearchKey } from '#lib/domain/keys.ts';
 /**
  * A small API Gateway: the REST calls the registry makes (GetApiKeys, CreateApiKey, DeleteApiKey,
  * CreateUsagePlanKey, DeleteUsagePlanKey), with API Gateway's conflict rules: a key value is unique, and a
- * key can be in only one plan of a stage (both plans here cover the same stage).
+ * key can be in only one plan of a stage (all plans here cover the same stage).
  */
 class FakeApiGateway {
   readonly keys = new Map<string, { id: string; name: string; value: string; enabled: boolean }>();
   readonly planKeys = new Map<string, Set<string>>([
     ['plan-free', new Set()],
     ['plan-pro', new Set()],
+    ['plan-enterprise', new Set()],
   ]);
   readonly calls: string[] = [];
   #server: Server | undefined;
@@ -126,7 +127,11 @@ const searchKey = (searchId: string): SearchKey => ({
 
 beforeAll(async () => {
   endpoint = await gateway.start();
-  registry = new ApiGatewayApiKeyRegistry(clientFor(endpoint), { free: 'plan-free', pro: 'plan-pro' });
+  registry = new ApiGatewayApiKeyRegistry(clientFor(endpoint), {
+    free: 'plan-free',
+    pro: 'plan-pro',
+    enterprise: 'plan-enterprise',
+  });
 });
 
 afterAll(async () => {
@@ -157,9 +162,41 @@ describe('ApiGatewayApiKeyRegistry', () => {
     expect(keyOf('sid_secretsecretsecretsecret')!.name).not.toContain('secret');
   });
 
-  it('maps enterprise feeds to the Pro plan', async () => {
+  it('puts the keys of enterprise feeds on the Enterprise plan (not Pro and its daily quota)', async () => {
     await registry.register(searchKey('sid_enterpriseenterprise00'), 'enterprise');
-    expect(gateway.planOf(keyOf('sid_enterpriseenterprise00')!.id)).toBe('plan-pro');
+    expect(gateway.planOf(keyOf('sid_enterpriseenterprise00')!.id)).toBe('plan-enterprise');
+  });
+
+  it("moves an enterprise feed's key that an earlier version left on Pro when it is registered again", async () => {
+    // Prepare: the key as the two-plan registry left it (enterprise feeds on Pro).
+    gateway.keys.set('legacy', {
+      id: 'legacy',
+      name: apiKeyName('sid_legacylegacylegacy0000'),
+      value: 'sid_legacylegacylegacy0000',
+      enabled: true,
+    });
+    gateway.planKeys.get('plan-pro')!.add('legacy');
+
+    // Act
+    await registry.register(searchKey('sid_legacylegacylegacy0000'), 'enterprise');
+
+    // Assess: the same key, now on Enterprise only.
+    expect(gateway.keys.size).toBe(1);
+    expect(gateway.planOf('legacy')).toBe('plan-enterprise');
+    expect(gateway.planKeys.get('plan-pro')!.has('legacy')).toBe(false);
+  });
+
+  it('moves a key off the Enterprise plan when the feed leaves it', async () => {
+    // Prepare
+    await registry.register(searchKey('sid_downgradedowngrade0000'), 'enterprise');
+    const id = keyOf('sid_downgradedowngrade0000')!.id;
+
+    // Act
+    await registry.register(searchKey('sid_downgradedowngrade0000'), 'pro');
+
+    // Assess
+    expect(gateway.planOf(id)).toBe('plan-pro');
+    expect(gateway.calls).toContain(`DELETE /usageplans/plan-enterprise/keys/${id}`);
   });
 
   it('is idempotent: registering twice keeps one key in one plan', async () => {
@@ -229,6 +266,7 @@ describe('ApiGatewayApiKeyRegistry', () => {
     const broken = new ApiGatewayApiKeyRegistry(clientFor(endpoint), {
       free: 'plan-missing',
       pro: 'plan-pro',
+      enterprise: 'plan-enterprise',
     });
 
     // Act + Assess

@@ -223,6 +223,38 @@ describe('search-id authorizer and usage plans', () => {
     },
   );
 
+  it.each(['dev', 'prod'] as const)(
+    'declares an Enterprise usage plan with the %s throttle and no daily quota',
+    (stage) => {
+      const synthesised = stage === 'dev' ? dev : prod;
+      const limits = STAGE_CONFIG[stage].plans.enterprise;
+      synthesised.api.hasResourceProperties('AWS::ApiGateway::UsagePlan', {
+        UsagePlanName: 'Enterprise',
+        Throttle: { RateLimit: limits.rateLimit, BurstLimit: limits.burstLimit },
+        Quota: Match.absent(),
+        ApiStages: [Match.objectLike({ Stage: Match.anyValue() })],
+      });
+    },
+  );
+
+  it.each(['dev', 'prod'] as const)(
+    "lets a %s search id in the header spend its plan's hourly limit every hour at the gateway",
+    (stage) => {
+      const { plans, hourlyLimits, stageThrottle } = STAGE_CONFIG[stage];
+      for (const plan of ['free', 'pro', 'enterprise'] as const) {
+        const limits = plans[plan];
+        // The application's rolling hour stays the authoritative limit: no daily quota cuts in first...
+        if (limits.dailyQuota !== undefined)
+          expect(limits.dailyQuota, plan).toBeGreaterThanOrEqual(24 * hourlyLimits[plan]);
+        // ...and the steady rate allows the hour's requests, within the stage's throttle.
+        expect(limits.rateLimit * 3600, plan).toBeGreaterThanOrEqual(hourlyLimits[plan]);
+        expect(limits.rateLimit, plan).toBeLessThanOrEqual(stageThrottle.rateLimit);
+        expect(limits.burstLimit, plan).toBeGreaterThanOrEqual(limits.rateLimit);
+      }
+      expect(plans.enterprise.dailyQuota).toBeUndefined();
+    },
+  );
+
   it('gives every GET route a HEAD method with the same function and authorisation', () => {
     const all = methods(dev.api);
     const gets = ROUTES.filter((route) => route.method === 'GET');
@@ -636,7 +668,11 @@ describe('least privilege', () => {
     expect(
       resources(dev.api)[functionId(dev.api, 'vps-dev-ImportWorker')]!.Properties!.Environment,
     ).toMatchObject({
-      Variables: { REST_API_ID: expect.anything(), USAGE_PLAN_FREE_ID: expect.anything() },
+      Variables: {
+        USAGE_PLAN_FREE_ID: expect.anything(),
+        USAGE_PLAN_PRO_ID: expect.anything(),
+        USAGE_PLAN_ENTERPRISE_ID: expect.anything(),
+      },
     });
   });
 
@@ -647,6 +683,43 @@ describe('least privilege', () => {
       expect(gateway.size > 0, route.name).toBe(Boolean(ROUTE_ACCESS[route.name]?.apiKeyRegistry));
       if (gateway.size > 0)
         expect([...gateway].sort()).toEqual(['apigateway:DELETE', 'apigateway:GET', 'apigateway:POST']);
+    }
+  });
+
+  it('tells the key-managing functions the Free, Pro and Enterprise plans and lets them move keys among them', () => {
+    const planIds = Object.fromEntries(
+      Object.entries(resources(dev.api, 'AWS::ApiGateway::UsagePlan')).map(([id, plan]) => [
+        plan.Properties!.UsagePlanName,
+        id,
+      ]),
+    ) as Record<string, string>;
+    const names = [
+      ...ROUTES.filter((route) => ROUTE_ACCESS[route.name]?.apiKeyRegistry).map(
+        (route) => `vps-dev-${route.name}`,
+      ),
+      ...(WORKER_EXISTS ? ['vps-dev-ImportWorker'] : []),
+    ];
+    expect(names.length).toBeGreaterThan(1);
+    for (const name of names) {
+      const fnId = functionId(dev.api, name);
+      const env = (
+        resources(dev.api)[fnId]!.Properties!.Environment as { Variables: Record<string, unknown> }
+      ).Variables;
+      const statements = statementsOf(dev.api, fnId);
+      for (const [plan, key] of [
+        ['Free', 'USAGE_PLAN_FREE_ID'],
+        ['Pro', 'USAGE_PLAN_PRO_ID'],
+        ['Enterprise', 'USAGE_PLAN_ENTERPRISE_ID'],
+      ] as const) {
+        expect(env[key], `${name} ${key}`).toEqual({ Ref: planIds[plan] });
+        // Create and delete usage plan keys of that plan (POST /usageplans/{id}/keys, DELETE .../keys/*).
+        expect([...actionsOn(statements, `"${planIds[plan]}"`)].sort(), `${name} ${plan}`).toEqual([
+          'apigateway:DELETE',
+          'apigateway:POST',
+        ]);
+      }
+      // Never the Shared plan: its one key is the stack's.
+      expect(actionsOn(statements, `"${planIds.Shared}"`).size, name).toBe(0);
     }
   });
 
@@ -757,6 +830,35 @@ describe('environment', () => {
         MODEL_DIR: '/opt/models',
         STAGE: 'dev',
       });
+    }
+  });
+
+  it('sets no variable that lib/config.ts does not read (no dead configuration such as REST_API_ID)', () => {
+    const read = new Set<string>([...CONFIG_ENV_KEYS, 'NODE_OPTIONS']);
+    for (const [id, fn] of Object.entries(resources(dev.api, 'AWS::Lambda::Function'))) {
+      const env = (fn.Properties!.Environment as { Variables: Record<string, unknown> } | undefined)
+        ?.Variables;
+      for (const key of Object.keys(env ?? {})) expect(read.has(key), `${id} ${key}`).toBe(true);
+    }
+  });
+
+  it('sets the registry keys exactly on the functions that manage keys', () => {
+    const names = [
+      ...ROUTES.map((route) => `vps-dev-${route.name}`),
+      ...(WORKER_EXISTS ? ['vps-dev-ImportWorker'] : []),
+    ];
+    const managing = (name: string) =>
+      name === 'vps-dev-ImportWorker' ||
+      ROUTES.some((route) => name === `vps-dev-${route.name}` && ROUTE_ACCESS[route.name]?.apiKeyRegistry);
+    expect(keysOfScope('registry').sort()).toEqual([
+      'USAGE_PLAN_ENTERPRISE_ID',
+      'USAGE_PLAN_FREE_ID',
+      'USAGE_PLAN_PRO_ID',
+    ]);
+    for (const name of names) {
+      const env = envOf(name);
+      for (const key of keysOfScope('registry'))
+        expect(Object.hasOwn(env, key), `${name} ${key}`).toBe(managing(name));
     }
   });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '#lib/config.ts';
+import { CONFIG_ENV_KEYS, ConfigError, loadConfig, parseConfigValue } from '#lib/config.ts';
 
 describe('loadConfig', () => {
   it('has working local defaults', () => {
@@ -38,5 +38,48 @@ describe('loadConfig', () => {
       indexPrefix: 'products',
       sigv4: false,
     });
+  });
+
+  it('mirrors search ids into a usage plan per feed plan with the plan ids alone (no REST API id)', () => {
+    // Prepare
+    const env = {
+      API_KEY_REGISTRY: 'apigateway',
+      USAGE_PLAN_FREE_ID: 'plan-free',
+      USAGE_PLAN_PRO_ID: 'plan-pro',
+      USAGE_PLAN_ENTERPRISE_ID: 'plan-enterprise',
+    };
+
+    // Act
+    const config = loadConfig(env);
+
+    // Assess
+    expect(config.apiKeyRegistry).toEqual({
+      kind: 'apigateway',
+      usagePlanIds: { free: 'plan-free', pro: 'plan-pro', enterprise: 'plan-enterprise' },
+    });
+    expect(CONFIG_ENV_KEYS).not.toContain('REST_API_ID');
+  });
+
+  it('requires the Enterprise usage plan id along with the others when the registry is on', () => {
+    const env = { API_KEY_REGISTRY: 'apigateway', USAGE_PLAN_FREE_ID: 'f', USAGE_PLAN_PRO_ID: 'p' };
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(/USAGE_PLAN_ENTERPRISE_ID/);
+  });
+});
+
+describe('parseConfigValue', () => {
+  it("parses one key's value with loadConfig's own field parser", () => {
+    expect(parseConfigValue('MIN_SCORE', '0.5')).toBe(0.5);
+    expect(parseConfigValue('EMBEDDING_PROJECTION', 'false')).toBe(false);
+    expect(parseConfigValue('REGIONAL_TOP_N', '10')).toBe(
+      loadConfig({ REGIONAL_TOP_N: '10' }).search.regionalTopN,
+    );
+  });
+
+  it('refuses what loadConfig refuses, naming the key and the value', () => {
+    expect(() => parseConfigValue('MIN_SCORE', '1.5')).toThrow(ConfigError);
+    expect(() => parseConfigValue('MIN_SCORE', '1.5')).toThrow(/MIN_SCORE="1\.5"/);
+    expect(() => parseConfigValue('RERANK_TOP_N', 'ten')).toThrow(/RERANK_TOP_N/);
+    expect(() => parseConfigValue('EMBEDDING_PROJECTION', 'yes')).toThrow(/EMBEDDING_PROJECTION/);
   });
 });
