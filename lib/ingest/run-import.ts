@@ -15,7 +15,13 @@ import {
   type ImportRowError,
 } from '#lib/domain/catalogue/imports.ts';
 import { feedStillLive } from '#lib/domain/admin/feeds.ts';
-import { errorProductId, normaliseRecord, RowError, wellFormed } from '#lib/domain/catalogue/normalise.ts';
+import {
+  errorProductId,
+  isImportNote,
+  normaliseRecord,
+  RowError,
+  wellFormed,
+} from '#lib/domain/catalogue/normalise.ts';
 import { DomainError, NotFoundError } from '#lib/domain/errors.ts';
 import {
   contentHash,
@@ -92,6 +98,8 @@ export interface IngestDeps {
 interface Valid {
   row: number;
   content: ProductContent;
+  /** What normaliseRecord left out of the product (noted once it is known not to be a duplicate). */
+  notes: string[];
 }
 
 /**
@@ -469,8 +477,9 @@ async function processRows(
   const importedBefore = start.embedded + (start.updated ?? 0) + start.skipped > 0;
   let chunk: RawRecord[] = [];
   let previousIds = new Map<string, number>();
-  // What this run noted about imported products' left-out fields (each note once, at its first row).
-  const noted = new Set<string>();
+  // What the import noted about imported products' left-out fields, earlier runs' notes included (each
+  // note once, at its first row).
+  const noted = new Set(start.errors.map((error) => error.message).filter(isImportNote));
   // Two-stage pipeline: chunk k+1 is parsed, looked up and its images fetched while chunk k is embedded
   // and written. Checkpoints stay in file order because commits run one after another.
   let committing: Promise<void> = Promise.resolve();
@@ -585,13 +594,13 @@ async function processRows(
   }
 }
 
-/** Most notes a run adds to the import's errors: they must not crowd out its rows' failures. */
+/** Most notes an import records in its errors: they must not crowd out its rows' failures. */
 const MAX_NOTES = 10;
 
 /**
- * Whether a note about an imported product (a metadata field left out) is new to this run: a CSV column
- * with a name the import does not keep is noted at its first row, not at each, and at most MAX_NOTES
- * distinct notes are added.
+ * Whether a note about an imported product (a metadata field left out) is new to this import: a CSV
+ * column with a name the import does not keep is noted at its first row, not at each, and at most
+ * MAX_NOTES distinct notes are recorded (`noted` starts with those of the runs before a resumed one).
  */
 function noteOnce(noted: Set<string>, note: string): boolean {
   if (noted.has(note) || noted.size >= MAX_NOTES) return false;
@@ -706,7 +715,7 @@ async function prepareChunk(
   rows: RawRecord[],
   baseUrl: string | undefined,
   previousIds: Map<string, number>,
-  /** Notes of this run so far (noteOnce). */
+  /** Notes of this import so far (noteOnce). */
   noted: Set<string>,
   /** Aborted when the chunk before fails: no more images are fetched (the chunk is not committed). */
   stop: AbortSignal,
@@ -735,9 +744,7 @@ async function prepareChunk(
         continue;
       }
       rowOfId.set(content.product_id, raw.row);
-      valid.push({ row: raw.row, content });
-      for (const note of notes.filter((text) => noteOnce(noted, text)))
-        errors.push({ row: raw.row, productId: content.product_id, message: note });
+      valid.push({ row: raw.row, content, notes });
     } catch (error) {
       if (!(error instanceof RowError)) throw error;
       const id = raw.fields.id?.[0] ?? raw.fields.product_id?.[0];
@@ -764,7 +771,7 @@ async function prepareChunk(
   // embedding model): if their images cannot be fetched this time, they keep what they have.
   const featureRefresh: { product: Product; before: Product }[] = [];
   let counted = 0;
-  for (const { row, content } of valid) {
+  for (const { row, content, notes } of valid) {
     const before = existing.get(content.product_id);
     if (before?.seen_import === record.importId && before.seen_row !== undefined && before.seen_row !== row) {
       rowOfId.delete(content.product_id);
@@ -772,6 +779,8 @@ async function prepareChunk(
       continue;
     }
     counted += 1;
+    for (const note of notes.filter((text) => noteOnce(noted, text)))
+      errors.push({ row, productId: content.product_id, message: note });
     const hash = contentHash(content);
     const seen = { seen_import: record.importId, seen_row: row };
     // Products stored before local features existed, or with features of another recipe, are embedded

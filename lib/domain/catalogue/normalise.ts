@@ -27,6 +27,15 @@ function quote(value: string | number): string {
   return `"${wellFormed(text.length > 60 ? `${text.slice(0, 59)}…` : text)}"`;
 }
 
+/**
+ * Whether an import error's message is a note normaliseRecord gave about a product it imported (a
+ * metadata field left out), rather than a row's failure: a resumed run counts the notes already recorded
+ * instead of noting the same field again.
+ */
+export function isImportNote(message: string): boolean {
+  return /^metadata .* not kept[.:]/.test(message);
+}
+
 /** Why one row of a feed was not imported; the message is shown in the import's errors. */
 export class RowError extends Error {
   override name = 'RowError';
@@ -235,7 +244,7 @@ export function normaliseRecord(
   // Collected in a Map: assigned to a plain object, a key `__proto__` called the prototype's setter,
   // which ignores a string, and the key was gone without a word. fromEntries makes it an own key.
   const metadata = new Map<string, string>();
-  let pastTheCap = 0;
+  let pastTheCap = false;
   for (const [name, values] of Object.entries(fields)) {
     const key = name.startsWith('metadata.')
       ? name.slice('metadata.'.length)
@@ -247,11 +256,11 @@ export function normaliseRecord(
     if (key === undefined || !value) continue;
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(key))
       notes?.push(`metadata ${quote(key)} is not kept: a metadata name is 1–64 letters, digits, "_" or "-".`);
-    else if (metadata.size >= MAX_METADATA) pastTheCap += 1;
+    else if (metadata.size >= MAX_METADATA) pastTheCap = true;
     else metadata.set(key, wellFormed(value.slice(0, 500)));
   }
-  if (pastTheCap > 0)
-    notes?.push(`${pastTheCap} metadata fields are not kept: a product keeps its first ${MAX_METADATA}.`);
+  // (One text whatever the number past the cap: notes are told apart by their text, see isImportNote.)
+  if (pastTheCap) notes?.push(`metadata fields past the ${MAX_METADATA}th are not kept.`);
 
   const product: ProductContent = {
     product_id: productId,

@@ -189,7 +189,7 @@ describe('normaliseRecord', () => {
     // Act
     const content = normaliseRecord(fields, 'https://s/', notes);
     // Assess
-    expect(notes).toEqual(['1900 metadata fields are not kept: a product keeps its first 100.']);
+    expect(notes).toEqual(['metadata fields past the 100th are not kept.']);
     expect(content.product_highlight).toHaveLength(100);
     expect(content.product_highlight.every((h) => h.length === 500)).toBe(true);
     expect(content.additional_image_links).toEqual(

@@ -144,6 +144,80 @@ describe('runImport', () => {
     ]);
   });
 
+  /** Runs the import until a chunk past its checkpoint is saved, then pauses it (as a worker's deadline). */
+  async function runOneChunk(w: World, importId: string): Promise<void> {
+    const pause = new AbortController();
+    const before = (await w.imports.get(FEED, importId))!.checkpointRow;
+    const onProgress = (record: ImportRecord) => {
+      if (record.checkpointRow > before) pause.abort();
+    };
+    await expect(
+      runImport({ ...w.deps, signal: pause.signal, onProgress }, FEED, importId),
+    ).rejects.toThrow();
+  }
+
+  it('notes a left-out metadata name once per import, counting the notes of the runs before a resumed one', async () => {
+    // Prepare: 12 rows (chunks of 3), each with the same 11 names the import does not keep; one row fails
+    const ids = Array.from({ length: 12 }, (_, i) => `p${i + 1}`);
+    const w = world(filesFor(...ids));
+    const bad = Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`metadata.bad name ${i}`, 'x']));
+    const rows = ids.map((id) => product(id, bad));
+    rows[10] = { id: 'p11', image_link: img('p11') };
+    const queued = await queueInline(w, jsonl(rows));
+    // Act: three runs paused after a chunk each, then one to the end
+    for (let run = 0; run < 3; run += 1) await runOneChunk(w, queued.importId);
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess: the first 10 names once, at row 1; the failed row listed
+    expect(record).toMatchObject({ status: 'succeeded', embedded: 11, failed: 1 });
+    expect(record.errors).toEqual([
+      ...Array.from({ length: 10 }, (_, i) => ({
+        row: 1,
+        productId: 'p1',
+        message: `metadata "bad name ${i}" is not kept: a metadata name is 1–64 letters, digits, "_" or "-".`,
+      })),
+      { row: 11, productId: 'p11', message: 'title is missing.' },
+    ]);
+  });
+
+  it('notes metadata fields past the 100th once, whatever their number, and a left-out name after them', async () => {
+    // Prepare: rows with 101, 102 and 103 metadata fields, then one with a name the import does not keep
+    const w = world(filesFor('a', 'b', 'c', 'd'));
+    const fields = (count: number) =>
+      Object.fromEntries(Array.from({ length: count }, (_, i) => [`metadata.k${i}`, 'v']));
+    const feed = jsonl([
+      product('a', fields(101)),
+      product('b', fields(102)),
+      product('c', fields(103)),
+      product('d', { 'metadata.Campaign Name': 'w' }),
+    ]);
+    // Act
+    const record = await importInline(w, feed);
+    // Assess
+    expect(record.errors.map(({ row, message }) => [row, message])).toEqual([
+      [1, 'metadata fields past the 100th are not kept.'],
+      [4, 'metadata "Campaign Name" is not kept: a metadata name is 1–64 letters, digits, "_" or "-".'],
+    ]);
+  });
+
+  it('notes nothing about a row a resumed run finds to repeat an earlier id', async () => {
+    // Prepare: row 5 repeats b (imported at row 2, before the checkpoint) with a name not kept
+    const w = world(filesFor('a', 'b', 'c', 'd', 'e'));
+    const feed = jsonl([
+      product('a'),
+      product('b'),
+      product('c'),
+      product('d'),
+      product('b', { 'metadata.Campaign Name': 'x' }),
+      product('e'),
+    ]);
+    const queued = await queueInline(w, feed);
+    await runOneChunk(w, queued.importId);
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess: the duplicate's error alone
+    expect(record.errors).toEqual([{ row: 5, productId: 'b', message: 'Duplicate id; row 2 was imported.' }]);
+  });
+
   it('stores products with variants, embeds their images and records bad rows without stopping', async () => {
     // Prepare
     const w = world(filesFor('a', 'b', 'c'));
