@@ -161,7 +161,7 @@ describe('runImport', () => {
     const ids = Array.from({ length: 12 }, (_, i) => `p${i + 1}`);
     const w = world(filesFor(...ids));
     const bad = Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`metadata.bad name ${i}`, 'x']));
-    const rows = ids.map((id) => product(id, bad));
+    const rows: Record<string, unknown>[] = ids.map((id) => product(id, bad));
     rows[10] = { id: 'p11', image_link: img('p11') };
     const queued = await queueInline(w, jsonl(rows));
     // Act: three runs paused after a chunk each, then one to the end
