@@ -224,6 +224,8 @@ export interface ImportStatus {
   total?: number;
   processed?: number;
   embedded?: number;
+  /** Content changed, images not: re-filed without fetching them. */
+  updated?: number;
   skipped?: number;
   failed?: number;
   removed?: number;

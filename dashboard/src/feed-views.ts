@@ -695,12 +695,18 @@ function errorText(item: unknown): string {
   if (typeof item === 'string') return item;
   if (item && typeof item === 'object') {
     const record = item as Record<string, unknown>;
+    // `row: null` marks a note about the file as a whole (products it does not list): no "row null".
     const where = ['row', 'line', 'productId', 'product_id', 'url']
-      .filter((k) => record[k] !== undefined)
+      .filter((k) => record[k] !== undefined && record[k] !== null)
       .map((k) => `${k} ${String(record[k])}`);
     return `${where.length ? `${where.join(', ')}: ` : ''}${String(record.message ?? record.error ?? JSON.stringify(item))}`;
   }
   return String(item);
+}
+
+/** The badge colour of an import's status, the same in its progress and in the recent imports. */
+function statusTone(status: ImportStatus['status']): string {
+  return status === 'failed' ? 'bad' : status === 'succeeded' ? 'ok' : 'busy';
 }
 
 export function importProgress(state: ImportStatus): HTMLElement {
@@ -714,13 +720,7 @@ export function importProgress(state: ImportStatus): HTMLElement {
     h(
       'p',
       {},
-      h(
-        'span',
-        {
-          class: `badge ${state.status === 'failed' ? 'bad' : state.status === 'succeeded' ? 'ok' : 'busy'}`,
-        },
-        state.status,
-      ),
+      h('span', { class: `badge ${statusTone(state.status)}` }, state.status),
       state.importId ? [' import ', h('code', {}, state.importId)] : null,
     ),
     h(
@@ -743,6 +743,8 @@ export function importProgress(state: ImportStatus): HTMLElement {
         ['Total', state.total],
         ['Processed', state.processed],
         ['Embedded', state.embedded],
+        // Changed content, same images: with these four the processed count adds up.
+        ['Updated (same images)', state.updated],
         ['Skipped (unchanged)', state.skipped],
         ['Failed', state.failed],
         ...(state.removed ? [['Removed', state.removed]] : []),
@@ -949,7 +951,11 @@ function recentImports(imports: ImportStatus[], open: (importId: string) => void
           'tr',
           { 'data-import-id': item.importId ?? '' },
           h('td', {}, formatDate(item.createdAt)),
-          h('td', {}, h('span', { class: `badge status-${item.status}` }, item.status)),
+          h(
+            'td',
+            {},
+            h('span', { class: `badge status-${item.status} ${statusTone(item.status)}` }, item.status),
+          ),
           h('td', {}, `${item.processed ?? 0}${item.total ? ` of ${item.total}` : ''}`),
           h('td', {}, String(item.failed ?? 0)),
           h('td', {}, String(item.removed ?? 0)),
@@ -986,6 +992,8 @@ export function productsView({ feed }: FeedPage): HTMLElement {
   const body = h('div', {}, h('p', { class: 'muted' }, 'Loading products…'));
   const cursors: (string | undefined)[] = [undefined];
   let page = 0;
+  /** The pager button just used: the page drawn anew, focus goes back to it (not lost to the body). */
+  let refocus: 'prev' | 'next' | undefined;
   const load = async () => {
     const cursor = cursors[page];
     try {
@@ -1003,6 +1011,7 @@ export function productsView({ feed }: FeedPage): HTMLElement {
           disabled: page === 0,
           onclick: () => {
             page -= 1;
+            refocus = 'prev';
             void load();
           },
         },
@@ -1015,6 +1024,7 @@ export function productsView({ feed }: FeedPage): HTMLElement {
           disabled: !next,
           onclick: () => {
             page += 1;
+            refocus = 'next';
             void load();
           },
         },
@@ -1033,6 +1043,10 @@ export function productsView({ feed }: FeedPage): HTMLElement {
           nextButton,
         ),
       );
+      // On the first or last page its button is disabled: the other one then.
+      const [used, other] = refocus === 'next' ? [nextButton, prevButton] : [prevButton, nextButton];
+      if (refocus) (used.disabled ? other : used).focus();
+      refocus = undefined;
     } catch (error) {
       replace(
         body,

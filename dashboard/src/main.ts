@@ -41,6 +41,7 @@ const TABS = [
 ] as const;
 type TabId = (typeof TABS)[number]['id'];
 
+/** Why the sign-in page shows: kept until the next sign-in, as the page may be drawn twice meanwhile. */
 let signInMessage: HTMLElement | null = null;
 onUnauthorised(() => {
   signInMessage = h(
@@ -48,6 +49,7 @@ onUnauthorised(() => {
     { class: 'alert error', role: 'alert' },
     h('p', {}, 'The admin token was refused; sign in again.'),
   );
+  // Drawn now and once more on the hashchange (from a feed's page, or the bare URL): both show the message.
   location.hash = '#/';
   void render();
 });
@@ -89,7 +91,6 @@ function renderNav() {
 function signInView(): HTMLElement {
   const status = h('div');
   if (signInMessage) status.append(signInMessage);
-  signInMessage = null;
   const input = h('input', {
     id: 'admin-token',
     name: 'token',
@@ -120,6 +121,7 @@ function signInView(): HTMLElement {
   );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
+    signInMessage = null;
     const token = input.value.trim();
     if (!token) {
       replace(status, errorBox(new Error('Enter the admin token.')));
@@ -182,7 +184,8 @@ async function feedsView(): Promise<HTMLElement> {
     }
     const body: Record<string, unknown> = { name: name.value.trim(), plan: plan.value };
     if (id.value.trim()) body.feedId = id.value.trim();
-    if (plan.value === 'enterprise') body.hourlyLimit = 10_000;
+    // No hourlyLimit: an enterprise feed starts on the plan's default (PLAN_LIMIT_ENTERPRISE), not a pinned
+    // custom limit; General sets its own.
     try {
       const feed = await admin<Feed>('POST', '/feeds', body);
       toast(`Feed ${feed.name} created`);

@@ -1,4 +1,11 @@
-import { ApiError, type DetectResponse, type Product, type SearchKey, search } from './api.ts';
+import {
+  ApiError,
+  type DetectedObject,
+  type DetectResponse,
+  type Product,
+  type SearchKey,
+  search,
+} from './api.ts';
 import { errorBox, h, productCard, replace, unavailableBox } from './dom.ts';
 
 /**
@@ -52,14 +59,19 @@ export function tryItView(
     h('h2', { id: 'try-h' }, 'Try it'),
   );
   if (live.length === 0) {
-    root.append(
-      h('p', {}, 'Searches need a live search id of this feed.'),
-      h(
-        'button',
-        { type: 'button', class: 'primary', onclick: () => void createKey() },
-        'Create a search id for testing',
-      ),
-    );
+    const status = h('div');
+    const create = h('button', { type: 'button', class: 'primary' }, 'Create a search id for testing');
+    create.addEventListener('click', async () => {
+      create.disabled = true;
+      try {
+        await createKey();
+      } catch (error) {
+        // Not an unhandled rejection: the click would otherwise seem to do nothing.
+        replace(status, errorBox(error, 'Could not create the search id'));
+        create.disabled = false;
+      }
+    });
+    root.append(h('p', {}, 'Searches need a live search id of this feed.'), create, status);
     return root;
   }
   const host = location.hostname;
@@ -149,7 +161,10 @@ export function tryItView(
           h(
             'p',
             { class: 'alert info', 'data-empty': 'true' },
-            'No matching products. An empty feed has nothing to match: import a product feed under Imports first.',
+            // (Also what a feed with products answers for a photo of nothing it sells: results under the
+            // minimum score are dropped, so the message cannot say the feed is empty.)
+            'No matching products: nothing in this feed scored high enough for this photo. A feed without ' +
+              'products matches nothing: import a product feed under Imports.',
           ),
           quota,
         );
@@ -188,6 +203,10 @@ export function tryItView(
           ` (${body.processTimeSeconds.toFixed(2)} s)`,
         ),
       );
+      // A smaller box is drawn above a larger one around it, so a mouse reaches both (the keyboard
+      // follows the API's order, best score first).
+      const area = ([x1, y1, x2, y2]: DetectedObject['box']) => (x2 - x1) * (y2 - y1);
+      const bySize = [...objects].sort((a, b) => area(b.box) - area(a.box));
       objects.forEach((object, i) => {
         const [x1, y1, x2, y2] = object.box;
         const name = `the ${object.label} (${Math.round(object.score * 100)}%)`;
@@ -197,7 +216,7 @@ export function tryItView(
             type: 'button',
             class: 'box',
             'aria-label': `Search ${name}`,
-            style: `left:${(x1 / current.canvas.width) * 100}%;top:${(y1 / current.canvas.height) * 100}%;width:${((x2 - x1) / current.canvas.width) * 100}%;height:${((y2 - y1) / current.canvas.height) * 100}%`,
+            style: `left:${(x1 / current.canvas.width) * 100}%;top:${(y1 / current.canvas.height) * 100}%;width:${((x2 - x1) / current.canvas.width) * 100}%;height:${((y2 - y1) / current.canvas.height) * 100}%;z-index:${bySize.indexOf(object) + 1}`,
             'data-index': i,
           },
           h('span', { class: 'box-label' }, `${object.label} ${Math.round(object.score * 100)}%`),
@@ -228,7 +247,8 @@ export function tryItView(
       return;
     }
     const current = prepared;
-    const overlay = h('div', { class: 'overlay' });
+    // Its own stacking context: the boxes' z-index (smaller above larger) stays below the toast.
+    const overlay = h('div', { class: 'overlay', style: 'isolation:isolate' });
     const figure = h(
       'figure',
       { class: 'preview' },

@@ -19,6 +19,8 @@ const PHOTO = resolve('test/fixtures/vision/voc-dinner.jpg');
 /** Demo product photos (served by the local server at /demo/images) imported into the test feed. */
 const DEMO_PRODUCTS = ['tools-hammer5', 'tools-screwDriver', 'others-volleyball', 'fishes-fish1'];
 const QUERY_IMAGE = resolve('demo/images/tools-hammer5.webp');
+/** The stack's enterprise default, not the built-in 10,000: a feed pinned to 10,000 differs from it. */
+const ENTERPRISE_DEFAULT = 20_000;
 
 let stack: LocalStack;
 let context: BrowserContext;
@@ -43,6 +45,17 @@ async function api(method: string, path: string, body?: unknown, bearer = stack.
   return { status: response.status, body: text ? JSON.parse(text) : undefined };
 }
 
+/** The test feed's file: the demo photos in DEMO_PRODUCTS as products SKU-1, SKU-2, ... */
+const feedRows = () =>
+  DEMO_PRODUCTS.map((name, n) => ({
+    id: `SKU-${n + 1}`,
+    title: name.replace(/-/g, ' '),
+    image_link: `${stack.url}/demo/images/${name}.webp`,
+    link: `https://shop.example.com/p/${n + 1}`,
+    price: `${n + 1}9.99 EUR`,
+    availability: 'in stock',
+  }));
+
 const shot = (name: string, fullPage = true) =>
   page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage });
 
@@ -53,7 +66,13 @@ describe('dashboard in Chromium', () => {
     await mkdir(SHOTS, { recursive: true });
     dataDir = await mkdtemp(join(tmpdir(), 'vps-browser-'));
     profileDir = await mkdtemp(join(tmpdir(), 'vps-chromium-'));
-    stack = await startLocalStack({ ...process.env, LOG_LEVEL: 'silent', PORT: '0', DATA_DIR: dataDir });
+    stack = await startLocalStack({
+      ...process.env,
+      LOG_LEVEL: 'silent',
+      PORT: '0',
+      DATA_DIR: dataDir,
+      PLAN_LIMIT_ENTERPRISE: String(ENTERPRISE_DEFAULT),
+    });
     context = await chromium.launchPersistentContext(profileDir, {
       executablePath: CHROMIUM,
       headless: true,
@@ -181,14 +200,7 @@ describe('dashboard in Chromium', () => {
   });
 
   it('imports a feed file and shows its progress until it succeeds', async () => {
-    const rows = DEMO_PRODUCTS.map((name, n) => ({
-      id: `SKU-${n + 1}`,
-      title: name.replace(/-/g, ' '),
-      image_link: `${stack.url}/demo/images/${name}.webp`,
-      link: `https://shop.example.com/p/${n + 1}`,
-      price: `${n + 1}9.99 EUR`,
-      availability: 'in stock',
-    }));
+    const rows = feedRows();
     const file = join(dataDir, 'feed.json');
     await writeFile(file, JSON.stringify(rows));
 
@@ -217,6 +229,30 @@ describe('dashboard in Chromium', () => {
     await page.getByRole('button', { name: 'Start import' }).click();
     await page.getByText('Choose either a feed URL or a file, not both.').waitFor();
     expect((await api('GET', `/admin/v1/feeds/${feedId}/imports`)).body.imports).toHaveLength(1);
+  });
+
+  it("counts a re-import's product whose content changed as updated, so the counts add up", async () => {
+    const rows = feedRows();
+    rows[0]!.title = `${rows[0]!.title} (renamed)`;
+    const file = join(dataDir, 'feed-renamed.json');
+    await writeFile(file, JSON.stringify(rows));
+    await page.getByLabel('Feed URL').fill('');
+    await page.getByLabel('Upload a feed file').setInputFiles(file);
+    await page.getByRole('button', { name: 'Start import' }).click();
+    // The new import's progress (the one shown before had succeeded already)
+    await page.waitForFunction(
+      () => document.querySelectorAll('.recent-imports tbody tr').length === 2,
+      undefined,
+      { timeout: 30_000 },
+    );
+    await page.locator('.import-progress[data-status="succeeded"]').waitFor({ timeout: 30_000 });
+    const stat = async (name: string) =>
+      Number(await page.locator(`.import-progress [data-stat="${name}"] .stat-value`).textContent());
+    expect(await stat('updated')).toBe(1);
+    expect(await stat('skipped')).toBe(rows.length - 1);
+    expect(
+      (await stat('embedded')) + (await stat('updated')) + (await stat('skipped')) + (await stat('failed')),
+    ).toBe(await stat('processed'));
   });
 
   it('browses the imported products', async () => {
@@ -316,6 +352,121 @@ describe('dashboard in Chromium', () => {
       Number((await first.locator('.score').textContent())?.match(/\d\.\d{3}/)?.[0]),
     ).toBeGreaterThanOrEqual(0.9);
     await shot('11-demo-try-it');
+  });
+
+  it('shows a failed import note about the file without a "row null", and the failure in red', async () => {
+    await api('POST', '/admin/v1/feeds', { feedId: 'moved-images', name: 'Moved images' });
+    // A product first: a full import that imports none of its file's keeps it, and notes so (row null).
+    const [first] = feedRows();
+    const { body: started } = await api('POST', '/admin/v1/feeds/moved-images/imports', {
+      format: 'json',
+      content: JSON.stringify([first]),
+    });
+    await expect
+      .poll(
+        async () =>
+          (await api('GET', `/admin/v1/feeds/moved-images/imports/${started.importId}`)).body.status,
+        { timeout: 30_000 },
+      )
+      .toBe('succeeded');
+    const file = join(dataDir, 'moved.csv');
+    await writeFile(
+      file,
+      `id,title,image_link\nm1,Moved 1,${stack.url}/demo/images/gone1.webp\nm2,Moved 2,${stack.url}/demo/images/gone2.webp\n`,
+    );
+    await page.goto(`${stack.url}/#/feeds/moved-images/imports`);
+    await page.getByRole('heading', { level: 1, name: 'Moved images' }).waitFor();
+    await page.getByLabel('Upload a feed file').setInputFiles(file);
+    await page.getByRole('button', { name: 'Start import' }).click();
+    await page.locator('.import-progress[data-status="failed"]').waitFor({ timeout: 30_000 });
+    const errors = await page.locator('.import-progress ol.errors li').allTextContents();
+    expect(errors).toContainEqual(expect.stringMatching(/^Products not in this file were kept/));
+    expect(errors.join('\n')).not.toMatch(/null|undefined/);
+    await page.locator('.recent-imports .badge.status-failed.bad').waitFor();
+    expect(await page.locator('.recent-imports .badge.status-succeeded.ok').count()).toBe(1);
+  });
+
+  it('keeps a small detected box clickable inside a larger one, and the keyboard on best score first', async () => {
+    // The API's order is by score: here the small box first, then a larger one around it.
+    const objects = [
+      { box: [20, 20, 100, 100], label: 'small thing', score: 0.9 },
+      { box: [0, 0, 320, 192], label: 'whole thing', score: 0.8 },
+    ];
+    await page.route('**/api/v1/detect', (route) =>
+      route.fulfill({
+        contentType: 'application/json',
+        body: JSON.stringify({
+          action: 'detect',
+          searchId: 'x',
+          results: { objects },
+          processTimeSeconds: 0.01,
+        }),
+      }),
+    );
+    try {
+      await page.goto(`${stack.url}/#/feeds/demo/try`);
+      await page.getByRole('heading', { level: 1, name: 'Demo catalogue' }).waitFor();
+      await page.locator('#try-file').setInputFiles(QUERY_IMAGE);
+      const small = page.getByRole('button', { name: 'Search the small thing (90%)' });
+      await small.waitFor();
+      const where = (await small.boundingBox())!;
+      // A click where the small box is, as a mouse would: the larger box must not catch it.
+      await page.mouse.click(where.x + where.width / 2, where.y + where.height / 2);
+      await page.getByRole('heading', { name: 'Results for the small thing (90%) crop' }).waitFor();
+      expect(
+        await page.locator('.overlay .box').evaluateAll((boxes) => boxes.map((b) => b.textContent)),
+      ).toEqual(['small thing 90%', 'whole thing 80%']);
+    } finally {
+      await page.unroute('**/api/v1/detect');
+    }
+  });
+
+  it('gives the keyboard its place back after a page of products (not the top of the page)', async () => {
+    await page.goto(`${stack.url}/#/feeds/demo/products`);
+    await page.getByRole('heading', { level: 1, name: 'Demo catalogue' }).waitFor();
+    await page.locator('.grid.products[data-count="24"]').waitFor();
+    await page.getByRole('button', { name: 'Next →' }).focus();
+    await page.keyboard.press('Enter');
+    await page.locator('.pager', { hasText: 'Page 2' }).waitFor();
+    // The last page: "Next" is disabled, so the focus is on "Previous", Enter goes back.
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('← Previous');
+    await page.keyboard.press('Enter');
+    await page.locator('.pager', { hasText: 'Page 1' }).waitFor();
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Next →');
+  });
+
+  it('shows why a search id for testing could not be created, not nothing', async () => {
+    await api('POST', '/admin/v1/feeds', { feedId: 'no-keys', name: 'No keys' });
+    await page.goto(`${stack.url}/#/feeds/no-keys/try`);
+    await page.getByRole('heading', { level: 1, name: 'No keys' }).waitFor();
+    const error = { status: 500, code: 'internal', message: 'Something broke.', details: [] };
+    await page.route('**/admin/v1/feeds/no-keys/keys', (route) =>
+      route.request().method() === 'POST'
+        ? route.fulfill({ status: 500, contentType: 'application/json', body: JSON.stringify({ error }) })
+        : route.continue(),
+    );
+    try {
+      await page.getByRole('button', { name: 'Create a search id for testing' }).click();
+      await page.getByText('Could not create the search id: Something broke.').waitFor();
+    } finally {
+      await page.unroute('**/admin/v1/feeds/no-keys/keys');
+    }
+    await page.getByRole('button', { name: 'Create a search id for testing' }).click();
+    await page.getByLabel('Search id').waitFor();
+  });
+
+  it("creates an enterprise feed on the plan's default limit, not a pinned 10,000", async () => {
+    await page.goto(`${stack.url}/#/`);
+    await page.getByRole('heading', { name: 'Feeds', exact: true }).waitFor();
+    await page.getByLabel('Name', { exact: true }).fill('Big shop');
+    await page.getByLabel('Feed id (optional)').fill('big-shop');
+    await page.getByLabel('Plan').selectOption('enterprise');
+    await page.getByRole('button', { name: 'Create feed' }).click();
+    await page.getByRole('heading', { name: 'API Keys' }).waitFor();
+    expect((await api('GET', '/admin/v1/feeds/big-shop')).body).toMatchObject({
+      plan: 'enterprise',
+      hourlyLimit: ENTERPRISE_DEFAULT,
+    });
   });
 
   it("gives a feed moved to enterprise the plan's default limit, not its former plan's", async () => {
@@ -481,6 +632,20 @@ describe('dashboard in Chromium', () => {
     await page.locator('tr[data-feed-id="long-name"] a').click();
     await page.getByRole('heading', { level: 1, name: long }).waitFor();
     expect(await fits()).toBe(true);
+  });
+
+  it('says why it asks to sign in again when the admin token is refused on a feed page', async () => {
+    await page.goto(`${stack.url}/#/feeds/demo/general`);
+    await page.getByRole('heading', { level: 1, name: 'Demo catalogue' }).waitFor();
+    // The server now has another token (restarted with another ADMIN_TOKEN, say).
+    await page.evaluate(() => sessionStorage.setItem('vps.adminToken', 'adm_replaced-0000000000'));
+    await page.getByRole('link', { name: 'Usage' }).click();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await page.getByText('The admin token was refused; sign in again.').waitFor();
+    await page.getByLabel('Admin token').fill(stack.adminToken);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Feeds', exact: true }).waitFor();
+    expect(await page.getByText('The admin token was refused; sign in again.').count()).toBe(0);
   });
 
   it('loads no page resource that is missing (a favicon request was a 404 on every page)', () => {
