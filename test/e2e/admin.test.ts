@@ -27,14 +27,17 @@ afterAll(async () => {
 
 describe('admin authentication', () => {
   it('returns 401 unauthorized without the admin token', async () => {
-    expectError(await stack.call('GET', '/admin/v1/feeds'), 401, 'unauthorized');
+    const response = await stack.call('GET', '/admin/v1/feeds');
+    expectError(response, 401, 'unauthorized');
+    expect(response.body.error.message).toBe('Send the admin token as Authorization: Bearer <token>.');
   });
 
-  it('returns 401 unauthorized with a wrong admin token', async () => {
+  it('returns 401 unauthorized with a wrong admin token, saying it is not valid rather than missing', async () => {
     const response = await stack.call('GET', '/admin/v1/feeds', {
       headers: { authorization: 'Bearer wrong-token-wrong-token' },
     });
     expectError(response, 401, 'unauthorized');
+    expect(response.body.error.message).toBe('The admin token is not valid.');
   });
 
   it('does not accept a search id as admin token', async () => {
