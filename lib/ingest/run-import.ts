@@ -383,6 +383,8 @@ async function downloadFeedFile(
   } catch (error) {
     if (feed.gone()) throw new FeedGone();
     deps.signal?.throwIfAborted();
+    // The import's message says which fetch failed: "HTTP 404." alone reads like one of its images.
+    if (error instanceof FetchError) throw new FetchError(`The feed URL could not be read: ${error.message}`);
     throw error;
   } finally {
     feed.stop();

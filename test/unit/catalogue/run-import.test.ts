@@ -541,7 +541,7 @@ describe('runImport', () => {
     const w = world();
     const queued = await queue(w, { url: 'https://shop.example/missing.xml', mode: 'full' });
     const record = await runImport(w.deps, FEED, queued.importId);
-    expect(record).toMatchObject({ status: 'failed', message: 'HTTP 404.' });
+    expect(record).toMatchObject({ status: 'failed', message: 'The feed URL could not be read: HTTP 404.' });
   });
 
   it('keeps existing products when a full import has a row it cannot read at all, saying which', async () => {
