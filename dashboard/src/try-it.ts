@@ -102,7 +102,14 @@ export function tryItView(
       ),
     ),
   );
-  const fileInput = h('input', { type: 'file', id: 'try-file', accept: 'image/*', class: 'visually-hidden' });
+  // Out of the Tab order: the drop zone (its label) is the one stop, and opens the picker from the keyboard.
+  const fileInput = h('input', {
+    type: 'file',
+    id: 'try-file',
+    accept: 'image/*',
+    class: 'visually-hidden',
+    tabindex: '-1',
+  });
   const drop = h(
     'label',
     { for: 'try-file', class: 'dropzone', tabindex: '0' },

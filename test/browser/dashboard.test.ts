@@ -269,6 +269,10 @@ describe('dashboard in Chromium', () => {
     const expectedDetect = await api('POST', '/api/v1/detect', { imageData: photo }, searchId);
 
     await page.getByRole('link', { name: 'Try it' }).click();
+    // The keyboard goes from the search id to the drop zone in one Tab (no hidden stop between them).
+    await page.locator('#try-key').focus();
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.className)).toBe('dropzone');
     await page.locator('#try-file').setInputFiles(QUERY_IMAGE);
     await page.locator('.preview img').waitFor();
     await page.locator('.results .grid.products .product').first().waitFor({ timeout: 20_000 });
