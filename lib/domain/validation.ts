@@ -24,7 +24,7 @@ export function parseInput<S extends z.ZodType>(
   input: unknown,
   source: '(body)' | '(query)' = '(body)',
 ): z.infer<S> {
-  const parsed = schema.safeParse(input);
+  const parsed = schema.safeParse(input, { error: plainMessage });
   if (parsed.success) return parsed.data;
   // Bounded: a body of 250,000 unknown keys made a 400 larger than itself, past Lambda's 6 MB answer.
   const details = parsed.error.issues.slice(0, MAX_DETAILS).map((issue) => ({
@@ -33,6 +33,57 @@ export function parseInput<S extends z.ZodType>(
   }));
   const first = details[0];
   throw new ValidationError(first ? `Invalid ${first.path}: ${first.message}` : 'Invalid request.', details);
+}
+
+type Issue = z.core.$ZodRawIssue;
+
+const TYPE_NAMES: Readonly<Record<string, string>> = {
+  string: 'a string',
+  number: 'a number',
+  int: 'an integer',
+  boolean: 'true or false',
+  array: 'an array',
+  object: 'an object',
+};
+
+/**
+ * The problem in a client's words where zod's default reads like its internals ("Too small: expected
+ * string to have >=1 characters", "Invalid input: expected int, received number"). A schema's own message
+ * wins over this one (zod's order); an issue not listed keeps zod's.
+ */
+function plainMessage(issue: Issue): string | undefined {
+  switch (issue.code) {
+    case 'invalid_type':
+      if (issue.input === undefined) return 'is required';
+      return `expected ${TYPE_NAMES[issue.expected] ?? issue.expected}, got ${shown(issue.input)}`;
+    case 'too_small':
+    case 'too_big': {
+      const small = issue.code === 'too_small';
+      const bound = Number(small ? issue.minimum : issue.maximum);
+      const side = small ? 'least' : 'most';
+      if (issue.origin === 'string')
+        return small && bound === 1 ? 'must not be empty' : `must be at ${side} ${bound} characters long`;
+      if (issue.origin === 'array') return `must have at ${side} ${bound} item${bound === 1 ? '' : 's'}`;
+      if (issue.origin === 'number')
+        return issue.inclusive
+          ? `must be at ${side} ${bound}`
+          : `must be ${small ? 'greater' : 'less'} than ${bound}`;
+      return undefined;
+    }
+    case 'invalid_value': {
+      const values = issue.values.slice(0, 10).map((value) => JSON.stringify(value));
+      return `must be ${values.length === 1 ? values[0] : `one of ${values.join(', ')}`}${issue.values.length > 10 ? ', …' : ''}`;
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** A value as a problem quotes it: numbers and short strings as they are, others by their kind. */
+function shown(value: unknown): string {
+  if (value === null || typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (typeof value === 'string') return value.length > 40 ? 'a long string' : JSON.stringify(value);
+  return Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : typeof value;
 }
 
 /** At most this many field problems are listed, each message and path at most MAX_TEXT long. */

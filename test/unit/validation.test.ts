@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { ValidationError } from '#lib/domain/errors.ts';
+import { SearchImageRequest } from '#lib/domain/schemas.ts';
+import { parseInput } from '#lib/domain/validation.ts';
+
+const imageData =
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+
+/** The details of the ValidationError `input` gets, as [path, message] pairs. */
+function problems(schema: z.ZodType, input: unknown): [string, string][] {
+  try {
+    parseInput(schema, input);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ValidationError);
+    return (error as ValidationError).details.map(({ path, message }) => [path, message]);
+  }
+  throw new Error('expected a validation error');
+}
+
+describe('validation messages', () => {
+  it.each([
+    ['a fraction where an integer goes', { imageData, limit: 1.5 }, 'expected an integer, got 1.5'],
+    ['text where a number goes', { imageData, limit: 'ten' }, 'expected a number, got "ten"'],
+    ['a number under the range', { imageData, limit: 0 }, 'must be at least 1'],
+    ['a number over the range', { imageData, limit: 101 }, 'must be at most 100'],
+  ])('says what was expected and what came, in plain words: %s', (_name, body, message) => {
+    expect(problems(SearchImageRequest, body)).toEqual([['limit', message]]);
+  });
+
+  it('names strings, lists, choices and missing fields in plain words, and keeps a schema its own', () => {
+    // Prepare
+    const schema = z.object({
+      name: z.string().min(1),
+      code: z.string().max(3),
+      tags: z.array(z.string()).max(2),
+      plan: z.enum(['free', 'pro']),
+      ratio: z.number().gt(0),
+      id: z.string(),
+      own: z.string().min(2, 'needs two letters'),
+    });
+    // Act
+    const found = problems(schema, {
+      name: '',
+      code: 'abcd',
+      tags: ['a', 'b', 'c'],
+      plan: 'gold',
+      ratio: 0,
+      own: 'x',
+    });
+    // Assess
+    expect(found).toEqual([
+      ['name', 'must not be empty'],
+      ['code', 'must be at most 3 characters long'],
+      ['tags', 'must have at most 2 items'],
+      ['plan', 'must be one of "free", "pro"'],
+      ['ratio', 'must be greater than 0'],
+      ['id', 'is required'],
+      ['own', 'needs two letters'],
+    ]);
+  });
+});
