@@ -214,16 +214,21 @@ describe.each([
   });
 
   describe('local visual-word index: damaged files and failed writes', () => {
+    /** Writes feed f's file of `docs`, then damages its first entry (first doc, first word): ordinal 128. */
+    async function writeWithEntryPastRows(dir: string, docs: ReturnType<typeof doc>[]): Promise<void> {
+      const written = wordIndex(dir, FILE_EVERY_FLUSH);
+      await written.upsert(docs);
+      await written.close();
+      const bytes = await readFile(join(dir, 'f.words'));
+      // (format 4: 8 header bytes, then slice 0's 257 bucket offsets; an entry's low byte is its ordinal)
+      bytes[8 + 4 * 257] = bytes[8 + 4 * 257]! | 0x80;
+      await writeFile(join(dir, 'f.words'), bytes);
+    }
+
     it('leaves out an entry whose ordinal is past the rows, as it reads in memory', async () => {
       await withTempDir(async (dir) => {
         // Prepare: a written feed, a and b, whose first entry (word 1 of a) gets ordinal 128 of 2 rows
-        const written = wordIndex(dir, FILE_EVERY_FLUSH);
-        await written.upsert([doc('a', [1, 2]), doc('b', [2, 3])]);
-        await written.close();
-        const bytes = await readFile(join(dir, 'f.words'));
-        // (format 4: 8 header bytes, then slice 0's 257 bucket offsets; an entry's low byte is its ordinal)
-        bytes[8 + 4 * 257] = bytes[8 + 4 * 257]! | 0x80;
-        await writeFile(join(dir, 'f.words'), bytes);
+        await writeWithEntryPastRows(dir, [doc('a', [1, 2]), doc('b', [2, 3])]);
         // Act
         const hits = await wordIndex(dir).search({ feedId: 'f', words: Float64Array.from([1, 2]), k: 5 });
         // Assess: word 2 only (a's word 1 is the damaged entry), a and b tied
@@ -236,13 +241,8 @@ describe.each([
 
     it('leaves an entry whose ordinal is past the rows out of the file written after it', async () => {
       await withTempDir(async (dir) => {
-        // Prepare: a, b and c written, a's word 1 damaged to ordinal 128 of 3 rows (as in the test above)
-        const written = wordIndex(dir, FILE_EVERY_FLUSH);
-        await written.upsert([doc('a', [1, 2]), doc('b', [2, 3]), doc('c', [2, 4])]);
-        await written.close();
-        const bytes = await readFile(join(dir, 'f.words'));
-        bytes[8 + 4 * 257] = bytes[8 + 4 * 257]! | 0x80;
-        await writeFile(join(dir, 'f.words'), bytes);
+        // Prepare: a, b and c written, a's word 1 damaged to ordinal 128 of 3 rows
+        await writeWithEntryPastRows(dir, [doc('a', [1, 2]), doc('b', [2, 3]), doc('c', [2, 4])]);
         // Act: b goes (its row renumbered away), d arrives, and the whole file is written again (a share of
         // 0: on disk too, a rewrite rather than a segment)
         const index = wordIndex(dir, { ...FILE_EVERY_FLUSH, rewriteShare: 0 });
@@ -263,13 +263,8 @@ describe.each([
 
     it('credits an entry whose ordinal is past the rows to no image added later at that ordinal', async () => {
       await withTempDir(async (dir) => {
-        // Prepare: a and b written, a's word 1 damaged to ordinal 128 of 2 rows (as in the tests above)
-        const written = wordIndex(dir, FILE_EVERY_FLUSH);
-        await written.upsert([doc('a', [1, 2]), doc('b', [2, 3])]);
-        await written.close();
-        const bytes = await readFile(join(dir, 'f.words'));
-        bytes[8 + 4 * 257] = bytes[8 + 4 * 257]! | 0x80;
-        await writeFile(join(dir, 'f.words'), bytes);
+        // Prepare: a and b written, a's word 1 damaged to ordinal 128 of 2 rows
+        await writeWithEntryPastRows(dir, [doc('a', [1, 2]), doc('b', [2, 3])]);
         const index = wordIndex(dir, FILE_EVERY_FLUSH);
         const wordOne = { feedId: 'f', words: Float64Array.from([1]), k: 5 };
         // Act: 127 images without word 1 and no deletion (a merge that renumbers nothing), the 127th at
