@@ -26,8 +26,9 @@ export function parseInput<S extends z.ZodType>(
 ): z.infer<S> {
   const parsed = schema.safeParse(input, { error: plainMessage });
   if (parsed.success) return parsed.data;
+  const issues = parsed.error.issues.filter((issue, _, all) => !outshone(issue, all));
   // Bounded: a body of 250,000 unknown keys made a 400 larger than itself, past Lambda's 6 MB answer.
-  const details = parsed.error.issues.slice(0, MAX_DETAILS).map((issue) => ({
+  const details = issues.slice(0, MAX_DETAILS).map((issue) => ({
     path: clipped(issue.path.map(String).join('.')) || source,
     message: clipped(issue.code === 'unrecognized_keys' ? unknownKeysMessage(issue.keys) : issue.message),
   }));
@@ -36,6 +37,17 @@ export function parseInput<S extends z.ZodType>(
 }
 
 type Issue = z.core.$ZodRawIssue;
+
+/**
+ * zod's own bound of an integer (±2⁵³ − 1, `origin: 'int'`) when the schema's bound on the same field is
+ * broken too: `limit: 1e300` was "must be at most 9007199254740991" first, then "must be at most 100".
+ */
+function outshone(issue: z.core.$ZodIssue, all: readonly z.core.$ZodIssue[]): boolean {
+  const safeRange = (candidate: z.core.$ZodIssue) =>
+    (candidate.code === 'too_big' || candidate.code === 'too_small') && candidate.origin === 'int';
+  const samePath = (other: z.core.$ZodIssue) => other.path.join('\0') === issue.path.join('\0');
+  return safeRange(issue) && all.some((other) => other !== issue && !safeRange(other) && samePath(other));
+}
 
 const TYPE_NAMES: Readonly<Record<string, string>> = {
   string: 'a string',
@@ -53,9 +65,15 @@ const TYPE_NAMES: Readonly<Record<string, string>> = {
  */
 function plainMessage(issue: Issue): string | undefined {
   switch (issue.code) {
-    case 'invalid_type':
+    case 'invalid_type': {
       if (issue.input === undefined) return 'is required';
-      return `expected ${TYPE_NAMES[issue.expected] ?? issue.expected}, got ${shown(issue.input)}`;
+      const expected = TYPE_NAMES[issue.expected] ?? issue.expected;
+      // (A coerced query value that is no number arrives as NaN: not what the client sent, so not quoted.)
+      const unquoted = typeof issue.input === 'number' && !Number.isFinite(issue.input);
+      return unquoted ? `expected ${expected}` : `expected ${expected}, got ${shown(issue.input)}`;
+    }
+    case 'invalid_union':
+      return issue.input === undefined ? 'is required' : undefined;
     case 'too_small':
     case 'too_big': {
       const small = issue.code === 'too_small';
@@ -64,7 +82,7 @@ function plainMessage(issue: Issue): string | undefined {
       if (issue.origin === 'string')
         return small && bound === 1 ? 'must not be empty' : `must be at ${side} ${bound} characters long`;
       if (issue.origin === 'array') return `must have at ${side} ${bound} item${bound === 1 ? '' : 's'}`;
-      if (issue.origin === 'number')
+      if (issue.origin === 'number' || issue.origin === 'int')
         return issue.inclusive
           ? `must be at ${side} ${bound}`
           : `must be ${small ? 'greater' : 'less'} than ${bound}`;

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ValidationError } from '#lib/domain/errors.ts';
-import { SearchImageRequest } from '#lib/domain/schemas.ts';
+import { ProductsPageQuery } from '#lib/domain/catalogue/imports.ts';
+import { RelatedRequest, RootSearchRequest, SearchImageRequest } from '#lib/domain/schemas.ts';
 import { parseInput } from '#lib/domain/validation.ts';
 
 const imageData =
@@ -58,5 +59,35 @@ describe('validation messages', () => {
       ['id', 'is required'],
       ['own', 'needs two letters'],
     ]);
+  });
+
+  it.each([
+    [
+      'an integer past the safe range names the schema bound',
+      SearchImageRequest,
+      { imageData, limit: 1e300 },
+      [
+        ['limit', 'must be at most 100'],
+        ['offset', 'offset + limit must not exceed 1000'],
+      ],
+    ],
+    [
+      'a root search limit that is neither number nor digits',
+      RootSearchRequest,
+      { imageData, limit: 1.5 },
+      [['limit', 'expected a whole number between 1 and 100, as a number or a string']],
+    ],
+    [
+      'a filter without its value',
+      RelatedRequest,
+      { productId: 'p', filters: [{ key: 'color' }] },
+      [['filters.0.value', 'is required']],
+    ],
+  ])('keeps the field its plain problem: %s', (_name, schema, body, expected) => {
+    expect(problems(schema, body)).toEqual(expected);
+  });
+
+  it('does not quote a query value coerced to NaN as if the client had sent it', () => {
+    expect(problems(ProductsPageQuery, { limit: 'abc' })).toEqual([['limit', 'expected a number']]);
   });
 });

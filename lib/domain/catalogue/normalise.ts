@@ -33,7 +33,8 @@ function quote(value: string | number): string {
  * instead of noting the same field again.
  */
 export function isImportNote(message: string): boolean {
-  return /^metadata .* not kept[.:]/.test(message);
+  // (s: a quoted name may hold a line break.)
+  return /^metadata .* not kept[.:]/s.test(message);
 }
 
 /** Why one row of a feed was not imported; the message is shown in the import's errors. */

@@ -160,7 +160,13 @@ describe('runImport', () => {
     // Prepare: 12 rows (chunks of 3), each with the same 11 names the import does not keep; one row fails
     const ids = Array.from({ length: 12 }, (_, i) => `p${i + 1}`);
     const w = world(filesFor(...ids));
-    const bad = Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`metadata.bad name ${i}`, 'x']));
+    // (Names with line breaks among them: a note quoting one must still be read back as a note.)
+    const bad = Object.fromEntries(
+      Array.from({ length: 11 }, (_, i) => [
+        `metadata.bad${['\n', '\r', '\u2028', ' '][i % 4]}name ${i}`,
+        'x',
+      ]),
+    );
     const rows: Record<string, unknown>[] = ids.map((id) => product(id, bad));
     rows[10] = { id: 'p11', image_link: img('p11') };
     const queued = await queueInline(w, jsonl(rows));
@@ -173,7 +179,7 @@ describe('runImport', () => {
       ...Array.from({ length: 10 }, (_, i) => ({
         row: 1,
         productId: 'p1',
-        message: `metadata "bad name ${i}" is not kept: a metadata name is 1–64 letters, digits, "_" or "-".`,
+        message: `metadata "bad${['\n', '\r', '\u2028', ' '][i % 4]}name ${i}" is not kept: a metadata name is 1–64 letters, digits, "_" or "-".`,
       })),
       { row: 11, productId: 'p11', message: 'title is missing.' },
     ]);
