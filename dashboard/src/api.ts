@@ -186,6 +186,8 @@ export interface Feed {
   name: string;
   plan: 'free' | 'pro' | 'enterprise';
   hourlyLimit: number;
+  /** Whether hourlyLimit is the feed's own (enterprise) rather than its plan's default. */
+  customHourlyLimit: boolean;
   domains: string[];
   requireOrigin: boolean;
   createdAt: string;

@@ -58,8 +58,9 @@ export function generalView({ feed, version, refresh }: FeedPage): HTMLElement {
     max: 10_000_000,
     step: 1,
     // Only an enterprise feed's own limit is shown as a value: another plan's fixed limit, carried over
-    // when the plan changes to enterprise, was saved as its custom limit (1,000 for a former Pro feed).
-    value: feed.plan === 'enterprise' ? feed.hourlyLimit : '',
+    // when the plan changes to enterprise, was saved as its custom limit (1,000 for a former Pro feed),
+    // and the enterprise default shown as a value looked set (and could not be pinned: unchanged).
+    value: feed.customHourlyLimit ? feed.hourlyLimit : '',
     placeholder: 'the plan default',
     'aria-describedby': 'limit-help',
   });

@@ -189,6 +189,9 @@ export const FeedSchema = z.object({
   name: z.string(),
   plan: z.enum(PLANS),
   hourlyLimit: z.number().int().describe('The hourly limit in force (plan default or custom).'),
+  customHourlyLimit: z
+    .boolean()
+    .describe("Whether hourlyLimit is the feed's own (enterprise) rather than its plan's default."),
   domains: z.array(z.string()),
   requireOrigin: z.boolean(),
   createdAt: z.string(),
@@ -322,6 +325,7 @@ const exampleFeed = {
   name: 'Shop EU',
   plan: 'pro',
   hourlyLimit: 1000,
+  customHourlyLimit: false,
   domains: ['shop.example.com', '*.example.com'],
   requireOrigin: false,
   createdAt: '2026-11-01T09:00:00.000Z',

@@ -485,6 +485,18 @@ describe('dashboard in Chromium', () => {
     const moved = (await api('GET', '/admin/v1/feeds/moving-up')).body;
     expect(moved).toMatchObject({ plan: 'enterprise', hourlyLimit: reference.body.hourlyLimit });
     expect(moved.hourlyLimit).not.toBe(1000);
+    // On the default, the field is empty (not the default's number, as if set), and the default's number
+    // typed in pins it as the feed's own
+    await page.reload();
+    await page.getByRole('heading', { level: 1, name: 'Moving up' }).waitFor();
+    expect(await page.locator('#feed-limit').inputValue()).toBe('');
+    await page.locator('#feed-limit').fill(String(moved.hourlyLimit));
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByText('Settings saved').waitFor();
+    expect((await api('GET', '/admin/v1/feeds/moving-up')).body).toMatchObject({
+      hourlyLimit: moved.hourlyLimit,
+      customHourlyLimit: true,
+    });
     // An enterprise feed's own limit survives a round trip of the plan through Pro before Save
     await api('POST', '/admin/v1/feeds', {
       feedId: 'custom-limit',

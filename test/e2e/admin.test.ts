@@ -62,6 +62,7 @@ describe('feeds', () => {
       name: 'ACME shoes',
       plan: 'free',
       hourlyLimit: 100,
+      customHourlyLimit: false,
       domains: ['shop.example.com'],
       requireOrigin: false,
       createdAt: expect.any(String),
@@ -81,10 +82,22 @@ describe('feeds', () => {
       domains: ['*.example.com'],
     });
     expect(updated.status).toBe(200);
-    expect(updated.body).toMatchObject({ plan: 'enterprise', hourlyLimit: 5000, domains: ['*.example.com'] });
+    expect(updated.body).toMatchObject({
+      plan: 'enterprise',
+      hourlyLimit: 5000,
+      customHourlyLimit: true,
+      domains: ['*.example.com'],
+    });
+    // The enterprise default is told apart from a custom limit of the same number
+    const byDefault = await stack.admin('PATCH', '/admin/v1/feeds/acme-shoes', { hourlyLimit: null });
+    expect(byDefault.body).toMatchObject({ plan: 'enterprise', customHourlyLimit: false });
+    const pinned = await stack.admin('PATCH', '/admin/v1/feeds/acme-shoes', {
+      hourlyLimit: byDefault.body.hourlyLimit,
+    });
+    expect(pinned.body).toMatchObject({ hourlyLimit: byDefault.body.hourlyLimit, customHourlyLimit: true });
 
     const downgraded = await stack.admin('PATCH', '/admin/v1/feeds/acme-shoes', { plan: 'pro' });
-    expect(downgraded.body.hourlyLimit).toBe(1000);
+    expect(downgraded.body).toMatchObject({ hourlyLimit: 1000, customHourlyLimit: false });
 
     const key = (await stack.admin('POST', '/admin/v1/feeds/acme-shoes/keys', {})).body.searchId;
     const deleted = await stack.admin('DELETE', '/admin/v1/feeds/acme-shoes');

@@ -46,8 +46,12 @@ export interface FeedAdminDeps {
   planLimits: Record<Plan, number>;
 }
 
-/** A feed as the admin API shows it: with the hourly limit that is in force. */
-export type FeedView = Feed & { hourlyLimit: number };
+/**
+ * A feed as the admin API shows it: with the hourly limit that is in force, and whether that is the
+ * feed's own (an enterprise feed's custom limit) rather than its plan's default, which follows the
+ * configured plan limits (a client could not tell a pinned 10,000 from the default).
+ */
+export type FeedView = Feed & { hourlyLimit: number; customHourlyLimit: boolean };
 
 /**
  * The version of a feed as an HTTP entity tag (quoted): which feed (a feed created again under the id is
@@ -65,7 +69,11 @@ export function feedVersion(
 }
 
 export function feedView(feed: Feed, planLimits: Record<Plan, number>): FeedView {
-  return { ...feed, hourlyLimit: hourlyLimitOf(feed, planLimits) };
+  return {
+    ...feed,
+    hourlyLimit: hourlyLimitOf(feed, planLimits),
+    customHourlyLimit: feed.plan === 'enterprise' && feed.hourlyLimit !== undefined,
+  };
 }
 
 /** Creates a feed. Steps: pick or check the id, store it (conflict if the id is taken). */
