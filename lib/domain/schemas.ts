@@ -76,9 +76,11 @@ const intLike = (min: number, max: number, description: string) => {
 
 /** (A limit or offset that is no number has its own issue: the window is not named for it as well.) */
 const withinWindow = (value: { limit: number | string; offset: number | string }) => {
-  const end = Number(value.offset) + Number(value.limit);
-  // An offset past the window is the offset's own issue already (its range).
-  return Number.isNaN(end) || Number(value.offset) >= MAX_WINDOW || end <= MAX_WINDOW;
+  const [limit, offset] = [Number(value.limit), Number(value.offset)];
+  // An offset past the window or a limit past its range is that field's own issue already: `limit: 1001`
+  // with no offset was also "offset + limit must not exceed 1000" at the offset.
+  if (Number.isNaN(limit + offset) || offset >= MAX_WINDOW || limit > MAX_LIMIT) return true;
+  return offset + limit <= MAX_WINDOW;
 };
 const windowIssue = { message: `offset + limit must not exceed ${MAX_WINDOW}`, path: ['offset'] };
 

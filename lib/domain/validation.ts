@@ -53,7 +53,7 @@ const TYPE_NAMES: Readonly<Record<string, string>> = {
   string: 'a string',
   number: 'a number',
   int: 'an integer',
-  boolean: 'true or false',
+  boolean: 'a boolean',
   array: 'an array',
   object: 'an object',
 };
@@ -72,8 +72,19 @@ function plainMessage(issue: Issue): string | undefined {
       const unquoted = typeof issue.input === 'number' && !Number.isFinite(issue.input);
       return unquoted ? `expected ${expected}` : `expected ${expected}, got ${shown(issue.input)}`;
     }
-    case 'invalid_union':
-      return issue.input === undefined ? 'is required' : undefined;
+    case 'invalid_union': {
+      if (issue.input === undefined) return 'is required';
+      // Each branch refused the value's type alone (`string | number | boolean` given null): name them.
+      const types = issue.errors.map(([first, ...rest]) =>
+        first?.code === 'invalid_type' && rest.length === 0 && first.path.length === 0
+          ? (TYPE_NAMES[first.expected] ?? first.expected)
+          : undefined,
+      );
+      if (types.length === 0 || types.some((type) => type === undefined)) return undefined;
+      const names = [...new Set(types)];
+      const listed = names.length > 1 ? `${names.slice(0, -1).join(', ')} or ${names.at(-1)}` : names[0];
+      return `expected ${listed}, got ${shown(issue.input)}`;
+    }
     case 'too_small':
     case 'too_big': {
       const small = issue.code === 'too_small';
