@@ -248,7 +248,7 @@ async function importInto(
     // file whose valid rows all failed otherwise (every image unreachable: a CDN outage, images moved)
     // imported none.
     const done = current();
-    const imported = done.embedded + (done.updated ?? 0) + done.skipped > 0 || outcome.keptVectors;
+    const imported = importedAny(done) || outcome.keptVectors;
     const noneImported = outcome.valid > 0 && !imported;
     let kept = false;
     if (done.mode === 'full') {
@@ -476,7 +476,7 @@ async function processRows(
   let earlierRows: { row: number; productId: string }[] = [];
   // Once an earlier run imported a product, the rows before the checkpoint can change no decision of the
   // import's end (it imported one): they are not looked up in the store (countEarlierRows).
-  const importedBefore = start.embedded + (start.updated ?? 0) + start.skipped > 0;
+  const importedBefore = importedAny(start);
   let chunk: RawRecord[] = [];
   let previousIds = new Map<string, number>();
   // What the import noted about imported products' left-out fields, earlier runs' notes included (each
@@ -588,12 +588,26 @@ async function processRows(
     );
     for (const { row, productId } of rows) {
       const product = stored.get(productId);
-      const ours = product?.seen_import === start.importId;
-      if (ours && product.seen_row !== undefined && product.seen_row !== row) continue;
+      if (earlierRowOf(product, start.importId, row) !== undefined) continue;
       valid += 1;
-      if (ours && product.vector_count > 0) keptVectors = true;
+      if (product?.seen_import === start.importId && product.vector_count > 0) keptVectors = true;
     }
   }
+}
+
+/** Whether the import recorded a product as imported: embedded, re-filed or skipped as unchanged. */
+function importedAny(record: Pick<ImportRecord, 'embedded' | 'updated' | 'skipped'>): boolean {
+  return record.embedded + (record.updated ?? 0) + record.skipped > 0;
+}
+
+/**
+ * The earlier row of this import that a stored product was seen at, when `row` repeats its id (a run
+ * before a checkpoint stored it); undefined when the product is this row's or not this import's.
+ */
+function earlierRowOf(product: Product | undefined, importId: string, row: number): number | undefined {
+  if (product?.seen_import !== importId || product.seen_row === undefined || product.seen_row === row)
+    return undefined;
+  return product.seen_row;
 }
 
 /** Most notes an import records in its errors: they must not crowd out its rows' failures. */
@@ -775,9 +789,10 @@ async function prepareChunk(
   let counted = 0;
   for (const { row, content, notes } of valid) {
     const before = existing.get(content.product_id);
-    if (before?.seen_import === record.importId && before.seen_row !== undefined && before.seen_row !== row) {
+    const earlier = earlierRowOf(before, record.importId, row);
+    if (earlier !== undefined) {
       rowOfId.delete(content.product_id);
-      duplicate(row, content.product_id, before.seen_row);
+      duplicate(row, content.product_id, earlier);
       continue;
     }
     counted += 1;
