@@ -49,6 +49,9 @@ function outshone(issue: z.core.$ZodIssue, all: readonly z.core.$ZodIssue[]): bo
   return safeRange(issue) && all.some((other) => other !== issue && !safeRange(other) && samePath(other));
 }
 
+/** A zod type name as a client reads it ("int" → "an integer"). */
+const typeName = (expected: string) => TYPE_NAMES[expected] ?? expected;
+
 const TYPE_NAMES: Readonly<Record<string, string>> = {
   string: 'a string',
   number: 'a number',
@@ -67,7 +70,7 @@ function plainMessage(issue: Issue): string | undefined {
   switch (issue.code) {
     case 'invalid_type': {
       if (issue.input === undefined) return 'is required';
-      const expected = TYPE_NAMES[issue.expected] ?? issue.expected;
+      const expected = typeName(issue.expected);
       // (A coerced query value that is no number arrives as NaN: not what the client sent, so not quoted.)
       const unquoted = typeof issue.input === 'number' && !Number.isFinite(issue.input);
       return unquoted ? `expected ${expected}` : `expected ${expected}, got ${shown(issue.input)}`;
@@ -77,7 +80,7 @@ function plainMessage(issue: Issue): string | undefined {
       // Each branch refused the value's type alone (`string | number | boolean` given null): name them.
       const types = issue.errors.map(([first, ...rest]) =>
         first?.code === 'invalid_type' && rest.length === 0 && first.path.length === 0
-          ? (TYPE_NAMES[first.expected] ?? first.expected)
+          ? typeName(first.expected)
           : undefined,
       );
       if (types.length === 0 || types.some((type) => type === undefined)) return undefined;
