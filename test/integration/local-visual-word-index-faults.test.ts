@@ -123,6 +123,17 @@ async function withFeeds(
   }
 }
 
+/**
+ * The injected fault fired once, the flush failed with its I/O error (`syscall`), and every search made
+ * while it ran answered as the index in memory does.
+ */
+function expectOneFaultUnseen(syscall: string, error: unknown, searched: unknown[], expected: unknown): void {
+  expect(faults.fired).toBe(1);
+  expect(error).toMatchObject({ code: 'EIO', syscall });
+  expect(searched.length).toBeGreaterThan(1);
+  for (const hits of searched) expect(hits).toEqual(expected);
+}
+
 /** The flush's outcome, and every search made while it ran (one per turn of the event loop). */
 async function flushWhileSearching(index: Index): Promise<{ error: unknown; searched: VisualWordHit[][] }> {
   let settled = false;
@@ -170,10 +181,7 @@ describe('local visual-word index: segment writes that fail', () => {
       await disk.flush();
       // Assess: the I/O error itself; every search as the index in memory answers; a restart finds the
       // last flush's state; the next flush lists a new segment (3) and removes the unlisted one
-      expect(faults.fired).toBe(1);
-      expect(error).toMatchObject({ code: 'EIO', syscall: 'open' });
-      expect(searched.length).toBeGreaterThan(1);
-      for (const hits of searched) expect(hits).toEqual(expected);
+      expectOneFaultUnseen('open', error, searched, expected);
       expect(afterFailure).toEqual(expected);
       expect(reopenedAfterFailure).toEqual(acknowledged);
       expect(await listed(dir)).toEqual([0, 1, 3]);
@@ -202,10 +210,7 @@ describe('local visual-word index: segment writes that fail', () => {
         const reopenedAfterFailure = await reopened(dir);
         await disk.flush();
         // Assess: a restart replays the journal over the files; the next flush writes the segment
-        expect(faults.fired).toBe(1);
-        expect(error).toMatchObject({ code: 'EIO', syscall: 'open' });
-        expect(searched.length).toBeGreaterThan(1);
-        for (const hits of searched) expect(hits).toEqual(expected);
+        expectOneFaultUnseen('open', error, searched, expected);
         expect(filesAfterJournal).toEqual(['f.words.1']);
         expect(reopenedAfterFailure).toEqual(journaled);
         expect(await listed(dir)).toEqual([0, 1, 3]);
@@ -231,10 +236,7 @@ describe('local visual-word index: segment writes that fail', () => {
       await disk.flush();
       // Assess: the segment is committed (listed, found by a restart), the merge is not; the next write
       // merges down to one segment and removes the others
-      expect(faults.fired).toBe(1);
-      expect(error).toMatchObject({ code: 'EIO', syscall: 'open' });
-      expect(searched.length).toBeGreaterThan(1);
-      for (const hits of searched) expect(hits).toEqual(expected);
+      expectOneFaultUnseen('open', error, searched, expected);
       expect(afterFailure).toEqual(expected);
       expect(listedAfterFailure).toEqual([0, 1, 2]);
       expect(reopenedAfterFailure).toEqual(expected);
@@ -259,10 +261,7 @@ describe('local visual-word index: segment writes that fail', () => {
       await change([], ['d']);
       await disk.flush();
       // Assess: the merged segment listed alone, 1 and 2 left over (not read) until the next write
-      expect(faults.fired).toBe(1);
-      expect(error).toMatchObject({ code: 'EIO', syscall: 'scandir' });
-      expect(searched.length).toBeGreaterThan(1);
-      for (const hits of searched) expect(hits).toEqual(expected);
+      expectOneFaultUnseen('scandir', error, searched, expected);
       expect(afterFailure).toEqual(expected);
       expect(filesAfterFailure).toEqual(['f.words.1', 'f.words.2', 'f.words.3']);
       expect(listedAfterFailure).toEqual([0, 3]);
