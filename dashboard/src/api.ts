@@ -233,9 +233,19 @@ export interface ImportStatus {
   removed?: number;
   /** Why the import as a whole failed. */
   message?: string;
-  errors?: unknown[];
+  /** The first 100 problems, by row. */
+  errors?: ImportProblem[];
   createdAt?: string;
   mode?: 'full' | 'incremental';
+}
+
+/** A row not imported (error), or a product imported without something (warning). */
+export interface ImportProblem {
+  /** Null for a note about the file as a whole. */
+  row: number | null;
+  productId?: string;
+  message: string;
+  severity: 'error' | 'warning';
 }
 
 export interface Product {

@@ -3,6 +3,7 @@ import {
   adminResult,
   ApiError,
   type Feed,
+  type ImportProblem,
   type ImportStatus,
   type Product,
   type SearchKey,
@@ -692,17 +693,37 @@ const FORMATS: Record<string, string> = {
   ndjson: 'jsonl',
 };
 
-function errorText(item: unknown): string {
-  if (typeof item === 'string') return item;
-  if (item && typeof item === 'object') {
-    const record = item as Record<string, unknown>;
-    // `row: null` marks a note about the file as a whole (products it does not list): no "row null".
-    const where = ['row', 'line', 'productId', 'product_id', 'url']
-      .filter((k) => record[k] !== undefined && record[k] !== null)
-      .map((k) => `${k} ${String(record[k])}`);
-    return `${where.length ? `${where.join(', ')}: ` : ''}${String(record.message ?? record.error ?? JSON.stringify(item))}`;
-  }
-  return String(item);
+function problemText(problem: ImportProblem): string {
+  // `row: null` marks a note about the file as a whole (products it does not list): no "row null".
+  const where = [
+    ...(problem.row !== null ? [`row ${problem.row}`] : []),
+    ...(problem.productId !== undefined ? [`productId ${problem.productId}`] : []),
+  ];
+  return `${where.length ? `${where.join(', ')}: ` : ''}${problem.message}`;
+}
+
+/**
+ * One severity's problems: errors (rows not imported, counted in Failed) apart from warnings (products
+ * imported without something), so that a clean import with warnings does not read as one with failures.
+ */
+function problemList(severity: ImportProblem['severity'], problems: ImportProblem[]): HTMLElement | null {
+  if (problems.length === 0) return null;
+  const noun = `${severity}${problems.length === 1 ? '' : 's'}`;
+  return h(
+    'details',
+    { class: `problems ${severity}`, open: problems.length <= 10 },
+    h(
+      'summary',
+      {},
+      `${problems.length} ${noun}`,
+      severity === 'error' ? ' (rows not imported)' : ' (imported, with a note)',
+    ),
+    h(
+      'ol',
+      { class: 'errors' },
+      problems.map((problem) => h('li', {}, problemText(problem))),
+    ),
+  );
 }
 
 /** The badge colour of an import's status, the same in its progress and in the recent imports. */
@@ -714,7 +735,7 @@ export function importProgress(state: ImportStatus): HTMLElement {
   const total = state.total ?? 0;
   const processed = state.processed ?? 0;
   const percent = total > 0 ? Math.round((processed / total) * 100) : state.status === 'succeeded' ? 100 : 0;
-  const errors = state.errors ?? [];
+  const problems = state.errors ?? [];
   return h(
     'div',
     { class: 'import-progress', 'data-status': state.status },
@@ -761,18 +782,14 @@ export function importProgress(state: ImportStatus): HTMLElement {
     state.message
       ? h('p', { class: `alert ${state.status === 'failed' ? 'error' : 'info'}` }, state.message)
       : null,
-    errors.length > 0
-      ? h(
-          'details',
-          { open: errors.length <= 10 },
-          h('summary', {}, `${errors.length} error${errors.length === 1 ? '' : 's'}`),
-          h(
-            'ol',
-            { class: 'errors' },
-            errors.slice(0, 200).map((e) => h('li', {}, errorText(e))),
-          ),
-        )
-      : null,
+    problemList(
+      'error',
+      problems.filter((problem) => problem.severity !== 'warning'),
+    ),
+    problemList(
+      'warning',
+      problems.filter((problem) => problem.severity === 'warning'),
+    ),
   );
 }
 

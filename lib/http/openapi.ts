@@ -5,7 +5,13 @@ import {
   UpdateFeedRequest,
   UsageQuery,
 } from '#lib/domain/admin/schemas.ts';
-import { ListImportsQuery, ProductsPageQuery, StartImportRequest } from '#lib/domain/catalogue/imports.ts';
+import { FEED_FORMATS } from '#lib/domain/catalogue/feed-formats.ts';
+import {
+  IMPORT_PROBLEM_SEVERITIES,
+  ListImportsQuery,
+  ProductsPageQuery,
+  StartImportRequest,
+} from '#lib/domain/catalogue/imports.ts';
 import type { ErrorCode } from '#lib/domain/errors.ts';
 import { PLANS } from '#lib/domain/feeds.ts';
 import {
@@ -225,6 +231,50 @@ export const UsageReportSchema = z.object({
   totals: z.object(usageTotals),
 });
 
+const counter = (description: string) => z.number().int().min(0).describe(description);
+
+export const ImportProblemSchema = z.strictObject({
+  row: z
+    .number()
+    .int()
+    .nullable()
+    .describe('1-based position of the item in the file (CSV/TSV: data rows); null for the file as a whole.'),
+  productId: z.string().optional().describe("The row's id, cut to 200 characters."),
+  message: z.string(),
+  severity: z
+    .enum(IMPORT_PROBLEM_SEVERITIES)
+    .describe(
+      'error: the row was not imported (counted in failed). warning: the product was imported without something (an additional image, a metadata field), or a full import kept products its file does not list.',
+    ),
+});
+
+export const ImportSchema = z
+  .strictObject({
+    feedId: z.string(),
+    importId: z.string(),
+    status: z.enum(['queued', 'running', 'succeeded', 'failed']),
+    mode: z.enum(['full', 'incremental']),
+    source: z.union([
+      z.strictObject({ kind: z.literal('url'), url: z.string() }),
+      z.strictObject({ kind: z.literal('inline') }),
+    ]),
+    format: z.enum(FEED_FORMATS).optional().describe('Given, or found from the file once it is read.'),
+    total: counter('Rows in the file, known once it has been read through.'),
+    processed: counter('Rows handled so far: embedded + updated + skipped + failed.'),
+    embedded: counter('New products, or products whose images changed: images fetched and embedded.'),
+    updated: counter('Content changed, images did not: stored vectors kept, nothing fetched.'),
+    skipped: counter('Unchanged.'),
+    failed: counter('Rows not imported.'),
+    removed: counter('Products a full import removed because its file no longer lists them.'),
+    errors: z.array(ImportProblemSchema).max(100).describe('The first 100 problems, by row.'),
+    message: z.string().optional().describe('Why the import as a whole failed.'),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+    startedAt: z.string().optional(),
+    finishedAt: z.string().optional(),
+  })
+  .describe('A feed import and its progress.');
+
 const ERROR_CODES = Object.keys(STATUS_OF) as ErrorCode[];
 
 export const ErrorBodySchema = z
@@ -258,6 +308,7 @@ const COMPONENT_SCHEMAS: Record<string, { schema: z.ZodType; io: 'input' | 'outp
   Feed: { schema: FeedSchema, io: 'output' },
   SearchKey: { schema: SearchKeySchema, io: 'output' },
   UsageReport: { schema: UsageReportSchema, io: 'output' },
+  Import: { schema: ImportSchema, io: 'output' },
   Error: { schema: ErrorBodySchema, io: 'output' },
 };
 
@@ -365,6 +416,35 @@ const exampleUsage = {
     },
   ],
   totals: { requests: 125, ok: 105, clientErrors: 2, serverErrors: 0, rateLimited: 18 },
+};
+
+const exampleImport = {
+  feedId: 'shop-eu',
+  importId: 'imp_01JDX3V6Q9R2',
+  status: 'succeeded',
+  mode: 'full',
+  source: { kind: 'url', url: 'https://shop.example.com/feed.xml' },
+  format: 'xml',
+  total: 3,
+  processed: 3,
+  embedded: 1,
+  updated: 0,
+  skipped: 1,
+  failed: 1,
+  removed: 0,
+  errors: [
+    {
+      row: 2,
+      productId: 'SKU-1042-RED-M',
+      message: 'additional_image_link https://shop.example.com/img/sku-1042-back.jpg: HTTP 404.',
+      severity: 'warning',
+    },
+    { row: 3, productId: 'SKU-2001', message: 'title is missing.', severity: 'error' },
+  ],
+  createdAt: '2026-11-02T10:00:00.000Z',
+  updatedAt: '2026-11-02T10:00:04.000Z',
+  startedAt: '2026-11-02T10:00:01.000Z',
+  finishedAt: '2026-11-02T10:00:04.000Z',
 };
 
 /** One example message per error code, worded like the service's own. */
@@ -707,7 +787,17 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
           '[{"id":"SKU-1","title":"Red mug","image_link":"https://shop.example.com/img/sku-1.jpg","link":"https://shop.example.com/p/sku-1"}]',
       },
     },
-    response: { status: 202, description: 'The import, queued.', schema: { type: 'object' } },
+    response: {
+      status: 202,
+      description: 'The import, queued: poll GET …/imports/{importId} for its progress.',
+      schema: {
+        type: 'object',
+        properties: { importId: { type: 'string' }, status: { type: 'string', enum: ['queued'] } },
+        required: ['importId', 'status'],
+      },
+      zod: z.strictObject({ importId: z.string(), status: z.literal('queued') }),
+      example: { importId: exampleImport.importId, status: 'queued' },
+    },
     errors: ['feed_not_found'],
   },
   AdminListImports: {
@@ -716,7 +806,20 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     description:
       'Newest first, with their progress counters; `cursor` in the answer, when there are older ones, asks for the next page.',
     query: { schema: ListImportsQuery, example: { limit: '20' } },
-    response: { status: 200, description: 'The imports.', schema: { type: 'object' } },
+    response: {
+      status: 200,
+      description: 'The imports.',
+      schema: {
+        type: 'object',
+        properties: {
+          imports: { type: 'array', items: ref('Import') },
+          cursor: { type: 'string', description: 'Present when older imports remain.' },
+        },
+        required: ['imports'],
+      },
+      zod: z.strictObject({ imports: z.array(ImportSchema), cursor: z.string().optional() }),
+      example: { imports: [exampleImport] },
+    },
     errors: ['feed_not_found'],
   },
   AdminGetImport: {
@@ -724,7 +827,13 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     summary: 'One import and its progress',
     description:
       'Status (queued, running, succeeded, failed) and counters; the dashboard polls it. An import whose valid products all failed (every image unreachable) ends failed, its message naming the first error.',
-    response: { status: 200, description: 'The import.', schema: { type: 'object' } },
+    response: {
+      status: 200,
+      description: 'The import.',
+      schema: ref('Import'),
+      zod: ImportSchema,
+      example: exampleImport,
+    },
     errors: ['feed_not_found', 'import_not_found'],
   },
   AdminListProducts: {

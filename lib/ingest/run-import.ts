@@ -13,6 +13,7 @@ import {
   MAX_IMPORT_ERRORS,
   type ImportRecord,
   type ImportRowError,
+  type RecordedImportProblem,
 } from '#lib/domain/catalogue/imports.ts';
 import { feedStillLive } from '#lib/domain/admin/feeds.ts';
 import {
@@ -266,7 +267,8 @@ async function importInto(
             ? `Products not in this file were kept: ${noneOf(outcome.valid)}.`
             : `Products not in this file were kept: row ${outcome.unreadableRow} could not be read, and it may list one of them.`;
         kept = unusable || (await deps.products.listUnseen(done.feedId, done.importId)).length > 0;
-        if (kept) await save({ errors: capErrors(current().errors, [{ row: null, message }]) });
+        if (kept)
+          await save({ errors: capErrors(current().errors, [{ row: null, message, severity: 'warning' }]) });
       }
     }
     await flushIndices(deps);
@@ -429,7 +431,7 @@ const MAX_ERROR_MESSAGE = 500;
  * The errors an import record keeps: the first MAX_IMPORT_ERRORS, each as text a store can hold and of a
  * bounded size, whatever a row put into its message or id (a message may quote the row's values).
  */
-export function capErrors(errors: ImportRowError[], more: ImportRowError[]): ImportRowError[] {
+export function capErrors(errors: ImportRowError[], more: RecordedImportProblem[]): ImportRowError[] {
   return [...errors, ...more].slice(0, MAX_IMPORT_ERRORS).map((error) => ({
     ...error,
     ...(error.productId !== undefined ? { productId: errorProductId(error.productId) } : {}),
@@ -670,7 +672,7 @@ function noneImportedMessage(
   kept: boolean,
 ): string {
   const found = firstImageErrorOf(record.errors) ?? firstOfThisRun;
-  const first = found && capErrors([], [found])[0]!;
+  const first = found && capErrors([found], [])[0]!;
   const none = noneOf(valid);
   const summary = `${none[0]!.toUpperCase()}${none.slice(1)}.`;
   const cause = first
@@ -695,7 +697,7 @@ interface FetchedImage {
 interface PreparedChunk {
   rows: RawRecord[];
   rowOfId: Map<string, number>;
-  errors: ImportRowError[];
+  errors: RecordedImportProblem[];
   failed: number;
   skipped: number;
   /** Rows that are valid, non-duplicate products. */
@@ -736,18 +738,18 @@ async function prepareChunk(
   /** Aborted when the chunk before fails: no more images are fetched (the chunk is not committed). */
   stop: AbortSignal,
 ): Promise<PreparedChunk> {
-  const errors: ImportRowError[] = [];
+  const errors: RecordedImportProblem[] = [];
   let failed = 0;
   let skipped = 0;
   const valid: Valid[] = [];
   const rowOfId = new Map<string, number>();
   const duplicate = (row: number, productId: string, earlier: number) => {
-    errors.push({ row, productId, message: `Duplicate id; row ${earlier} was imported.` });
+    errors.push({ row, productId, message: `Duplicate id; row ${earlier} was imported.`, severity: 'error' });
     failed += 1;
   };
   for (const raw of rows) {
     if ('error' in raw) {
-      errors.push({ row: raw.row, message: raw.error });
+      errors.push({ row: raw.row, message: raw.error, severity: 'error' });
       failed += 1;
       continue;
     }
@@ -768,6 +770,7 @@ async function prepareChunk(
         row: raw.row,
         ...(id !== undefined ? { productId: errorProductId(id) } : {}),
         message: error.message,
+        severity: 'error',
       });
       failed += 1;
     }
@@ -797,7 +800,7 @@ async function prepareChunk(
     }
     counted += 1;
     for (const note of notes.filter((text) => noteOnce(noted, text)))
-      errors.push({ row, productId: content.product_id, message: note });
+      errors.push({ row, productId: content.product_id, message: note, severity: 'warning' });
     const hash = contentHash(content);
     const seen = { seen_import: record.importId, seen_row: row };
     // Products stored before local features existed, or with features of another recipe, are embedded
@@ -909,7 +912,7 @@ async function keepUnfetchedFeatureRefreshes(
   featureRefresh: { product: Product; before: Product }[],
   images: FetchedImage[],
   rowOf: Map<string, number>,
-  errors: ImportRowError[],
+  errors: RecordedImportProblem[],
 ): Promise<{ kept: Product[]; documents: VectorDocument[] }> {
   const fetched = new Set(images.map((image) => image.product.product_id));
   const unfetched = featureRefresh.filter(({ product }) => !fetched.has(product.product_id));
@@ -1063,7 +1066,7 @@ async function fetchImages(
   deps: IngestDeps,
   products: Product[],
   rowOf: Map<string, number>,
-  errors: ImportRowError[],
+  errors: RecordedImportProblem[],
   stop: AbortSignal,
 ): Promise<FetchedImage[]> {
   const jobs = products.flatMap((product) =>
@@ -1085,6 +1088,8 @@ async function fetchImages(
         productId: job.product.product_id,
         // The link shortened (up to 2,048 characters), so that the reason stays in the stored message.
         message: `${field} ${job.url.length > 200 ? `${job.url.slice(0, 199)}…` : job.url}: ${error.message}`,
+        // Without its main image a product is not imported; without another one, it is.
+        severity: job.index === 0 ? 'error' : 'warning',
       });
       return undefined;
     }
@@ -1102,7 +1107,7 @@ async function embedImages(
   embedder: Embedder,
   images: FetchedImage[],
   rowOf: Map<string, number>,
-  errors: ImportRowError[],
+  errors: RecordedImportProblem[],
 ): Promise<{ document: VectorDocument; image: FetchedImage; imageIndex: number }[]> {
   const vectors = await embedEach(
     embedder,
@@ -1117,6 +1122,7 @@ async function embedImages(
         row: rowOf.get(product.product_id) ?? null,
         productId: product.product_id,
         message: `${image.index === 0 ? 'image_link' : 'additional_image_link'} ${image.url}: the image could not be decoded or embedded.`,
+        severity: image.index === 0 ? 'error' : 'warning',
       });
       return;
     }

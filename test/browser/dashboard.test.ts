@@ -386,6 +386,18 @@ describe('dashboard in Chromium', () => {
     const errors = await page.locator('.import-progress ol.errors li').allTextContents();
     expect(errors).toContainEqual(expect.stringMatching(/^Products not in this file were kept/));
     expect(errors.join('\n')).not.toMatch(/null|undefined/);
+    // The rows not imported apart from the note (a warning: nothing failed by it).
+    const errorList = page.locator('.import-progress .problems.error');
+    expect(await errorList.locator('summary').textContent()).toBe('2 errors (rows not imported)');
+    expect(await errorList.locator('li').allTextContents()).toEqual([
+      expect.stringMatching(/^row 1, productId m1: image_link .*gone1\.webp: HTTP 404\.$/),
+      expect.stringMatching(/^row 2, productId m2: image_link .*gone2\.webp: HTTP 404\.$/),
+    ]);
+    const warningList = page.locator('.import-progress .problems.warning');
+    expect(await warningList.locator('summary').textContent()).toBe('1 warning (imported, with a note)');
+    expect(await warningList.locator('li').allTextContents()).toEqual([
+      expect.stringMatching(/^Products not in this file were kept/),
+    ]);
     await page.locator('.recent-imports .badge.status-failed.bad').waitFor();
     expect(await page.locator('.recent-imports .badge.status-succeeded.ok').count()).toBe(1);
   });

@@ -148,11 +148,14 @@ describe('feed imports', () => {
     expect(record.status).toBe('succeeded');
     expect(record.failed).toBeGreaterThan(0);
     expect(record.embedded).toBe(record.total - record.failed);
+    expect(record.errors).toHaveLength(record.failed);
     for (const error of record.errors)
       expect(error).toEqual({
         row: expect.any(Number),
         message: expect.any(String),
         ...(error.productId ? { productId: expect.any(String) } : {}),
+        // Each a row that was not imported.
+        severity: 'error',
       });
     const products = await stack.admin('GET', `/admin/v1/feeds/${other.feedId}/products?limit=50`);
     const groupOfEach = Object.fromEntries(
@@ -182,16 +185,32 @@ describe('feed imports', () => {
     expect(record).toMatchObject({ status: 'succeeded', total: 8, embedded: 3, failed: 5 });
     // The error names the row's id as text can hold it.
     expect(record.errors).toEqual([
-      { row: 1, productId: '\ufffdx', message: expect.stringMatching(/lone surrogate/) },
-      { row: 5, productId: `${'l'.repeat(199)}…`, message: expect.stringMatching(/longer than/) },
+      { row: 1, productId: '\ufffdx', message: expect.stringMatching(/lone surrogate/), severity: 'error' },
+      {
+        row: 5,
+        productId: `${'l'.repeat(199)}…`,
+        message: expect.stringMatching(/longer than/),
+        severity: 'error',
+      },
       {
         row: 6,
         productId: 'p1',
         message: expect.stringMatching(new RegExp(`^availability "${'9'.repeat(59)}…" is not one of `)),
+        severity: 'error',
       },
-      { row: 7, productId: 'p2', message: 'price "\ufffd 12" is not a price like "12.99 USD".' },
+      {
+        row: 7,
+        productId: 'p2',
+        message: 'price "\ufffd 12" is not a price like "12.99 USD".',
+        severity: 'error',
+      },
       // A long link is shortened in the message, so that the reason after it is kept.
-      { row: 8, productId: 'u1', message: expect.stringMatching(/^image_link http.{195}…: .*404/) },
+      {
+        row: 8,
+        productId: 'u1',
+        message: expect.stringMatching(/^image_link http.{195}…: .*404/),
+        severity: 'error',
+      },
     ]);
     const products = await stack.admin('GET', `/admin/v1/feeds/${hostile.feedId}/products?limit=50`);
     // (u1 is stored without vectors: its image could not be fetched.)
@@ -532,6 +551,7 @@ describe('imports none of whose products could be imported', () => {
     expect(gone.errors).toContainEqual({
       row: null,
       message: "Products not in this file were kept: the file's one valid product could not be imported.",
+      severity: 'warning',
     });
     expect(await found()).toContain('hammer-1');
     // Act: the same products, every image link on a path that answers 404 (a moved CDN)

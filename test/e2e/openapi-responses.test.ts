@@ -1,23 +1,19 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import { OPERATION_DOCS } from '#lib/http/openapi.ts';
-import { type LocalStack, startLocalStack } from '#lib/local/stack.ts';
+import { startTestStack, type TestStack } from '#test/support/local-stack.ts';
 
 /**
  * The public endpoints' real answers, over HTTP on the demo catalogue, against the response schemas the
  * OpenAPI document publishes (GET /openapi.json): a client generated from the document must accept what
- * the service sends, products without a sale price (null) included.
+ * the service sends, products without a sale price (null) included, and the admin API's imports.
  */
-let stack: LocalStack;
-let dataDir: string;
+let stack: TestStack;
 let photo: string;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(join(tmpdir(), 'vps-openapi-'));
-  stack = await startLocalStack({ ...process.env, LOG_LEVEL: 'silent', PORT: '0', DATA_DIR: dataDir });
+  stack = await startTestStack();
   await stack.importsIdle();
   photo = (await readFile(new URL('../../demo/images/tools-hammer3.webp', import.meta.url))).toString(
     'base64',
@@ -25,8 +21,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await stack?.close();
-  await rm(dataDir, { recursive: true, force: true });
+  await stack?.stop();
 });
 
 async function post(path: string, body: Record<string, unknown>): Promise<unknown> {
@@ -61,5 +56,46 @@ describe('public answers against the OpenAPI document', () => {
     expectDocumented('SearchImage', searched);
     expectDocumented('Detect', detected);
     expectDocumented('RootSearch', root);
+  });
+});
+
+describe('admin import answers against the OpenAPI document', () => {
+  it('match the documented schemas, rows failed and products imported with warnings included', async () => {
+    // Prepare: a feed whose file has a product missing an additional image and a left-out metadata
+    // name (warnings), and a row without a title (an error)
+    const feed = await stack.admin('POST', '/admin/v1/feeds', { name: 'Documented imports', plan: 'pro' });
+    const image = (name: string) => `${stack.url}/demo/images/${name}.webp`;
+    const rows = [
+      {
+        id: 'warned',
+        title: 'Hammer',
+        image_link: image('tools-hammer3'),
+        additional_image_link: image('missing-back-view'),
+        'metadata.Campaign Name': 'winter',
+      },
+      { id: 'untitled', image_link: image('tools-hammer5') },
+    ];
+    const path = `/admin/v1/feeds/${feed.body.feedId}/imports`;
+    // Act
+    const started = await stack.admin('POST', path, {
+      format: 'jsonl',
+      content: rows.map((row) => JSON.stringify(row)).join('\n'),
+    });
+    await stack.importsIdle();
+    const one = await stack.admin('GET', `${path}/${started.body.importId}`);
+    const listed = await stack.admin('GET', `${path}?limit=5`);
+    // Assess
+    expect([started.status, one.status, listed.status]).toEqual([202, 200, 200]);
+    expectDocumented('AdminStartImport', started.body);
+    expectDocumented('AdminGetImport', one.body);
+    expectDocumented('AdminListImports', listed.body);
+    expect(one.body).toMatchObject({ status: 'succeeded', embedded: 1, failed: 1 });
+    expect(
+      one.body.errors.map((error: { row: number; severity: string }) => [error.row, error.severity]),
+    ).toEqual([
+      [1, 'warning'],
+      [1, 'warning'],
+      [2, 'error'],
+    ]);
   });
 });

@@ -1,17 +1,44 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { FEED_FORMATS, type FeedFormat } from '#lib/domain/catalogue/feed-formats.ts';
+import { isImportNote } from '#lib/domain/catalogue/normalise.ts';
 import { hasLoneSurrogate } from '#lib/domain/validation.ts';
 
 /** One feed import: where the file came from and how far processing got (the resume checkpoint). */
 export type ImportStatus = 'queued' | 'running' | 'succeeded' | 'failed';
 
-/** A row that was not imported, or an image that could not be used. */
+/**
+ * How much an import problem mattered: `error`, the row was not imported (it is counted in `failed`);
+ * `warning`, the product was imported without something (an additional image, a metadata field) or the
+ * import left something as it was (products a full import did not remove).
+ */
+export const IMPORT_PROBLEM_SEVERITIES = ['error', 'warning'] as const;
+export type ImportProblemSeverity = (typeof IMPORT_PROBLEM_SEVERITIES)[number];
+
+/** A row that was not imported, an image that could not be used, or a note about an imported product. */
 export interface ImportRowError {
   /** 1-based position of the product in the feed (CSV/TSV: data rows, header excluded); null for file-level problems. */
   row: number | null;
   productId?: string;
   message: string;
+  /** Absent on entries stored before it was recorded: `severityOf` tells it from the message. */
+  severity?: ImportProblemSeverity;
+}
+
+/** A problem as an import records it now: with its severity. */
+export type RecordedImportProblem = ImportRowError & { severity: ImportProblemSeverity };
+
+/**
+ * An import problem's severity; for an entry stored without one, told from its text: the notes an import
+ * gave (metadata left out, products kept) and an additional image's problem were warnings.
+ */
+export function severityOf(problem: ImportRowError): ImportProblemSeverity {
+  if (problem.severity) return problem.severity;
+  return problem.row === null ||
+    problem.message.startsWith('additional_image_link ') ||
+    isImportNote(problem.message)
+    ? 'warning'
+    : 'error';
 }
 
 export interface ImportRecord {
@@ -109,8 +136,11 @@ export function importView(record: ImportRecord) {
   } = record;
   // By row, file-level notes (row null) after them: a chunk's image errors are recorded as its fetches
   // end, so row 2's could come before row 1's.
-  const errors = [...record.errors].sort((a, b) => (a.row ?? Infinity) - (b.row ?? Infinity));
-  return { ...view, errors };
+  const errors = [...record.errors]
+    .sort((a, b) => (a.row ?? Infinity) - (b.row ?? Infinity))
+    .map((problem) => ({ ...problem, severity: severityOf(problem) }));
+  // (`updated` was not counted by imports stored before it existed.)
+  return { ...view, updated: view.updated ?? 0, errors };
 }
 
 export const StartImportRequest = z

@@ -147,6 +147,8 @@ describe('runImport: local features', () => {
       expect.objectContaining({
         productId: 'a',
         message: expect.stringContaining('keeps its stored vectors'),
+        // Counted in failed, as its row's error.
+        severity: 'error',
       }),
     ]);
     const stored = (await w.products.get(FEED, 'a'))!;

@@ -139,8 +139,9 @@ describe('runImport', () => {
     expect(record).toMatchObject({ status: 'succeeded', embedded: 3, failed: 0 });
     const rule = 'is not kept: a metadata name is 1–64 letters, digits, "_" or "-".';
     expect(record.errors).toEqual([
-      { row: 1, productId: 'a', message: `metadata "Campaign Name" ${rule}` },
-      { row: 3, productId: 'c', message: `metadata "a.b" ${rule}` },
+      // Warnings: the products were imported.
+      { row: 1, productId: 'a', message: `metadata "Campaign Name" ${rule}`, severity: 'warning' },
+      { row: 3, productId: 'c', message: `metadata "a.b" ${rule}`, severity: 'warning' },
     ]);
   });
 
@@ -180,8 +181,9 @@ describe('runImport', () => {
         row: 1,
         productId: 'p1',
         message: `metadata "bad${['\n', '\r', '\u2028', ' '][i % 4]}name ${i}" is not kept: a metadata name is 1–64 letters, digits, "_" or "-".`,
+        severity: 'warning',
       })),
-      { row: 11, productId: 'p11', message: 'title is missing.' },
+      { row: 11, productId: 'p11', message: 'title is missing.', severity: 'error' },
     ]);
   });
 
@@ -221,7 +223,9 @@ describe('runImport', () => {
     // Act
     const record = await runImport(w.deps, FEED, queued.importId);
     // Assess: the duplicate's error alone
-    expect(record.errors).toEqual([{ row: 5, productId: 'b', message: 'Duplicate id; row 2 was imported.' }]);
+    expect(record.errors).toEqual([
+      { row: 5, productId: 'b', message: 'Duplicate id; row 2 was imported.', severity: 'error' },
+    ]);
   });
 
   it('stores products with variants, embeds their images and records bad rows without stopping', async () => {
@@ -246,8 +250,13 @@ describe('runImport', () => {
       failed: 2,
     });
     expect(record.errors).toEqual([
-      { row: 3, productId: 'x', message: 'title is missing.' },
-      { row: 5, productId: 'd', message: 'price "cheap" is not a price like "12.99 USD".' },
+      { row: 3, productId: 'x', message: 'title is missing.', severity: 'error' },
+      {
+        row: 5,
+        productId: 'd',
+        message: 'price "cheap" is not a price like "12.99 USD".',
+        severity: 'error',
+      },
     ]);
     const a = await w.products.get(FEED, 'a');
     expect(a).toMatchObject({
@@ -385,7 +394,7 @@ describe('runImport', () => {
     const first = await importInline(w, jsonl([product('a'), product('gone')]));
     expect(first).toMatchObject({ embedded: 1, failed: 1 });
     expect(first.errors).toEqual([
-      { row: 2, productId: 'gone', message: `image_link ${img('gone')}: HTTP 404.` },
+      { row: 2, productId: 'gone', message: `image_link ${img('gone')}: HTTP 404.`, severity: 'error' },
     ]);
     expect(await w.products.get(FEED, 'gone')).toMatchObject({ vector_count: 0 });
     w.fetcher.files.set(img('gone'), Buffer.from('now here'));
@@ -403,9 +412,15 @@ describe('runImport', () => {
       jsonl([product('a', { additional_image_link: [img('a2'), img('a3')] })]),
     );
     expect(record).toMatchObject({ embedded: 1, failed: 0 });
-    expect(record.errors[0]?.message).toMatch(
-      /additional_image_link .*a2\.jpg: imageData is not a decodable image/,
-    );
+    expect(record.errors).toEqual([
+      {
+        row: 1,
+        productId: 'a',
+        message: expect.stringMatching(/additional_image_link .*a2\.jpg: imageData is not a decodable image/),
+        // The product was imported without it.
+        severity: 'warning',
+      },
+    ]);
     expect((await w.products.get(FEED, 'a'))?.vector_count).toBe(2);
   });
 
@@ -432,11 +447,14 @@ describe('runImport', () => {
         row: 1,
         productId: 'a',
         message: `additional_image_link ${img('a2')}: the image could not be decoded or embedded.`,
+        // Imported without it.
+        severity: 'warning',
       },
       {
         row: 2,
         productId: 't',
         message: `image_link ${img('t')}: the image could not be decoded or embedded.`,
+        severity: 'error',
       },
     ]);
   });
@@ -447,7 +465,9 @@ describe('runImport', () => {
       w,
       jsonl([product('a'), product('b'), product('a', { title: 'Other' })]),
     );
-    expect(record.errors).toEqual([{ row: 3, productId: 'a', message: 'Duplicate id; row 1 was imported.' }]);
+    expect(record.errors).toEqual([
+      { row: 3, productId: 'a', message: 'Duplicate id; row 1 was imported.', severity: 'error' },
+    ]);
     expect((await w.products.get(FEED, 'a'))?.title).toBe('Product a');
   });
 
@@ -463,8 +483,8 @@ describe('runImport', () => {
     ];
     const record = await importInline(w, jsonl(rows));
     expect(record.errors).toEqual([
-      { row: 4, productId: 'c', message: 'Duplicate id; row 3 was imported.' },
-      { row: 6, productId: 'a', message: 'Duplicate id; row 1 was imported.' },
+      { row: 4, productId: 'c', message: 'Duplicate id; row 3 was imported.', severity: 'error' },
+      { row: 6, productId: 'a', message: 'Duplicate id; row 1 was imported.', severity: 'error' },
     ]);
     expect(record).toMatchObject({ embedded: 4, failed: 2, processed: 6 });
   });
@@ -531,6 +551,28 @@ describe('runImport', () => {
     expect(importView(record).errors.map((error) => error.row)).toEqual([1, 2, null]);
   });
 
+  it('shows the severity of errors stored before it was recorded, told from their text', () => {
+    const record = {
+      errors: [
+        { row: 1, productId: 'a', message: 'metadata "a b" is not kept: a metadata name is 1–64 letters.' },
+        { row: 2, productId: 'b', message: 'additional_image_link https://cdn.example/b2.jpg: HTTP 404.' },
+        { row: 3, productId: 'c', message: 'image_link https://cdn.example/c.jpg: HTTP 404.' },
+        { row: 4, message: 'Not valid JSON.' },
+        // One recorded with its severity keeps it, whatever its text.
+        { row: 5, productId: 'e', message: 'metadata "x y" is not kept: …', severity: 'error' },
+        { row: null, message: 'Products not in this file were kept: …' },
+      ],
+    } as unknown as Parameters<typeof importView>[0];
+    expect(importView(record).errors.map((error) => error.severity)).toEqual([
+      'warning',
+      'warning',
+      'error',
+      'error',
+      'error',
+      'warning',
+    ]);
+  });
+
   it('fetches a URL feed through the fetcher, stores it and resolves relative links against it', async () => {
     const w = world(new Map([['https://shop.example/img/a.jpg', Buffer.from('a')]]));
     w.fetcher.files.set(
@@ -560,6 +602,7 @@ describe('runImport', () => {
     expect(record.errors).toContainEqual({
       row: null,
       message: 'Products not in this file were kept: row 2 could not be read, and it may list one of them.',
+      severity: 'warning',
     });
     // Rows that read but are not products (null, 1) or are refused (no title) are not such rows: b goes.
     const notProducts = await importInline(w, `${jsonl([product('a')])}\nnull\n1\n`);
@@ -592,6 +635,7 @@ describe('runImport', () => {
     expect(record.errors).toContainEqual({
       row: null,
       message: "Products not in this file were kept: the file's one valid product could not be imported.",
+      severity: 'warning',
     });
     expect(w.products.all(FEED).map((p) => [p.product_id, p.vector_count])).toEqual([
       ['a', 1],
@@ -1170,9 +1214,13 @@ describe('capErrors', () => {
     const kept = capErrors(
       [{ row: 1, message: 'earlier' }],
       [
-        { row: 2, productId: 'x'.repeat(5000), message: 'm'.repeat(100_000) },
-        { row: 3, productId: '\ud800', message: 'bad \udc00 text' },
-        ...Array.from({ length: 200 }, (_, i) => ({ row: 4 + i, message: 'more' })),
+        { row: 2, productId: 'x'.repeat(5000), message: 'm'.repeat(100_000), severity: 'error' },
+        { row: 3, productId: '\ud800', message: 'bad \udc00 text', severity: 'error' },
+        ...Array.from({ length: 200 }, (_, i) => ({
+          row: 4 + i,
+          message: 'more',
+          severity: 'error' as const,
+        })),
       ],
     );
     expect(kept).toHaveLength(100);
@@ -1180,7 +1228,7 @@ describe('capErrors', () => {
     expect(kept[1]!.message).toHaveLength(500);
     expect(kept[1]!.message.endsWith('…')).toBe(true);
     expect(kept[1]!.productId).toHaveLength(200);
-    expect(kept[2]).toEqual({ row: 3, productId: '\ufffd', message: 'bad \ufffd text' });
+    expect(kept[2]).toEqual({ row: 3, productId: '\ufffd', message: 'bad \ufffd text', severity: 'error' });
     // Bounding what is already bounded changes nothing.
     expect(capErrors(kept, [])).toEqual(kept);
   });
