@@ -23,6 +23,13 @@ export interface FeedPage {
 }
 
 const mask = (id: string) => `${id.slice(0, 8)}…${id.slice(-4)}`;
+
+/** A search id's name in usage, revoked ones marked (keys are revoked, not deleted: every one is listed). */
+function keyLabel(key: SearchKey | undefined): string {
+  if (!key) return '—';
+  return key.revokedAt ? `${key.name} (revoked)` : key.name;
+}
+
 /** Where this tab keeps the id of the last import it started on a feed. */
 const lastImportKey = (feedId: string) => `vps.import.${feedId}`;
 const enc = encodeURIComponent;
@@ -536,10 +543,12 @@ export function usageView({ feed }: FeedPage): HTMLElement {
     const to = new Date().toISOString().slice(0, 10);
     const from = new Date(Date.now() - (days - 1) * 86_400_000).toISOString().slice(0, 10);
     try {
-      const report = await admin<UsageReport>(
-        'GET',
-        `/feeds/${enc(feed.feedId)}/usage?from=${from}&to=${to}`,
-      );
+      // The keys for their names: the report knows a search id only by its id.
+      const [report, { keys }] = await Promise.all([
+        admin<UsageReport>('GET', `/feeds/${enc(feed.feedId)}/usage?from=${from}&to=${to}`),
+        admin<{ keys: SearchKey[] }>('GET', `/feeds/${enc(feed.feedId)}/keys`),
+      ]);
+      const keyOf = new Map(keys.map((key) => [key.searchId, key]));
       const t = report.totals;
       const endpoints = [...new Set(report.days.map((row) => row.endpoint))].sort();
       replace(
@@ -639,7 +648,7 @@ export function usageView({ feed }: FeedPage): HTMLElement {
                   h(
                     'tr',
                     {},
-                    ['Search id', 'Requests', '429'].map((c) => h('th', { scope: 'col' }, c)),
+                    ['Name', 'Search id', 'Requests', '429'].map((c) => h('th', { scope: 'col' }, c)),
                   ),
                 ),
                 h(
@@ -649,6 +658,7 @@ export function usageView({ feed }: FeedPage): HTMLElement {
                     h(
                       'tr',
                       {},
+                      h('td', {}, keyLabel(keyOf.get(k.searchId))),
                       h('td', {}, h('code', {}, mask(k.searchId))),
                       h('td', {}, k.requests),
                       h('td', {}, k.rateLimited),

@@ -330,6 +330,16 @@ describe('dashboard in Chromium', () => {
       (n) => document.querySelector('[data-stat="requests"] .stat-value')?.textContent === String(n),
       before + 1,
     );
+    // Per search id: named by its label, the id masked.
+    const row = page.locator('table tbody tr', {
+      has: page.locator('code', { hasText: searchId.slice(0, 8) }),
+    });
+    expect(await row.locator('td').allTextContents()).toEqual([
+      'storefront',
+      `${searchId.slice(0, 8)}…${searchId.slice(-4)}`,
+      expect.stringMatching(/^\d+$/),
+      expect.stringMatching(/^\d+$/),
+    ]);
     await shot('09-usage');
   });
 
