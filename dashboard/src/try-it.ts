@@ -34,6 +34,46 @@ async function prepare(file: Blob): Promise<Prepared> {
   return { canvas, dataUrl: canvas.toDataURL('image/jpeg', 0.92) };
 }
 
+/** Where a box's label may go, tried in this order: above its top-left corner first, as drawn before. */
+const LABEL_PLACES = (['above', 'inside', 'below', 'inside-bottom'] as const).flatMap((y) =>
+  (['start', 'end'] as const).map((x) => ({ y, x })),
+);
+
+const overlap = (a: DOMRect, b: DOMRect) =>
+  a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+
+/**
+ * Puts each box's label (best score first) in the first place that overlaps no label placed before it
+ * and stays on the image: boxes sharing a corner (a person and the bag they hold, a shelf and its first
+ * item) had their labels drawn on one another, and a box at the image's top had its label above it.
+ */
+function placeLabels(overlay: HTMLElement): void {
+  const bounds = overlay.getBoundingClientRect();
+  const onImage = (r: DOMRect) =>
+    r.left >= bounds.left && r.right <= bounds.right && r.top >= bounds.top && r.bottom <= bounds.bottom;
+  const placed: DOMRect[] = [];
+  const boxes = [...overlay.querySelectorAll<HTMLElement>('.box')].sort(
+    (a, b) => Number(a.dataset.index) - Number(b.dataset.index),
+  );
+  for (const box of boxes) {
+    const label = box.querySelector<HTMLElement>('.box-label');
+    if (!label) continue;
+    const tried = LABEL_PLACES.map((place) => {
+      label.dataset.y = place.y;
+      label.dataset.x = place.x;
+      return { place, rect: label.getBoundingClientRect() };
+    });
+    const free = tried.filter(({ rect }) => !placed.some((other) => overlap(other, rect)));
+    // Free and on the image, else free, else on the image (an overlap the image has no room to avoid).
+    const chosen =
+      free.find(({ rect }) => onImage(rect)) ?? free[0] ?? tried.find(({ rect }) => onImage(rect));
+    const { place, rect } = chosen ?? tried[0]!;
+    label.dataset.y = place.y;
+    label.dataset.x = place.x;
+    placed.push(rect);
+  }
+}
+
 function crop(source: HTMLCanvasElement, box: [number, number, number, number]): string {
   const [x1, y1, x2, y2] = box.map((v) => Math.round(v)) as [number, number, number, number];
   const x = Math.max(0, Math.min(x1, source.width - 1));
@@ -235,6 +275,9 @@ export function tryItView(
         });
         overlay.append(box);
       });
+      placeLabels(overlay);
+      // Again whenever the image's displayed size changes: the labels' size does not scale with it.
+      new ResizeObserver(() => placeLabels(overlay)).observe(overlay);
     } catch (error) {
       replace(
         detectArea,

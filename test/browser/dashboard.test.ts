@@ -447,6 +447,59 @@ describe('dashboard in Chromium', () => {
     }
   });
 
+  it('draws the labels of boxes sharing a corner apart, on the image', async () => {
+    // Three boxes from the image's top-left corner (a shelf, a row on it, its first item) and one at
+    // its right edge: drawn at each top-left corner, the first three labels covered one another.
+    const objects = [
+      { box: [0, 0, 60, 60], label: 'bottle', score: 0.9 },
+      { box: [0, 0, 160, 90], label: 'cup', score: 0.8 },
+      { box: [0, 0, 320, 192], label: 'dining table', score: 0.7 },
+      { box: [280, 100, 320, 140], label: 'cell phone', score: 0.6 },
+    ];
+    await page.route('**/api/v1/detect', (route) =>
+      route.fulfill({
+        contentType: 'application/json',
+        body: JSON.stringify({
+          action: 'detect',
+          searchId: 'x',
+          results: { objects },
+          processTimeSeconds: 0.01,
+        }),
+      }),
+    );
+    try {
+      // (Through another page: the test before left this one with the same file chosen. The products
+      // page's own grid, not the results grid of the page before.)
+      await page.goto(`${stack.url}/#/feeds/demo/products`);
+      await page.locator('.grid.products[data-count="24"]').waitFor();
+      await page.goto(`${stack.url}/#/feeds/demo/try`);
+      await page.locator('#try-key option').waitFor({ state: 'attached' });
+      await page.locator('#try-file').setInputFiles(QUERY_IMAGE);
+      await page.locator('.overlay .box[data-index="3"]').waitFor();
+      const { labels, image } = await page.evaluate(() => {
+        const rect = (e: Element) => {
+          const r = e.getBoundingClientRect();
+          return { left: r.left, top: r.top, right: r.right, bottom: r.bottom };
+        };
+        return {
+          labels: [...document.querySelectorAll('.overlay .box-label')].map(rect),
+          image: rect(document.querySelector('.frame img')!),
+        };
+      });
+      type Rect = (typeof labels)[number];
+      const overlap = (a: Rect, b: Rect) =>
+        a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+      expect(labels).toHaveLength(4);
+      for (const [i, a] of labels.entries()) {
+        expect(a.left >= image.left && a.right <= image.right, `label ${i} across`).toBe(true);
+        expect(a.top >= image.top && a.bottom <= image.bottom, `label ${i} down`).toBe(true);
+        for (const b of labels.slice(i + 1)) expect(overlap(a, b), `label ${i} overlaps another`).toBe(false);
+      }
+    } finally {
+      await page.unroute('**/api/v1/detect');
+    }
+  });
+
   it('gives the keyboard its place back after a page of products (not the top of the page)', async () => {
     await page.goto(`${stack.url}/#/feeds/demo/products`);
     await page.getByRole('heading', { level: 1, name: 'Demo catalogue' }).waitFor();
