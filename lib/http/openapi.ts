@@ -15,6 +15,7 @@ import {
 import type { ErrorCode } from '#lib/domain/errors.ts';
 import { PLANS } from '#lib/domain/feeds.ts';
 import {
+  adminProductView,
   AVAILABILITY,
   availabilityText,
   type GroupHit,
@@ -171,6 +172,30 @@ export const RootSearchProductSchema = z
   })
   .describe('A root search result: no variants; prices as strings; the score under the empty name.');
 
+export const StoredProductSchema = z
+  .strictObject({
+    ...storedFields,
+    ...commonProductFields,
+    availability: availabilityCode,
+    additional_image_links: z.array(z.string()).describe('Further image URLs, at most 10.'),
+    sb_image_url: text(),
+    product_highlight: z.array(z.string()),
+    metadata: z.record(z.string(), z.string()).describe("The feed's own extra fields."),
+    group: z.string().describe('The item group the product is searched under (its own id without one).'),
+    update_hash: z.string().describe('Hash of the product as imported; changes with its content.'),
+    version: z.number().int().describe('Starts at 1; +1 with each change of its content.'),
+    embedded_model: z
+      .string()
+      .optional()
+      .describe('The embedding model of its stored vectors; absent until an image is embedded.'),
+    vector_count: z
+      .number()
+      .int()
+      .min(0)
+      .describe('Images with a stored vector: 0 when none could be fetched or decoded (not searchable).'),
+  })
+  .describe('A product as stored (admin products browser): every field of the feed, and its search state.');
+
 export const DetectedObjectSchema = z.object({
   box: z
     .tuple([z.number(), z.number(), z.number(), z.number()])
@@ -309,6 +334,7 @@ const COMPONENT_SCHEMAS: Record<string, { schema: z.ZodType; io: 'input' | 'outp
   SearchKey: { schema: SearchKeySchema, io: 'output' },
   UsageReport: { schema: UsageReportSchema, io: 'output' },
   Import: { schema: ImportSchema, io: 'output' },
+  StoredProduct: { schema: StoredProductSchema, io: 'output' },
   Error: { schema: ErrorBodySchema, io: 'output' },
 };
 
@@ -841,7 +867,25 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     summary: 'Browse the products of a feed',
     description: 'One page of products; pass the returned cursor for the next page.',
     query: { schema: ProductsPageQuery, example: { limit: '50' } },
-    response: { status: 200, description: 'One page of products.', schema: { type: 'object' } },
+    response: {
+      status: 200,
+      description: 'One page of products, in product_id order.',
+      schema: {
+        type: 'object',
+        properties: {
+          products: { type: 'array', items: ref('StoredProduct') },
+          cursor: { type: 'string', description: 'Present when more products follow.' },
+        },
+        required: ['products'],
+      },
+      zod: z.strictObject({ products: z.array(StoredProductSchema), cursor: z.string().optional() }),
+      example: {
+        products: [
+          adminProductView(exampleStoredProduct('SKU-1042-RED-M', 'M', { embedded_model: 'clip-vit-b32@1' })),
+        ],
+        cursor: 'U0tVLTEwNDItUkVELU0',
+      },
+    },
     errors: ['feed_not_found'],
   },
 };

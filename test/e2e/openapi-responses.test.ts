@@ -90,6 +90,13 @@ describe('admin import answers against the OpenAPI document', () => {
     expectDocumented('AdminGetImport', one.body);
     expectDocumented('AdminListImports', listed.body);
     expect(one.body).toMatchObject({ status: 'succeeded', embedded: 1, failed: 1 });
+    // The products browser: the imported product (with vectors), and a page of the demo feed with a cursor.
+    const products = await stack.admin('GET', `/admin/v1/feeds/${feed.body.feedId}/products`);
+    const demoPage = await stack.admin('GET', `/admin/v1/feeds/${stack.demo.feedId}/products?limit=2`);
+    expectDocumented('AdminListProducts', products.body);
+    expectDocumented('AdminListProducts', demoPage.body);
+    expect(products.body.products).toMatchObject([{ product_id: 'warned', vector_count: 1 }]);
+    expect(demoPage.body.cursor).toEqual(expect.any(String));
     expect(
       one.body.errors.map((error: { row: number; severity: string }) => [error.row, error.severity]),
     ).toEqual([
