@@ -546,7 +546,8 @@ export function usageView({ feed }: FeedPage): HTMLElement {
       // The keys for their names: the report knows a search id only by its id.
       const [report, { keys }] = await Promise.all([
         admin<UsageReport>('GET', `/feeds/${enc(feed.feedId)}/usage?from=${from}&to=${to}`),
-        admin<{ keys: SearchKey[] }>('GET', `/feeds/${enc(feed.feedId)}/keys`),
+        // (Without them the ids go unnamed: the report is not lost for the names.)
+        admin<{ keys: SearchKey[] }>('GET', `/feeds/${enc(feed.feedId)}/keys`).catch(() => ({ keys: [] })),
       ]);
       const keyOf = new Map(keys.map((key) => [key.searchId, key]));
       const t = report.totals;
@@ -716,18 +717,22 @@ function problemText(problem: ImportProblem): string {
  * One severity's problems: errors (rows not imported, counted in Failed) apart from warnings (products
  * imported without something), so that a clean import with warnings does not read as one with failures.
  */
-function problemList(severity: ImportProblem['severity'], problems: ImportProblem[]): HTMLElement | null {
+function problemList(
+  severity: ImportProblem['severity'],
+  problems: ImportProblem[],
+  /** Errors: the import's failed count, of which the record keeps the first 100. */
+  failed = 0,
+): HTMLElement | null {
   if (problems.length === 0) return null;
   const noun = `${severity}${problems.length === 1 ? '' : 's'}`;
+  const shown =
+    severity === 'error' && failed > problems.length
+      ? `The first ${problems.length} of ${failed} errors`
+      : `${problems.length} ${noun}`;
   return h(
     'details',
     { class: `problems ${severity}`, open: problems.length <= 10 },
-    h(
-      'summary',
-      {},
-      `${problems.length} ${noun}`,
-      severity === 'error' ? ' (rows not imported)' : ' (imported, with a note)',
-    ),
+    h('summary', {}, shown, severity === 'error' ? ' (rows not imported)' : ' (not counted as failed)'),
     h(
       'ol',
       { class: 'errors' },
@@ -795,6 +800,7 @@ export function importProgress(state: ImportStatus): HTMLElement {
     problemList(
       'error',
       problems.filter((problem) => problem.severity !== 'warning'),
+      state.failed,
     ),
     problemList(
       'warning',

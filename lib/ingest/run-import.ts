@@ -14,6 +14,7 @@ import {
   type ImportRecord,
   type ImportRowError,
   type RecordedImportProblem,
+  severityOf,
 } from '#lib/domain/catalogue/imports.ts';
 import { feedStillLive } from '#lib/domain/admin/feeds.ts';
 import {
@@ -429,10 +430,21 @@ const MAX_ERROR_MESSAGE = 500;
 
 /**
  * The errors an import record keeps: the first MAX_IMPORT_ERRORS, each as text a store can hold and of a
- * bounded size, whatever a row put into its message or id (a message may quote the row's values).
+ * bounded size, whatever a row put into its message or id (a message may quote the row's values). Past
+ * the cap, failed rows go before warnings: a file whose products each miss an additional image must not
+ * hide the rows that failed after them (the warnings kept are the earliest).
  */
 export function capErrors(errors: ImportRowError[], more: RecordedImportProblem[]): ImportRowError[] {
-  return [...errors, ...more].slice(0, MAX_IMPORT_ERRORS).map((error) => ({
+  const all = [...errors, ...more];
+  let kept = all;
+  if (all.length > MAX_IMPORT_ERRORS) {
+    const failures = all.filter((problem) => severityOf(problem) === 'error').length;
+    let warningsLeft = Math.max(0, MAX_IMPORT_ERRORS - failures);
+    kept = all
+      .filter((problem) => severityOf(problem) === 'error' || warningsLeft-- > 0)
+      .slice(0, MAX_IMPORT_ERRORS);
+  }
+  return kept.map((error) => ({
     ...error,
     ...(error.productId !== undefined ? { productId: errorProductId(error.productId) } : {}),
     message: wellFormed(
@@ -646,6 +658,9 @@ function validProductId(
   }
 }
 
+/** How the error of a product's main image that could not be fetched or embedded begins. */
+const MAIN_IMAGE_FAILURE = /^image_link https?:\/\//;
+
 /**
  * The error about a product's main image (it could not be fetched or embedded) of the earliest row among
  * `errors` (a chunk's images are fetched at once: their errors come in the order the fetches ended).
@@ -653,7 +668,8 @@ function validProductId(
 function firstImageErrorOf(errors: readonly ImportRowError[]): ImportRowError | undefined {
   let first: (ImportRowError & { row: number }) | undefined;
   for (const { row, ...error } of errors) {
-    if (row === null || error.productId === undefined || !error.message.startsWith('image_link ')) continue;
+    // (Not a row refused for its image_link field, "image_link is missing.": it was no valid product.)
+    if (row === null || error.productId === undefined || !MAIN_IMAGE_FAILURE.test(error.message)) continue;
     if (!first || row < first.row) first = { row, ...error };
   }
   return first;
@@ -931,9 +947,7 @@ async function keepUnfetchedFeatureRefreshes(
     const row = rowOf.get(product.product_id);
     const fetchError = errors.find(
       (error) =>
-        error.row === row &&
-        error.productId === product.product_id &&
-        error.message.startsWith('image_link '),
+        error.row === row && error.productId === product.product_id && MAIN_IMAGE_FAILURE.test(error.message),
     );
     if (fetchError)
       fetchError.message +=
@@ -1056,7 +1070,11 @@ async function commitChunk(
     skipped: record.skipped + chunk.skipped,
     updated: (record.updated ?? 0) + chunk.updated,
     failed: record.failed + failed,
-    errors: capErrors(record.errors, errors),
+    // (By row within the chunk: its refused rows are recorded before its image errors.)
+    errors: capErrors(
+      record.errors,
+      [...errors].sort((a, b) => (a.row ?? Infinity) - (b.row ?? Infinity)),
+    ),
     checkpointRow: chunk.rows[chunk.rows.length - 1]?.row ?? record.checkpointRow,
   });
 }
@@ -1072,6 +1090,9 @@ async function fetchImages(
   const jobs = products.flatMap((product) =>
     imagesOf(product).map((url, index) => ({ product, url, index })),
   );
+  // An additional image's failure is reported only for a product imported without it (below): a product
+  // whose main image failed is one failed row, with that one error.
+  const additionalErrors: RecordedImportProblem[] = [];
   const fetched = await mapLimit(jobs, deps.limits.imageConcurrency, async (job) => {
     if (stop.aborted) return undefined;
     try {
@@ -1083,7 +1104,7 @@ async function fetchImages(
       if (stop.aborted) return undefined;
       if (!(error instanceof FetchError || error instanceof DomainError)) throw error;
       const field = job.index === 0 ? 'image_link' : 'additional_image_link';
-      errors.push({
+      (job.index === 0 ? errors : additionalErrors).push({
         row: rowOf.get(job.product.product_id) ?? null,
         productId: job.product.product_id,
         // The link shortened (up to 2,048 characters), so that the reason stays in the stored message.
@@ -1096,6 +1117,7 @@ async function fetchImages(
   });
   // Only products whose main image is usable get vectors; their other images follow in order.
   const usable = new Set(fetched.filter((f) => f?.index === 0).map((f) => f!.product.product_id));
+  errors.push(...additionalErrors.filter((error) => usable.has(error.productId!)));
   return fetched.filter((f): f is FetchedImage => f !== undefined && usable.has(f.product.product_id));
 }
 
@@ -1117,6 +1139,9 @@ async function embedImages(
   images.forEach((image, i) => {
     const vector = vectors[i];
     const product = image.product;
+    // (A product's main image comes before its others: one whose main image could not be embedded is a
+    // failed row, with that one error.)
+    if (image.index > 0 && product.vector_count === 0) return;
     if (!vector) {
       errors.push({
         row: rowOf.get(product.product_id) ?? null,
@@ -1126,7 +1151,6 @@ async function embedImages(
       });
       return;
     }
-    if (image.index > 0 && product.vector_count === 0) return;
     const index = product.vector_count;
     product.vector_count += 1;
     product.embedded_model = embedder.modelVersion;

@@ -404,12 +404,38 @@ describe('dashboard in Chromium', () => {
       expect.stringMatching(/^row 2, productId m2: image_link .*gone2\.webp: HTTP 404\.$/),
     ]);
     const warningList = page.locator('.import-progress .problems.warning');
-    expect(await warningList.locator('summary').textContent()).toBe('1 warning (imported, with a note)');
+    expect(await warningList.locator('summary').textContent()).toBe('1 warning (not counted as failed)');
     expect(await warningList.locator('li').allTextContents()).toEqual([
       expect.stringMatching(/^Products not in this file were kept/),
     ]);
     await page.locator('.recent-imports .badge.status-failed.bad').waitFor();
     expect(await page.locator('.recent-imports .badge.status-succeeded.ok').count()).toBe(1);
+
+    // An import with more failed rows than the 100 problems it keeps says how many of them are listed.
+    const path = `/admin/v1/feeds/moved-images/imports/${started.importId}`;
+    const { body: record } = await api('GET', path);
+    const many = {
+      ...record,
+      status: 'succeeded',
+      failed: 150,
+      errors: Array.from({ length: 100 }, (_, i) => ({
+        row: i + 1,
+        message: 'title is missing.',
+        severity: 'error',
+      })),
+    };
+    await page.route(`**${path}`, (route) =>
+      route.fulfill({ contentType: 'application/json', body: JSON.stringify(many) }),
+    );
+    try {
+      await page.getByRole('button', { name: `Show the progress of import ${started.importId}` }).click();
+      await page.locator('.import-progress .problems.error summary', { hasText: '150' }).waitFor();
+      expect(await page.locator('.import-progress .problems.error summary').textContent()).toBe(
+        'The first 100 of 150 errors (rows not imported)',
+      );
+    } finally {
+      await page.unroute(`**${path}`);
+    }
   });
 
   it('keeps a small detected box clickable inside a larger one, and the keyboard on best score first', async () => {

@@ -35,7 +35,8 @@ export type RecordedImportProblem = ImportRowError & { severity: ImportProblemSe
 export function severityOf(problem: ImportRowError): ImportProblemSeverity {
   if (problem.severity) return problem.severity;
   return problem.row === null ||
-    problem.message.startsWith('additional_image_link ') ||
+    // (An image that could not be fetched or decoded, not a row refused for its link: "… is not a URL.")
+    /^additional_image_link https?:\/\//.test(problem.message) ||
     isImportNote(problem.message)
     ? 'warning'
     : 'error';

@@ -459,6 +459,70 @@ describe('runImport', () => {
     ]);
   });
 
+  it('reports a product whose main image failed as one failed row, without its additional images', async () => {
+    // Prepare: a's images cannot be fetched at all; t's fetch but cannot be decoded
+    const files = filesFor('ok');
+    files.set(img('t'), Buffer.from('TRUNCATED main'));
+    files.set(img('t2'), Buffer.from('TRUNCATED additional'));
+    const w = world(files);
+    w.embedder.embed = async (images: Buffer[]) => {
+      if (images.some((image) => image.toString().startsWith('TRUNCATED')))
+        throw new InvalidImageError('Invalid image: the image could not be decoded.');
+      return images.map((image) => vectorOf(image));
+    };
+    // Act
+    const record = await importInline(
+      w,
+      jsonl([
+        product('ok'),
+        product('a', { additional_image_link: [img('a2')] }),
+        product('t', { additional_image_link: [img('t2')] }),
+      ]),
+    );
+    // Assess: one error each, no warning "imported without an additional image" for rows not imported
+    expect(record).toMatchObject({ embedded: 1, failed: 2 });
+    expect(record.errors.map((error) => [error.row, error.severity, error.message])).toEqual([
+      [2, 'error', `image_link ${img('a')}: HTTP 404.`],
+      [3, 'error', `image_link ${img('t')}: the image could not be decoded or embedded.`],
+    ]);
+  });
+
+  it('keeps failed rows past the 100 problems before warnings, and the first 100 by row', async () => {
+    // Prepare: 60 products each missing two additional images (120 warnings), then a refused row; and
+    // a chunk (3 rows in the fakes) whose image failure (row 62) comes before a refused row (row 63)
+    const rows: Record<string, unknown>[] = Array.from({ length: 60 }, (_, i) =>
+      product(`p${i}`, { additional_image_link: [img(`p${i}-a`), img(`p${i}-b`)] }),
+    );
+    rows.push({ id: 'untitled', image_link: img('untitled') }, product('gone'), {
+      id: 'r',
+      image_link: img('r'),
+    });
+    const w = world(filesFor(...Array.from({ length: 60 }, (_, i) => `p${i}`)));
+    // Act
+    const record = await importInline(w, jsonl(rows));
+    // Assess
+    expect(record).toMatchObject({ embedded: 60, failed: 3 });
+    expect(record.errors).toHaveLength(100);
+    expect(record.errors.filter((error) => error.severity === 'error').map((error) => error.row)).toEqual([
+      61, 62, 63,
+    ]);
+    // The warnings kept are the earliest ones.
+    expect(record.errors.filter((error) => error.severity === 'warning').at(-1)?.row).toBe(49);
+  });
+
+  it('fails an import with a valid product whose image failed naming that error, not a refused row', async () => {
+    const w = world(new Map());
+    const record = await importInline(
+      w,
+      jsonl([{ id: 'refused', title: 'No image' }, product('v')]),
+      'incremental',
+    );
+    expect(record.status).toBe('failed');
+    expect(record.message).toBe(
+      `The file's one valid product could not be imported. The first error, row 2 (id v): image_link ${img('v')}: HTTP 404.`,
+    );
+  });
+
   it('reports a repeated product id and imports the first row only', async () => {
     const w = world(filesFor('a', 'b'));
     const record = await importInline(
@@ -561,11 +625,14 @@ describe('runImport', () => {
         // One recorded with its severity keeps it, whatever its text.
         { row: 5, productId: 'e', message: 'metadata "x y" is not kept: …', severity: 'error' },
         { row: null, message: 'Products not in this file were kept: …' },
+        // A row refused for its link (not an image that could not be fetched) failed.
+        { row: 6, productId: 'f', message: 'additional_image_link must be an http(s) URL.' },
       ],
     } as unknown as Parameters<typeof importView>[0];
     expect(importView(record).errors.map((error) => error.severity)).toEqual([
       'warning',
       'warning',
+      'error',
       'error',
       'error',
       'error',
