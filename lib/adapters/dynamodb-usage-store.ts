@@ -6,11 +6,12 @@ import {
   writeBatches,
 } from '#lib/adapters/dynamodb-client.ts';
 import {
-  currentWindowCapacity,
+  BUCKET_MS,
+  bucketStart,
+  currentBucketCapacity,
   retryAfterSeconds,
   secondsToFullAllowance,
-  WINDOW_MS,
-  windowAt,
+  WINDOW_BUCKETS,
 } from '#lib/domain/rate-window.ts';
 import type { Endpoint, RateLimitDecision, UsageOutcome, UsageRow, UsageStore } from '#lib/ports.ts';
 
@@ -23,16 +24,18 @@ const OUTCOME_ATTRIBUTE: Record<UsageOutcome, keyof UsageRow> = {
 const USAGE_RETENTION_DAYS = 400;
 
 /**
- * Rate-limit windows (`rate#<searchId>` / window start) and daily usage (`usage#<feedId>` /
- * `<day>#<endpoint>#<searchId>`) in one table. Every increment is an atomic ADD; the rate limit is a
- * conditional ADD, so racing requests can never push a window past its capacity.
+ * Rate-limit buckets (`rate#<searchId>` / `5m#<bucket start>`, lib/domain/rate-window.ts) and daily usage
+ * (`usage#<feedId>` / `<day>#<endpoint>#<searchId>`) in one table. Every increment is an atomic ADD; the rate limit is a conditional
+ * ADD, so racing requests can never push a bucket past its capacity.
  */
 export class DynamoDbUsageStore implements UsageStore {
   /**
-   * Counts of finished windows never change, so each process reads a search id's previous window once
-   * per hour instead of on every request: the common request is then a single conditional write.
+   * Counts of finished buckets never change, so each process reads a search id's 12 previous buckets
+   * with one query once per 5-minute bucket instead of on every request: the common request is then a
+   * single conditional write. Keyed by search id: the current bucket's start and its predecessors'
+   * counts, newest first.
    */
-  private readonly finishedWindows = new Map<string, { start: number; count: number }>();
+  private readonly finishedWindows = new Map<string, { start: number; counts: number[] }>();
 
   constructor(
     private readonly db: DynamoDBDocumentClient,
@@ -40,32 +43,37 @@ export class DynamoDbUsageStore implements UsageStore {
   ) {}
 
   async consume(searchId: string, limit: number, now: Date): Promise<RateLimitDecision> {
-    const position = windowAt(now);
+    const start = bucketStart(now);
     const pk = `rate#${searchId}`;
-    const previous = await this.previousWindowCount(searchId, pk, position.start);
-    const capacity = currentWindowCapacity(limit, previous, position.elapsed);
-    const refuse = (current: number): RateLimitDecision => ({
-      allowed: false,
-      limit,
-      remaining: 0,
-      resetSeconds: secondsToFullAllowance(previous, current, position, now),
-      retryAfterSeconds: retryAfterSeconds(limit, previous, current, position, now),
-    });
-    // Refused before counting: this window's own count still matters for when to come back (after the
-    // limit was lowered, this window may already hold admitted requests).
-    if (capacity <= 0) return refuse(await this.windowCount(pk, position.start));
+    const previous = await this.previousBucketCounts(searchId, pk, start);
+    const capacity = currentBucketCapacity(limit, previous);
+    const refuse = (current: number): RateLimitDecision => {
+      const retry = retryAfterSeconds(limit, previous, current, now);
+      return {
+        allowed: false,
+        limit,
+        remaining: 0,
+        // (Equal or later anyway for a limit of at least 1; the max only guards odd limits.)
+        resetSeconds: Math.max(retry, secondsToFullAllowance(previous, current, now)),
+        retryAfterSeconds: retry,
+      };
+    };
+    // Refused before counting: this bucket's own count still matters for when to come back (after the
+    // limit was lowered, this bucket may already hold admitted requests).
+    if (capacity <= 0) return refuse(await this.windowCount(pk, start));
     try {
       const out = await this.db.send(
         new UpdateCommand({
           TableName: this.table,
-          Key: { pk, sk: windowKey(position.start) },
+          Key: { pk, sk: windowKey(start) },
           UpdateExpression: 'ADD #count :one SET expiresAt = :expires',
           ConditionExpression: 'attribute_not_exists(#count) OR #count < :capacity',
           ExpressionAttributeNames: { '#count': 'count' },
           ExpressionAttributeValues: {
             ':one': 1,
             ':capacity': capacity,
-            ':expires': Math.floor((position.start + 3 * WINDOW_MS) / 1000),
+            // A bucket counts until 65 minutes after its start; kept 2 hours.
+            ':expires': Math.floor((start + 24 * BUCKET_MS) / 1000),
           },
           ReturnValues: 'UPDATED_NEW',
         }),
@@ -75,13 +83,13 @@ export class DynamoDbUsageStore implements UsageStore {
         allowed: true,
         limit,
         remaining: Math.max(0, capacity - current),
-        resetSeconds: secondsToFullAllowance(previous, current, position, now),
+        resetSeconds: secondsToFullAllowance(previous, current, now),
         retryAfterSeconds: 0,
       };
     } catch (error) {
-      // Refused by the count: read it (this window may hold more than the capacity after the limit was
-      // lowered mid-hour), so that Retry-After and Reset are right.
-      if (isConditionalCheckFailed(error)) return refuse(await this.windowCount(pk, position.start));
+      // Refused by the count: read it (this bucket may hold more than the capacity after the limit was
+      // lowered), so that Retry-After and Reset are right.
+      if (isConditionalCheckFailed(error)) return refuse(await this.windowCount(pk, start));
       throw error;
     }
   }
@@ -168,18 +176,42 @@ export class DynamoDbUsageStore implements UsageStore {
     return Number(out.Item?.count ?? 0);
   }
 
-  private async previousWindowCount(searchId: string, pk: string, currentStart: number): Promise<number> {
-    const start = currentStart - WINDOW_MS;
+  /** Counts of the 12 buckets before the one starting at `start`, newest first (then cached). */
+  private async previousBucketCounts(searchId: string, pk: string, start: number): Promise<number[]> {
     const known = this.finishedWindows.get(searchId);
-    if (known?.start === start) return known.count;
-    const count = await this.windowCount(pk, start);
+    if (known?.start === start) return known.counts;
+    const counts: number[] = Array.from({ length: WINDOW_BUCKETS }, () => 0);
+    for await (const items of queryPages(this.db, {
+      TableName: this.table,
+      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+      ExpressionAttributeValues: {
+        ':pk': pk,
+        ':from': windowKey(start - WINDOW_BUCKETS * BUCKET_MS),
+        ':to': windowKey(start - BUCKET_MS),
+      },
+      ConsistentRead: true,
+    })) {
+      for (const item of items) {
+        const bucket = Number(String(item.sk).slice(BUCKET_KEY_PREFIX.length));
+        const back = Math.round((start - bucket) / BUCKET_MS);
+        if (back >= 1 && back <= WINDOW_BUCKETS) counts[back - 1] = Number(item.count ?? 0);
+      }
+    }
     if (this.finishedWindows.size >= 50_000) this.finishedWindows.clear();
-    this.finishedWindows.set(searchId, { start, count });
-    return count;
+    this.finishedWindows.set(searchId, { start, counts });
+    return counts;
   }
 }
 
-/** Fixed-width so that string order equals time order. */
+/**
+ * Marks the 5-minute buckets' keys. The hourly windows of earlier versions were keyed by the bare start
+ * (no prefix): this store neither reads nor adds to them, and they expire by their TTL. During the deploy
+ * that switches over, the requests that old processes counted in them are ignored here (a search id may
+ * then get up to one limit more in that hour; acceptable).
+ */
+const BUCKET_KEY_PREFIX = '5m#';
+
+/** A bucket's sort key: its start in ms, fixed-width so that string order equals time order. */
 function windowKey(startMs: number): string {
-  return String(startMs).padStart(15, '0');
+  return BUCKET_KEY_PREFIX + String(startMs).padStart(15, '0');
 }

@@ -1,70 +1,96 @@
 /**
- * Rolling-hour allowance as a sliding-window counter: the previous fixed hour counts with the weight of
- * the part of it still inside the rolling hour. Pure arithmetic, so the adapter only stores two counters
- * and the rules are tested without a database.
+ * Rolling-hour allowance counted in 5-minute buckets. At a time T in bucket k, the requests of the
+ * rolling hour are counted as those of bucket k and the 12 buckets before it: a request weighs on the
+ * limit from its bucket until 12 buckets after it have ended, 60 to 65 minutes. Any 60-minute span lies
+ * within 13 consecutive buckets, and every admission keeps the 13 buckets ending with its own within the
+ * limit, so no 60-minute span ever admits more than the limit; the price is that a request's slot comes
+ * back up to 5 minutes late.
+ *
+ * (Weighting bucket k - 12 by the part of it still inside the hour, as a sliding-window counter does,
+ * would free slots sooner but assumes its requests spread evenly over it: 100 requests in its last 30 s
+ * then count as 10 at that moment, and up to 190 of a limit of 100 pass in one 60-minute span.)
+ *
+ * Pure arithmetic, so the adapter only stores one counter per bucket and the rules are tested without a
+ * database.
  */
-export const WINDOW_MS = 3_600_000;
+export const BUCKET_MS = 300_000;
+/** Buckets before the current one that still count. */
+export const WINDOW_BUCKETS = 12;
 
-export interface WindowPosition {
-  /** Start of the current fixed window, epoch ms. */
-  start: number;
-  /** Fraction of the current window already elapsed, in [0, 1). */
-  elapsed: number;
+/**
+ * Counts of the 12 buckets before the current one, newest first: `previous[0]` is the bucket just
+ * before the current one, `previous[11]` the oldest that still counts. Missing entries count as 0.
+ */
+export type PreviousCounts = readonly number[];
+
+/** Start of the bucket holding `now`, epoch ms. */
+export function bucketStart(now: Date): number {
+  return Math.floor(now.getTime() / BUCKET_MS) * BUCKET_MS;
 }
 
-export function windowAt(now: Date): WindowPosition {
-  const t = now.getTime();
-  const start = Math.floor(t / WINDOW_MS) * WINDOW_MS;
-  return { start, elapsed: (t - start) / WINDOW_MS };
+/** Requests of the 12 previous buckets. */
+export function previousTotal(previous: PreviousCounts): number {
+  let sum = 0;
+  for (let i = 0; i < WINDOW_BUCKETS; i++) sum += previous[i] ?? 0;
+  return sum;
 }
 
-/** How many requests the current window may hold in total before refusing, given the previous count. */
-export function currentWindowCapacity(limit: number, previousCount: number, elapsed: number): number {
-  return Math.floor(limit - previousCount * (1 - elapsed));
-}
-
-/** Seconds until the current window ends. */
-export function secondsToWindowEnd(position: WindowPosition, now: Date): number {
-  return Math.max(1, Math.ceil((position.start + WINDOW_MS - now.getTime()) / 1000));
+/** How many requests the current bucket may hold in total before refusing, given the previous counts. */
+export function currentBucketCapacity(limit: number, previous: PreviousCounts): number {
+  return Math.floor(limit - previousTotal(previous));
 }
 
 /**
- * Seconds until the whole allowance is back (RateLimit-Reset): a window's count weighs on the rolling
- * hour until the end of the window after it. So with requests counted in this window it is the end of
- * the next one; with only the previous window's, the end of this one. Never earlier than a refused
- * client's Retry-After (retryAfterSeconds), which a client retrying at the reset would otherwise meet.
+ * Counts from bucket k - 12 (index 0) to the current bucket k (index 12); later buckets are empty
+ * (no further admitted requests are assumed).
  */
-export function secondsToFullAllowance(
-  previousCount: number,
-  currentCount: number,
-  position: WindowPosition,
-  now: Date,
-): number {
-  const toWindowEnd = secondsToWindowEnd(position, now);
-  if (currentCount > 0) return toWindowEnd + WINDOW_MS / 1000;
-  return previousCount > 0 ? toWindowEnd : 0;
+function timeline(previous: PreviousCounts, current: number): (j: number) => number {
+  const counts = [
+    ...Array.from({ length: WINDOW_BUCKETS }, (_, i) => previous[WINDOW_BUCKETS - 1 - i] ?? 0),
+    current,
+  ];
+  return (j) => counts[j] ?? 0;
 }
 
 /**
  * Seconds a refused client must wait, assuming no further admitted requests, until one more request fits:
- * the weighted count must drop to limit - 1 or below.
+ * until the start of the first bucket whose count together with its 12 predecessors' is at most
+ * limit - 1. Never less than 1.
  */
 export function retryAfterSeconds(
   limit: number,
-  previousCount: number,
-  currentCount: number,
-  position: WindowPosition,
+  previous: PreviousCounts,
+  current: number,
   now: Date,
 ): number {
-  const windowSeconds = WINDOW_MS / 1000;
-  const room = limit - 1 - currentCount;
-  // (The 1e-9 below keeps float noise such as 36.000000001 from adding a whole second.)
-  if (room >= 0 && previousCount > 0) {
-    // Within this window: previous * (1 - elapsed - s/3600) <= limit - 1 - current.
-    const s = (windowSeconds * (previousCount * (1 - position.elapsed) - room)) / previousCount;
-    return Math.max(1, Math.ceil(s - 1e-9));
+  const t = now.getTime();
+  const start = bucketStart(now);
+  const count = timeline(previous, current);
+  // In bucket k + n the buckets k + n - 12 .. k + n count (timeline indices n .. n + 12).
+  let counted = 0;
+  for (let j = 0; j <= WINDOW_BUCKETS; j++) counted += count(j);
+  for (let n = 0; n <= WINDOW_BUCKETS + 1; n++) {
+    if (n > 0) counted += count(n + WINDOW_BUCKETS) - count(n - 1);
+    if (counted <= limit - 1) return Math.max(1, Math.ceil((start + n * BUCKET_MS - t) / 1000));
   }
-  // Only the next window helps: the current count becomes the previous one and decays from there.
-  const intoNext = currentCount <= 0 ? 0 : windowSeconds * (1 - (limit - 1) / currentCount);
-  return secondsToWindowEnd(position, now) + Math.max(1, Math.ceil(intoNext - 1e-9));
+  // A limit below 1 never admits anything: come back when everything counted has left the window.
+  return Math.max(1, Math.ceil((start + (WINDOW_BUCKETS + 1) * BUCKET_MS - t) / 1000));
+}
+
+/**
+ * Seconds until the whole allowance is back (RateLimit-Reset): until the newest non-empty bucket has
+ * left the window (a bucket counts until the 12th bucket after it ends). So with requests counted in the
+ * current bucket it is 60 to 65 minutes; 0 when nothing is counted. Never earlier than a refused client's
+ * Retry-After (retryAfterSeconds) for a limit of at least 1: nothing is counted by then.
+ */
+export function secondsToFullAllowance(previous: PreviousCounts, current: number, now: Date): number {
+  const t = now.getTime();
+  const start = bucketStart(now);
+  const count = timeline(previous, current);
+  for (let j = WINDOW_BUCKETS; j >= 0; j--) {
+    if (count(j) <= 0) continue;
+    // Bucket j starts at start + (j - 12) · BUCKET_MS and counts until the end of bucket j + 12.
+    return Math.max(0, Math.ceil((start + (j + 1) * BUCKET_MS - t) / 1000));
+  }
+  return 0;
 }

@@ -1131,7 +1131,7 @@ export function buildOpenApiDocument(
       summary: 'Image search, object detection and related products over customer product feeds.',
       description: [
         'All bodies are JSON. Public endpoints authenticate with a search id (API key): `Authorization: Bearer <searchId>` or the body field `searchId` (`feedId` on the root search); both present and different → 400.',
-        'Every public response carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` once the search id is known; a 429 also carries `Retry-After`. Limits per rolling hour: free 100, pro 1,000, enterprise custom.',
+        'Every public response carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` once the search id is known; a 429 also carries `Retry-After`. Limits per rolling hour: free 100, pro 1,000, enterprise custom. Requests are counted in 5-minute steps: each one weighs on the limit for 60 to 65 minutes, so no 60-minute span admits more than the limit.',
         'Every non-2xx response has the body `{"error": {"status", "code", "message", "details"}, "requestId"}`; the request id is also in `X-Request-Id`. An unknown path answers 404 `not_found`, a wrong method 405 `method_not_allowed` with `Allow`.',
         'The admin API (`/admin/v1`) serves the dashboard and scripts; it takes the admin token as a bearer token.',
         'Every GET operation also answers HEAD: the same status and headers, without the body.',
@@ -1165,15 +1165,16 @@ export function buildOpenApiDocument(
           example: 1000,
         },
         'RateLimit-Remaining': {
-          description: 'Requests left in the current window.',
+          description:
+            'Requests left: the limit minus the requests counted (those of the last 60 to 65 minutes).',
           schema: { type: 'integer', minimum: 0 },
           example: 998,
         },
         'RateLimit-Reset': {
           description:
-            'Seconds until the allowance is fully available again: requests weigh on the rolling hour until the end of the next clock hour (a sliding-window count). On a 429 it is never earlier than Retry-After.',
+            'Seconds until the allowance is fully available again: requests are counted in 5-minute steps, and each weighs on the limit until the 12th step after its own ends (60 to 65 minutes). On a 429 it is never earlier than Retry-After.',
           schema: { type: 'integer', minimum: 0 },
-          example: 3540,
+          example: 3840,
         },
         ETag: {
           description:

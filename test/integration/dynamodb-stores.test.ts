@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
 import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
 import { DynamoDbIdempotencyStore } from '#lib/adapters/dynamodb-idempotency-store.ts';
@@ -101,7 +102,7 @@ describe('DynamoDbKeyStore', () => {
 });
 
 describe('DynamoDbUsageStore', () => {
-  it('admits exactly the limit when 50 consumers race on one window', async () => {
+  it('admits exactly the limit when 50 consumers race on one bucket', async () => {
     const now = new Date('2026-11-22T10:30:00Z');
     const decisions = await Promise.all(Array.from({ length: 50 }, () => usage.consume('race', 17, now)));
     expect(decisions.filter((d) => d.allowed)).toHaveLength(17);
@@ -110,26 +111,102 @@ describe('DynamoDbUsageStore', () => {
     ).toBe(true);
   });
 
-  it('weights the previous hour by the part still inside the rolling hour', async () => {
-    const previousHour = new Date('2026-11-22T11:10:00Z');
-    for (let i = 0; i < 10; i++) await usage.consume('rolling', 10, previousHour);
-    expect((await usage.consume('rolling', 10, previousHour)).allowed).toBe(false);
+  it('never over-admits when two processes race on a bucket after earlier ones', async () => {
+    // 40 of a limit of 60 admitted 30 minutes earlier (in the previous clock hour); then 50 requests
+    // race through two processes, one of which has not read the earlier buckets yet: 20 fit.
+    const other = new DynamoDbUsageStore(createDocumentClient(config), config.tables.usage);
+    for (let i = 0; i < 40; i++) await usage.consume('race-history', 60, new Date('2026-11-22T10:50:00Z'));
+    const now = new Date('2026-11-22T11:20:00Z');
+    const decisions = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => (i % 2 ? usage : other).consume('race-history', 60, now)),
+    );
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(20);
+    expect(Math.min(...decisions.filter((d) => d.allowed).map((d) => d.remaining))).toBe(0);
+  });
 
-    // A quarter into the next hour, 75 % of the previous 10 still count: 2 more fit (7.5 → capacity 2).
-    const quarterPast = new Date('2026-11-22T12:15:00Z');
+  it('counts a bucket 12 buckets back in full until it leaves the rolling hour', async () => {
+    for (let i = 0; i < 10; i++) await usage.consume('rolling', 10, new Date('2026-11-22T11:10:00Z'));
+    expect((await usage.consume('rolling', 10, new Date('2026-11-22T11:10:00Z'))).allowed).toBe(false);
+
+    // The bucket 11:10–11:15 counts until 12:15, then the whole limit is back.
+    expect((await usage.consume('rolling', 10, new Date('2026-11-22T12:14:59Z'))).allowed).toBe(false);
     const admitted = [];
-    for (let i = 0; i < 4; i++) admitted.push((await usage.consume('rolling', 10, quarterPast)).allowed);
-    expect(admitted).toEqual([true, true, false, false]);
+    for (let i = 0; i < 11; i++)
+      admitted.push((await usage.consume('rolling', 10, new Date('2026-11-22T12:15:00Z'))).allowed);
+    expect(admitted.filter(Boolean)).toHaveLength(10);
+  });
+
+  it('admits at most the limit in the hour after a burst just before a clock hour ends', async () => {
+    // The review's first scenario: 100 at 10:59:30, then a request every 5 s until 11:59:25.
+    const burst = Date.parse('2026-11-22T10:59:30Z');
+    let admitted = 0;
+    for (let i = 0; i < 100; i++)
+      if ((await usage.consume('burst', 100, new Date(burst))).allowed) admitted++;
+    const refused = await usage.consume('burst', 100, new Date(burst));
+    for (let t = burst + 30_000; t < burst + 3_600_000; t += 5_000)
+      if ((await usage.consume('burst', 100, new Date(t))).allowed) admitted++;
+    expect(admitted).toBeLessThanOrEqual(100 + Math.ceil(100 / 12));
+    expect(admitted).toBe(100);
+    // The 101st at 10:59:30 waits until the burst's bucket leaves at 12:00, and is then let in.
+    expect(refused).toMatchObject({ allowed: false, retryAfterSeconds: 3630, resetSeconds: 3630 });
+    const retry = new Date(burst + refused.retryAfterSeconds * 1000);
+    expect((await usage.consume('burst', 100, retry)).allowed).toBe(true);
+  });
+
+  it('admits the whole limit when the last hour holds nothing, up to one bucket', async () => {
+    // The review's second scenario: 100 at 10:00:05, then nothing until 11:30.
+    for (let i = 0; i < 100; i++) await usage.consume('idle', 100, new Date('2026-11-22T10:00:05Z'));
+    expect((await usage.consume('idle', 100, new Date('2026-11-22T11:04:59Z'))).allowed).toBe(false);
+    let admitted = 0;
+    for (let i = 0; i < 101; i++)
+      if ((await usage.consume('idle', 100, new Date('2026-11-22T11:30:00Z'))).allowed) admitted++;
+    expect(admitted).toBe(100);
+  });
+
+  it('reads the earlier buckets with one query per bucket and process', async () => {
+    const db = createDocumentClient(config);
+    const sent: string[] = [];
+    const send = db.send.bind(db);
+    db.send = ((command: { constructor: { name: string } }, ...rest: unknown[]) => {
+      sent.push(command.constructor.name);
+      return (send as (...args: unknown[]) => unknown)(command, ...rest);
+    }) as typeof db.send;
+    const store = new DynamoDbUsageStore(db, config.tables.usage);
+
+    for (let i = 0; i < 3; i++) await store.consume('cached', 10, new Date('2026-11-22T10:21:00Z'));
+    expect(sent).toEqual(['QueryCommand', 'UpdateCommand', 'UpdateCommand', 'UpdateCommand']);
+    sent.length = 0;
+    await store.consume('cached', 10, new Date('2026-11-22T10:24:59Z'));
+    await store.consume('cached', 10, new Date('2026-11-22T10:25:00Z'));
+    expect(sent).toEqual(['UpdateCommand', 'QueryCommand', 'UpdateCommand']);
+    // The query saw the 4 requests of the bucket before: this bucket holds 6, and 1 is taken.
+    const decisions = await Promise.all(
+      Array.from({ length: 8 }, () => store.consume('cached', 10, new Date('2026-11-22T10:26:00Z'))),
+    );
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(5);
+  });
+
+  it('ignores the hourly windows of the previous version', async () => {
+    // Items of the clock-hour counter (sort key: the bare hour start), as left behind by a deploy.
+    for (const hour of ['2026-11-22T09:00:00Z', '2026-11-22T10:00:00Z'])
+      await createDocumentClient(config).send(
+        new PutCommand({
+          TableName: config.tables.usage,
+          Item: { pk: 'rate#legacy', sk: String(Date.parse(hour)).padStart(15, '0'), count: 100 },
+        }),
+      );
+    const decision = await usage.consume('legacy', 100, new Date('2026-11-22T10:30:00Z'));
+    expect(decision).toMatchObject({ allowed: true, remaining: 99 });
   });
 
   it('reports remaining requests and when the whole allowance is back', async () => {
-    const decision = await usage.consume('fresh', 100, new Date('2026-11-22T13:59:00Z'));
-    // The request weighs on the rolling hour until the end of the next window: 60 s + 1 h.
+    const decision = await usage.consume('fresh', 100, new Date('2026-11-22T13:31:00Z'));
+    // The request's bucket (13:30–13:35) counts until 14:35: 64 minutes.
     expect(decision).toEqual({
       allowed: true,
       limit: 100,
       remaining: 99,
-      resetSeconds: 60 + 3600,
+      resetSeconds: 64 * 60,
       retryAfterSeconds: 0,
     });
   });
@@ -146,8 +223,8 @@ describe('DynamoDbUsageStore', () => {
     expect((await usage.consume('single', 1, retry)).allowed).toBe(true);
   });
 
-  it('counts this window when a lowered limit refuses before counting', async () => {
-    // 10 admitted in the previous hour and 5 in this one under a limit of 20; then the limit drops to 5.
+  it('counts this bucket when a lowered limit refuses before counting', async () => {
+    // 10 admitted 40 minutes earlier and 5 in this bucket under a limit of 20; then the limit drops to 5.
     const previous = new Date('2026-11-22T15:30:00Z');
     for (let i = 0; i < 10; i++) await usage.consume('lowered', 20, previous);
     const now = new Date('2026-11-22T16:10:00Z');
@@ -155,25 +232,28 @@ describe('DynamoDbUsageStore', () => {
 
     const refused = await usage.consume('lowered', 5, now);
 
-    // This hour's 5 requests weigh until the end of the next hour (50 min + 1 h), and one more request
-    // fits only once they have decayed below the limit, in the next hour.
+    // The 10 leave at 16:35 but this bucket's 5 are still more than 4: one more request fits only once
+    // they leave too, at 17:15, which is also when the whole allowance is back.
     expect(refused.allowed).toBe(false);
-    expect(refused.resetSeconds).toBe(50 * 60 + 3600);
-    expect(refused.retryAfterSeconds).toBeGreaterThan(50 * 60);
-    expect(refused.resetSeconds).toBeGreaterThanOrEqual(refused.retryAfterSeconds);
+    expect(refused.retryAfterSeconds).toBe(65 * 60);
+    expect(refused.resetSeconds).toBe(65 * 60);
+    const early = new Date(now.getTime() + (refused.retryAfterSeconds - 1) * 1000);
+    expect((await usage.consume('lowered', 5, early)).allowed).toBe(false);
+    const retry = new Date(now.getTime() + refused.retryAfterSeconds * 1000);
+    expect((await usage.consume('lowered', 5, retry)).allowed).toBe(true);
   });
 
-  it('counts this window when a lowered limit refuses by the count', async () => {
-    // 500 admitted this hour under 1000, then the limit drops to 100 (the previous hour was idle, so the
-    // capacity stays above 0 and the write is what refuses).
+  it('counts this bucket when a lowered limit refuses by the count', async () => {
+    // 500 admitted in this bucket under 1000, then the limit drops to 100 (the earlier buckets are
+    // empty, so the capacity stays above 0 and the write is what refuses).
     const at = new Date('2026-11-22T17:10:00Z');
     for (let i = 0; i < 500; i++) await usage.consume('lowered-count', 1000, at);
 
     const refused = await usage.consume('lowered-count', 100, at);
 
     expect(refused.allowed).toBe(false);
-    // This hour's 500 must decay under 99 in the next hour: 50 min, then 3600 · (1 − 99/500) s.
-    expect(refused.retryAfterSeconds).toBe(50 * 60 + Math.ceil(3600 * (1 - 99 / 500)));
+    // This bucket's 500 count until 18:15.
+    expect(refused.retryAfterSeconds).toBe(65 * 60);
     expect(refused.resetSeconds).toBeGreaterThanOrEqual(refused.retryAfterSeconds);
     const retry = new Date(at.getTime() + refused.retryAfterSeconds * 1000);
     expect((await usage.consume('lowered-count', 100, retry)).allowed).toBe(true);
