@@ -1,6 +1,7 @@
 import { decodeImageData } from '#lib/domain/image-data.ts';
 import { relatedItem } from '#lib/domain/products.ts';
 import { RelatedRequest } from '#lib/domain/schemas.ts';
+import { usageContextOf } from '#lib/domain/admin/usage.ts';
 import { relatedProducts } from '#lib/domain/search.ts';
 import { parseInput } from '#lib/domain/validation.ts';
 import { publicEndpoint } from '#lib/http/middleware.ts';
@@ -11,6 +12,7 @@ export const handler = publicEndpoint(
   { endpoint: 'related', idField: 'searchId' },
   async (event, context, c) => {
     const input = parseInput(RelatedRequest, event.body);
+    context.state.usageContext = usageContextOf(input.context);
     const hits = await relatedProducts(c, {
       feedId: context.state.auth!.feed.feedId,
       productId: input.productId,

@@ -83,6 +83,23 @@ export interface UsageRow {
   rateLimited: number;
 }
 
+/**
+ * Where a related-products widget runs, as its request's `context` says (type and domain; the page URL
+ * is not kept: it may carry a shopper's data).
+ */
+export interface UsageContext {
+  type: string;
+  domain: string;
+}
+
+/** Related-products requests of one day from one context. */
+export interface UsageContextRow extends UsageContext {
+  day: string;
+  /** As on UsageRow. */
+  feedCreatedAt?: string;
+  requests: number;
+}
+
 /** Request counters: the rolling-hour allowance per search id and the daily meter per endpoint. */
 export interface UsageStore {
   /** Atomically spends one request of `limit` per rolling hour; never over-admits under concurrency. */
@@ -94,9 +111,13 @@ export interface UsageStore {
     endpoint: Endpoint;
     outcome: UsageOutcome;
     at: Date;
+    /** The request's context, counted per day beside the meter (related products). */
+    context?: UsageContext;
   }): Promise<void>;
   /** Daily rows of a feed for days in [fromDay, toDay] (YYYY-MM-DD, inclusive). */
   list(feedId: string, fromDay: string, toDay: string): Promise<UsageRow[]>;
+  /** Daily context rows of a feed for days in [fromDay, toDay]. */
+  listContexts(feedId: string, fromDay: string, toDay: string): Promise<UsageContextRow[]>;
   /** Removes every daily row of the feed (a feed re-created with the same id starts from none). */
   deleteFeed(feedId: string): Promise<void>;
 }

@@ -217,6 +217,8 @@ export interface UsageReport {
   to: string;
   days: ({ day: string; endpoint: string } & UsageTotals)[];
   keys: ({ searchId: string } & UsageTotals)[];
+  /** Related-products requests per context (absent from an older server). */
+  contexts?: { type: string; domain: string; requests: number }[];
   totals: UsageTotals;
 }
 

@@ -669,6 +669,39 @@ export function usageView({ feed }: FeedPage): HTMLElement {
               ),
             )
           : null,
+        (report.contexts ?? []).length > 0
+          ? h(
+              'section',
+              { class: 'usage-contexts' },
+              h('h3', {}, 'Related products by page context'),
+              h(
+                'table',
+                { class: 'table' },
+                h(
+                  'thead',
+                  {},
+                  h(
+                    'tr',
+                    {},
+                    ['Type', 'Domain', 'Requests'].map((c) => h('th', { scope: 'col' }, c)),
+                  ),
+                ),
+                h(
+                  'tbody',
+                  {},
+                  report.contexts!.map((c) =>
+                    h(
+                      'tr',
+                      {},
+                      h('td', {}, c.type || '—'),
+                      h('td', {}, c.domain || '—'),
+                      h('td', {}, c.requests),
+                    ),
+                  ),
+                ),
+              ),
+            )
+          : null,
       );
     } catch (error) {
       replace(body, errorBox(error, 'Could not load usage'));

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { type DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import {
   DELETE_BATCHES_IN_FLIGHT,
@@ -13,7 +14,15 @@ import {
   secondsToFullAllowance,
   WINDOW_BUCKETS,
 } from '#lib/domain/rate-window.ts';
-import type { Endpoint, RateLimitDecision, UsageOutcome, UsageRow, UsageStore } from '#lib/ports.ts';
+import type {
+  Endpoint,
+  RateLimitDecision,
+  UsageContext,
+  UsageContextRow,
+  UsageOutcome,
+  UsageRow,
+  UsageStore,
+} from '#lib/ports.ts';
 
 const OUTCOME_ATTRIBUTE: Record<UsageOutcome, keyof UsageRow> = {
   ok: 'ok',
@@ -24,8 +33,9 @@ const OUTCOME_ATTRIBUTE: Record<UsageOutcome, keyof UsageRow> = {
 const USAGE_RETENTION_DAYS = 400;
 
 /**
- * Rate-limit buckets (`rate#<searchId>` / `5m#<bucket start>`, lib/domain/rate-window.ts) and daily usage
- * (`usage#<feedId>` / `<day>#<endpoint>#<searchId>`) in one table. Every increment is an atomic ADD; the rate limit is a conditional
+ * Rate-limit buckets (`rate#<searchId>` / `5m#<bucket start>`, lib/domain/rate-window.ts), daily usage
+ * (`usage#<feedId>` / `<day>#<endpoint>#<searchId>`) and daily contexts (`usage#<feedId>` /
+ * `ctx#<day>#<hash>`) in one table. Every increment is an atomic ADD; the rate limit is a conditional
  * ADD, so racing requests can never push a bucket past its capacity.
  */
 export class DynamoDbUsageStore implements UsageStore {
@@ -101,25 +111,87 @@ export class DynamoDbUsageStore implements UsageStore {
     endpoint: Endpoint;
     outcome: UsageOutcome;
     at: Date;
+    context?: UsageContext;
   }): Promise<void> {
     const day = entry.at.toISOString().slice(0, 10);
+    const expiresAt = Math.floor(entry.at.getTime() / 1000) + USAGE_RETENTION_DAYS * 86_400;
+    // (Both writes at once; Promise.all so that neither's failure goes unhandled while the other runs.)
+    await Promise.all([
+      entry.context && this.recordContext(entry.feedId, entry.feedCreatedAt, day, entry.context, expiresAt),
+      this.db.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { pk: `usage#${entry.feedId}`, sk: `${day}#${entry.endpoint}#${entry.searchId}` },
+          UpdateExpression:
+            'ADD requests :one, #outcome :one SET #day = :day, endpoint = :endpoint, searchId = :sid, feedCreatedAt = :fc, expiresAt = :expires',
+          ExpressionAttributeNames: { '#outcome': OUTCOME_ATTRIBUTE[entry.outcome], '#day': 'day' },
+          ExpressionAttributeValues: {
+            ':one': 1,
+            ':day': day,
+            ':endpoint': entry.endpoint,
+            ':sid': entry.searchId,
+            ':fc': entry.feedCreatedAt,
+            ':expires': expiresAt,
+          },
+        }),
+      ),
+    ]);
+  }
+
+  /**
+   * One item per feed, day and context (`ctx#<day>#<hash>`, beside the daily rows under the feed's key,
+   * so a feed's deletion removes them with the rest): the type and domain may be 353 characters of any
+   * script, more than a sort key holds once encoded, so the key names their hash and the item holds them.
+   */
+  private async recordContext(
+    feedId: string,
+    feedCreatedAt: string,
+    day: string,
+    context: UsageContext,
+    expiresAt: number,
+  ): Promise<void> {
+    const hash = createHash('sha256').update(`${context.type}\n${context.domain}`).digest('base64url');
     await this.db.send(
       new UpdateCommand({
         TableName: this.table,
-        Key: { pk: `usage#${entry.feedId}`, sk: `${day}#${entry.endpoint}#${entry.searchId}` },
+        Key: { pk: `usage#${feedId}`, sk: `ctx#${day}#${hash.slice(0, 24)}` },
         UpdateExpression:
-          'ADD requests :one, #outcome :one SET #day = :day, endpoint = :endpoint, searchId = :sid, feedCreatedAt = :fc, expiresAt = :expires',
-        ExpressionAttributeNames: { '#outcome': OUTCOME_ATTRIBUTE[entry.outcome], '#day': 'day' },
+          'ADD requests :one SET #day = :day, #type = :type, #domain = :domain, feedCreatedAt = :fc, expiresAt = :expires',
+        ExpressionAttributeNames: { '#day': 'day', '#type': 'type', '#domain': 'domain' },
         ExpressionAttributeValues: {
           ':one': 1,
           ':day': day,
-          ':endpoint': entry.endpoint,
-          ':sid': entry.searchId,
-          ':fc': entry.feedCreatedAt,
-          ':expires': Math.floor(entry.at.getTime() / 1000) + USAGE_RETENTION_DAYS * 86_400,
+          ':type': context.type,
+          ':domain': context.domain,
+          ':fc': feedCreatedAt,
+          ':expires': expiresAt,
         },
       }),
     );
+  }
+
+  async listContexts(feedId: string, fromDay: string, toDay: string): Promise<UsageContextRow[]> {
+    const rows: UsageContextRow[] = [];
+    for await (const items of queryPages(this.db, {
+      TableName: this.table,
+      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+      ExpressionAttributeValues: {
+        ':pk': `usage#${feedId}`,
+        ':from': `ctx#${fromDay}#`,
+        ':to': `ctx#${toDay}#\uffff`,
+      },
+    })) {
+      for (const item of items) {
+        rows.push({
+          day: String(item.day),
+          type: String(item.type ?? ''),
+          domain: String(item.domain ?? ''),
+          ...(typeof item.feedCreatedAt === 'string' ? { feedCreatedAt: item.feedCreatedAt } : {}),
+          requests: Number(item.requests ?? 0),
+        });
+      }
+    }
+    return rows;
   }
 
   async list(feedId: string, fromDay: string, toDay: string): Promise<UsageRow[]> {

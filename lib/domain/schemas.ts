@@ -205,7 +205,9 @@ export const RelatedRequest = z
       })
       .partial()
       .optional()
-      .describe('Where the widget runs; recorded with usage, and category narrows results.'),
+      .describe(
+        'Where the widget runs: type and domain are counted in the usage report (contexts), category narrows the results; pageUrl is not kept.',
+      ),
   })
   .refine((value) => value.imageData !== undefined || value.productId !== undefined, {
     message: 'provide imageData or productId',

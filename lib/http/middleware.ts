@@ -125,6 +125,7 @@ async function meter(container: Container, state: RequestState, status: number):
       endpoint: state.endpoint,
       outcome,
       at: container.clock.now(),
+      ...(state.usageContext ? { context: state.usageContext } : {}),
     });
   } catch (error) {
     // Metering must never turn an answered request into a failure; the miss is logged for billing review.

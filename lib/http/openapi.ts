@@ -253,6 +253,18 @@ export const UsageReportSchema = z.object({
   to: z.string(),
   days: z.array(z.object({ day: z.string(), endpoint: endpointName, ...usageTotals })),
   keys: z.array(z.object({ searchId: z.string(), ...usageTotals })),
+  contexts: z
+    .array(
+      z.object({
+        type: z.string().describe('The request\'s context.type; "" when it gave none.'),
+        domain: z.string().describe('The request\'s context.domain in lower case; "" when it gave none.'),
+        requests: z.number().int(),
+      }),
+    )
+    .max(100)
+    .describe(
+      'Related-products requests per context (type and domain) over the range, the 100 most frequent; requests without either are not listed.',
+    ),
   totals: z.object(usageTotals),
 });
 
@@ -429,7 +441,7 @@ const exampleUsage = {
       serverErrors: 0,
       rateLimited: 18,
     },
-    { day: '2026-11-02', endpoint: 'detect', ...zeroTotals, requests: 5, ok: 5 },
+    { day: '2026-11-02', endpoint: 'related', ...zeroTotals, requests: 5, ok: 5 },
   ],
   keys: [
     {
@@ -441,6 +453,7 @@ const exampleUsage = {
       rateLimited: 18,
     },
   ],
+  contexts: [{ type: 'product_page', domain: 'shop.example.com', requests: 5 }],
   totals: { requests: 125, ok: 105, clientErrors: 2, serverErrors: 0, rateLimited: 18 },
 };
 

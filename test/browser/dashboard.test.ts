@@ -325,11 +325,24 @@ describe('dashboard in Chromium', () => {
       { imageData: (await readFile(PHOTO)).toString('base64') },
       searchId,
     );
+    // A related-products request from a widget that says where it runs (its product unknown: a 404)
+    const related = await api(
+      'POST',
+      '/api/v1/related',
+      { productId: 'no-such-product', context: { type: 'pdp', domain: 'Shop.Example' } },
+      searchId,
+    );
+    expect(related.status).toBe(404);
     await page.getByRole('button', { name: 'Refresh' }).click();
     await page.waitForFunction(
       (n) => document.querySelector('[data-stat="requests"] .stat-value')?.textContent === String(n),
-      before + 1,
+      before + 2,
     );
+    expect(await page.locator('.usage-contexts tbody td').allTextContents()).toEqual([
+      'pdp',
+      'shop.example',
+      '1',
+    ]);
     // Per search id: named by its label, the id masked.
     const row = page.locator('table tbody tr', {
       has: page.locator('code', { hasText: searchId.slice(0, 8) }),

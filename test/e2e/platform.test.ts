@@ -695,6 +695,37 @@ describe('usage', () => {
     expect(usage.body.keys).toEqual([expect.objectContaining({ searchId: key, requests: 5 })]);
   });
 
+  it('counts related-products requests per context (type and domain) of valid requests', async () => {
+    // Prepare
+    await stack.admin('POST', '/admin/v1/feeds', {
+      feedId: 'metered-contexts',
+      name: 'Contexts',
+      plan: 'pro',
+    });
+    const key = (await stack.admin('POST', '/admin/v1/feeds/metered-contexts/keys', {})).body.searchId;
+    const related = (body: Record<string, unknown>) =>
+      stack.call('POST', '/api/v1/related', { body: { productId: 'none', ...body }, headers: bearer(key) });
+    // Act: the product is unknown (404), still a valid request of its context; a 400 has none
+    const answers = [
+      await related({
+        context: { type: 'pdp', domain: 'Shop.Example', pageUrl: 'https://shop.example/p/1' },
+      }),
+      await related({ context: { type: 'pdp', domain: 'shop.example', category: 'Shoes' } }),
+      await related({ context: { type: 'cart' } }),
+      await related({ context: { category: 'Shoes' } }),
+      await related({}),
+      await related({ context: { type: 'pdp', domain: 'shop.example' }, limit: 'many' }),
+    ];
+    const usage = await stack.admin('GET', '/admin/v1/feeds/metered-contexts/usage');
+    // Assess
+    expect(answers.map((answer) => answer.status)).toEqual([404, 404, 404, 404, 404, 400]);
+    expect(usage.body.contexts).toEqual([
+      { type: 'pdp', domain: 'shop.example', requests: 2 },
+      { type: 'cart', domain: '', requests: 1 },
+    ]);
+    expect(usage.body.totals.requests).toBe(6);
+  });
+
   it('records the last use of a key', async () => {
     const keys = await stack.admin('GET', `/admin/v1/feeds/${feedId}/keys`);
     const used = keys.body.keys.find((k: { searchId: string }) => k.searchId === searchId);

@@ -85,6 +85,18 @@ describe('deleteFeed', () => {
       outcome: 'ok',
       at: new Date('2026-11-22T01:00:00Z'),
     });
+    await usage.record({
+      feedId: 'usage-feed',
+      feedCreatedAt: 'c',
+      searchId: key.searchId,
+      endpoint: 'related',
+      outcome: 'ok',
+      at: new Date('2026-11-22T01:00:00Z'),
+      context: { type: 'pdp', domain: 'shop.example' },
+    });
+    expect(await usage.listContexts('usage-feed', '2026-01-01', '2026-12-31')).toEqual([
+      { day: '2026-11-22', type: 'pdp', domain: 'shop.example', feedCreatedAt: 'c', requests: 1 },
+    ]);
 
     await deleteFeed(deps, 'usage-feed');
     await createFeed(deps, input('usage-feed'));
@@ -92,6 +104,7 @@ describe('deleteFeed', () => {
     expect(await deps.keys.listByFeed('usage-feed')).toEqual([]);
     expect(registered.has(key.searchId)).toBe(false);
     expect(await usage.list('usage-feed', '2026-01-01', '2026-12-31')).toEqual([]);
+    expect(await usage.listContexts('usage-feed', '2026-01-01', '2026-12-31')).toEqual([]);
   });
 
   it('leaves a feed stopped half way hidden and unchangeable, handed to the runner, and a repeated delete finishes it', async () => {

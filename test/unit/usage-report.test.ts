@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { usageReport } from '#lib/domain/admin/usage.ts';
+import { MAX_CONTEXTS, usageContextOf, usageReport } from '#lib/domain/admin/usage.ts';
 import type { Feed } from '#lib/domain/feeds.ts';
-import type { UsageRow, UsageStore } from '#lib/ports.ts';
+import type { UsageContextRow, UsageRow, UsageStore } from '#lib/ports.ts';
 
 const feed: Feed = {
   feedId: 'shop',
@@ -24,8 +24,8 @@ const row = (day: string, searchId: string, feedCreatedAt?: string): UsageRow =>
   rateLimited: 0,
 });
 
-function reportOf(rows: UsageRow[]) {
-  const usage = { list: async () => rows } as unknown as UsageStore;
+function reportOf(rows: UsageRow[], contexts: UsageContextRow[] = []) {
+  const usage = { list: async () => rows, listContexts: async () => contexts } as unknown as UsageStore;
   const feeds = { get: async () => feed } as never;
   return usageReport({ feeds, usage, clock: { now: () => new Date('2026-11-25T00:00:00Z') } }, 'shop', {
     from: '2026-11-01',
@@ -51,5 +51,51 @@ describe('usageReport', () => {
     ]);
     expect(report.totals.requests).toBe(2);
     expect(report.keys.map((k) => k.searchId)).toEqual(['vps_legacy']);
+  });
+
+  it("sums requests per context over the days, most frequent first, this feed's only and at most 100", async () => {
+    const context = (day: string, type: string, domain: string, requests: number, fc = feed.createdAt) => ({
+      day,
+      type,
+      domain,
+      feedCreatedAt: fc,
+      requests,
+    });
+    const report = await reportOf(
+      [],
+      [
+        context('2026-11-21', 'pdp', 'shop.example', 3),
+        context('2026-11-22', 'pdp', 'shop.example', 4),
+        context('2026-11-22', 'cart', 'shop.example', 5),
+        context('2026-11-22', 'pdp', 'other.example', 1),
+        // An earlier feed of the same id.
+        context('2026-11-22', 'home', 'shop.example', 9, '2026-11-02T08:00:00.000Z'),
+      ],
+    );
+    expect(report.contexts).toEqual([
+      { type: 'pdp', domain: 'shop.example', requests: 7 },
+      { type: 'cart', domain: 'shop.example', requests: 5 },
+      { type: 'pdp', domain: 'other.example', requests: 1 },
+    ]);
+    const many = await reportOf(
+      [],
+      Array.from({ length: MAX_CONTEXTS + 5 }, (_, i) => context('2026-11-22', `t${i}`, '', i + 1)),
+    );
+    expect(many.contexts).toHaveLength(MAX_CONTEXTS);
+    expect(many.contexts[0]).toEqual({
+      type: `t${MAX_CONTEXTS + 4}`,
+      domain: '',
+      requests: MAX_CONTEXTS + 5,
+    });
+  });
+
+  it('meters a context by its type and domain in lower case, and none that names neither', () => {
+    expect(usageContextOf({ type: ' pdp ', domain: 'Shop.Example ', category: 'x' } as never)).toEqual({
+      type: 'pdp',
+      domain: 'shop.example',
+    });
+    expect(usageContextOf({ category: 'Shoes', pageUrl: 'https://x' } as never)).toBeUndefined();
+    expect(usageContextOf({ type: ' ', domain: '' })).toBeUndefined();
+    expect(usageContextOf(undefined)).toBeUndefined();
   });
 });

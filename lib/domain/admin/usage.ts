@@ -1,7 +1,7 @@
 import { requireFeed } from '#lib/domain/admin/feeds.ts';
 import type { UsageQuery } from '#lib/domain/admin/schemas.ts';
 import { ValidationError } from '#lib/domain/errors.ts';
-import type { Clock, Endpoint, FeedStore, UsageRow, UsageStore } from '#lib/ports.ts';
+import type { Clock, Endpoint, FeedStore, UsageContext, UsageRow, UsageStore } from '#lib/ports.ts';
 
 const DAY_MS = 86_400_000;
 const DEFAULT_DAYS = 30;
@@ -23,7 +23,24 @@ export interface UsageReport {
   days: ({ day: string; endpoint: Endpoint } & UsageTotals)[];
   /** Per search id over the whole range. */
   keys: ({ searchId: string } & UsageTotals)[];
+  /** Related-products requests per context over the range, the MAX_CONTEXTS most frequent. */
+  contexts: (UsageContext & { requests: number })[];
   totals: UsageTotals;
+}
+
+/** Contexts a report lists: a widget on many sites or page types must not make it unbounded. */
+export const MAX_CONTEXTS = 100;
+
+/**
+ * What a related-products request's context is metered as: its type and domain (lower case), or nothing
+ * when it names neither.
+ */
+export function usageContextOf(
+  context: { type?: string | undefined; domain?: string | undefined } | undefined,
+): UsageContext | undefined {
+  const type = context?.type?.trim() ?? '';
+  const domain = context?.domain?.trim().toLowerCase() ?? '';
+  return type || domain ? { type, domain } : undefined;
 }
 
 /** Usage of a feed per day per endpoint. Steps: check feed and range, read rows, aggregate. */
@@ -46,11 +63,20 @@ export async function usageReport(
   // Rows of an earlier feed with this id: requests a public function answered from its auth cache just
   // after that feed's deletion had removed its rows. They are not this feed's usage.
   // (Rows written before feedCreatedAt was kept: those of days before this feed was created.)
-  const rows = (await deps.usage.list(feedId, from, to)).filter((row) =>
+  const ofThisFeed = (row: { day: string; feedCreatedAt?: string }) =>
     row.feedCreatedAt === undefined
       ? row.day >= feed.createdAt.slice(0, 10)
-      : row.feedCreatedAt === feed.createdAt,
-  );
+      : row.feedCreatedAt === feed.createdAt;
+  const [rows, contextRows] = await Promise.all([
+    deps.usage.list(feedId, from, to).then((all) => all.filter(ofThisFeed)),
+    deps.usage.listContexts(feedId, from, to).then((all) => all.filter(ofThisFeed)),
+  ]);
+  const contexts = new Map<string, UsageContext & { requests: number }>();
+  for (const row of contextRows) {
+    const key = `${row.type}\n${row.domain}`;
+    if (!contexts.has(key)) contexts.set(key, { type: row.type, domain: row.domain, requests: 0 });
+    contexts.get(key)!.requests += row.requests;
+  }
   const days = new Map<string, { day: string; endpoint: Endpoint } & UsageTotals>();
   const keys = new Map<string, { searchId: string } & UsageTotals>();
   const totals = zero();
@@ -70,6 +96,11 @@ export async function usageReport(
       (a, b) => a.day.localeCompare(b.day) || a.endpoint.localeCompare(b.endpoint),
     ),
     keys: [...keys.values()].sort((a, b) => b.requests - a.requests),
+    contexts: [...contexts.values()]
+      .sort(
+        (a, b) => b.requests - a.requests || a.type.localeCompare(b.type) || a.domain.localeCompare(b.domain),
+      )
+      .slice(0, MAX_CONTEXTS),
     totals,
   };
 }
