@@ -149,7 +149,8 @@ export interface ImageInfo {
 
 /** Validates submitted image bytes: format allow-list and pixel limit, before any full decode. */
 export interface ImageInspector {
-  inspect(bytes: Buffer): Promise<ImageInfo>;
+  /** `subject` names the bytes in a refusal's message: the request field, or e.g. "the file". */
+  inspect(bytes: Buffer, subject?: string): Promise<ImageInfo>;
   /**
    * Cuts boxes (pixels of the EXIF-oriented image) out of an image, each re-encoded losslessly at no more
    * than the models read; the image is decoded once for all of them.

@@ -12,13 +12,13 @@ const ALLOWED_FORMATS = new Set(['jpeg', 'png', 'webp', 'gif', 'heif', 'tiff']);
 export class SharpImageInspector implements ImageInspector {
   constructor(private readonly maxPixels: number) {}
 
-  async inspect(bytes: Buffer): Promise<ImageInfo> {
+  async inspect(bytes: Buffer, subject = 'imageData'): Promise<ImageInfo> {
     let meta: Metadata;
     try {
       // Header only: no pixels are decoded here, so the size check below runs before any decode.
       meta = await sharp(bytes, { limitInputPixels: false }).metadata();
     } catch {
-      throw new InvalidImageError('imageData is not a decodable image.');
+      throw new InvalidImageError(`${subject} is not a decodable image.`);
     }
     const format = meta.format ?? 'unknown';
     // AVIF is read through libheif and reported as heif; HEIC proper is not among the supported formats.
@@ -29,7 +29,7 @@ export class SharpImageInspector implements ImageInspector {
     }
     const width = meta.autoOrient?.width ?? meta.width ?? 0;
     const height = meta.autoOrient?.height ?? meta.height ?? 0;
-    if (width <= 0 || height <= 0) throw new InvalidImageError('imageData has no pixels.');
+    if (width <= 0 || height <= 0) throw new InvalidImageError(`${subject} has no pixels.`);
     if (width * height > this.maxPixels) {
       throw new InvalidImageError(
         `Image of ${width}x${height} pixels exceeds the limit of ${this.maxPixels / 1_000_000} megapixels.`,

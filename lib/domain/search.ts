@@ -745,7 +745,7 @@ export async function relatedProducts(deps: SearchDeps, query: RelatedQuery): Pr
         `Product ${query.productId} ${why}; send imageData or fallback.`,
       );
     }
-    await deps.images.inspect(image);
+    await deps.images.inspect(image, query.image ? 'imageData' : 'fallback');
     if (!reference && !(await deps.products.hasProducts(query.feedId))) return [];
     const { bytes } = await deps.images.bounded(image);
     queryFeatures = startQueryFeatures(deps, bytes);

@@ -1097,7 +1097,7 @@ async function fetchImages(
     if (stop.aborted) return undefined;
     try {
       const { bytes } = await deps.fetcher.fetch(job.url, deps.limits.image, { signal: stop });
-      await deps.images.inspect(bytes);
+      await deps.images.inspect(bytes, 'the file');
       return { ...job, bytes };
     } catch (error) {
       // Stopped part way: the chunk is not committed, so its fetch is not the product's error.

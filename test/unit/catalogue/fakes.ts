@@ -197,9 +197,9 @@ export class MapFetcher implements ImageFetcher {
 
 /** Accepts any bytes except those starting with "BAD". */
 export const fakeInspector: ImageInspector = {
-  async inspect(bytes) {
+  async inspect(bytes, subject = 'imageData') {
     if (bytes.subarray(0, 3).toString() === 'BAD')
-      throw new InvalidImageError('imageData is not a decodable image.');
+      throw new InvalidImageError(`${subject} is not a decodable image.`);
     return { format: 'png', width: 10, height: 10 };
   },
   async crops(bytes, boxes) {

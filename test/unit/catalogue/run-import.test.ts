@@ -416,7 +416,7 @@ describe('runImport', () => {
       {
         row: 1,
         productId: 'a',
-        message: expect.stringMatching(/additional_image_link .*a2\.jpg: imageData is not a decodable image/),
+        message: expect.stringMatching(/additional_image_link .*a2\.jpg: the file is not a decodable image/),
         // The product was imported without it.
         severity: 'warning',
       },

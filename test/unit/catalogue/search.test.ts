@@ -446,6 +446,18 @@ describe('relatedProducts', () => {
     expect(w.embedder.embedded).toBe(0);
   });
 
+  it('names the field of an image it refuses: imageData, or the fallback used for an unknown product', async () => {
+    const w = await catalogue();
+    const bad = Buffer.from('BAD image');
+    const query = { feedId: 's', productId: 'unknown', limit: 10, offset: 0 };
+    await expect(relatedProducts(deps(w), { ...query, fallback: bad })).rejects.toThrow(
+      'fallback is not a decodable image.',
+    );
+    await expect(relatedProducts(deps(w), { ...query, image: bad, fallback: bad })).rejects.toThrow(
+      'imageData is not a decodable image.',
+    );
+  });
+
   it('applies filters: AND across keys, OR within a key, case-insensitive', async () => {
     const w = await catalogue();
     const ids = async (filters: { key: string; value: string }[]) =>

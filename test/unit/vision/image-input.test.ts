@@ -127,6 +127,12 @@ describe('rgbSquares', () => {
 describe('SharpImageInspector crops and bounded query', () => {
   const inspector = new SharpImageInspector(40_000_000);
 
+  it('names what it refuses by the field it came in (imageData unless told)', async () => {
+    const junk = Buffer.from('definitely not an image');
+    await expect(inspector.inspect(junk)).rejects.toThrow('imageData is not a decodable image.');
+    await expect(inspector.inspect(junk, 'fallback')).rejects.toThrow('fallback is not a decodable image.');
+  });
+
   /** Mean colour and size of an encoded image. */
   async function look(bytes: Buffer) {
     const { data, info } = await sharp(bytes).removeAlpha().raw().toBuffer({ resolveWithObject: true });
