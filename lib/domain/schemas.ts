@@ -60,14 +60,15 @@ const intLike = (min: number, max: number, description: string) => {
         [
           // The number's bounds are written out too, so the published JSON Schema shows them.
           z.number().int().min(min, range).max(max, range),
-          z.string().regex(/^\s*\d+\s*$/, 'expected a whole number'),
+          // (A sign is read, so that "-1" is out of range rather than "not a whole number".)
+          z.string().regex(/^\s*[-+]?\d+\s*$/, 'expected a whole number'),
         ],
         // Neither a number nor a string (1.5, true, null): zod said "Invalid input".
         { error: `expected a whole number between ${min} and ${max}, as a number or a string` },
       )
       // Strings of digits only: a number out of range and a string of other text each have their message.
       .refine(
-        (v) => typeof v === 'number' || !/^\s*\d+\s*$/.test(v) || (Number(v) >= min && Number(v) <= max),
+        (v) => typeof v === 'number' || !/^\s*[-+]?\d+\s*$/.test(v) || (Number(v) >= min && Number(v) <= max),
         range,
       )
       .describe(description)

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ValidationError } from '#lib/domain/errors.ts';
-import { ProductsPageQuery } from '#lib/domain/catalogue/imports.ts';
+import { ListImportsQuery, ProductsPageQuery, StartImportRequest } from '#lib/domain/catalogue/imports.ts';
 import { RelatedRequest, RootSearchRequest, SearchImageRequest } from '#lib/domain/schemas.ts';
 import { parseInput } from '#lib/domain/validation.ts';
 
@@ -90,7 +90,27 @@ describe('validation messages', () => {
     expect(problems(schema, body)).toEqual(expected);
   });
 
-  it('does not quote a query value coerced to NaN as if the client had sent it', () => {
-    expect(problems(ProductsPageQuery, { limit: 'abc' })).toEqual([['limit', 'expected a number']]);
+  it('takes a page size in a query string as digits only', () => {
+    for (const limit of ['abc', '', '0x2', '2e0', '1.0', ' 2'])
+      expect(problems(ProductsPageQuery, { limit }), limit).toEqual([['limit', 'expected a whole number']]);
+    expect(problems(ListImportsQuery, { limit: '0' })).toEqual([['limit', 'must be at least 1']]);
+    expect(problems(ListImportsQuery, { limit: '101' })).toEqual([['limit', 'must be at most 100']]);
+    expect(parseInput(ProductsPageQuery, { limit: '200' })).toEqual({ limit: 200 });
+    expect(parseInput(ListImportsQuery, {})).toEqual({ limit: 20 });
+  });
+
+  it('reads a root search limit of "-1" as out of range, not as no whole number', () => {
+    expect(problems(RootSearchRequest, { imageData, limit: '-1' })).toEqual([
+      ['limit', 'must be between 1 and 100'],
+    ]);
+    expect(problems(RootSearchRequest, { imageData, offset: '-1' })).toEqual([
+      ['offset', 'must be between 0 and 999'],
+    ]);
+  });
+
+  it('says a feed URL must be http or https', () => {
+    expect(problems(StartImportRequest, { url: 'ftp://example.com/feed.xml' })).toEqual([
+      ['url', 'must be an http or https URL'],
+    ]);
   });
 });

@@ -147,7 +147,7 @@ export function importView(record: ImportRecord) {
 export const StartImportRequest = z
   .strictObject({
     url: z
-      .url({ protocol: /^https?$/ })
+      .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
       .max(2048)
       .refine((url) => !hasLoneSurrogate(url), 'a lone surrogate is not part of a URL')
       .optional()
@@ -172,12 +172,25 @@ export const StartImportRequest = z
   });
 export type StartImportRequest = z.infer<typeof StartImportRequest>;
 
+/**
+ * A page size in a query string: digits only (`limit=`, `0x2` or `2e0` are no page size; a coerced
+ * Number() read them as 0 and 2), then the range.
+ */
+const pageSize = (max: number, fallback: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, 'expected a whole number')
+    .default(String(fallback))
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(max))
+    .describe(`Page size, 1 to ${max}; default ${fallback}.`);
+
 export const ListImportsQuery = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
+  limit: pageSize(100, 20),
   cursor: z.string().max(200).optional(),
 });
 
 export const ProductsPageQuery = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+  limit: pageSize(200, 50),
   cursor: z.string().max(2000).optional(),
 });
