@@ -108,6 +108,19 @@ describe('validation messages', () => {
     ]);
   });
 
+  it('refuses inline feed content that is not valid Unicode text, and takes an escape written in it', () => {
+    expect(problems(StartImportRequest, { format: 'csv', content: 'id,title\na\ud800,x\n' })).toEqual([
+      [
+        'content',
+        'is not valid Unicode text: it has a lone UTF-16 surrogate (a JSON escape such as "\\ud800")',
+      ],
+    ]);
+    // The six characters of an escape in a JSON feed are text: that row's id is refused at import.
+    expect(parseInput(StartImportRequest, { format: 'jsonl', content: '{"id":"\\ud800"}' }).content).toBe(
+      '{"id":"\\ud800"}',
+    );
+  });
+
   it('says a feed URL must be http or https', () => {
     expect(problems(StartImportRequest, { url: 'ftp://example.com/feed.xml' })).toEqual([
       ['url', 'must be an http or https URL'],

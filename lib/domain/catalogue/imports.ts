@@ -156,7 +156,17 @@ export const StartImportRequest = z
       .enum(FEED_FORMATS)
       .optional()
       .describe('xml (Merchant Center RSS/Atom), csv, tsv, json (array) or jsonl.'),
-    content: z.string().min(1).optional().describe('The feed file itself (inline import); requires format.'),
+    content: z
+      .string()
+      .min(1)
+      // A lone surrogate (a JSON escape such as "\ud800" in the request) is no text a file can hold: stored
+      // as UTF-8 it became U+FFFD, so two ids differing only there became one, the second a duplicate.
+      .refine(
+        (content) => !hasLoneSurrogate(content),
+        'is not valid Unicode text: it has a lone UTF-16 surrogate (a JSON escape such as "\\ud800")',
+      )
+      .optional()
+      .describe('The feed file itself (inline import); requires format.'),
     mode: z
       .enum(['full', 'incremental'])
       .default('full')
