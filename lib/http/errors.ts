@@ -72,13 +72,35 @@ function isHttpErrorLike(error: unknown): error is HttpErrorLike {
   return error instanceof Error && typeof (error as { statusCode?: unknown }).statusCode === 'number';
 }
 
+/** Control characters and bidirectional overrides (U+200E/F, U+202A–E, U+2066–9). */
+// eslint-disable-next-line no-control-regex -- control characters are what it finds
+const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * A message as shown to a client: the values it quotes from the request (an id, a path) with their line
+ * breaks, NULs and bidirectional overrides written as escapes, so that a message cannot be made to look
+ * like two lines or to read backwards in a dashboard or a log viewer. (The service's own wording has none.)
+ */
+export function shown(text: string): string {
+  return text.replace(UNSHOWABLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 /**
  * Turns anything thrown into the DESIGN §3 error body. Messages are shown for domain errors and for
  * middy's client errors only; anything else becomes a bare 500 so no internals leak.
  */
 export function toErrorBody(error: unknown, requestId: string): ErrorBody {
   const body = (code: ErrorCode, message: string, details: ErrorDetail[] = []): ErrorBody => ({
-    error: { status: STATUS_OF[code], code, message, details },
+    error: {
+      status: STATUS_OF[code],
+      code,
+      message: shown(message),
+      details: details.map((detail) => ({
+        ...detail,
+        path: shown(detail.path),
+        message: shown(detail.message),
+      })),
+    },
     requestId,
   });
   if (error instanceof DomainError) return body(error.code, error.message, error.details);

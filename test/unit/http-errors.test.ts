@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { NotFoundError, ValidationError } from '#lib/domain/errors.ts';
 import { toErrorBody } from '#lib/http/errors.ts';
 
 describe('toErrorBody', () => {
@@ -19,5 +20,24 @@ describe('toErrorBody', () => {
     expect(toErrorBody(sdk, 'r2').error.message).toBe(
       'A dependency is temporarily unavailable. Retry later.',
     );
+  });
+
+  it('writes the line breaks, NULs and bidirectional overrides a request put in a message as escapes', () => {
+    // As a product id or a path id comes back in "not found" (the fuzz's examples)
+    const id = 'x\r\n\u202etxt.exe\u0000';
+    expect(
+      toErrorBody(new NotFoundError('product_not_found', `Product ${id} is not in this feed.`), 'r').error
+        .message,
+    ).toBe('Product x\\u000d\\u000a\\u202etxt.exe\\u0000 is not in this feed.');
+    const invalid = new ValidationError('Invalid filters', [
+      { path: 'filters.0.key', message: `unknown key "a\nb\u2066"` },
+    ]);
+    expect(toErrorBody(invalid, 'r').error.details).toEqual([
+      { path: 'filters.0.key', message: 'unknown key "a\\u000ab\\u2066"' },
+    ]);
+    // Other text, accents and scripts included, is as sent.
+    expect(
+      toErrorBody(new NotFoundError('product_not_found', 'Product café-東京 is gone.'), 'r').error.message,
+    ).toBe('Product café-東京 is gone.');
   });
 });
