@@ -3,6 +3,7 @@ import {
   type DetectedObject,
   type DetectResponse,
   type Product,
+  type RateLimit,
   type SearchKey,
   search,
 } from './api.ts';
@@ -189,6 +190,16 @@ export function tryItView(
     if (file) void start(file);
   });
 
+  // The allowance left, as the last answers said: the search and the detection of one image run at once,
+  // so the lower of their counts is the one that is true after both (the search's alone was one too high).
+  const quota = h('p', { class: 'meta quota' });
+  let lowest: RateLimit | undefined;
+  const noteQuota = (rateLimit: RateLimit | undefined, fresh = false) => {
+    if (fresh) lowest = undefined;
+    if (rateLimit && (!lowest || rateLimit.remaining < lowest.remaining)) lowest = rateLimit;
+    quota.textContent = lowest ? `${lowest.remaining} of ${lowest.limit} requests left now` : '';
+  };
+
   async function runSearch(imageData: string, label: string) {
     resultsSection.hidden = false;
     resultsHeading.textContent = `Results for ${label}`;
@@ -199,9 +210,7 @@ export function tryItView(
         limit: 24,
         offset: 0,
       });
-      const quota = rateLimit
-        ? h('p', { class: 'meta' }, `${rateLimit.remaining} of ${rateLimit.limit} requests left this hour`)
-        : null;
+      noteQuota(rateLimit);
       if (body.length === 0) {
         replace(
           results,
@@ -235,9 +244,10 @@ export function tryItView(
   async function runDetect(current: Prepared, overlay: HTMLElement) {
     replace(detectArea, h('p', { class: 'muted' }, 'Detecting objects…'));
     try {
-      const { body } = await search<DetectResponse>('/detect', keySelect.value, {
+      const { body, rateLimit } = await search<DetectResponse>('/detect', keySelect.value, {
         imageData: current.dataUrl,
       });
+      noteQuota(rateLimit);
       const objects = body.results.objects;
       replace(
         detectArea,
@@ -271,6 +281,7 @@ export function tryItView(
         box.addEventListener('click', () => {
           overlay.querySelectorAll('.box').forEach((b) => b.classList.remove('selected'));
           box.classList.add('selected');
+          noteQuota(undefined, true);
           void runSearch(crop(current.canvas, object.box), `${name} crop`);
         });
         overlay.append(box);
@@ -290,6 +301,8 @@ export function tryItView(
 
   async function start(file: Blob) {
     resultsSection.hidden = true;
+    // (A new image: its two answers are compared with each other, not with an older one's.)
+    noteQuota(undefined, true);
     try {
       prepared = await prepare(file);
     } catch (error) {
@@ -311,7 +324,13 @@ export function tryItView(
     );
     const whole = h(
       'button',
-      { type: 'button', onclick: () => void runSearch(current.dataUrl, 'the whole image') },
+      {
+        type: 'button',
+        onclick: () => {
+          noteQuota(undefined, true);
+          void runSearch(current.dataUrl, 'the whole image');
+        },
+      },
       'Search the whole image',
     );
     replace(stage, figure, h('div', { class: 'actions' }, whole), detectArea);

@@ -283,6 +283,19 @@ describe('dashboard in Chromium', () => {
       expectedSearch.body[0].title,
     );
     await shot('07-search-results');
+    // The allowance left after both of the page's requests (search and detection, sent at once): one
+    // more request's own count is that less one.
+    await page.locator('.detect-status p').first().waitFor();
+    await page.waitForFunction(
+      () => !document.querySelector('.detect-status')?.textContent?.includes('Detecting'),
+    );
+    const next = await fetch(`${stack.url}/api/v1/search/image`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${searchId}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ imageData: photo }),
+    });
+    const left = Number(next.headers.get('RateLimit-Remaining'));
+    expect(await page.locator('.results .quota').textContent()).toBe(`${left + 1} of 1000 requests left now`);
 
     if (expectedDetect.status === 200 && expectedDetect.body.results.objects.length > 0) {
       const boxes = page.locator('.overlay .box');
