@@ -7,9 +7,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import { DomainError } from '#lib/domain/errors.ts';
 import { EXPOSED_HEADERS } from '#lib/http/cors.ts';
-import { toErrorBody } from '#lib/http/errors.ts';
+import { type ErrorBody, toErrorBody } from '#lib/http/errors.ts';
 import { stringHeaders } from '#lib/http/responses.ts';
-import { matchRoute, type Route } from '#lib/http/routes.ts';
+import { matchRoute, type Route, type RouteMatch } from '#lib/http/routes.ts';
 import { toLambdaContext, toProxyEvent } from '#lib/local/api-gateway-event.ts';
 import { serveDemoFile } from '#lib/local/demo-files.ts';
 import { isPagePath, serveStatic } from '#lib/local/static.ts';
@@ -55,14 +55,52 @@ export async function startHttpServer(options: {
   // Per socket, the responses not yet done: a refused request pipelined behind them waits for them.
   const unanswered = new WeakMap<Duplex, Set<ServerResponse>>();
 
-  // Host-less HTTP/1.1 requests reach the handler too (Node would answer them a bodiless 400 itself).
-  const server = createServer({ requireHostHeader: false }, (request, response) => {
+  const track = (request: IncomingMessage, response: ServerResponse) => {
     const pending = unanswered.get(request.socket) ?? new Set<ServerResponse>();
     unanswered.set(request.socket, pending);
     pending.add(response);
     // ('close' follows 'finish' and also comes when the socket goes first: one event for both.)
     response.once('close', () => pending.delete(response));
-    handle(request, response).catch((error: unknown) => {
+  };
+
+  /**
+   * The access-log line of an answer of the server's own, as the handlers' middleware writes one for theirs
+   * (lib/http/middleware.ts: requestId, method, path, status, ms), so that the request id a client quotes
+   * is found in the log; and the error code. The path without its query, no headers, no body.
+   */
+  const logAnswer = (
+    body: ErrorBody,
+    fields: { method?: string; path?: string; startedAt?: number; error?: string },
+  ) =>
+    options.logger.info('request', {
+      requestId: body.requestId,
+      method: fields.method,
+      path: fields.path,
+      status: body.error.status,
+      code: body.error.code,
+      ...(fields.startedAt === undefined ? {} : { ms: Date.now() - fields.startedAt }),
+      ...(fields.error === undefined ? {} : { error: fields.error }),
+    });
+
+  /** Answers `error` in the one shape (`status`: another than its code's) and logs the answer. */
+  const answerError = (
+    request: IncomingMessage,
+    response: ServerResponse,
+    startedAt: number,
+    error: unknown,
+    headers: Record<string, string>,
+    status?: number,
+  ) => {
+    const body = sendError(response, error, headers, status);
+    logAnswer(body, { method: request.method, path: requestUrl(request.url)?.pathname, startedAt });
+    return body;
+  };
+
+  // Host-less HTTP/1.1 requests reach the handler too (Node would answer them a bodiless 400 itself).
+  const server = createServer({ requireHostHeader: false }, (request, response) => {
+    const startedAt = Date.now();
+    track(request, response);
+    handle(request, response, startedAt).catch((error: unknown) => {
       // A client that goes away part way through its body is no failure of ours: nobody is left to answer.
       // (`complete`: the whole body arrived; `destroyed` is also true once a body was read to its end.)
       if (!request.complete || (error as { code?: string } | null)?.code === 'ECONNRESET') {
@@ -70,13 +108,39 @@ export async function startHttpServer(options: {
         response.destroy();
         return;
       }
+      const headers = gatewayHeaders(requestUrl(request.url)?.pathname ?? '/');
+      const answer = response.headersSent
+        ? undefined
+        : answerError(request, response, startedAt, new Error('internal'), headers);
       options.logger.error('local server failure', {
+        requestId: answer?.requestId,
         error: error instanceof Error ? error.message : String(error),
       });
-      if (!response.headersSent)
-        sendError(response, new Error('internal'), gatewayHeaders(requestUrl(request.url)?.pathname ?? '/'));
-      else response.destroy();
+      if (!answer) response.destroy();
     });
+  });
+
+  // An expectation other than 100-continue (`Expect: 200-ok`, RFC 9110 §10.1.1): Node answered it a bare
+  // 417 itself (no body, no request id, no log line). Refused in the one shape, at once, before any body:
+  // the body is read and dropped (a connection closed with it unread is a reset, and the client lost the
+  // answer), the connection kept for a next request if the body ends within DRAIN_MS, closed otherwise.
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    const startedAt = Date.now();
+    track(request, response);
+    const error = new DomainError(
+      'invalid_request',
+      'The only expectation this server meets is Expect: 100-continue.',
+    );
+    answerError(
+      request,
+      response,
+      startedAt,
+      error,
+      gatewayHeaders(requestUrl(request.url)?.pathname ?? '/'),
+      417,
+    );
+    request.once('end', destroyAfterDrain(request.socket));
+    request.resume();
   });
 
   // Requests Node's parser refuses (an unknown method, headers over its limit, malformed syntax) never
@@ -91,8 +155,8 @@ export async function startHttpServer(options: {
       return;
     }
     const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
-    afterEarlierAnswers(socket, () =>
-      writeRawError(
+    afterEarlierAnswers(socket, () => {
+      const body = writeRawError(
         socket,
         tooLarge ? 431 : 400,
         tooLarge ? 'Request Header Fields Too Large' : 'Bad Request',
@@ -100,19 +164,28 @@ export async function startHttpServer(options: {
           'invalid_request',
           tooLarge ? 'Request headers are too large.' : 'Malformed HTTP request.',
         ),
-      ),
-    );
+      );
+      // (Nothing of the request is logged but the parser's error code: it did not parse.)
+      if (body) logAnswer(body, { error: error.code });
+    });
   });
   // CONNECT (a proxy tunnel) is no method of this API: answered like any other, not by closing the socket.
-  server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
-    afterEarlierAnswers(socket, () =>
-      writeRawError(
+  // Its Allow names what another method's 405 there names; a target with no route (a proxy's host:port)
+  // allows no method: an empty Allow (RFC 9110 §10.2.1).
+  server.on('connect', (request: IncomingMessage, socket: Duplex) => {
+    const startedAt = Date.now();
+    const path = request.url?.startsWith('/') ? requestUrl(request.url)?.pathname : undefined;
+    const allowed = path === undefined ? [] : allowedOn('CONNECT', path).allowed;
+    afterEarlierAnswers(socket, () => {
+      const body = writeRawError(
         socket,
         405,
         'Method Not Allowed',
         new DomainError('method_not_allowed', 'CONNECT is not a method of this server.'),
-      ),
-    );
+        { Allow: allowed.join(', ') },
+      );
+      if (body) logAnswer(body, { method: 'CONNECT', path, startedAt });
+    });
   });
 
   /**
@@ -142,10 +215,13 @@ export async function startHttpServer(options: {
     }
   }
 
-  async function handle(request: IncomingMessage, response: ServerResponse) {
+  async function handle(request: IncomingMessage, response: ServerResponse, startedAt: number) {
     const method = request.method ?? 'GET';
-    // (Before the target is read: `OPTIONS *` asks about the server as a whole, RFC 9110 §9.3.7.)
-    if (method === 'OPTIONS') {
+    const url = requestUrl(request.url);
+    // CORS preflights, as the public API's gateway answers them (and `OPTIONS *`, which asks about the
+    // server as a whole, RFC 9110 §9.3.7). The admin API has none (infra/stacks/api-stack.ts): an OPTIONS
+    // there is a method without a route like any other, and a browser's preflight fails.
+    if (method === 'OPTIONS' && !(url && isAdminPath(url.pathname))) {
       response.writeHead(204, {
         ...CORS_HEADERS,
         'Access-Control-Allow-Origin': request.headers.origin ?? '*',
@@ -153,10 +229,11 @@ export async function startHttpServer(options: {
       response.end();
       return;
     }
-    const url = requestUrl(request.url);
     if (!url) {
-      return sendError(
+      return answerError(
+        request,
         response,
+        startedAt,
         new DomainError('invalid_request', 'The request target is not a path.'),
         gatewayHeaders('/'),
       );
@@ -169,12 +246,12 @@ export async function startHttpServer(options: {
     // has been answered, rather than when readBody's drain ends, under a next request sent on it.
     const closing: Record<string, string> = body === undefined ? { Connection: 'close' } : {};
     const refuse = (error: DomainError, headers: Record<string, string> = {}) =>
-      sendError(response, error, { ...gatewayHeaders(url.pathname), ...closing, ...headers });
-    const { match, allowed: routeMethods } = matchRoute(method, url.pathname);
-    // A page's path (the dashboard at /, /docs, /openapi.json, the demo feed) is GET and HEAD too. (Asset
-    // and image paths are pages only where a file is: another method on them stays a 404.)
-    const page = method !== 'GET' && method !== 'HEAD' && isPagePath(url.pathname);
-    const allowed = page ? [...new Set(['GET', 'HEAD', ...routeMethods])] : routeMethods;
+      answerError(request, response, startedAt, error, {
+        ...gatewayHeaders(url.pathname),
+        ...closing,
+        ...headers,
+      });
+    const { match, allowed } = allowedOn(method, url.pathname);
     if (!match) {
       if (allowed.length > 0) {
         return refuse(new DomainError('method_not_allowed', `Use ${allowed.join(', ')} on this path.`), {
@@ -243,21 +320,49 @@ function requestUrl(target: string | undefined): URL | undefined {
   return url;
 }
 
-/** An error in the one JSON shape written straight to a socket Node's HTTP layer did not hand us. */
-function writeRawError(socket: Duplex, status: number, reason: string, error: DomainError): void {
+/**
+ * The route `method` takes on `path`, if any, and the methods the path takes otherwise (a 405's Allow). A
+ * page's path (the dashboard at /, /docs, /openapi.json, the demo feed) is GET and HEAD too. (Asset and
+ * image paths are pages only where a file is: another method on them stays a 404.)
+ */
+function allowedOn(method: string, path: string): { match?: RouteMatch; allowed: string[] } {
+  const { match, allowed } = matchRoute(method, path);
+  const page = method !== 'GET' && method !== 'HEAD' && isPagePath(path);
+  return { match, allowed: page ? [...new Set(['GET', 'HEAD', ...allowed])] : allowed };
+}
+
+/** A path of the admin API (deployed, an API of its own: infra/stacks/api-stack.ts). */
+function isAdminPath(path: string): boolean {
+  return path.startsWith('/admin/');
+}
+
+/**
+ * An error in the one JSON shape written straight to a socket Node's HTTP layer did not hand us; its body,
+ * or undefined when the socket could no longer be written.
+ */
+function writeRawError(
+  socket: Duplex,
+  status: number,
+  reason: string,
+  error: DomainError,
+  headers: Record<string, string> = {},
+): ErrorBody | undefined {
   if (!socket.writable) {
     socket.destroy();
-    return;
+    return undefined;
   }
   const requestId = randomUUID();
   const shape = toErrorBody(error, requestId);
-  const body = JSON.stringify({ ...shape, error: { ...shape.error, status } });
+  const body: ErrorBody = { ...shape, error: { ...shape.error, status } };
+  const text = JSON.stringify(body);
+  const extra = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\n` +
-      `Content-Type: application/json; charset=utf-8\r\nX-Request-Id: ${requestId}\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `Content-Type: application/json; charset=utf-8\r\nX-Request-Id: ${requestId}\r\n${extra.join('')}` +
+      `Content-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
   );
   drainBeforeClosing(socket);
+  return body;
 }
 
 /** How long a refused request may go on sending before its socket is closed regardless. */
@@ -290,12 +395,15 @@ function destroyAfterDrain(socket: Duplex): () => void {
 
 /**
  * CORS headers of the server's own errors, as the gateway's own: on the public API an allow-origin header,
- * so that a browser can read them (infra/stacks/api-stack.ts), none on the admin API. They expose what the
- * handlers' answers expose, or a browser could not read their request id (the gateway's responses do
- * not yet: docs/deploy.md "Teardown and known limits").
+ * so that a browser can read them (infra/stacks/api-stack.ts), none on the admin API (whose gateway
+ * answers no preflight either: see `handle`). They expose what the handlers' answers expose, or a browser
+ * could not read their request id (the gateway's responses do not yet: docs/deploy.md "Teardown and known
+ * limits"). (The handlers' own answers, admin ones included, name the calling origin themselves, from the
+ * shared middleware (lib/http/cors.ts), deployed as here; without a preflight a browser cannot send the
+ * admin API's Authorization cross-origin.)
  */
 function gatewayHeaders(path: string): Record<string, string> {
-  if (path.startsWith('/admin/')) return {};
+  if (isAdminPath(path)) return {};
   return { 'Access-Control-Allow-Origin': '*', 'Access-Control-Expose-Headers': EXPOSED_HEADERS };
 }
 
@@ -326,13 +434,21 @@ function readBody(request: IncomingMessage, limit: number): Promise<Buffer | und
   });
 }
 
-function sendError(response: ServerResponse, error: unknown, headers: Record<string, string> = {}) {
+/** Answers `error` in the one shape, with `status` instead of its code's if given (a 417); its body. */
+function sendError(
+  response: ServerResponse,
+  error: unknown,
+  headers: Record<string, string> = {},
+  status?: number,
+): ErrorBody {
   const requestId = randomUUID();
-  const body = toErrorBody(error, requestId);
+  const shape = toErrorBody(error, requestId);
+  const body: ErrorBody = status === undefined ? shape : { ...shape, error: { ...shape.error, status } };
   response.writeHead(body.error.status, {
     'Content-Type': 'application/json; charset=utf-8',
     'X-Request-Id': requestId,
     ...headers,
   });
   response.end(JSON.stringify(body));
+  return body;
 }

@@ -1,0 +1,223 @@
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHttpServer } from '#lib/local/server.ts';
+import type { Logger } from '#lib/log.ts';
+
+/**
+ * The answers the local server gives itself, without a handler (no route, a method a path does not take,
+ * CONNECT, an expectation it cannot meet, a request the parser refuses): the one error shape, the headers
+ * HTTP asks for, and a log line with their request id.
+ */
+const lines: { level: string; message: string; fields: Record<string, unknown> }[] = [];
+const logger: Logger = {
+  debug: (message, fields = {}) => void lines.push({ level: 'debug', message, fields }),
+  info: (message, fields = {}) => void lines.push({ level: 'info', message, fields }),
+  warn: (message, fields = {}) => void lines.push({ level: 'warn', message, fields }),
+  error: (message, fields = {}) => void lines.push({ level: 'error', message, fields }),
+  child: () => logger,
+};
+
+let url: string;
+let port: number;
+let close: () => Promise<void>;
+
+beforeAll(async () => {
+  const started = await startHttpServer({ port: 0, maxBodyBytes: 1_000, logger });
+  url = started.url;
+  port = Number(new URL(url).port);
+  close = () => new Promise((resolve) => started.server.close(() => resolve()));
+});
+
+afterAll(async () => {
+  await close?.();
+});
+
+/** Writes `text` (then `body`) on a new connection; everything that came back until it closed, and when. */
+function exchange(text: string, body?: Buffer): Promise<{ raw: string; closedAfter: number }> {
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.write(text);
+      if (body) socket.write(body);
+    });
+    let raw = '';
+    socket.on('data', (chunk) => (raw += chunk.toString()));
+    socket.on('error', reject);
+    socket.setTimeout(10_000, () => socket.destroy());
+    socket.on('close', () => resolve({ raw, closedAfter: Date.now() - started }));
+  });
+}
+
+interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: { error: { status: number; code: string; message: string; details: unknown[] }; requestId: string };
+}
+
+/** The answers in `raw`, in order (Content-Length or chunked bodies, each JSON). */
+function answers(raw: string): Answer[] {
+  const out: Answer[] = [];
+  let rest = raw;
+  while (rest.length > 0) {
+    const end = rest.indexOf('\r\n\r\n');
+    if (!rest.startsWith('HTTP/1.1 ') || end < 0) throw new Error(`not an answer: ${rest.slice(0, 200)}`);
+    const [statusLine, ...fields] = rest.slice(0, end).split('\r\n');
+    rest = rest.slice(end + 4);
+    const headers: Record<string, string> = {};
+    for (const field of fields) {
+      const colon = field.indexOf(':');
+      headers[field.slice(0, colon).toLowerCase()] = field.slice(colon + 1).trim();
+    }
+    let body = '';
+    if (headers['content-length'] !== undefined) {
+      body = rest.slice(0, Number(headers['content-length']));
+      rest = rest.slice(body.length);
+    } else {
+      for (;;) {
+        const line = rest.indexOf('\r\n');
+        const size = parseInt(rest.slice(0, line), 16);
+        body += rest.slice(line + 2, line + 2 + size);
+        rest = rest.slice(line + 2 + size + 2);
+        if (!size) break;
+      }
+    }
+    out.push({ status: Number(statusLine!.slice(9, 12)), headers, body: JSON.parse(body) as Answer['body'] });
+  }
+  return out;
+}
+
+/** Asserts the one error shape, its request id in X-Request-Id too. */
+function expectShape(answer: Answer, status: number, code: string): void {
+  expect(answer.status).toBe(status);
+  expect(answer.headers['content-type']).toMatch(/^application\/json/);
+  expect(answer.body).toEqual({
+    error: { status, code, message: expect.any(String), details: [] },
+    requestId: answer.headers['x-request-id'],
+  });
+}
+
+/** The access-log line of the answer with that request id. */
+const logLine = (requestId: string) =>
+  lines.find((line) => line.message === 'request' && line.fields.requestId === requestId);
+
+describe('local HTTP server: its own answers', () => {
+  it('refuses an expectation other than 100-continue in the one error shape, and reads on', async () => {
+    // (Node answered it a bare 417: no body, no Content-Type, no request id.) A 100 KB body written at
+    // once, then a next request on the same connection: both answered, the body dropped, not a reset.
+    const body = Buffer.alloc(100_000, 0x20);
+    const { raw } = await exchange(
+      'POST /api/v1/search/image HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n' +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+      Buffer.concat([body, Buffer.from('GET /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')]),
+    );
+
+    const [refused, next, ...more] = answers(raw);
+    expectShape(refused!, 417, 'invalid_request');
+    expect(refused!.body.error.message).toContain('100-continue');
+    // Readable by a browser like the server's other errors on a public path
+    expect(refused!.headers['access-control-allow-origin']).toBe('*');
+    expectShape(next!, 404, 'not_found');
+    expect(more).toEqual([]);
+  });
+
+  it('closes the connection of a refused expectation whose body does not come', async () => {
+    const { raw, closedAfter } = await exchange(
+      'POST /api/v1/search/image HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Length: 100\r\n\r\n',
+    );
+
+    expect(answers(raw).map((answer) => answer.status)).toEqual([417]);
+    expect(closedAfter).toBeLessThan(5_000);
+  });
+
+  it('names in the Allow of a 405 to CONNECT what a 405 to another method there names', async () => {
+    // (CONNECT's 405 had no Allow, which HTTP requires.)
+    for (const path of ['/', '/admin/v1/feeds', '/docs']) {
+      const other = await fetch(`${url}${path}`, { method: 'PUT' });
+      expect(other.status).toBe(405);
+      const { raw } = await exchange(`CONNECT ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
+      const [answer] = answers(raw);
+      expectShape(answer!, 405, 'method_not_allowed');
+      expect(answer!.headers.allow, path).toBe(other.headers.get('allow'));
+    }
+    // A proxy's target (host:port) is no resource of this server: an empty Allow (RFC 9110 §10.2.1)
+    const [tunnel] = answers((await exchange('CONNECT x:1 HTTP/1.1\r\nHost: x\r\n\r\n')).raw);
+    expectShape(tunnel!, 405, 'method_not_allowed');
+    expect(tunnel!.headers.allow).toBe('');
+  });
+
+  it('logs each of its own answers with its request id, method, path and status, and nothing sent', async () => {
+    // (They carried an X-Request-Id that was in no log line.)
+    const secret = 'Bearer vps_secret-token-of-the-client';
+    const sent = async (text: string, body?: Buffer) => answers((await exchange(text, body)).raw)[0]!;
+    const cases: [Answer, Record<string, unknown>][] = [
+      [
+        await sent(
+          `GET /nothing?q=query-secret HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: ${secret}\r\n\r\n`,
+        ),
+        { method: 'GET', path: '/nothing', status: 404, code: 'not_found' },
+      ],
+      [
+        await sent(
+          `DELETE /api/v1/search/image HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: ${secret}\r\n\r\n`,
+        ),
+        { method: 'DELETE', path: '/api/v1/search/image', status: 405, code: 'method_not_allowed' },
+      ],
+      [
+        await sent(
+          `POST /api/v1/search/image HTTP/1.1\r\nHost: x\r\nAuthorization: ${secret}\r\n` +
+            'Content-Type: application/json\r\nContent-Length: 2000\r\n\r\n',
+          Buffer.from(`{"imageData":"${'body-secret'.repeat(180)}"}`.padEnd(2000)),
+        ),
+        { method: 'POST', path: '/api/v1/search/image', status: 413, code: 'payload_too_large' },
+      ],
+      [
+        await sent(
+          `POST /api/v1/related HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nAuthorization: ${secret}\r\n` +
+            'Connection: close\r\nContent-Length: 27\r\n\r\n{"imageData":"body-secret"}',
+        ),
+        { method: 'POST', path: '/api/v1/related', status: 417, code: 'invalid_request' },
+      ],
+      [
+        await sent(`CONNECT /admin/v1/feeds HTTP/1.1\r\nHost: x\r\nAuthorization: ${secret}\r\n\r\n`),
+        { method: 'CONNECT', path: '/admin/v1/feeds', status: 405, code: 'method_not_allowed' },
+      ],
+      [
+        await sent(`GET / HTTP/1.1\r\nAuthorization: ${secret}\r\nX-Filler: ${'x'.repeat(20_000)}\r\n\r\n`),
+        { status: 431, code: 'invalid_request', error: 'HPE_HEADER_OVERFLOW' },
+      ],
+      [await sent('FOO / HTTP/1.1\r\nHost: x\r\n\r\n'), { status: 400, code: 'invalid_request' }],
+    ];
+
+    for (const [answer, fields] of cases) {
+      const line = logLine(answer.headers['x-request-id']!);
+      expect(line, JSON.stringify(fields)).toMatchObject({ level: 'info', message: 'request', fields });
+    }
+    const logged = JSON.stringify(lines);
+    for (const sentOnly of ['secret-token', 'query-secret', 'body-secret', 'xxxxxxxx'])
+      expect(logged).not.toContain(sentOnly);
+  });
+
+  it('answers no CORS preflight on the admin API, as deployed, and still on the public one', async () => {
+    // (An admin preflight was a 204 allowing any origin; the deployed admin API has no OPTIONS methods.)
+    const preflight = (path: string) =>
+      fetch(`${url}${path}`, {
+        method: 'OPTIONS',
+        headers: {
+          origin: 'https://elsewhere.example',
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': 'authorization,content-type',
+        },
+      });
+    const admin = await preflight('/admin/v1/feeds');
+    const adminBody = (await admin.json()) as Answer['body'];
+    expect([admin.status, adminBody.error.code]).toEqual([405, 'method_not_allowed']);
+    expect(admin.headers.get('allow')).toBe('POST, GET, HEAD');
+    expect(admin.headers.get('access-control-allow-origin')).toBeNull();
+    expect(admin.headers.get('access-control-allow-methods')).toBeNull();
+    expect(logLine(adminBody.requestId)?.fields).toMatchObject({ method: 'OPTIONS', status: 405 });
+
+    const publicPath = await preflight('/api/v1/search/image');
+    expect(publicPath.status).toBe(204);
+    expect(publicPath.headers.get('access-control-allow-origin')).toBe('https://elsewhere.example');
+  });
+});
