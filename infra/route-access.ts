@@ -24,7 +24,7 @@ export interface AccessProfile {
  * geometric verification), run the models. No Put/Delete anywhere.
  */
 export const PUBLIC_PROFILE: AccessProfile = {
-  tables: { keys: 'readUpdate', feeds: 'read', usage: 'readUpdate', products: 'read' },
+  tables: { keys: 'readUpdate', feeds: 'read', usage: 'countUpdate', products: 'read' },
   buckets: [{ access: 'read', prefix: FEATURES_PREFIX }],
   search: 'read',
   models: true,

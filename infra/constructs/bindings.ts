@@ -18,11 +18,12 @@ import { type ConfigEnvKey, OPENSEARCH_INDEX_PREFIX } from '../function-environm
 /**
  * read: GetItem, BatchGetItem, Query (by key or index). readList: also Scan (only the feeds listing
  * scans a table in AWS). readUpdate: GetItem + UpdateItem by key (counters, last-used, revocation): no
- * listing, no Put/Delete. putDelete: PutItem + DeleteItem by key, nothing read (recording an import,
+ * listing, no Put/Delete. countUpdate: readUpdate and a Query by key (the usage table's rate-limit
+ * buckets), no index. putDelete: PutItem + DeleteItem by key, nothing read (recording an import,
  * and taking the record back). readWrite: read's actions and every item write. Nothing here grants
  * Scan, DescribeTable or the transactional ConditionCheckItem where no adapter calls them.
  */
-export type TableAccess = 'read' | 'readList' | 'readUpdate' | 'putDelete' | 'readWrite';
+export type TableAccess = 'read' | 'readList' | 'readUpdate' | 'countUpdate' | 'putDelete' | 'readWrite';
 export type TableName = keyof Config['tables'];
 
 export const TABLE_ENV: Record<TableName, ConfigEnvKey> = {
@@ -39,6 +40,8 @@ export const TABLE_ACTIONS: Record<TableAccess, string[]> = {
   read: READ,
   readList: [...READ, 'dynamodb:Scan'],
   readUpdate: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
+  // The rate limit: a search id's recent buckets read with one Query by key, the current one updated.
+  countUpdate: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:UpdateItem'],
   putDelete: ['dynamodb:PutItem', 'dynamodb:DeleteItem'],
   readWrite: [
     ...READ,

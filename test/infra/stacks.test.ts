@@ -618,12 +618,17 @@ describe('least privilege', () => {
         for (const write of WRITES)
           expect(actionsOn(statements, table).has(write), `${route.name} ${write} ${table}`).toBe(false);
       }
-      // Keys by id and usage counters: get and update only (no listing a feed's keys, no Put or Delete)
-      for (const table of ['UsageTable', 'KeysTable'])
-        expect([...actionsOn(statements, table)].sort(), `${route.name} ${table}`).toEqual([
-          'dynamodb:GetItem',
-          'dynamodb:UpdateItem',
-        ]);
+      // Keys by id: get and update only (no listing a feed's keys, no Put or Delete); usage counters: the
+      // same and a Query by key (a search id's recent rate-limit buckets)
+      expect([...actionsOn(statements, 'KeysTable')].sort(), `${route.name} KeysTable`).toEqual([
+        'dynamodb:GetItem',
+        'dynamodb:UpdateItem',
+      ]);
+      expect([...actionsOn(statements, 'UsageTable')].sort(), `${route.name} UsageTable`).toEqual([
+        'dynamodb:GetItem',
+        'dynamodb:Query',
+        'dynamodb:UpdateItem',
+      ]);
       const all = statements.flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action]));
       expect(
         all.filter(
