@@ -60,6 +60,28 @@ describe('feed domains as the admin API takes them', () => {
     },
   );
 
+  it.each([
+    ['1', /read as an IP address/],
+    ['0x10', /read as an IP address/],
+    ['010', /read as an IP address/],
+    ['127.1', /read as an IP address/],
+    ['192.000.002.010', /read as an IP address/],
+    ['a\u200bb.example', /invisible characters/],
+  ])(
+    'refuses %j, which a browser would read as another host (it was stored as that host)',
+    (entry, message) => {
+      const parsed = domainsOf([entry]);
+      expect(parsed.success).toBe(false);
+      expect(parsed.error?.issues[0]?.message).toMatch(message);
+    },
+  );
+
+  it('keeps an IPv4 address written in full, and names with digits', () => {
+    expect(
+      domainsOf(['192.0.2.10', '192.0.2.10:8080', 'shop1.example', '2001.example']).data?.domains,
+    ).toEqual(['192.0.2.10', '192.0.2.10', 'shop1.example', '2001.example']);
+  });
+
   it.each(['*.co.uk', '*.CO.UK', '*.github.io', '*.s3.amazonaws.com', '*.рф', '*.local'])(
     'refuses the wildcard %j over a public suffix (every site under it; *.co.uk was accepted)',
     (entry) => {

@@ -41,12 +41,33 @@ export function wildcardTooWide(entry: string): boolean {
   return parseHost(entry.slice(2), { allowPrivateDomains: true }).domain === null;
 }
 
+/** A host written as a number or in an IPv4 shorthand (`1`, `0x10`, `010`, `1.2`) that is read as an IPv4 address. */
+function ipShorthand(entry: string): boolean {
+  const canonical = canonicalDomain(entry);
+  const host = entry
+    .trim()
+    .toLowerCase()
+    .replace(/^\*\./, '')
+    .replace(/:\d{1,5}$/, '')
+    .replace(/\.$/, '');
+  return (
+    /^\d{1,3}(\.\d{1,3}){3}$/.test(canonical.replace(/^\*\./, '')) && host !== canonical.replace(/^\*\./, '')
+  );
+}
+
 const name = shownText(200).describe('Display name of the feed.');
 const plan = z.enum(PLANS).describe('free (100 requests/hour), pro (1,000) or enterprise (hourlyLimit).');
 const domains = z
   .array(
     z
       .string()
+      // Checked as sent, before the canonical form: browsers' host parsing reads "1" or "010" as the IPv4
+      // address 0.0.0.1 or 0.0.0.8 and drops a zero-width space, so the entry stored was not the one typed.
+      .refine((entry) => !hasHiddenCharacters(entry), 'invisible characters are not part of a hostname')
+      .refine(
+        (entry) => !ipShorthand(entry),
+        'is read as an IP address: write one as four numbers, such as 192.0.2.10',
+      )
       .overwrite(canonicalDomain)
       .regex(DOMAIN_PATTERN, 'expected a hostname such as shop.example.com or *.example.com')
       .refine(
