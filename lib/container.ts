@@ -238,16 +238,49 @@ function buildContainer(config: Config): Container {
 
 async function openFeedVectors(
   config: Config,
-  container: Pick<Container, 'vectors'>,
+  container: Pick<Container, 'vectors' | 'vision'>,
 ): Promise<Pick<VectorIndex, 'deleteFeed' | 'flush'>> {
   const index = config.vectorIndex;
-  if (index.kind !== 'opensearch') return container.vectors();
+  if (index.kind !== 'opensearch') return localFeedVectors(index.dir, container);
   const { createOpenSearchClient, OpenSearchFeedVectors } =
     await import('#lib/adapters/opensearch-vector-index.ts');
   return new OpenSearchFeedVectors(
     createOpenSearchClient({ url: index.url, sigv4: index.sigv4, region: config.region }),
     index.indexPrefix,
   );
+}
+
+/**
+ * Local files: through the loaded model's index, which holds its feeds in memory, and from the other
+ * model versions' folders on disk; when the models cannot load (no index can open without their
+ * dimension), from every version's folder. A feed's deletion answered 503 there before.
+ */
+function localFeedVectors(
+  root: string,
+  container: Pick<Container, 'vectors' | 'vision'>,
+): Pick<VectorIndex, 'deleteFeed' | 'flush'> {
+  const live = async () => {
+    try {
+      return { index: await container.vectors(), version: (await container.vision()).embedder.modelVersion };
+    } catch (error) {
+      if (error instanceof UnavailableError) return undefined;
+      throw error;
+    }
+  };
+  return {
+    async deleteFeed(feedId, options) {
+      const open = await live();
+      await open?.index.deleteFeed(feedId, options);
+      // (The visual words' folder sits beside the versions' folders: its files are not these.)
+      await UsearchVectorIndex.deleteFeedFiles(root, feedId, [
+        VISUAL_WORDS_FOLDER,
+        ...(open ? [open.version] : []),
+      ]);
+    },
+    async flush() {
+      await (await live())?.index.flush();
+    },
+  };
 }
 
 /** The index of the loaded model's version: local usearch files per version, or one OpenSearch index per version. */

@@ -406,6 +406,23 @@ export class UsearchVectorIndex implements VectorIndex {
     this.#quantization = options.quantization ?? 'i8';
   }
 
+  /**
+   * Removes a feed's files from every model version's index under `root` (one folder per version) but
+   * those named in `except` (and other folders beside them), without opening any: for a feed's deletion when the models (whose dimension an index needs)
+   * cannot load, and for the versions no process has open. An index open on one of them keeps the feed in
+   * memory: delete through it instead.
+   */
+  static async deleteFeedFiles(root: string, feedId: string, except: readonly string[] = []): Promise<void> {
+    const versions = await readdir(root, { withFileTypes: true }).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return [];
+      throw error;
+    });
+    for (const version of versions) {
+      if (!version.isDirectory() || except.includes(version.name)) continue;
+      await rm(join(root, version.name, feedDirName(feedId)), { recursive: true, force: true });
+    }
+  }
+
   /** Opens an index and loads what `dir` holds before returning. */
   static async open(options: UsearchVectorIndexOptions): Promise<UsearchVectorIndex> {
     const index = new UsearchVectorIndex(options);
@@ -724,7 +741,7 @@ export class UsearchVectorIndex implements VectorIndex {
 
   /** Feed ids are arbitrary strings: base64url keeps them safe as folder names. */
   #feedDir(feedId: string): string {
-    return join(this.#dir, Buffer.from(feedId, 'utf8').toString('base64url'));
+    return join(this.#dir, feedDirName(feedId));
   }
 
   #ready(): Promise<void> {
@@ -844,4 +861,9 @@ export class UsearchVectorIndex implements VectorIndex {
       await rm(join(feedDir, String(shard.generation)), { recursive: true, force: true });
     shard.generation = generation;
   }
+}
+
+/** A feed's folder in an index folder: its id as base64url (any id is one safe folder name). */
+function feedDirName(feedId: string): string {
+  return Buffer.from(feedId, 'utf8').toString('base64url');
 }

@@ -1,4 +1,7 @@
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from '#test/support/error-shape.ts';
 import { pngBase64, startTestStack, type TestStack } from '#test/support/local-stack.ts';
@@ -542,6 +545,26 @@ describe('endpoints before the models are available', () => {
     });
     expectError(response, 503, 'unavailable');
     expect(response.headers.get('retry-after')).toBe('5');
+  });
+
+  it('deletes a feed, its vector files under every model version included (it answered 503)', async () => {
+    // Prepare: the feed's vectors as a model version's index keeps them, and another feed's
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'gone-models', name: 'Gone', plan: 'pro' });
+    const index = stack.config.vectorIndex;
+    if (index.kind !== 'local') throw new Error('local vectors expected');
+    const folder = (feedId: string) =>
+      join(index.dir, 'older-model-v1', Buffer.from(feedId).toString('base64url'));
+    for (const feedId of ['gone-models', 'kept-models']) {
+      await mkdir(folder(feedId), { recursive: true });
+      await writeFile(join(folder(feedId), 'vectors.bin'), 'x');
+    }
+    // Act
+    const deleted = await stack.admin('DELETE', '/admin/v1/feeds/gone-models');
+    // Assess
+    expect(deleted.status).toBe(204);
+    expect((await stack.admin('GET', '/admin/v1/feeds/gone-models')).status).toBe(404);
+    expect(existsSync(folder('gone-models'))).toBe(false);
+    expect(existsSync(join(folder('kept-models'), 'vectors.bin'))).toBe(true);
   });
 });
 
