@@ -45,7 +45,7 @@ export class DynamoDbUsageStore implements UsageStore {
    * single conditional write. Keyed by search id: the current bucket's start and its predecessors'
    * counts, newest first.
    */
-  private readonly finishedWindows = new Map<string, { start: number; counts: number[] }>();
+  private readonly finishedWindows = new Map<string, { start: number; counts: number[]; settled: boolean }>();
 
   constructor(
     private readonly db: DynamoDBDocumentClient,
@@ -55,7 +55,7 @@ export class DynamoDbUsageStore implements UsageStore {
   async consume(searchId: string, limit: number, now: Date): Promise<RateLimitDecision> {
     const start = bucketStart(now);
     const pk = `rate#${searchId}`;
-    const previous = await this.previousBucketCounts(searchId, pk, start);
+    const previous = await this.previousBucketCounts(searchId, pk, start, now.getTime());
     const capacity = currentBucketCapacity(limit, previous);
     const refuse = (current: number): RateLimitDecision => {
       const retry = retryAfterSeconds(limit, previous, current, now);
@@ -248,10 +248,21 @@ export class DynamoDbUsageStore implements UsageStore {
     return Number(out.Item?.count ?? 0);
   }
 
-  /** Counts of the 12 buckets before the one starting at `start`, newest first (then cached). */
-  private async previousBucketCounts(searchId: string, pk: string, start: number): Promise<number[]> {
+  /**
+   * Counts of the 12 buckets before the one starting at `start`, newest first (then cached). Read in the
+   * first SETTLE_MS of a bucket, the previous bucket may still get writes (another process's clock a
+   * little behind, a write in flight or retried): that reading is used until SETTLE_MS, then read again
+   * once. (Cached for the whole bucket, a count read a moment too early let a process admit up to one
+   * limit more for 5 minutes.)
+   */
+  private async previousBucketCounts(
+    searchId: string,
+    pk: string,
+    start: number,
+    now: number,
+  ): Promise<number[]> {
     const known = this.finishedWindows.get(searchId);
-    if (known?.start === start) return known.counts;
+    if (known?.start === start && (known.settled || now < start + SETTLE_MS)) return known.counts;
     const counts: number[] = Array.from({ length: WINDOW_BUCKETS }, () => 0);
     for await (const items of queryPages(this.db, {
       TableName: this.table,
@@ -270,7 +281,7 @@ export class DynamoDbUsageStore implements UsageStore {
       }
     }
     if (this.finishedWindows.size >= 50_000) this.finishedWindows.clear();
-    this.finishedWindows.set(searchId, { start, counts });
+    this.finishedWindows.set(searchId, { start, counts, settled: now >= start + SETTLE_MS });
     return counts;
   }
 }
@@ -282,6 +293,9 @@ export class DynamoDbUsageStore implements UsageStore {
  * then get up to one limit more in that hour; acceptable).
  */
 const BUCKET_KEY_PREFIX = '5m#';
+
+/** How long after a bucket starts the previous bucket's count may still change (see previousBucketCounts). */
+const SETTLE_MS = 10_000;
 
 /** A bucket's sort key: its start in ms, fixed-width so that string order equals time order. */
 function windowKey(startMs: number): string {

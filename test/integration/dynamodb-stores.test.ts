@@ -186,6 +186,24 @@ describe('DynamoDbUsageStore', () => {
     expect(decisions.filter((d) => d.allowed)).toHaveLength(5);
   });
 
+  it('reads the previous bucket again once it has settled, when it was read at its very end', async () => {
+    // Process A moves to the 10:05 bucket first (its query sees 10:00 empty); process B, its clock 50 ms
+    // behind (or its writes landing late), then admits the whole limit in the 10:00 bucket.
+    const db = createDocumentClient(config);
+    const a = new DynamoDbUsageStore(db, config.tables.usage);
+    const b = new DynamoDbUsageStore(db, config.tables.usage);
+    const edge = Date.parse('2026-11-22T10:05:00Z');
+    expect((await a.consume('skew', 10, new Date(edge))).allowed).toBe(true);
+    let late = 0;
+    for (let i = 0; i < 10; i++) if ((await b.consume('skew', 10, new Date(edge - 50))).allowed) late++;
+    expect(late).toBe(10);
+    // Once the previous bucket has settled (10 s), A counts B's requests: it refuses, as a new process does.
+    // (Before, A kept its first reading for the whole bucket and admitted 9 more.)
+    const after = await a.consume('skew', 10, new Date(edge + 10_000));
+    expect(after).toMatchObject({ allowed: false });
+    expect(after.retryAfterSeconds).toBeGreaterThan(3000);
+  });
+
   it('ignores the hourly windows of the previous version', async () => {
     // Items of the clock-hour counter (sort key: the bare hour start), as left behind by a deploy.
     for (const hour of ['2026-11-22T09:00:00Z', '2026-11-22T10:00:00Z'])
