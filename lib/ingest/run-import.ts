@@ -438,11 +438,18 @@ export function capErrors(errors: ImportRowError[], more: RecordedImportProblem[
   const all = [...errors, ...more];
   let kept = all;
   if (all.length > MAX_IMPORT_ERRORS) {
-    const failures = all.filter((problem) => severityOf(problem) === 'error').length;
-    let warningsLeft = Math.max(0, MAX_IMPORT_ERRORS - failures);
-    kept = all
-      .filter((problem) => severityOf(problem) === 'error' || warningsLeft-- > 0)
-      .slice(0, MAX_IMPORT_ERRORS);
+    // First the notes about the file as a whole (row null: products a full import kept, said nowhere
+    // else), then failed rows, then warnings, each in the order recorded.
+    const rank = (problem: ImportRowError) =>
+      problem.row === null ? 0 : severityOf(problem) === 'error' ? 1 : 2;
+    const keep = new Set(
+      all
+        .map((problem, index) => ({ index, rank: rank(problem) }))
+        .sort((a, b) => a.rank - b.rank || a.index - b.index)
+        .slice(0, MAX_IMPORT_ERRORS)
+        .map(({ index }) => index),
+    );
+    kept = all.filter((_, index) => keep.has(index));
   }
   return kept.map((error) => ({
     ...error,
@@ -1009,6 +1016,7 @@ async function commitChunk(
   const { errors, changed } = chunk;
   let failed = chunk.failed;
   let embedded = 0;
+  const failedIds = new Set<string>();
   if (chunk.stale.length > 0) await deps.products.putMany(chunk.stale);
   if (chunk.refreshed.length > 0) await (await deps.vectors()).upsert(chunk.refreshed);
   if (changed.length > 0 && chunk.embedder) {
@@ -1052,7 +1060,10 @@ async function commitChunk(
     }
     for (const product of changed) {
       if (product.vector_count > 0) embedded += 1;
-      else failed += 1;
+      else {
+        failed += 1;
+        failedIds.add(product.product_id);
+      }
     }
   }
   // A local index holds its writes in memory until it flushes: they are saved before the records that
@@ -1073,7 +1084,18 @@ async function commitChunk(
     // (By row within the chunk: its refused rows are recorded before its image errors.)
     errors: capErrors(
       record.errors,
-      [...errors].sort((a, b) => (a.row ?? Infinity) - (b.row ?? Infinity)),
+      errors
+        // A product whose main image was fetched but could not be embedded failed: no warning about its
+        // other images besides that error (fetchImages drops those of a main image it could not fetch).
+        .filter(
+          (problem) =>
+            !(
+              problem.severity === 'warning' &&
+              problem.message.startsWith('additional_image_link ') &&
+              failedIds.has(problem.productId ?? '')
+            ),
+        )
+        .sort((a, b) => (a.row ?? Infinity) - (b.row ?? Infinity)),
     ),
     checkpointRow: chunk.rows[chunk.rows.length - 1]?.row ?? record.checkpointRow,
   });

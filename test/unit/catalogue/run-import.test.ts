@@ -487,6 +487,46 @@ describe('runImport', () => {
     ]);
   });
 
+  it('reports a product whose main image could not be embedded as one error, without its unfetched other images', async () => {
+    // Prepare: t's main image fetches but does not decode; its additional image answers 404
+    const files = filesFor('ok');
+    files.set(img('t'), Buffer.from('TRUNCATED main'));
+    const w = world(files);
+    w.embedder.embed = async (images: Buffer[]) => {
+      if (images.some((image) => image.toString().startsWith('TRUNCATED')))
+        throw new InvalidImageError('Invalid image: the image could not be decoded.');
+      return images.map((image) => vectorOf(image));
+    };
+    // Act
+    const record = await importInline(
+      w,
+      jsonl([product('ok'), product('t', { additional_image_link: [img('t2')] })]),
+    );
+    // Assess
+    expect(record).toMatchObject({ embedded: 1, failed: 1 });
+    expect(record.errors.map((error) => [error.row, error.severity, error.message])).toEqual([
+      [2, 'error', `image_link ${img('t')}: the image could not be decoded or embedded.`],
+    ]);
+  });
+
+  it('keeps the note that a full import kept products, whatever the number of failed rows', async () => {
+    // Prepare: a stored product; then a full import of 100 refused rows and one row it cannot read
+    const w = world(filesFor('old'));
+    await importInline(w, jsonl([product('old')]));
+    const rows = [
+      ...Array.from({ length: 100 }, (_, i) => JSON.stringify({ id: `r${i}`, image_link: img('x') })),
+      '{"id": broken',
+    ];
+    // Act
+    const record = await importInline(w, rows.join('\n'));
+    // Assess: old kept, and said so
+    expect(await w.products.get(FEED, 'old')).toBeDefined();
+    expect(record.errors).toHaveLength(100);
+    expect(record.errors.filter((error) => error.row === null)).toEqual([
+      expect.objectContaining({ message: expect.stringMatching(/^Products not in this file were kept/) }),
+    ]);
+  });
+
   it('keeps failed rows past the 100 problems before warnings, and the first 100 by row', async () => {
     // Prepare: 60 products each missing two additional images (120 warnings), then a refused row; and
     // a chunk (3 rows in the fakes) whose image failure (row 62) comes before a refused row (row 63)
