@@ -150,24 +150,57 @@ export class DynamoDbUsageStore implements UsageStore {
     context: UsageContext,
     expiresAt: number,
   ): Promise<void> {
-    const hash = createHash('sha256').update(`${context.type}\n${context.domain}`).digest('base64url');
-    await this.db.send(
-      new UpdateCommand({
-        TableName: this.table,
-        Key: { pk: `usage#${feedId}`, sk: `ctx#${day}#${hash.slice(0, 24)}` },
-        UpdateExpression:
-          'ADD requests :one SET #day = :day, #type = :type, #domain = :domain, feedCreatedAt = :fc, expiresAt = :expires',
-        ExpressionAttributeNames: { '#day': 'day', '#type': 'type', '#domain': 'domain' },
-        ExpressionAttributeValues: {
-          ':one': 1,
-          ':day': day,
-          ':type': context.type,
-          ':domain': context.domain,
-          ':fc': feedCreatedAt,
-          ':expires': expiresAt,
-        },
-      }),
-    );
+    const pk = `usage#${feedId}`;
+    const hash = createHash('sha256')
+      .update(JSON.stringify([context.type, context.domain]))
+      .digest('base64url');
+    const add = (sk: string, row: UsageContext, condition?: string) =>
+      this.db.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { pk, sk },
+          UpdateExpression:
+            'ADD requests :one SET #day = :day, #type = :type, #domain = :domain, feedCreatedAt = :fc, expiresAt = :expires',
+          ...(condition ? { ConditionExpression: condition } : {}),
+          ExpressionAttributeNames: { '#day': 'day', '#type': 'type', '#domain': 'domain' },
+          ExpressionAttributeValues: {
+            ':one': 1,
+            ':day': day,
+            ':type': row.type,
+            ':domain': row.domain,
+            ':fc': feedCreatedAt,
+            ':expires': expiresAt,
+          },
+        }),
+      );
+    const sk = `ctx#${day}#${hash.slice(0, 24)}`;
+    try {
+      // The common case, one write: a context the day has counted already.
+      await add(sk, context, 'attribute_exists(requests)');
+      return;
+    } catch (error) {
+      if (!isConditionalCheckFailed(error)) throw error;
+    }
+    // A context new to the day takes one of its MAX_DAILY_CONTEXTS places; past them it is counted under
+    // OTHER_CONTEXTS, so that a client sending a new context with every request cannot add an item each
+    // time (a report reads every item of its range). Two first requests of one context at once may both
+    // take a place: the cap is a bound, not an exact count.
+    try {
+      await this.db.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { pk, sk: `ctxcount#${day}` },
+          UpdateExpression: 'ADD places :one SET expiresAt = :expires',
+          ConditionExpression: 'attribute_not_exists(places) OR places < :max',
+          ExpressionAttributeValues: { ':one': 1, ':max': MAX_DAILY_CONTEXTS, ':expires': expiresAt },
+        }),
+      );
+    } catch (error) {
+      if (!isConditionalCheckFailed(error)) throw error;
+      await add(`ctx#${day}#other`, { type: OTHER_CONTEXTS, domain: '' });
+      return;
+    }
+    await add(sk, context);
   }
 
   async listContexts(feedId: string, fromDay: string, toDay: string): Promise<UsageContextRow[]> {
@@ -293,6 +326,11 @@ export class DynamoDbUsageStore implements UsageStore {
  * then get up to one limit more in that hour; acceptable).
  */
 const BUCKET_KEY_PREFIX = '5m#';
+
+/** Distinct contexts a feed's day counts on their own; the others are counted together. */
+export const MAX_DAILY_CONTEXTS = 200;
+/** The type of the row counting a day's contexts past MAX_DAILY_CONTEXTS (no metered type has parentheses). */
+export const OTHER_CONTEXTS = '(other)';
 
 /** How long after a bucket starts the previous bucket's count may still change (see previousBucketCounts). */
 const SETTLE_MS = 10_000;

@@ -4,7 +4,11 @@ import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
 import { DynamoDbFeedStore } from '#lib/adapters/dynamodb-feed-store.ts';
 import { DynamoDbIdempotencyStore } from '#lib/adapters/dynamodb-idempotency-store.ts';
 import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
-import { DynamoDbUsageStore } from '#lib/adapters/dynamodb-usage-store.ts';
+import {
+  DynamoDbUsageStore,
+  MAX_DAILY_CONTEXTS,
+  OTHER_CONTEXTS,
+} from '#lib/adapters/dynamodb-usage-store.ts';
 import type { Config } from '#lib/config.ts';
 import type { Feed } from '#lib/domain/feeds.ts';
 import { startTestStores } from '#test/support/embedded-stores.ts';
@@ -202,6 +206,40 @@ describe('DynamoDbUsageStore', () => {
     const after = await a.consume('skew', 10, new Date(edge + 10_000));
     expect(after).toMatchObject({ allowed: false });
     expect(after.retryAfterSeconds).toBeGreaterThan(3000);
+  });
+
+  it("counts a day's contexts past the 200th together, the first 200 each on its own", async () => {
+    const at = new Date('2026-11-22T12:00:00Z');
+    const record = (type: string) =>
+      usage.record({
+        feedId: 'many-contexts',
+        feedCreatedAt: 'c',
+        searchId: 'vps_x',
+        endpoint: 'related',
+        outcome: 'ok',
+        at,
+        context: { type, domain: '' },
+      });
+    for (let i = 0; i < MAX_DAILY_CONTEXTS + 5; i++) await record(`t${i}`);
+    // A context the day counted already is counted on its own still.
+    await record('t0');
+    const rows = await usage.listContexts('many-contexts', '2026-11-22', '2026-11-22');
+    expect(rows).toHaveLength(MAX_DAILY_CONTEXTS + 1);
+    expect(rows.find((row) => row.type === 't0')?.requests).toBe(2);
+    expect(rows.find((row) => row.type === OTHER_CONTEXTS)?.requests).toBe(5);
+    // The next day starts again.
+    await usage.record({
+      feedId: 'many-contexts',
+      feedCreatedAt: 'c',
+      searchId: 'vps_x',
+      endpoint: 'related',
+      outcome: 'ok',
+      at: new Date('2026-11-23T00:00:01Z'),
+      context: { type: 'fresh', domain: '' },
+    });
+    expect(await usage.listContexts('many-contexts', '2026-11-23', '2026-11-23')).toEqual([
+      expect.objectContaining({ type: 'fresh', requests: 1 }),
+    ]);
   });
 
   it('ignores the hourly windows of the previous version', async () => {

@@ -94,6 +94,15 @@ describe('usageReport', () => {
       type: 'pdp',
       domain: 'shop.example',
     });
+    // One short line of text each: a type's other characters as _, a domain that is no hostname left out
+    expect(usageContextOf({ type: 'Product Page\n2', domain: 'https://shop.example/p' })).toEqual({
+      type: 'product_page_2',
+      domain: '',
+    });
+    expect(usageContextOf({ type: 'x'.repeat(100), domain: 'Bücher.de.' })).toEqual({
+      type: 'x'.repeat(32),
+      domain: 'xn--bcher-kva.de',
+    });
     expect(usageContextOf({ category: 'Shoes', pageUrl: 'https://x' } as never)).toBeUndefined();
     expect(usageContextOf({ type: ' ', domain: '' })).toBeUndefined();
     expect(usageContextOf(undefined)).toBeUndefined();

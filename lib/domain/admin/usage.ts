@@ -1,4 +1,5 @@
 import { requireFeed } from '#lib/domain/admin/feeds.ts';
+import { canonicalDomain, DOMAIN_PATTERN } from '#lib/domain/feeds.ts';
 import type { UsageQuery } from '#lib/domain/admin/schemas.ts';
 import { ValidationError } from '#lib/domain/errors.ts';
 import type { Clock, Endpoint, FeedStore, UsageContext, UsageRow, UsageStore } from '#lib/ports.ts';
@@ -32,14 +33,21 @@ export interface UsageReport {
 export const MAX_CONTEXTS = 100;
 
 /**
- * What a related-products request's context is metered as: its type and domain (lower case), or nothing
- * when it names neither.
+ * What a related-products request's context is metered as, or nothing when it names neither a type nor a
+ * domain: the type in lower case, its other characters than a-z, 0-9, `_` and `-` as `_`, at most 32 of
+ * them (`Product Page` → `product_page`); the domain as a hostname in its canonical form (the one feed
+ * domains take), none when it is no hostname. So a metered value is always one short line of text.
  */
 export function usageContextOf(
   context: { type?: string | undefined; domain?: string | undefined } | undefined,
 ): UsageContext | undefined {
-  const type = context?.type?.trim() ?? '';
-  const domain = context?.domain?.trim().toLowerCase() ?? '';
+  const type = (context?.type ?? '')
+    .trim()
+    .toLowerCase()
+    .replace(/[^a-z0-9_-]+/g, '_')
+    .slice(0, 32);
+  const host = canonicalDomain(context?.domain ?? '');
+  const domain = !host.startsWith('*.') && DOMAIN_PATTERN.test(host) ? host : '';
   return type || domain ? { type, domain } : undefined;
 }
 
@@ -73,7 +81,7 @@ export async function usageReport(
   ]);
   const contexts = new Map<string, UsageContext & { requests: number }>();
   for (const row of contextRows) {
-    const key = `${row.type}\n${row.domain}`;
+    const key = JSON.stringify([row.type, row.domain]);
     if (!contexts.has(key)) contexts.set(key, { type: row.type, domain: row.domain, requests: 0 });
     contexts.get(key)!.requests += row.requests;
   }
