@@ -333,7 +333,8 @@ function allowedOn(method: string, path: string): { match?: RouteMatch; allowed:
 
 /** A path of the admin API (deployed, an API of its own: infra/stacks/api-stack.ts). */
 function isAdminPath(path: string): boolean {
-  return path.startsWith('/admin/');
+  // (`/admin` itself too: it got the public preflight.)
+  return path === '/admin' || path.startsWith('/admin/');
 }
 
 /**

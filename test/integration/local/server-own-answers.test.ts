@@ -216,6 +216,12 @@ describe('local HTTP server: its own answers', () => {
     expect(admin.headers.get('access-control-allow-methods')).toBeNull();
     expect(logLine(adminBody.requestId)?.fields).toMatchObject({ method: 'OPTIONS', status: 405 });
 
+    for (const path of ['/admin', '/admin/']) {
+      const bare = await preflight(path);
+      expect(bare.status, path).not.toBe(204);
+      expect(bare.headers.get('access-control-allow-origin'), path).toBeNull();
+    }
+
     const publicPath = await preflight('/api/v1/search/image');
     expect(publicPath.status).toBe(204);
     expect(publicPath.headers.get('access-control-allow-origin')).toBe('https://elsewhere.example');
