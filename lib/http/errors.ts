@@ -72,9 +72,14 @@ function isHttpErrorLike(error: unknown): error is HttpErrorLike {
   return error instanceof Error && typeof (error as { statusCode?: unknown }).statusCode === 'number';
 }
 
-/** Control characters and bidirectional overrides (U+200E/F, U+202A–E, U+2066–9). */
-// eslint-disable-next-line no-control-regex -- control characters are what it finds
-const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+/**
+ * Control characters, bidirectional marks and overrides (U+061C, U+200E/F, U+202A–E, U+2066–9), the
+ * zero-width space, line and paragraph separators (U+2028/9, which JSON leaves raw and viewers break on)
+ * and the byte-order mark: the characters the admin schemas refuse in names as hidden.
+ */
+const UNSHOWABLE =
+  // eslint-disable-next-line no-control-regex -- control characters are what it finds
+  /[\u0000-\u001f\u007f-\u009f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]/g;
 
 /**
  * A message as shown to a client: the values it quotes from the request (an id, a path) with their line

@@ -35,6 +35,9 @@ describe('toErrorBody', () => {
     expect(toErrorBody(invalid, 'r').error.details).toEqual([
       { path: 'filters.0.key', message: 'unknown key "a\\u000ab\\u2066"' },
     ]);
+    expect(
+      toErrorBody(new NotFoundError('not_found', 'Feed a\u2028b\u200bc\ufeff not found.'), 'r').error.message,
+    ).toBe('Feed a\\u2028b\\u200bc\\ufeff not found.');
     // Other text, accents and scripts included, is as sent.
     expect(
       toErrorBody(new NotFoundError('product_not_found', 'Product café-東京 is gone.'), 'r').error.message,
