@@ -118,8 +118,11 @@ export interface UsageStore {
   list(feedId: string, fromDay: string, toDay: string): Promise<UsageRow[]>;
   /** Daily context rows of a feed for days in [fromDay, toDay]. */
   listContexts(feedId: string, fromDay: string, toDay: string): Promise<UsageContextRow[]>;
-  /** Removes every daily row of the feed (a feed re-created with the same id starts from none). */
-  deleteFeed(feedId: string): Promise<void>;
+  /**
+   * Removes every daily row and context of the feed (a feed re-created with the same id starts from
+   * none); stops between pages once `signal` aborts.
+   */
+  deleteFeed(feedId: string, options?: { signal?: AbortSignal }): Promise<void>;
 }
 
 /** Blobs: feed files, product images, derived features. */

@@ -242,6 +242,25 @@ describe('DynamoDbUsageStore', () => {
     ]);
   });
 
+  it("deletes a feed's usage page by page, stopping when the deletion's signal aborts", async () => {
+    await usage.record({
+      feedId: 'stop-usage',
+      feedCreatedAt: 'c',
+      searchId: 'vps_x',
+      endpoint: 'related',
+      outcome: 'ok',
+      at: new Date('2026-11-22T12:00:00Z'),
+      context: { type: 'pdp', domain: '' },
+    });
+    const stopped = new AbortController();
+    stopped.abort(new Error('out of time'));
+    await expect(usage.deleteFeed('stop-usage', { signal: stopped.signal })).rejects.toThrow('out of time');
+    expect(await usage.list('stop-usage', '2026-11-22', '2026-11-22')).toHaveLength(1);
+    await usage.deleteFeed('stop-usage');
+    expect(await usage.list('stop-usage', '2026-11-22', '2026-11-22')).toEqual([]);
+    expect(await usage.listContexts('stop-usage', '2026-11-22', '2026-11-22')).toEqual([]);
+  });
+
   it('ignores the hourly windows of the previous version', async () => {
     // Items of the clock-hour counter (sort key: the bare hour start), as left behind by a deploy.
     for (const hour of ['2026-11-22T09:00:00Z', '2026-11-22T10:00:00Z'])

@@ -384,7 +384,7 @@ async function deleteMarkedFeed(deps: FeedAdminDeps, feed: Feed, stop?: AbortSig
     },
     () => deps.features.deleteFeed(feedId, signal),
     async () => {
-      await deps.usage.deleteFeed(feedId);
+      await deps.usage.deleteFeed(feedId, signal);
       await deleteKeys(deps, feedId);
     },
   ];
