@@ -11,7 +11,7 @@ import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
-import type { TableDefinition } from '#lib/adapters/dynamodb-tables.ts';
+import { RATE_LIMIT_PARTITION_PREFIX, type TableDefinition } from '#lib/adapters/dynamodb-tables.ts';
 import type { Config } from '#lib/config.ts';
 import { type ConfigEnvKey, OPENSEARCH_INDEX_PREFIX } from '../function-environment.ts';
 
@@ -63,9 +63,12 @@ export interface BoundTable {
 
 export function bindTable(fn: lambda.Function, { table, definition }: BoundTable, access: TableAccess): void {
   fn.addEnvironment(TABLE_ENV[definition.configKey], table.tableName);
+  // countUpdate's Query reads the rate-limit partitions only (IAM LeadingKeys): not a feed's usage rows,
+  // which name its search ids and contexts.
+  const conditioned = access === 'countUpdate' ? ['dynamodb:Query'] : [];
   fn.addToRolePolicy(
     new iam.PolicyStatement({
-      actions: TABLE_ACTIONS[access],
+      actions: TABLE_ACTIONS[access].filter((action) => !conditioned.includes(action)),
       resources: [
         table.tableArn,
         ...(READS_INDEXES.has(access)
@@ -74,6 +77,16 @@ export function bindTable(fn: lambda.Function, { table, definition }: BoundTable
       ],
     }),
   );
+  if (conditioned.length > 0)
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: conditioned,
+        resources: [table.tableArn],
+        conditions: {
+          'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [`${RATE_LIMIT_PARTITION_PREFIX}*`] },
+        },
+      }),
+    );
 }
 
 /** The assets bucket by name (a literal: account and region are fixed per stage). */

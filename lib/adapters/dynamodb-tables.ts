@@ -35,3 +35,9 @@ export const TABLES: readonly TableDefinition[] = [
   // Answers of admin creates sent with an Idempotency-Key, for a day (lib/http/idempotency.ts).
   { configKey: 'idempotency', partitionKey: 'idempotencyKey', indexes: [], ttlAttribute: 'expiresAt' },
 ];
+
+/**
+ * The usage table's partitions of the rate-limit counters (`rate#<searchId>`): the only ones the public
+ * functions query (IAM `dynamodb:LeadingKeys`, infra/constructs/bindings.ts), not a feed's usage rows.
+ */
+export const RATE_LIMIT_PARTITION_PREFIX = 'rate#';

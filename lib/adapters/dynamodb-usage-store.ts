@@ -6,6 +6,7 @@ import {
   queryPages,
   writeBatches,
 } from '#lib/adapters/dynamodb-client.ts';
+import { RATE_LIMIT_PARTITION_PREFIX } from '#lib/adapters/dynamodb-tables.ts';
 import {
   BUCKET_MS,
   bucketStart,
@@ -54,7 +55,7 @@ export class DynamoDbUsageStore implements UsageStore {
 
   async consume(searchId: string, limit: number, now: Date): Promise<RateLimitDecision> {
     const start = bucketStart(now);
-    const pk = `rate#${searchId}`;
+    const pk = `${RATE_LIMIT_PARTITION_PREFIX}${searchId}`;
     const previous = await this.previousBucketCounts(searchId, pk, start, now.getTime());
     const capacity = currentBucketCapacity(limit, previous);
     const refuse = (current: number): RateLimitDecision => {

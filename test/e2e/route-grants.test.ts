@@ -53,6 +53,8 @@ interface Call {
   resource: string;
   /** ListBucket's prefix (the s3:prefix condition key). */
   prefix?: string;
+  /** A single-table call's partition key value (the dynamodb:LeadingKeys condition key). */
+  leadingKey?: string;
 }
 
 const calls: Call[] = [];
@@ -67,6 +69,31 @@ let usageClient: ReturnType<typeof createDocumentClient> | undefined;
 
 const tableArn = (table: string) => `arn:aws:dynamodb:${REGION}:${ACCOUNT}:table/${table}`;
 const objectArn = (bucket: string, key: string) => `arn:aws:s3:::${bucket}/${key}`;
+
+/**
+ * The partition key value a Get, Put, Update, Delete or Query names (its Key, Item or key condition), as
+ * IAM's dynamodb:LeadingKeys sees it; undefined for a Scan.
+ */
+function leadingKeyOf(
+  table: string | undefined,
+  index: string | undefined,
+  input: Record<string, unknown>,
+): string | undefined {
+  const definition = TABLES.find((candidate) => candidate.configKey === table);
+  const keyName = index
+    ? definition?.indexes.find((candidate) => candidate.name === index)?.partitionKey
+    : definition?.partitionKey;
+  if (!keyName) return undefined;
+  const item = (input.Key ?? input.Item) as Record<string, unknown> | undefined;
+  if (item) return String(item[keyName]);
+  const condition = input.KeyConditionExpression as string | undefined;
+  if (!condition) return undefined;
+  const names = (input.ExpressionAttributeNames ?? {}) as Record<string, string>;
+  const values = (input.ExpressionAttributeValues ?? {}) as Record<string, unknown>;
+  for (const [, name, placeholder] of condition.matchAll(/([#\w]+)\s*=\s*(:\w+)/g))
+    if ((names[name!] ?? name) === keyName) return String(values[placeholder!]);
+  return undefined;
+}
 
 /** The document client's commands as IAM actions on table and index ARNs. */
 function dynamoCalls(command: { constructor: { name: string }; input: Record<string, unknown> }): Call[] {
@@ -95,8 +122,21 @@ function dynamoCalls(command: { constructor: { name: string }; input: Record<str
     ConditionCheck: 'dynamodb:ConditionCheckItem',
   };
   const fn = current ?? OUTSIDE;
-  if (single[name])
-    return [{ fn, action: single[name], resource: arn(input.TableName as string, input.IndexName) }];
+  if (single[name]) {
+    const leadingKey = leadingKeyOf(
+      tableOf.get(input.TableName as string),
+      input.IndexName as string | undefined,
+      input,
+    );
+    return [
+      {
+        fn,
+        action: single[name],
+        resource: arn(input.TableName as string, input.IndexName),
+        ...(leadingKey !== undefined ? { leadingKey } : {}),
+      },
+    ];
+  }
   if (batch[name])
     return Object.keys(input.RequestItems as object).map((table) => ({
       fn,
@@ -303,10 +343,12 @@ function allowed(call: Call, statements: Statement[]): boolean {
       statement.actions.some((action) => glob(action).test(call.action)) &&
       statement.resources.some((resource) => glob(resource).test(call.resource)) &&
       Object.entries(statement.conditions).every(([operator, keys]) => {
-        // The only condition the binders write: ListBucket under the granted prefix.
-        if (operator !== 'StringLike') return false;
+        // The conditions the binders write: ListBucket under the granted prefix, and the rate-limit
+        // partitions of the usage table's Query (ForAllValues: every partition key the call names).
+        if (operator !== 'StringLike' && operator !== 'ForAllValues:StringLike') return false;
         return Object.entries(keys).every(([key, patterns]) => {
-          const value = key === 's3:prefix' ? call.prefix : undefined;
+          const value =
+            key === 's3:prefix' ? call.prefix : key === 'dynamodb:LeadingKeys' ? call.leadingKey : undefined;
           return value !== undefined && list(patterns).some((pattern) => glob(pattern).test(value));
         });
       }),

@@ -629,6 +629,18 @@ describe('least privilege', () => {
         'dynamodb:Query',
         'dynamodb:UpdateItem',
       ]);
+      // The Query on the rate-limit partitions only, not on a feed's usage rows (search ids, contexts).
+      const queries = statements.filter(
+        (statement) =>
+          actionsOf(statement).includes('dynamodb:Query') &&
+          JSON.stringify(statement.Resource).includes('UsageTable'),
+      );
+      expect(
+        queries.map((statement) => [actionsOf(statement), statement.Condition]),
+        route.name,
+      ).toEqual([
+        [['dynamodb:Query'], { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['rate#*'] } }],
+      ]);
       const all = statements.flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action]));
       expect(
         all.filter(
