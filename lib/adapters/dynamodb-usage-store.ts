@@ -40,12 +40,17 @@ const USAGE_RETENTION_DAYS = 400;
  * ADD, so racing requests can never push a bucket past its capacity.
  */
 export class DynamoDbUsageStore implements UsageStore {
+  /** Feed-days whose MAX_DAILY_CONTEXTS places this process found taken (recordContext). */
+  private readonly fullDays = new Set<string>();
+
   /**
-   * Counts of finished buckets never change, so each process reads a search id's 12 previous buckets
-   * with one query once per 5-minute bucket instead of on every request: the common request is then a
-   * single conditional write. Keyed by search id: the current bucket's start and its predecessors'
-   * counts, newest first.
+   * Counts of finished buckets do not change once settled, so each process reads a search id's 12
+   * previous buckets with one query per 5-minute bucket (a second one when the first came in the
+   * bucket's first 10 s, see previousBucketCounts) instead of on every request: the common request is
+   * then a single conditional write. Keyed by search id: the current bucket's start and its
+   * predecessors' counts, newest first.
    */
+
   private readonly finishedWindows = new Map<string, { start: number; counts: number[]; settled: boolean }>();
 
   constructor(
@@ -185,23 +190,31 @@ export class DynamoDbUsageStore implements UsageStore {
     // A context new to the day takes one of its MAX_DAILY_CONTEXTS places; past them it is counted under
     // OTHER_CONTEXTS, so that a client sending a new context with every request cannot add an item each
     // time (a report reads every item of its range). Two first requests of one context at once may both
-    // take a place: the cap is a bound, not an exact count.
-    try {
-      await this.db.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { pk, sk: `ctxcount#${day}` },
-          UpdateExpression: 'ADD places :one SET expiresAt = :expires',
-          ConditionExpression: 'attribute_not_exists(places) OR places < :max',
-          ExpressionAttributeValues: { ':one': 1, ':max': MAX_DAILY_CONTEXTS, ':expires': expiresAt },
-        }),
-      );
-    } catch (error) {
-      if (!isConditionalCheckFailed(error)) throw error;
-      await add(`ctx#${day}#other`, { type: OTHER_CONTEXTS, domain: '' });
-      return;
+    // take a place (or one its own row, the other `(other)`), and a context write failing after its place
+    // was taken leaves the place used: the cap is a bound, not an exact count. The counter is the feed's
+    // (its createdAt in the key): late requests of a deleted feed do not fill a new one's day. Once a day is
+    // full, this process writes `(other)` without asking the counter again.
+    const full = `${feedId}#${feedCreatedAt}#${day}`;
+    if (!this.fullDays.has(full)) {
+      try {
+        await this.db.send(
+          new UpdateCommand({
+            TableName: this.table,
+            Key: { pk, sk: `ctxcount#${day}#${feedCreatedAt}` },
+            UpdateExpression: 'ADD places :one SET expiresAt = :expires',
+            ConditionExpression: 'attribute_not_exists(places) OR places < :max',
+            ExpressionAttributeValues: { ':one': 1, ':max': MAX_DAILY_CONTEXTS, ':expires': expiresAt },
+          }),
+        );
+        await add(sk, context);
+        return;
+      } catch (error) {
+        if (!isConditionalCheckFailed(error)) throw error;
+        if (this.fullDays.size >= 10_000) this.fullDays.clear();
+        this.fullDays.add(full);
+      }
     }
-    await add(sk, context);
+    await add(`ctx#${day}#other`, { type: OTHER_CONTEXTS, domain: '' });
   }
 
   async listContexts(feedId: string, fromDay: string, toDay: string): Promise<UsageContextRow[]> {

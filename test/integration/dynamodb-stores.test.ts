@@ -167,7 +167,7 @@ describe('DynamoDbUsageStore', () => {
     expect(admitted).toBe(100);
   });
 
-  it('reads the earlier buckets with one query per bucket and process', async () => {
+  it('reads the earlier buckets with one query per bucket and process (and once more when read early)', async () => {
     const db = createDocumentClient(config);
     const sent: string[] = [];
     const send = db.send.bind(db);
@@ -227,6 +227,18 @@ describe('DynamoDbUsageStore', () => {
     expect(rows).toHaveLength(MAX_DAILY_CONTEXTS + 1);
     expect(rows.find((row) => row.type === 't0')?.requests).toBe(2);
     expect(rows.find((row) => row.type === OTHER_CONTEXTS)?.requests).toBe(5);
+    // A feed created again under the id (the old one's late requests filled the day) has its own places.
+    await usage.record({
+      feedId: 'many-contexts',
+      feedCreatedAt: 'c2',
+      searchId: 'vps_y',
+      endpoint: 'related',
+      outcome: 'ok',
+      at,
+      context: { type: 'new-feed', domain: '' },
+    });
+    const again = await usage.listContexts('many-contexts', '2026-11-22', '2026-11-22');
+    expect(again.find((row) => row.type === 'new-feed')).toMatchObject({ feedCreatedAt: 'c2', requests: 1 });
     // The next day starts again.
     await usage.record({
       feedId: 'many-contexts',

@@ -424,6 +424,29 @@ describe('a deletion that outlasts its request', () => {
     expect(await deps.objects.list('features/slow-step/')).toEqual([]);
   });
 
+  it("stops the usage step too when the time is up (it is the last step, and a feed's usage may be large)", async () => {
+    await stockedFeed('slow-usage');
+    const usageDelete = deps.usage.deleteFeed.bind(deps.usage);
+    let signalled: AbortSignal | undefined;
+    const slow = {
+      ...deps,
+      deletionBudgetMs: 200,
+      usage: {
+        ...deps.usage,
+        deleteFeed: async (feedId: string, options: { signal?: AbortSignal } = {}) => {
+          signalled = options.signal;
+          await new Promise((resolve) => setTimeout(resolve, 400));
+          return usageDelete(feedId, options);
+        },
+      },
+    };
+
+    expect(await deleteFeed(slow, 'slow-usage')).toBe('continuing');
+    expect(signalled?.aborted).toBe(true);
+    expect(await finishFeedDeletion(deps, 'slow-usage')).toBe(true);
+    expect(await deps.feeds.get('slow-usage', { fresh: true })).toBeUndefined();
+  });
+
   it('leaves the feed marked for the next run when the runner is paused', async () => {
     await stockedFeed('paused-deletion');
     expect(await deleteFeed({ ...deps, deletionBudgetMs: 0 }, 'paused-deletion')).toBe('continuing');

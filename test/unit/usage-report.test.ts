@@ -99,6 +99,8 @@ describe('usageReport', () => {
       type: 'product_page_2',
       domain: '',
     });
+    for (const domain of ['1', '0x10', '127.1', 'a\u200bb.example'])
+      expect(usageContextOf({ type: 'pdp', domain }), domain).toEqual({ type: 'pdp', domain: '' });
     expect(usageContextOf({ type: 'x'.repeat(100), domain: 'Bücher.de.' })).toEqual({
       type: 'x'.repeat(32),
       domain: 'xn--bcher-kva.de',

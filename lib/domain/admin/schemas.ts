@@ -8,7 +8,7 @@ import { hasLoneSurrogate } from '#lib/domain/validation.ts';
  * Control characters and bidirectional overrides: invisible in a list, they let one name pose as another
  * (an RTL override reverses what follows) or break a log line.
  */
-function hasHiddenCharacters(text: string): boolean {
+export function hasHiddenCharacters(text: string): boolean {
   for (const char of text) {
     const code = char.codePointAt(0)!;
     if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return true;
@@ -42,7 +42,7 @@ export function wildcardTooWide(entry: string): boolean {
 }
 
 /** A host written as a number or in an IPv4 shorthand (`1`, `0x10`, `010`, `1.2`) that is read as an IPv4 address. */
-function ipShorthand(entry: string): boolean {
+export function ipShorthand(entry: string): boolean {
   const canonical = canonicalDomain(entry);
   const host = entry
     .trim()

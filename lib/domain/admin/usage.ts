@@ -1,6 +1,6 @@
 import { requireFeed } from '#lib/domain/admin/feeds.ts';
 import { canonicalDomain, DOMAIN_PATTERN } from '#lib/domain/feeds.ts';
-import type { UsageQuery } from '#lib/domain/admin/schemas.ts';
+import { hasHiddenCharacters, ipShorthand, type UsageQuery } from '#lib/domain/admin/schemas.ts';
 import { ValidationError } from '#lib/domain/errors.ts';
 import type { Clock, Endpoint, FeedStore, UsageContext, UsageRow, UsageStore } from '#lib/ports.ts';
 
@@ -46,8 +46,12 @@ export function usageContextOf(
     .toLowerCase()
     .replace(/[^a-z0-9_-]+/g, '_')
     .slice(0, 32);
-  const host = canonicalDomain(context?.domain ?? '');
-  const domain = !host.startsWith('*.') && DOMAIN_PATTERN.test(host) ? host : '';
+  const given = context?.domain ?? '';
+  const host = canonicalDomain(given);
+  // (Refused as feed domains are: what a browser would read as another host.)
+  const hostname =
+    !host.startsWith('*.') && DOMAIN_PATTERN.test(host) && !hasHiddenCharacters(given) && !ipShorthand(given);
+  const domain = hostname ? host : '';
   return type || domain ? { type, domain } : undefined;
 }
 
