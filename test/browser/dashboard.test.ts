@@ -56,6 +56,20 @@ const feedRows = () =>
     availability: 'in stock',
   }));
 
+/** The page's detection requests answered with `objects` (their boxes in the query image's pixels). */
+const answerDetectWith = (objects: { box: number[]; label: string; score: number }[]) =>
+  page.route('**/api/v1/detect', (route) =>
+    route.fulfill({
+      contentType: 'application/json',
+      body: JSON.stringify({
+        action: 'detect',
+        searchId: 'x',
+        results: { objects },
+        processTimeSeconds: 0.01,
+      }),
+    }),
+  );
+
 const shot = (name: string, fullPage = true) =>
   page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage });
 
@@ -470,17 +484,7 @@ describe('dashboard in Chromium', () => {
       { box: [20, 20, 100, 100], label: 'small thing', score: 0.9 },
       { box: [0, 0, 320, 192], label: 'whole thing', score: 0.8 },
     ];
-    await page.route('**/api/v1/detect', (route) =>
-      route.fulfill({
-        contentType: 'application/json',
-        body: JSON.stringify({
-          action: 'detect',
-          searchId: 'x',
-          results: { objects },
-          processTimeSeconds: 0.01,
-        }),
-      }),
-    );
+    await answerDetectWith(objects);
     try {
       await page.goto(`${stack.url}/#/feeds/demo/try`);
       await page.getByRole('heading', { level: 1, name: 'Demo catalogue' }).waitFor();
@@ -508,17 +512,7 @@ describe('dashboard in Chromium', () => {
       { box: [0, 0, 320, 192], label: 'dining table', score: 0.7 },
       { box: [280, 100, 320, 140], label: 'cell phone', score: 0.6 },
     ];
-    await page.route('**/api/v1/detect', (route) =>
-      route.fulfill({
-        contentType: 'application/json',
-        body: JSON.stringify({
-          action: 'detect',
-          searchId: 'x',
-          results: { objects },
-          processTimeSeconds: 0.01,
-        }),
-      }),
-    );
+    await answerDetectWith(objects);
     try {
       // (Through another page: the test before left this one with the same file chosen. The products
       // page's own grid, not the results grid of the page before.)

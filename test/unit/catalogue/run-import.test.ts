@@ -30,6 +30,15 @@ const product = (id: string, extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
+/** The embedder refuses images whose bytes start with TRUNCATED (a header that reads, pixels that do not). */
+function refuseTruncated(w: World): void {
+  w.embedder.embed = async (images: Buffer[]) => {
+    if (images.some((image) => image.toString().startsWith('TRUNCATED')))
+      throw new InvalidImageError('Invalid image: the image could not be decoded.');
+    return images.map((image) => vectorOf(image));
+  };
+}
+
 /** Queues an import (as the admin API does) without running it. */
 function queue(w: World, request: Parameters<typeof startImport>[2]): Promise<ImportRecord> {
   return startImport(
@@ -430,11 +439,7 @@ describe('runImport', () => {
     files.set(img('t'), Buffer.from('TRUNCATED main'));
     files.set(img('a2'), Buffer.from('TRUNCATED additional'));
     const w = world(files);
-    w.embedder.embed = async (images: Buffer[]) => {
-      if (images.some((image) => image.toString().startsWith('TRUNCATED')))
-        throw new InvalidImageError('Invalid image: the image could not be decoded.');
-      return images.map((image) => vectorOf(image));
-    };
+    refuseTruncated(w);
     // Act
     const record = await importInline(
       w,
@@ -465,11 +470,7 @@ describe('runImport', () => {
     files.set(img('t'), Buffer.from('TRUNCATED main'));
     files.set(img('t2'), Buffer.from('TRUNCATED additional'));
     const w = world(files);
-    w.embedder.embed = async (images: Buffer[]) => {
-      if (images.some((image) => image.toString().startsWith('TRUNCATED')))
-        throw new InvalidImageError('Invalid image: the image could not be decoded.');
-      return images.map((image) => vectorOf(image));
-    };
+    refuseTruncated(w);
     // Act
     const record = await importInline(
       w,
@@ -492,11 +493,7 @@ describe('runImport', () => {
     const files = filesFor('ok');
     files.set(img('t'), Buffer.from('TRUNCATED main'));
     const w = world(files);
-    w.embedder.embed = async (images: Buffer[]) => {
-      if (images.some((image) => image.toString().startsWith('TRUNCATED')))
-        throw new InvalidImageError('Invalid image: the image could not be decoded.');
-      return images.map((image) => vectorOf(image));
-    };
+    refuseTruncated(w);
     // Act
     const record = await importInline(
       w,
