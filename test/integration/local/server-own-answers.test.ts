@@ -1,21 +1,15 @@
-import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpServer } from '#lib/local/server.ts';
-import type { Logger } from '#lib/log.ts';
+import { exchange as exchangeWith, type RawAnswer, rawAnswers } from '#test/support/raw-http.ts';
+import { recordingLogger } from '#test/support/recording-logger.ts';
 
 /**
  * The answers the local server gives itself, without a handler (no route, a method a path does not take,
  * CONNECT, an expectation it cannot meet, a request the parser refuses): the one error shape, the headers
  * HTTP asks for, and a log line with their request id.
  */
-const lines: { level: string; message: string; fields: Record<string, unknown> }[] = [];
-const logger: Logger = {
-  debug: (message, fields = {}) => void lines.push({ level: 'debug', message, fields }),
-  info: (message, fields = {}) => void lines.push({ level: 'info', message, fields }),
-  warn: (message, fields = {}) => void lines.push({ level: 'warn', message, fields }),
-  error: (message, fields = {}) => void lines.push({ level: 'error', message, fields }),
-  child: () => logger,
-};
+const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
+const logger = recordingLogger(lines, { fields: true });
 
 let url: string;
 let port: number;
@@ -32,62 +26,10 @@ afterAll(async () => {
   await close?.();
 });
 
-/** Writes `text` (then `body`) on a new connection; everything that came back until it closed, and when. */
-function exchange(text: string, body?: Buffer): Promise<{ raw: string; closedAfter: number }> {
-  const started = Date.now();
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => {
-      socket.write(text);
-      if (body) socket.write(body);
-    });
-    let raw = '';
-    socket.on('data', (chunk) => (raw += chunk.toString()));
-    socket.on('error', reject);
-    socket.setTimeout(10_000, () => socket.destroy());
-    socket.on('close', () => resolve({ raw, closedAfter: Date.now() - started }));
-  });
-}
-
-interface Answer {
-  status: number;
-  headers: Record<string, string>;
-  body: { error: { status: number; code: string; message: string; details: unknown[] }; requestId: string };
-}
-
-/** The answers in `raw`, in order (Content-Length or chunked bodies, each JSON). */
-function answers(raw: string): Answer[] {
-  const out: Answer[] = [];
-  let rest = raw;
-  while (rest.length > 0) {
-    const end = rest.indexOf('\r\n\r\n');
-    if (!rest.startsWith('HTTP/1.1 ') || end < 0) throw new Error(`not an answer: ${rest.slice(0, 200)}`);
-    const [statusLine, ...fields] = rest.slice(0, end).split('\r\n');
-    rest = rest.slice(end + 4);
-    const headers: Record<string, string> = {};
-    for (const field of fields) {
-      const colon = field.indexOf(':');
-      headers[field.slice(0, colon).toLowerCase()] = field.slice(colon + 1).trim();
-    }
-    let body = '';
-    if (headers['content-length'] !== undefined) {
-      body = rest.slice(0, Number(headers['content-length']));
-      rest = rest.slice(body.length);
-    } else {
-      for (;;) {
-        const line = rest.indexOf('\r\n');
-        const size = parseInt(rest.slice(0, line), 16);
-        body += rest.slice(line + 2, line + 2 + size);
-        rest = rest.slice(line + 2 + size + 2);
-        if (!size) break;
-      }
-    }
-    out.push({ status: Number(statusLine!.slice(9, 12)), headers, body: JSON.parse(body) as Answer['body'] });
-  }
-  return out;
-}
+const exchange = (text: string, body?: Buffer) => exchangeWith(port, text, body);
 
 /** Asserts the one error shape, its request id in X-Request-Id too. */
-function expectShape(answer: Answer, status: number, code: string): void {
+function expectShape(answer: RawAnswer, status: number, code: string): void {
   expect(answer.status).toBe(status);
   expect(answer.headers['content-type']).toMatch(/^application\/json/);
   expect(answer.body).toEqual({
@@ -98,7 +40,7 @@ function expectShape(answer: Answer, status: number, code: string): void {
 
 /** The access-log line of the answer with that request id. */
 const logLine = (requestId: string) =>
-  lines.find((line) => line.message === 'request' && line.fields.requestId === requestId);
+  lines.find((line) => line.message === 'request' && line.fields?.requestId === requestId);
 
 describe('local HTTP server: its own answers', () => {
   it('refuses an expectation other than 100-continue in the one error shape, and reads on', async () => {
@@ -111,7 +53,7 @@ describe('local HTTP server: its own answers', () => {
       Buffer.concat([body, Buffer.from('GET /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')]),
     );
 
-    const [refused, next, ...more] = answers(raw);
+    const [refused, next, ...more] = rawAnswers(raw);
     expectShape(refused!, 417, 'invalid_request');
     expect(refused!.body.error.message).toContain('100-continue');
     // Readable by a browser like the server's other errors on a public path
@@ -125,7 +67,7 @@ describe('local HTTP server: its own answers', () => {
       'POST /api/v1/search/image HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Length: 100\r\n\r\n',
     );
 
-    expect(answers(raw).map((answer) => answer.status)).toEqual([417]);
+    expect(rawAnswers(raw).map((answer) => answer.status)).toEqual([417]);
     expect(closedAfter).toBeLessThan(5_000);
   });
 
@@ -135,12 +77,12 @@ describe('local HTTP server: its own answers', () => {
       const other = await fetch(`${url}${path}`, { method: 'PUT' });
       expect(other.status).toBe(405);
       const { raw } = await exchange(`CONNECT ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
-      const [answer] = answers(raw);
+      const [answer] = rawAnswers(raw);
       expectShape(answer!, 405, 'method_not_allowed');
       expect(answer!.headers.allow, path).toBe(other.headers.get('allow'));
     }
     // A proxy's target (host:port) is no resource of this server: an empty Allow (RFC 9110 §10.2.1)
-    const [tunnel] = answers((await exchange('CONNECT x:1 HTTP/1.1\r\nHost: x\r\n\r\n')).raw);
+    const [tunnel] = rawAnswers((await exchange('CONNECT x:1 HTTP/1.1\r\nHost: x\r\n\r\n')).raw);
     expectShape(tunnel!, 405, 'method_not_allowed');
     expect(tunnel!.headers.allow).toBe('');
   });
@@ -148,8 +90,8 @@ describe('local HTTP server: its own answers', () => {
   it('logs each of its own answers with its request id, method, path and status, and nothing sent', async () => {
     // (They carried an X-Request-Id that was in no log line.)
     const secret = 'Bearer vps_secret-token-of-the-client';
-    const sent = async (text: string, body?: Buffer) => answers((await exchange(text, body)).raw)[0]!;
-    const cases: [Answer, Record<string, unknown>][] = [
+    const sent = async (text: string, body?: Buffer) => rawAnswers((await exchange(text, body)).raw)[0]!;
+    const cases: [RawAnswer, Record<string, unknown>][] = [
       [
         await sent(
           `GET /nothing?q=query-secret HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: ${secret}\r\n\r\n`,
@@ -209,7 +151,7 @@ describe('local HTTP server: its own answers', () => {
         },
       });
     const admin = await preflight('/admin/v1/feeds');
-    const adminBody = (await admin.json()) as Answer['body'];
+    const adminBody = (await admin.json()) as RawAnswer['body'];
     expect([admin.status, adminBody.error.code]).toEqual([405, 'method_not_allowed']);
     expect(admin.headers.get('allow')).toBe('POST, GET, HEAD');
     expect(admin.headers.get('access-control-allow-origin')).toBeNull();

@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type * as Static from '#lib/local/static.ts';
+import { exchange as exchangeWith, rawAnswers } from '#test/support/raw-http.ts';
 import { recordingLogger } from '#test/support/recording-logger.ts';
 
 // Fault injection: GET /hang is a page that is never served, a handler that does not end; GET /slow one
@@ -38,49 +39,11 @@ afterAll(async () => {
   await close?.();
 });
 
-/** Writes `text` in one go on a new connection; what came back when the server closed it, and when. */
-function exchange(text: string): Promise<{ raw: string; closedAfter: number }> {
-  const started = Date.now();
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write(text));
-    let raw = '';
-    socket.on('data', (chunk) => (raw += chunk.toString()));
-    socket.on('error', reject);
-    socket.setTimeout(10_000, () => socket.destroy());
-    socket.on('close', () => resolve({ raw, closedAfter: Date.now() - started }));
-  });
-}
+const exchange = (text: string) => exchangeWith(port, text);
 
-/** The answers in `raw`, in order: each one's status and error code (Content-Length or chunked bodies). */
-function answers(raw: string): { status: number; code: string }[] {
-  const out: { status: number; code: string }[] = [];
-  let rest = raw;
-  while (rest.length > 0) {
-    const end = rest.indexOf('\r\n\r\n');
-    if (!rest.startsWith('HTTP/1.1 ') || end < 0) throw new Error(`not an answer: ${rest.slice(0, 200)}`);
-    const head = rest.slice(0, end);
-    rest = rest.slice(end + 4);
-    let body = '';
-    const length = /\r\ncontent-length: *(\d+)/i.exec(head)?.[1];
-    if (length !== undefined) {
-      body = rest.slice(0, Number(length));
-      rest = rest.slice(Number(length));
-    } else {
-      for (;;) {
-        const line = rest.indexOf('\r\n');
-        const size = parseInt(rest.slice(0, line), 16);
-        body += rest.slice(line + 2, line + 2 + size);
-        rest = rest.slice(line + 2 + size + 2);
-        if (!size) break;
-      }
-    }
-    out.push({
-      status: Number(head.slice(9, 12)),
-      code: (JSON.parse(body) as { error: { code: string } }).error.code,
-    });
-  }
-  return out;
-}
+/** The answers in `raw`, in order: each one's status and error code. */
+const answers = (raw: string) =>
+  rawAnswers(raw).map((answer) => ({ status: answer.status, code: answer.body.error.code }));
 
 const ANSWERED = 'GET /api/v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n';
 
