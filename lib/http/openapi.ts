@@ -350,6 +350,21 @@ const COMPONENT_SCHEMAS: Record<string, { schema: z.ZodType; io: 'input' | 'outp
   Error: { schema: ErrorBodySchema, io: 'output' },
 };
 
+/** A page of a component's items and the cursor of the next one: its JSON Schema and its zod shape. */
+function pageOf(key: string, component: string, item: z.ZodType, cursor: string) {
+  return {
+    schema: {
+      type: 'object',
+      properties: {
+        [key]: { type: 'array', items: ref(component) },
+        cursor: { type: 'string', description: cursor },
+      },
+      required: [key],
+    },
+    zod: z.strictObject({ [key]: z.array(item), cursor: z.string().optional() }),
+  };
+}
+
 // ---- Examples ----
 
 /** A stored product of the examples; each endpoint's example is what its serializer makes of it. */
@@ -848,15 +863,7 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     response: {
       status: 200,
       description: 'The imports.',
-      schema: {
-        type: 'object',
-        properties: {
-          imports: { type: 'array', items: ref('Import') },
-          cursor: { type: 'string', description: 'Present when older imports remain.' },
-        },
-        required: ['imports'],
-      },
-      zod: z.strictObject({ imports: z.array(ImportSchema), cursor: z.string().optional() }),
+      ...pageOf('imports', 'Import', ImportSchema, 'Present when older imports remain.'),
       example: { imports: [exampleImport] },
     },
     errors: ['feed_not_found'],
@@ -883,15 +890,7 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     response: {
       status: 200,
       description: 'One page of products, in product_id order.',
-      schema: {
-        type: 'object',
-        properties: {
-          products: { type: 'array', items: ref('StoredProduct') },
-          cursor: { type: 'string', description: 'Present when more products follow.' },
-        },
-        required: ['products'],
-      },
-      zod: z.strictObject({ products: z.array(StoredProductSchema), cursor: z.string().optional() }),
+      ...pageOf('products', 'StoredProduct', StoredProductSchema, 'Present when more products follow.'),
       example: {
         products: [
           adminProductView(exampleStoredProduct('SKU-1042-RED-M', 'M', { embedded_model: 'clip-vit-b32@1' })),
