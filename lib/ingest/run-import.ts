@@ -721,6 +721,12 @@ interface PreparedChunk {
   rows: RawRecord[];
   rowOfId: Map<string, number>;
   errors: RecordedImportProblem[];
+  /**
+   * The additional images that could not be fetched: recorded (as warnings) once the chunk is embedded,
+   * for the products imported without them only (a product whose main image failed is one failed row,
+   * with that one error).
+   */
+  additionalImageErrors: RecordedImportProblem[];
   failed: number;
   skipped: number;
   /** Rows that are valid, non-duplicate products. */
@@ -883,7 +889,9 @@ async function prepareChunk(
     }
   }
   const updated = refresh.length - refreshed.missing.length;
-  const images = embedder ? await fetchImages(deps, changed, rowOfId, errors, stop) : [];
+  const { images, additionalImageErrors } = embedder
+    ? await fetchImages(deps, changed, rowOfId, errors, stop)
+    : { images: [], additionalImageErrors: [] };
   const unfetched = await keepUnfetchedFeatureRefreshes(
     deps,
     record.feedId,
@@ -917,6 +925,7 @@ async function prepareChunk(
     changed: embedding,
     replaced: replaced.filter((id) => !stays.has(id)),
     images,
+    additionalImageErrors,
     refreshed: refiled,
     embedder,
   };
@@ -1016,7 +1025,6 @@ async function commitChunk(
   const { errors, changed } = chunk;
   let failed = chunk.failed;
   let embedded = 0;
-  const failedIds = new Set<string>();
   if (chunk.stale.length > 0) await deps.products.putMany(chunk.stale);
   if (chunk.refreshed.length > 0) await (await deps.vectors()).upsert(chunk.refreshed);
   if (changed.length > 0 && chunk.embedder) {
@@ -1060,10 +1068,7 @@ async function commitChunk(
     }
     for (const product of changed) {
       if (product.vector_count > 0) embedded += 1;
-      else {
-        failed += 1;
-        failedIds.add(product.product_id);
-      }
+      else failed += 1;
     }
   }
   // A local index holds its writes in memory until it flushes: they are saved before the records that
@@ -1075,6 +1080,7 @@ async function commitChunk(
   await (await deps.vectors()).flush();
   await deps.localFeatures?.words?.flush();
   await deps.products.putMany([...chunk.keep, ...changed]);
+  const imported = new Set(changed.filter((p) => p.vector_count > 0).map((p) => p.product_id));
   return (record) => ({
     processed: record.processed + chunk.rows.length,
     embedded: record.embedded + embedded,
@@ -1084,37 +1090,30 @@ async function commitChunk(
     // (By row within the chunk: its refused rows are recorded before its image errors.)
     errors: capErrors(
       record.errors,
-      errors
-        // A product whose main image was fetched but could not be embedded failed: no warning about its
-        // other images besides that error (fetchImages drops those of a main image it could not fetch).
-        .filter(
-          (problem) =>
-            !(
-              problem.severity === 'warning' &&
-              problem.message.startsWith('additional_image_link ') &&
-              failedIds.has(problem.productId ?? '')
-            ),
-        )
-        .sort((a, b) => (a.row ?? Infinity) - (b.row ?? Infinity)),
+      [...errors, ...chunk.additionalImageErrors.filter((problem) => imported.has(problem.productId!))].sort(
+        (a, b) => (a.row ?? Infinity) - (b.row ?? Infinity),
+      ),
     ),
     checkpointRow: chunk.rows[chunk.rows.length - 1]?.row ?? record.checkpointRow,
   });
 }
 
-/** Fetches and inspects the images of changed products (bounded concurrency); failures become errors. */
+/**
+ * Fetches and inspects the images of changed products (bounded concurrency): a main image's failure is
+ * the product's error; additional images' failures are returned, for the commit to record once it knows
+ * which products were imported (PreparedChunk.additionalImageErrors).
+ */
 async function fetchImages(
   deps: IngestDeps,
   products: Product[],
   rowOf: Map<string, number>,
   errors: RecordedImportProblem[],
   stop: AbortSignal,
-): Promise<FetchedImage[]> {
+): Promise<{ images: FetchedImage[]; additionalImageErrors: RecordedImportProblem[] }> {
   const jobs = products.flatMap((product) =>
     imagesOf(product).map((url, index) => ({ product, url, index })),
   );
-  // An additional image's failure is reported only for a product imported without it (below): a product
-  // whose main image failed is one failed row, with that one error.
-  const additionalErrors: RecordedImportProblem[] = [];
+  const additionalImageErrors: RecordedImportProblem[] = [];
   const fetched = await mapLimit(jobs, deps.limits.imageConcurrency, async (job) => {
     if (stop.aborted) return undefined;
     try {
@@ -1126,7 +1125,7 @@ async function fetchImages(
       if (stop.aborted) return undefined;
       if (!(error instanceof FetchError || error instanceof DomainError)) throw error;
       const field = job.index === 0 ? 'image_link' : 'additional_image_link';
-      (job.index === 0 ? errors : additionalErrors).push({
+      (job.index === 0 ? errors : additionalImageErrors).push({
         row: rowOf.get(job.product.product_id) ?? null,
         productId: job.product.product_id,
         // The link shortened (up to 2,048 characters), so that the reason stays in the stored message.
@@ -1139,8 +1138,10 @@ async function fetchImages(
   });
   // Only products whose main image is usable get vectors; their other images follow in order.
   const usable = new Set(fetched.filter((f) => f?.index === 0).map((f) => f!.product.product_id));
-  errors.push(...additionalErrors.filter((error) => usable.has(error.productId!)));
-  return fetched.filter((f): f is FetchedImage => f !== undefined && usable.has(f.product.product_id));
+  return {
+    images: fetched.filter((f): f is FetchedImage => f !== undefined && usable.has(f.product.product_id)),
+    additionalImageErrors,
+  };
 }
 
 /**
