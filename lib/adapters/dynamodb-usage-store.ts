@@ -219,15 +219,7 @@ export class DynamoDbUsageStore implements UsageStore {
 
   async listContexts(feedId: string, fromDay: string, toDay: string): Promise<UsageContextRow[]> {
     const rows: UsageContextRow[] = [];
-    for await (const items of queryPages(this.db, {
-      TableName: this.table,
-      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
-      ExpressionAttributeValues: {
-        ':pk': `usage#${feedId}`,
-        ':from': `ctx#${fromDay}#`,
-        ':to': `ctx#${toDay}#\uffff`,
-      },
-    })) {
+    for await (const items of queryPages(this.db, this.daysOf(feedId, 'ctx#', fromDay, toDay))) {
       for (const item of items) {
         rows.push({
           day: String(item.day),
@@ -243,15 +235,7 @@ export class DynamoDbUsageStore implements UsageStore {
 
   async list(feedId: string, fromDay: string, toDay: string): Promise<UsageRow[]> {
     const rows: UsageRow[] = [];
-    for await (const items of queryPages(this.db, {
-      TableName: this.table,
-      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
-      ExpressionAttributeValues: {
-        ':pk': `usage#${feedId}`,
-        ':from': `${fromDay}#`,
-        ':to': `${toDay}#\uffff`,
-      },
-    })) {
+    for await (const items of queryPages(this.db, this.daysOf(feedId, '', fromDay, toDay))) {
       for (const item of items) {
         rows.push({
           day: String(item.day),
@@ -287,6 +271,22 @@ export class DynamoDbUsageStore implements UsageStore {
         { inFlight: DELETE_BATCHES_IN_FLIGHT },
       );
     }
+  }
+
+  /**
+   * The query of a feed's items of days in [fromDay, toDay] whose sort keys are `<prefix><day>#…`: the
+   * daily rows (no prefix; days begin with a digit) or the contexts (`ctx#`), never one for the other.
+   */
+  private daysOf(feedId: string, prefix: string, fromDay: string, toDay: string) {
+    return {
+      TableName: this.table,
+      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+      ExpressionAttributeValues: {
+        ':pk': `usage#${feedId}`,
+        ':from': `${prefix}${fromDay}#`,
+        ':to': `${prefix}${toDay}#\uffff`,
+      },
+    };
   }
 
   private async windowCount(pk: string, start: number): Promise<number> {
