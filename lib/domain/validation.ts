@@ -10,6 +10,22 @@ export function hasLoneSurrogate(text: string): boolean {
   return LONE_SURROGATE.test(text);
 }
 
+/**
+ * Characters invisible in a list or a log line that let one text pose as another or break a line:
+ * control characters, bidirectional marks and overrides (U+061C, U+200E/F, U+202A–E, U+2066–9), the
+ * zero-width space, line and paragraph separators and the byte-order mark (ZWJ and ZWNJ are not among
+ * them: emoji sequences and some scripts need them). Names refuse them; error messages escape them.
+ */
+export const HIDDEN_CHARACTERS =
+  // eslint-disable-next-line no-control-regex -- control characters are what it finds
+  /[\u0000-\u001f\u007f-\u009f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]/g;
+
+/** Whether `text` holds one of HIDDEN_CHARACTERS. */
+export function hasHiddenCharacters(text: string): boolean {
+  HIDDEN_CHARACTERS.lastIndex = 0;
+  return HIDDEN_CHARACTERS.test(text);
+}
+
 /** `text` with each lone surrogate replaced by U+FFFD (String.prototype.toWellFormed). */
 export function toWellFormed(text: string): string {
   return text.replace(LONE_SURROGATE, '\uFFFD');

@@ -1,4 +1,5 @@
 import { DomainError, type ErrorCode, type ErrorDetail } from '#lib/domain/errors.ts';
+import { HIDDEN_CHARACTERS } from '#lib/domain/validation.ts';
 
 /** The one mapping from error codes to HTTP statuses. */
 export const STATUS_OF: Record<ErrorCode, number> = {
@@ -73,21 +74,12 @@ function isHttpErrorLike(error: unknown): error is HttpErrorLike {
 }
 
 /**
- * Control characters, bidirectional marks and overrides (U+061C, U+200E/F, U+202A–E, U+2066–9), the
- * zero-width space, line and paragraph separators (U+2028/9, which JSON leaves raw and viewers break on)
- * and the byte-order mark: the characters the admin schemas refuse in names as hidden.
- */
-const UNSHOWABLE =
-  // eslint-disable-next-line no-control-regex -- control characters are what it finds
-  /[\u0000-\u001f\u007f-\u009f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]/g;
-
-/**
  * A message as shown to a client: the values it quotes from the request (an id, a path) with their line
  * breaks, NULs and bidirectional overrides written as escapes, so that a message cannot be made to look
  * like two lines or to read backwards in a dashboard or a log viewer. (The service's own wording has none.)
  */
 export function shown(text: string): string {
-  return text.replace(UNSHOWABLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return text.replace(HIDDEN_CHARACTERS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /**

@@ -1,24 +1,10 @@
 import { z } from 'zod';
 import { parse as parseHost } from 'tldts';
 import { canonicalDomain, DOMAIN_PATTERN, PLANS } from '#lib/domain/feeds.ts';
-import { hasLoneSurrogate } from '#lib/domain/validation.ts';
+import { hasHiddenCharacters, hasLoneSurrogate } from '#lib/domain/validation.ts';
 
 /** Request schemas of the admin API (DESIGN §4). Strict: a typo in an admin call is an error, not a no-op. */
-/**
- * Control characters and bidirectional overrides: invisible in a list, they let one name pose as another
- * (an RTL override reverses what follows) or break a log line.
- */
-export function hasHiddenCharacters(text: string): boolean {
-  for (const char of text) {
-    const code = char.codePointAt(0)!;
-    if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return true;
-    if ((code >= 0x202a && code <= 0x202e) || (code >= 0x2066 && code <= 0x2069)) return true;
-    // Bidi marks, zero-width space, line and paragraph separators, byte-order mark (ZWJ and ZWNJ stay:
-    // emoji sequences and some scripts need them).
-    if ([0x061c, 0x200b, 0x200e, 0x200f, 0x2028, 0x2029, 0xfeff].includes(code)) return true;
-  }
-  return false;
-}
+
 const shownText = (max: number) =>
   z
     .string()

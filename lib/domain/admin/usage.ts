@@ -1,7 +1,8 @@
 import { requireFeed } from '#lib/domain/admin/feeds.ts';
 import { canonicalDomain, DOMAIN_PATTERN } from '#lib/domain/feeds.ts';
-import { hasHiddenCharacters, ipShorthand, type UsageQuery } from '#lib/domain/admin/schemas.ts';
+import { ipShorthand, type UsageQuery } from '#lib/domain/admin/schemas.ts';
 import { ValidationError } from '#lib/domain/errors.ts';
+import { hasHiddenCharacters } from '#lib/domain/validation.ts';
 import type { Clock, Endpoint, FeedStore, UsageContext, UsageRow, UsageStore } from '#lib/ports.ts';
 
 const DAY_MS = 86_400_000;
