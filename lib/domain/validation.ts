@@ -26,6 +26,15 @@ export function hasHiddenCharacters(text: string): boolean {
   return HIDDEN_CHARACTERS.test(text);
 }
 
+/**
+ * `text` with each of HIDDEN_CHARACTERS written as a `\\uXXXX` escape: how a message shows a value it
+ * quotes from a request or a feed, so that the value cannot make it look like two lines or read backwards
+ * in a dashboard or a log viewer. (Idempotent: an escape holds none of them.)
+ */
+export function escapeHidden(text: string): string {
+  return text.replace(HIDDEN_CHARACTERS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 /** `text` with each lone surrogate replaced by U+FFFD (String.prototype.toWellFormed). */
 export function toWellFormed(text: string): string {
   return text.replace(LONE_SURROGATE, '\uFFFD');

@@ -1,5 +1,5 @@
 import { DomainError, type ErrorCode, type ErrorDetail } from '#lib/domain/errors.ts';
-import { HIDDEN_CHARACTERS } from '#lib/domain/validation.ts';
+import { escapeHidden } from '#lib/domain/validation.ts';
 
 /** The one mapping from error codes to HTTP statuses. */
 export const STATUS_OF: Record<ErrorCode, number> = {
@@ -74,15 +74,6 @@ function isHttpErrorLike(error: unknown): error is HttpErrorLike {
 }
 
 /**
- * A message as shown to a client: the values it quotes from the request (an id, a path) with their line
- * breaks, NULs and bidirectional overrides written as escapes, so that a message cannot be made to look
- * like two lines or to read backwards in a dashboard or a log viewer. (The service's own wording has none.)
- */
-export function shown(text: string): string {
-  return text.replace(HIDDEN_CHARACTERS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
-}
-
-/**
  * Turns anything thrown into the DESIGN §3 error body. Messages are shown for domain errors and for
  * middy's client errors only; anything else becomes a bare 500 so no internals leak.
  */
@@ -91,11 +82,11 @@ export function toErrorBody(error: unknown, requestId: string): ErrorBody {
     error: {
       status: STATUS_OF[code],
       code,
-      message: shown(message),
+      message: escapeHidden(message),
       details: details.map((detail) => ({
         ...detail,
-        path: shown(detail.path),
-        message: shown(detail.message),
+        path: escapeHidden(detail.path),
+        message: escapeHidden(detail.message),
       })),
     },
     requestId,

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { FEED_FORMATS, type FeedFormat } from '#lib/domain/catalogue/feed-formats.ts';
 import { isImportNote } from '#lib/domain/catalogue/normalise.ts';
-import { hasLoneSurrogate } from '#lib/domain/validation.ts';
+import { escapeHidden, hasLoneSurrogate } from '#lib/domain/validation.ts';
 
 /** One feed import: where the file came from and how far processing got (the resume checkpoint). */
 export type ImportStatus = 'queued' | 'running' | 'succeeded' | 'failed';
@@ -136,12 +136,18 @@ export function importView(record: ImportRecord) {
     ...view
   } = record;
   // By row, file-level notes (row null) after them: a chunk's image errors are recorded as its fetches
-  // end, so row 2's could come before row 1's.
+  // end, so row 2's could come before row 1's. Messages quote the feed's values (a metadata name, a
+  // price, a URL): shown with their hidden characters escaped, as error bodies show a request's.
   const errors = [...record.errors]
     .sort((a, b) => (a.row ?? Infinity) - (b.row ?? Infinity))
-    .map((problem) => ({ ...problem, severity: severityOf(problem) }));
+    .map((problem) => ({
+      ...problem,
+      message: escapeHidden(problem.message),
+      severity: severityOf(problem),
+    }));
+  const message = view.message === undefined ? {} : { message: escapeHidden(view.message) };
   // (`updated` was not counted by imports stored before it existed.)
-  return { ...view, updated: view.updated ?? 0, errors };
+  return { ...view, ...message, updated: view.updated ?? 0, errors };
 }
 
 export const StartImportRequest = z

@@ -652,6 +652,32 @@ describe('runImport', () => {
     expect(importView(record).errors.map((error) => error.row)).toEqual([1, 2, null]);
   });
 
+  it("shows the feed's values its messages quote with line breaks and bidi overrides escaped, as stored", async () => {
+    // Prepare: a kept product with a metadata name holding a line break, and a row whose price holds U+202E
+    const w = world(filesFor('a', 'b'));
+    const feed = jsonl([
+      product('a', { 'metadata.bad\nname': 'x' }),
+      product('b', { price: '12\u202e USD' }),
+    ]);
+    // Act
+    const record = await importInline(w, feed);
+    // Assess: stored as read (a resumed run tells its notes by their text), shown escaped
+    expect(record.errors.map((problem) => problem.message)).toEqual([
+      'metadata "bad\nname" is not kept: a metadata name is 1–64 letters, digits, "_" or "-".',
+      'price "12\u202e USD" is not a price like "12.99 USD".',
+    ]);
+    expect(importView(record).errors.map((problem) => [problem.message, problem.severity])).toEqual([
+      [
+        'metadata "bad\\u000aname" is not kept: a metadata name is 1–64 letters, digits, "_" or "-".',
+        'warning',
+      ],
+      ['price "12\\u202e USD" is not a price like "12.99 USD".', 'error'],
+    ]);
+    // …and so is why an import failed
+    const failed = { ...record, errors: [], message: 'Feed file https://shop.example/f\u2028x: HTTP 404.' };
+    expect(importView(failed).message).toBe('Feed file https://shop.example/f\\u2028x: HTTP 404.');
+  });
+
   it('shows the severity of errors stored before it was recorded, told from their text', () => {
     const record = {
       errors: [
