@@ -50,6 +50,15 @@ export function canonicalDomain(entry: string): string {
   return ascii ? `${wildcard ? '*.' : ''}${ascii}` : text;
 }
 
+/**
+ * Whether a browser's URL parser reads a canonical entry as this hostname at all. One whose last label is
+ * a number is read as an IPv4 address, and `shop.123`, `999.1.1.1` or `1.2.3.4.5` are none: no page has
+ * such an Origin, so the entry would never match. (Nor is an `xn--` label that is not valid punycode.)
+ */
+export function browserReadsHost(canonical: string): boolean {
+  return domainToASCII(canonical.replace(/^\*\./, '')) !== '';
+}
+
 /** True when `host` is allowed by one of the feed's domain entries (`*.shop.com` also admits shop.com's subdomains only). */
 export function hostAllowed(host: string, domains: readonly string[]): boolean {
   const h = host.toLowerCase().replace(/\.$/, '');

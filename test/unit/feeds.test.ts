@@ -76,6 +76,15 @@ describe('feed domains as the admin API takes them', () => {
     },
   );
 
+  it.each(['shop.123', '*.shop.123', '999.1.1.1', '1.2.3.4.5', 'shop.0x1f', 'xn--a.example'])(
+    'refuses %j, which no browser reads as a hostname (it was stored and could never match)',
+    (entry) => {
+      const parsed = domainsOf([entry]);
+      expect(parsed.success).toBe(false);
+      expect(parsed.error?.issues[0]?.message).toMatch(/no hostname a browser sends/);
+    },
+  );
+
   it('keeps an IPv4 address written in full, and names with digits', () => {
     expect(
       domainsOf(['192.0.2.10', '192.0.2.10:8080', 'shop1.example', '2001.example']).data?.domains,

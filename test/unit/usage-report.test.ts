@@ -99,7 +99,7 @@ describe('usageReport', () => {
       type: 'product_page_2',
       domain: '',
     });
-    for (const domain of ['1', '0x10', '127.1', 'a\u200bb.example'])
+    for (const domain of ['1', '0x10', '127.1', 'a\u200bb.example', 'shop.123', '999.1.1.1'])
       expect(usageContextOf({ type: 'pdp', domain }), domain).toEqual({ type: 'pdp', domain: '' });
     expect(usageContextOf({ type: 'x'.repeat(100), domain: 'Bücher.de.' })).toEqual({
       type: 'x'.repeat(32),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { parse as parseHost } from 'tldts';
-import { canonicalDomain, DOMAIN_PATTERN, PLANS } from '#lib/domain/feeds.ts';
+import { browserReadsHost, canonicalDomain, DOMAIN_PATTERN, PLANS } from '#lib/domain/feeds.ts';
 import { hasHiddenCharacters, hasLoneSurrogate } from '#lib/domain/validation.ts';
 
 /** Request schemas of the admin API (DESIGN §4). Strict: a typo in an admin call is an error, not a no-op. */
@@ -56,6 +56,10 @@ const domains = z
       )
       .overwrite(canonicalDomain)
       .regex(DOMAIN_PATTERN, 'expected a hostname such as shop.example.com or *.example.com')
+      .refine(
+        browserReadsHost,
+        'is no hostname a browser sends: a last label of digits is read as an IPv4 address, such as 192.0.2.10',
+      )
       .refine(
         (entry) => !wildcardTooWide(entry),
         'a wildcard covers one site: *.example.com, not every site under a public suffix such as *.com, *.co.uk or *.github.io',

@@ -1,5 +1,5 @@
 import { requireFeed } from '#lib/domain/admin/feeds.ts';
-import { canonicalDomain, DOMAIN_PATTERN } from '#lib/domain/feeds.ts';
+import { browserReadsHost, canonicalDomain, DOMAIN_PATTERN } from '#lib/domain/feeds.ts';
 import { ipShorthand, type UsageQuery } from '#lib/domain/admin/schemas.ts';
 import { ValidationError } from '#lib/domain/errors.ts';
 import { hasHiddenCharacters } from '#lib/domain/validation.ts';
@@ -51,7 +51,11 @@ export function usageContextOf(
   const host = canonicalDomain(given);
   // (Refused as feed domains are: what a browser would read as another host.)
   const hostname =
-    !host.startsWith('*.') && DOMAIN_PATTERN.test(host) && !hasHiddenCharacters(given) && !ipShorthand(given);
+    !host.startsWith('*.') &&
+    DOMAIN_PATTERN.test(host) &&
+    browserReadsHost(host) &&
+    !hasHiddenCharacters(given) &&
+    !ipShorthand(given);
   const domain = hostname ? host : '';
   return type || domain ? { type, domain } : undefined;
 }
