@@ -41,6 +41,21 @@ export function toWellFormed(text: string): string {
 }
 
 /**
+ * A public request body with its fields that are null left out, and those of the objects in it (such as
+ * related's `context`): read as absent, so an optional field takes its default. The interface marks them
+ * "not required", and many clients write an unset field as null (Jackson, System.Text.Json, Go pointers);
+ * protobuf's JSON mapping reads null so too. Arrays are kept as sent: a null among values is an error.
+ */
+export function nullsAsAbsent(body: unknown): unknown {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return body;
+  return Object.fromEntries(
+    Object.entries(body)
+      .filter(([, value]) => value !== null)
+      .map(([key, value]) => [key, nullsAsAbsent(value)]),
+  );
+}
+
+/**
  * Parses input with a zod schema; failures become one ValidationError listing every field. `source`
  * names the whole input in an error about it (an unknown key, a wrong type): the body or the query.
  */

@@ -415,6 +415,45 @@ describe('image search', () => {
   });
 });
 
+describe('optional fields sent as null', () => {
+  it('are read as absent by every public endpoint (clients that write an unset field as null)', async () => {
+    const imageData = await photo('tools-plier1');
+    const cases: [string, Record<string, unknown>, Record<string, unknown>][] = [
+      ['/api/v1/search/image', { imageData }, { limit: null, offset: null, searchId: null }],
+      ['/', { imageData, feedId: shop.searchId }, { limit: null, offset: null }],
+      ['/api/v1/detect', { imageData }, { action: null, limit: null, searchId: null }],
+      [
+        '/api/v1/related',
+        { imageData, context: {} },
+        {
+          productId: null,
+          fallback: null,
+          filters: null,
+          limit: null,
+          offset: null,
+          context: { type: null },
+        },
+      ],
+    ];
+    for (const [path, body, nulls] of cases) {
+      const plain = await search(shop, path, body);
+      const withNulls = await search(shop, path, { ...body, ...nulls });
+      expect(plain.status, path).toBe(200);
+      expect(withNulls.status, path).toBe(200);
+      const { processTimeSeconds: _a, ...expected } = plain.body;
+      const { processTimeSeconds: _b, ...answered } = withNulls.body;
+      expect(answered, path).toEqual(expected);
+    }
+    // A null among a filter's values is still an error, and so is a null image
+    const filtered = await search(shop, '/api/v1/related', {
+      productId: 'pliers',
+      filters: [{ key: 'color', value: null }],
+    });
+    expectError(filtered, 400, 'invalid_request');
+    expectError(await search(shop, '/api/v1/search/image', { imageData: null }), 400, 'invalid_request');
+  });
+});
+
 describe('related products', () => {
   it('excludes the reference product and its variants and returns the related shape', async () => {
     const response = await search(shop, '/api/v1/related', { productId: 'hammer-1', limit: 10 });
