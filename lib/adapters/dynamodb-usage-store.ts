@@ -46,12 +46,15 @@ export class DynamoDbUsageStore implements UsageStore {
   /**
    * Counts of finished buckets do not change once settled, so each process reads a search id's 12
    * previous buckets with one query per 5-minute bucket (a second one when the first came in the
-   * bucket's first 10 s, see previousBucketCounts) instead of on every request: the common request is
+   * bucket's first 10 s, see previousBucketCounts; concurrent requests share one) instead of on every
+   * request: the common request is
    * then a single conditional write. Keyed by search id: the current bucket's start and its
    * predecessors' counts, newest first.
    */
 
   private readonly finishedWindows = new Map<string, { start: number; counts: number[]; settled: boolean }>();
+  /** Reads of previous buckets in flight, by search id, bucket and phase: concurrent requests share one. */
+  private readonly bucketReads = new Map<string, Promise<number[]>>();
 
   constructor(
     private readonly db: DynamoDBDocumentClient,
@@ -311,6 +314,28 @@ export class DynamoDbUsageStore implements UsageStore {
   ): Promise<number[]> {
     const known = this.finishedWindows.get(searchId);
     if (known?.start === start && (known.settled || now < start + SETTLE_MS)) return known.counts;
+    // (A request past the settle point does not join a read begun before it.)
+    const settled = now >= start + SETTLE_MS;
+    const readKey = `${searchId}\n${start}\n${settled}`;
+    const inFlight = this.bucketReads.get(readKey);
+    if (inFlight) return inFlight;
+    const read = this.readPreviousBuckets(pk, start)
+      .then((counts) => {
+        // A reading of an earlier bucket, or from before the settle point, does not replace a later one.
+        const cached = this.finishedWindows.get(searchId);
+        if (cached && (cached.start > start || (cached.start === start && cached.settled && !settled)))
+          return counts;
+        if (this.finishedWindows.size >= 50_000) this.finishedWindows.clear();
+        this.finishedWindows.set(searchId, { start, counts, settled });
+        return counts;
+      })
+      .finally(() => this.bucketReads.delete(readKey));
+    this.bucketReads.set(readKey, read);
+    return read;
+  }
+
+  /** Counts of the 12 buckets before the one starting at `start`, newest first, as stored now. */
+  private async readPreviousBuckets(pk: string, start: number): Promise<number[]> {
     const counts: number[] = Array.from({ length: WINDOW_BUCKETS }, () => 0);
     for await (const items of queryPages(this.db, {
       TableName: this.table,
@@ -328,8 +353,6 @@ export class DynamoDbUsageStore implements UsageStore {
         if (back >= 1 && back <= WINDOW_BUCKETS) counts[back - 1] = Number(item.count ?? 0);
       }
     }
-    if (this.finishedWindows.size >= 50_000) this.finishedWindows.clear();
-    this.finishedWindows.set(searchId, { start, counts, settled: now >= start + SETTLE_MS });
     return counts;
   }
 }

@@ -190,6 +190,41 @@ describe('DynamoDbUsageStore', () => {
     expect(decisions.filter((d) => d.allowed)).toHaveLength(5);
   });
 
+  it('reads the earlier buckets once for concurrent requests, and again past the settle point', async () => {
+    // Prepare: a client whose first two queries each wait for their own gate, counting what is sent
+    const db = createDocumentClient(config);
+    const sent: string[] = [];
+    const gates: (() => void)[] = [];
+    const send = db.send.bind(db);
+    db.send = (async (command: { constructor: { name: string } }, ...rest: unknown[]) => {
+      sent.push(command.constructor.name);
+      if (command.constructor.name === 'QueryCommand' && gates.length < 2)
+        await new Promise<void>((open) => gates.push(open));
+      return (send as (...args: unknown[]) => unknown)(command, ...rest);
+    }) as typeof db.send;
+    const store = new DynamoDbUsageStore(db, config.tables.usage);
+    const at = (time: string) =>
+      Array.from({ length: 6 }, () => store.consume('together', 100, new Date(time)));
+    const tick = () => new Promise((resolve) => setTimeout(resolve, 50));
+
+    // Act: six first requests in a bucket's first seconds, six past its settle point while those read;
+    // the later reading comes back first
+    const early = at('2026-11-22T10:30:01Z');
+    const settled = at('2026-11-22T10:30:11Z');
+    await tick();
+    const inFlight = gates.length;
+    gates[1]!();
+    await Promise.all(settled);
+    gates[0]!();
+    await Promise.all(early);
+    await Promise.all(at('2026-11-22T10:30:12Z'));
+
+    // Assess: one query each (the later ones do not take the early reading, nor does it replace theirs)
+    expect(inFlight).toBe(2);
+    expect(sent.filter((name) => name === 'QueryCommand')).toHaveLength(2);
+    expect(sent.filter((name) => name === 'UpdateCommand')).toHaveLength(18);
+  });
+
   it('reads the previous bucket again once it has settled, when it was read at its very end', async () => {
     // Process A moves to the 10:05 bucket first (its query sees 10:00 empty); process B, its clock 50 ms
     // behind (or its writes landing late), then admits the whole limit in the 10:00 bucket.
