@@ -2,7 +2,8 @@
 // Pre-script of `npm start` and `npm test`: makes a fresh clone runnable with no other command.
 // Uses only Node built-ins, because it runs before dependencies exist.
 // 1. Dependencies: `npm ci` when node_modules is missing or was installed from another package-lock.json.
-// 2. Generated assets (models, test data): each step's script runs only when its output is missing/stale.
+// 2. Generated assets (models; Chromium for the browser tests): each step runs only when its output is
+//    missing or stale.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';

@@ -1,5 +1,9 @@
+import { resolve } from 'node:path';
 import { settleHeap } from '#lib/local/heap-growth.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
+
+/** The demo photo the printed example searches with (served by the local server itself). */
+const TRY_PHOTO = 'tools-hammer3.webp';
 
 /** `npm start`: the whole service on this machine, no cloud. */
 const started = Date.now();
@@ -11,11 +15,13 @@ const lines = [
   `  Admin token      ${stack.adminToken}`,
   `  Demo feed        ${stack.demo.feedId}`,
   `  Demo search id   ${stack.demo.searchId}`,
-  `  Data folder      ${stack.config.local.dataDir}`,
+  `  Data folder      ${resolve(stack.config.local.dataDir)}`,
   '',
-  '  Try:',
-  `    curl -s ${stack.url}/api/v1/search/image -H 'Content-Type: application/json' \\`,
-  `      -H 'Authorization: Bearer ${stack.demo.searchId}' -d '{"imageData":"<base64 image>"}'`,
+  '  Try an image search with one of the demo photos:',
+  `    curl -s ${stack.url}/demo/images/${TRY_PHOTO} | base64 -w0 |`,
+  `      (printf '{"imageData":"'; cat; printf '","limit":3}') |`,
+  `      curl -s ${stack.url}/api/v1/search/image -H 'Content-Type: application/json' \\`,
+  `        -H 'Authorization: Bearer ${stack.demo.searchId}' -d @-`,
   '',
 ];
 process.stdout.write(`${lines.join('\n')}\n`);
