@@ -1,30 +1,11 @@
-import { resolve } from 'node:path';
+import { startBanner } from '#lib/local/banner.ts';
 import { settleHeap } from '#lib/local/heap-growth.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
-
-/** The demo photo the printed example searches with (served by the local server itself). */
-const TRY_PHOTO = 'tools-hammer3.webp';
 
 /** `npm start`: the whole service on this machine, no cloud. */
 const started = Date.now();
 const stack = await startLocalStack();
-const lines = [
-  '',
-  `  Visual product search is running at ${stack.url}  (ready in ${((Date.now() - started) / 1000).toFixed(1)} s)`,
-  '',
-  `  Admin token      ${stack.adminToken}`,
-  `  Demo feed        ${stack.demo.feedId}`,
-  `  Demo search id   ${stack.demo.searchId}`,
-  `  Data folder      ${resolve(stack.config.local.dataDir)}`,
-  '',
-  '  Try an image search with one of the demo photos:',
-  `    curl -s ${stack.url}/demo/images/${TRY_PHOTO} | base64 -w0 |`,
-  `      (printf '{"imageData":"'; cat; printf '","limit":3}') |`,
-  `      curl -s ${stack.url}/api/v1/search/image -H 'Content-Type: application/json' \\`,
-  `        -H 'Authorization: Bearer ${stack.demo.searchId}' -d @-`,
-  '',
-];
-process.stdout.write(`${lines.join('\n')}\n`);
+process.stdout.write(startBanner(stack, (Date.now() - started) / 1000));
 // The first search after a restart then finds the models and the feeds' indices loaded; what the loads
 // left behind is collected once they are done.
 void stack.warm().then(settleHeap);

@@ -1,8 +1,11 @@
+import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { startBanner, tryCommand } from '#lib/local/banner.ts';
 import { type LocalStack, startLocalStack } from '#lib/local/stack.ts';
 
 /** `npm start`'s demo feed: seeded from the committed CC0 catalogue, and cheap to re-seed on a restart. */
@@ -56,6 +59,11 @@ describe('demo catalogue', () => {
         product_id: 'multimeter',
         image_link: `${first.url}/demo/images/tools-multimeter2.webp`,
       });
+      // The search `npm start` prints runs as printed and finds the photo's product
+      const printed = startBanner(first, 0.1);
+      const command = printed.slice(printed.indexOf(tryCommand(first)[0]!));
+      const { stdout } = await promisify(execFile)('bash', ['-c', command]);
+      expect((JSON.parse(stdout) as { product_id: string }[])[0]?.product_id).toBe('hammer-claw');
     } finally {
       await first.close();
     }
