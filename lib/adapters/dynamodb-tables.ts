@@ -10,7 +10,7 @@ export interface TableDefinition {
   partitionKey: string;
   sortKey?: string;
   indexes: { name: string; partitionKey: string; sortKey?: string }[];
-  /** Attribute holding an epoch-seconds expiry (DynamoDB TTL in AWS; the local server keeps such items). */
+  /** Attribute holding an epoch-seconds expiry (DynamoDB TTL in AWS; local mode: lib/local/ttl-sweeper.ts). */
   ttlAttribute?: string;
 }
 

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import { join, resolve } from 'node:path';
+import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
 import { type Config, loadConfig } from '#lib/config.ts';
 import { configureContainer, type Container, feedAdminDeps, getContainer } from '#lib/container.ts';
 import { createFeed, finishFeedDeletion } from '#lib/domain/admin/feeds.ts';
@@ -11,6 +12,7 @@ import { startHttpServer } from '#lib/local/server.ts';
 import { InProcessImportDispatcher } from '#lib/ingest/dispatchers.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { processAlive } from '#lib/local/process-alive.ts';
+import { startTtlSweeper } from '#lib/local/ttl-sweeper.ts';
 import { bundleExtractionWorker } from '#lib/local/worker-bundle.ts';
 
 export const DEMO_FEED_ID = 'demo';
@@ -95,6 +97,7 @@ export async function startLocalStack(
   }
   await resumeImports(container);
   if (config.demoSeed) await seedDemoFeed(container, url);
+  const sweeper = startTtlSweeper(createDocumentClient(config), config, { logger: container.logger });
   const dispatcher =
     container.dispatcher instanceof InProcessImportDispatcher ? container.dispatcher : undefined;
   const idle = () => dispatcher?.idle() ?? Promise.resolve();
@@ -109,6 +112,7 @@ export async function startLocalStack(
     async close() {
       // A running import pauses at its next checkpoint; the next start resumes it.
       await dispatcher?.stop();
+      await sweeper.stop();
       server.closeAllConnections();
       await new Promise<void>((done) => server.close(() => done()));
       await container.close();

@@ -1,0 +1,114 @@
+import { DeleteCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { isConditionalCheckFailed, scanPages } from '#lib/adapters/dynamodb-client.ts';
+import { TABLES, type TableDefinition } from '#lib/adapters/dynamodb-tables.ts';
+import type { Config } from '#lib/config.ts';
+import { mapLimit } from '#lib/ingest/concurrency.ts';
+import type { Logger } from '#lib/log.ts';
+
+/** How often local mode removes expired items (DynamoDB's own TTL deletes within a day or two). */
+export const TTL_SWEEP_EVERY_MS = 60 * 60_000;
+
+export interface TtlSweeper {
+  /** Removes the items expired now; resolves with how many it removed. */
+  sweep(): Promise<number>;
+  /** Stops the timer and waits for a sweep in progress. */
+  stop(): Promise<void>;
+}
+
+/**
+ * DynamoDB's TTL for local mode, where the embedded server (dynalite) keeps every item: the tables with a
+ * TTL attribute (rate-limit buckets, usage rows, idempotency answers) lose the items whose epoch-seconds
+ * expiry has passed, at start and then every TTL_SWEEP_EVERY_MS. Without it they only grew (288 rate
+ * buckets a day per search id in use). Each delete is conditional on the expiry it read, so an item a
+ * request renewed meanwhile (a usage row counted again) stays. Readers already treat expired items as
+ * absent, as they must in AWS, where deletion lags the expiry.
+ */
+export function startTtlSweeper(
+  db: DynamoDBDocumentClient,
+  config: Pick<Config, 'tables'>,
+  options: { logger: Logger; now?: () => number; everyMs?: number },
+): TtlSweeper {
+  const now = options.now ?? Date.now;
+  let running: Promise<number> | undefined;
+  const sweep = () => {
+    running ??= sweepExpired(db, config, Math.floor(now() / 1000))
+      .then(
+        (removed) => {
+          if (removed > 0) options.logger.info('expired items removed', { removed });
+          return removed;
+        },
+        (error: unknown) => {
+          options.logger.warn('expired items not removed', { error: String(error) });
+          return 0;
+        },
+      )
+      .finally(() => (running = undefined));
+    return running;
+  };
+  void sweep();
+  const timer = setInterval(() => void sweep(), options.everyMs ?? TTL_SWEEP_EVERY_MS);
+  timer.unref();
+  return {
+    sweep,
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}
+
+/** Deletes the items of every TTL table whose expiry is before `nowSeconds`. */
+export async function sweepExpired(
+  db: DynamoDBDocumentClient,
+  config: Pick<Config, 'tables'>,
+  nowSeconds: number,
+): Promise<number> {
+  let removed = 0;
+  for (const table of TABLES) {
+    if (table.ttlAttribute)
+      removed += await sweepTable(db, config.tables[table.configKey], table, table.ttlAttribute, nowSeconds);
+  }
+  return removed;
+}
+
+async function sweepTable(
+  db: DynamoDBDocumentClient,
+  name: string,
+  table: TableDefinition,
+  ttlAttribute: string,
+  nowSeconds: number,
+): Promise<number> {
+  const keys = [table.partitionKey, ...(table.sortKey ? [table.sortKey] : [])];
+  const names = { '#ttl': ttlAttribute, ...Object.fromEntries(keys.map((key, i) => [`#k${i}`, key])) };
+  // As DynamoDB's TTL: a number of epoch seconds in the past; any other value (none, text) never expires.
+  const expired = { FilterExpression: '#ttl < :now', ExpressionAttributeValues: { ':now': nowSeconds } };
+  let removed = 0;
+  for await (const items of scanPages(db, {
+    TableName: name,
+    ...expired,
+    ProjectionExpression: keys.map((_, i) => `#k${i}`).join(', '),
+    ExpressionAttributeNames: names,
+  })) {
+    const deleted = await mapLimit(items, 4, (Key) =>
+      db
+        .send(
+          new DeleteCommand({
+            TableName: name,
+            Key,
+            ConditionExpression: expired.FilterExpression,
+            ExpressionAttributeNames: { '#ttl': ttlAttribute },
+            ExpressionAttributeValues: expired.ExpressionAttributeValues,
+          }),
+        )
+        .then(
+          () => 1,
+          (error: unknown) => {
+            if (isConditionalCheckFailed(error)) return 0;
+            throw error;
+          },
+        ),
+    );
+    removed += deleted.reduce((sum, one) => sum + one, 0);
+  }
+  return removed;
+}
