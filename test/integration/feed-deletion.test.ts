@@ -205,10 +205,12 @@ describe('deleteFeed and the feed’s lease', () => {
     await createFeed(deps, input('refused'));
     const failing = {
       ...deps,
-      deletionBudgetMs: 100,
+      // (A budget the steps before the products' take well within on a loaded machine: with 100 ms, they
+      // once used it up, and the deletion was handed over before this step ran.)
+      deletionBudgetMs: 1000,
       products: {
         deleteFeed: async () => {
-          await new Promise((resolve) => setTimeout(resolve, 300));
+          await new Promise((resolve) => setTimeout(resolve, 1300));
           throw new Error('AccessDenied');
         },
       },
