@@ -105,6 +105,14 @@ describe('usageReport', () => {
       type: 'x'.repeat(32),
       domain: 'xn--bcher-kva.de',
     });
+    // Any script's letters are kept (they were all `_`), one composition of them, whole characters only;
+    // bidi and invisible characters are not letters
+    const typeOf = (type: string) => usageContextOf({ type })?.type;
+    expect(typeOf('Страница товара')).toBe('страница_товара');
+    expect(typeOf('Cafe\u0301')).toBe(typeOf('Caf\u00e9'));
+    expect(typeOf('商品ページ')).toBe('商品ページ');
+    expect(typeOf(`${'x'.repeat(31)}\u{20000}y`)).toBe(`${'x'.repeat(31)}\u{20000}`);
+    expect(typeOf('a\u202eb\u200bc\u0000d')).toBe('a_b_c_d');
     expect(usageContextOf({ category: 'Shoes', pageUrl: 'https://x' } as never)).toBeUndefined();
     expect(usageContextOf({ type: ' ', domain: '' })).toBeUndefined();
     expect(usageContextOf(undefined)).toBeUndefined();
