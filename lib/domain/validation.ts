@@ -44,15 +44,23 @@ export function toWellFormed(text: string): string {
  * A public request body with its fields that are null left out, and those of the objects in it (such as
  * related's `context`): read as absent, so an optional field takes its default. The interface marks them
  * "not required", and many clients write an unset field as null (Jackson, System.Text.Json, Go pointers);
- * protobuf's JSON mapping reads null so too. Arrays are kept as sent: a null among values is an error.
+ * protobuf's JSON mapping reads null so too. Two levels only, as deep as the requests' optional fields go
+ * (a body nested thousands of levels deep must not exhaust the stack); arrays are kept as sent.
  */
 export function nullsAsAbsent(body: unknown): unknown {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) return body;
-  return Object.fromEntries(
-    Object.entries(body)
-      .filter(([, value]) => value !== null)
-      .map(([key, value]) => [key, nullsAsAbsent(value)]),
-  );
+  const withoutNulls = (value: unknown, inner: (field: unknown) => unknown) =>
+    isPlainObject(value)
+      ? Object.fromEntries(
+          Object.entries(value)
+            .filter(([, field]) => field !== null)
+            .map(([key, field]) => [key, inner(field)]),
+        )
+      : value;
+  return withoutNulls(body, (field) => withoutNulls(field, (inner) => inner));
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 /**

@@ -176,6 +176,23 @@ describe('search-id authentication', () => {
     }
   });
 
+  it('answers a body nested thousands of levels deep like any other (it exhausted the stack: 500)', async () => {
+    const notImage = Buffer.from('not an image').toString('base64');
+    const deep = '{"a":'.repeat(5000) + 'null' + '}'.repeat(5000);
+    for (const [path, body] of [
+      ['/api/v1/search/image', `{"imageData":"${notImage}","extra":${deep}}`],
+      ['/', `{"imageData":"${notImage}","feedId":"${searchId}","extra":${deep}}`],
+      ['/api/v1/related', `{"productId":"nowhere","context":{"type":"x","extra":${deep}}}`],
+      ['/api/v1/detect', `{"imageData":"${notImage}","action":${deep}}`],
+    ]) {
+      const response = await stack.call('POST', path!, {
+        raw: body!,
+        headers: { ...bearer(searchId), 'content-type': 'application/json' },
+      });
+      expect(response.status, path).toBeLessThan(500);
+    }
+  });
+
   it('returns 401 for an Authorization header that is not Bearer', async () => {
     const response = await stack.call('POST', '/api/v1/search/image', {
       body: { imageData: image },
