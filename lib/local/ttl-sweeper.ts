@@ -11,7 +11,7 @@ export const TTL_SWEEP_EVERY_MS = 60 * 60_000;
 export interface TtlSweeper {
   /** Removes the items expired now; resolves with how many it removed. */
   sweep(): Promise<number>;
-  /** Stops the timer and waits for a sweep in progress. */
+  /** Stops the timer and a sweep in progress (between two deletes), and waits for that. */
   stop(): Promise<void>;
 }
 
@@ -29,9 +29,10 @@ export function startTtlSweeper(
   options: { logger: Logger; now?: () => number; everyMs?: number },
 ): TtlSweeper {
   const now = options.now ?? Date.now;
+  const stopping = new AbortController();
   let running: Promise<number> | undefined;
   const sweep = () => {
-    running ??= sweepExpired(db, config, Math.floor(now() / 1000))
+    running ??= sweepExpired(db, config, Math.floor(now() / 1000), stopping.signal)
       .then(
         (removed) => {
           if (removed > 0) options.logger.info('expired items removed', { removed });
@@ -52,21 +53,33 @@ export function startTtlSweeper(
     sweep,
     async stop() {
       clearInterval(timer);
+      stopping.abort();
       await running;
     },
   };
 }
 
-/** Deletes the items of every TTL table whose expiry is before `nowSeconds`. */
+/**
+ * Deletes the items of every TTL table whose expiry is before `nowSeconds`; `signal` stops it between two
+ * deletes (a first sweep of an old data folder may have many: a stop must not wait for them all).
+ */
 export async function sweepExpired(
   db: DynamoDBDocumentClient,
   config: Pick<Config, 'tables'>,
   nowSeconds: number,
+  signal?: AbortSignal,
 ): Promise<number> {
   let removed = 0;
   for (const table of TABLES) {
     if (table.ttlAttribute)
-      removed += await sweepTable(db, config.tables[table.configKey], table, table.ttlAttribute, nowSeconds);
+      removed += await sweepTable(
+        db,
+        config.tables[table.configKey],
+        table,
+        table.ttlAttribute,
+        nowSeconds,
+        signal,
+      );
   }
   return removed;
 }
@@ -77,6 +90,7 @@ async function sweepTable(
   table: TableDefinition,
   ttlAttribute: string,
   nowSeconds: number,
+  signal: AbortSignal | undefined,
 ): Promise<number> {
   const keys = [table.partitionKey, ...(table.sortKey ? [table.sortKey] : [])];
   const names = { '#ttl': ttlAttribute, ...Object.fromEntries(keys.map((key, i) => [`#k${i}`, key])) };
@@ -89,8 +103,10 @@ async function sweepTable(
     ProjectionExpression: keys.map((_, i) => `#k${i}`).join(', '),
     ExpressionAttributeNames: names,
   })) {
-    const deleted = await mapLimit(items, 4, (Key) =>
-      db
+    if (signal?.aborted) break;
+    const deleted = await mapLimit(items, 4, async (Key) => {
+      if (signal?.aborted) return 0;
+      return db
         .send(
           new DeleteCommand({
             TableName: name,
@@ -106,8 +122,8 @@ async function sweepTable(
             if (isConditionalCheckFailed(error)) return 0;
             throw error;
           },
-        ),
-    );
+        );
+    });
     removed += deleted.reduce((sum, one) => sum + one, 0);
   }
   return removed;

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
+import { createDocumentClient, writeBatches } from '#lib/adapters/dynamodb-client.ts';
 import type { Config } from '#lib/config.ts';
 import { createLogger } from '#lib/log.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
@@ -123,6 +123,38 @@ describe('startTtlSweeper', () => {
       );
       return out.Item !== undefined;
     }
+  });
+
+  it('stops a sweep in progress between two deletes, without waiting for the rest', async () => {
+    // Prepare: 600 expired buckets (an old data folder's first sweep); a client that counts deletes
+    const db = createDocumentClient(config);
+    await writeBatches(
+      db,
+      config.tables.usage,
+      Array.from({ length: 600 }, (_, i) => ({
+        PutRequest: { Item: { pk: 'rate#old', sk: `5m#${i}`, count: 1, expiresAt: NOW - 1 } },
+      })),
+    );
+    let deletes = 0;
+    let stopped: Promise<void> | undefined;
+    const send = db.send.bind(db);
+    const sweeper = startTtlSweeper(
+      Object.assign(Object.create(db) as typeof db, {
+        send: (command: { constructor: { name: string } }, ...rest: unknown[]) => {
+          if (command.constructor.name === 'DeleteCommand' && (deletes += 1) === 10) stopped = sweeper.stop();
+          return (send as (...args: unknown[]) => unknown)(command, ...rest);
+        },
+      }),
+      config,
+      { logger: createLogger('silent'), now: () => NOW * 1000 },
+    );
+    // Act
+    await expect.poll(() => stopped !== undefined, { timeout: 10_000 }).toBe(true);
+    await stopped;
+    // Assess: the deletes in flight when it stopped, no more
+    expect(deletes).toBeLessThanOrEqual(10 + 3);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(deletes).toBeLessThanOrEqual(10 + 3);
   });
 
   it('runs in npm start: an expired rate bucket is gone after a restart', async () => {
