@@ -1,4 +1,4 @@
-import { startBanner } from '#lib/local/banner.ts';
+import { startBanner, tryBanner } from '#lib/local/banner.ts';
 import { settleHeap } from '#lib/local/heap-growth.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
 
@@ -6,6 +6,10 @@ import { startLocalStack } from '#lib/local/stack.ts';
 const started = Date.now();
 const stack = await startLocalStack();
 process.stdout.write(startBanner(stack, (Date.now() - started) / 1000));
+// The example searches the demo feed: printed once its import has made it searchable.
+void stack.demoSeeded().then((seeded) => {
+  if (seeded) process.stdout.write(tryBanner(stack));
+});
 // The first search after a restart then finds the models and the feeds' indices loaded; what the loads
 // left behind is collected once they are done.
 void stack.warm().then(settleHeap);

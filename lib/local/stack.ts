@@ -26,6 +26,12 @@ export interface LocalStack {
   /** Resolves once every import queued so far (the demo seeding included) has finished. */
   importsIdle(): Promise<void>;
   /**
+   * Resolves once this start's import of the demo catalogue has finished: true when it succeeded (the
+   * demo feed is searchable), false when it failed, the demo is not seeded (DEMO_SEED=false) or the
+   * stack closed first.
+   */
+  demoSeeded(): Promise<boolean>;
+  /**
    * Loads the models, the vector index and every feed's words now rather than at the first search
    * (`npm start` calls it once serving; tests and benches that measure a cold search do not).
    */
@@ -96,7 +102,8 @@ export async function startLocalStack(
     throw error;
   }
   await resumeImports(container);
-  if (config.demoSeed) await seedDemoFeed(container, url);
+  const demoImport = config.demoSeed ? await seedDemoFeed(container, url) : undefined;
+  const closing = new AbortController();
   const sweeper = startTtlSweeper(createDocumentClient(config), config, { logger: container.logger });
   const dispatcher =
     container.dispatcher instanceof InProcessImportDispatcher ? container.dispatcher : undefined;
@@ -108,8 +115,13 @@ export async function startLocalStack(
     container,
     demo,
     importsIdle: idle,
+    demoSeeded: () =>
+      demoImport
+        ? importSucceeded(container, DEMO_FEED_ID, demoImport, closing.signal)
+        : Promise.resolve(false),
     warm: () => warmUp(container),
     async close() {
+      closing.abort();
       // A running import pauses at its next checkpoint; the next start resumes it.
       await dispatcher?.stop();
       await sweeper.stop();
@@ -189,8 +201,29 @@ async function ensureDemoFeed(c: Container): Promise<{ feedId: string; searchId:
  * Queues a full import of the committed demo catalogue (demo/feed.xml, served by this server). It runs in
  * the background; on a restart every product is unchanged, so nothing is fetched or embedded again.
  */
-async function seedDemoFeed(c: Container, url: string): Promise<void> {
-  await startImport(c, DEMO_FEED_ID, { url: `${url}/demo/feed.xml`, format: 'xml', mode: 'full' });
+async function seedDemoFeed(c: Container, url: string): Promise<string> {
+  const queued = await startImport(c, DEMO_FEED_ID, {
+    url: `${url}/demo/feed.xml`,
+    format: 'xml',
+    mode: 'full',
+  });
+  return queued.importId;
+}
+
+/** Whether an import succeeded, once it has finished (read every 100 ms); false when `signal` ends it. */
+async function importSucceeded(
+  c: Container,
+  feedId: string,
+  importId: string,
+  signal: AbortSignal,
+): Promise<boolean> {
+  while (!signal.aborted) {
+    const record = await c.imports.get(feedId, importId).catch(() => undefined);
+    if (record?.status === 'succeeded') return true;
+    if (record?.status === 'failed') return false;
+    await new Promise((resolve) => setTimeout(resolve, 100).unref());
+  }
+  return false;
 }
 
 /**
