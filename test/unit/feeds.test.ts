@@ -85,6 +85,13 @@ describe('feed domains as the admin API takes them', () => {
     },
   );
 
+  it('names one problem of an entry the hostname pattern refuses (not also the browser parse)', () => {
+    const parsed = domainsOf(['a\u200db.example']);
+    expect(parsed.error?.issues.map((issue) => issue.message)).toEqual([
+      'expected a hostname such as shop.example.com or *.example.com',
+    ]);
+  });
+
   it('keeps an IPv4 address written in full, and names with digits', () => {
     expect(
       domainsOf(['192.0.2.10', '192.0.2.10:8080', 'shop1.example', '2001.example']).data?.domains,

@@ -113,6 +113,9 @@ describe('usageReport', () => {
     expect(typeOf('商品ページ')).toBe('商品ページ');
     expect(typeOf(`${'x'.repeat(31)}\u{20000}y`)).toBe(`${'x'.repeat(31)}\u{20000}`);
     expect(typeOf('a\u202eb\u200bc\u0000d')).toBe('a_b_c_d');
+    // Lower case first, then composed: J with a caron and ǰ are one; invisible letters and marks are not kept
+    expect(typeOf('J\u030c')).toBe('\u01f0');
+    for (const invisible of ['\ufe0f', '\u034f', '\u3164']) expect(typeOf(`pdp${invisible}`)).toBe('pdp_');
     expect(usageContextOf({ category: 'Shoes', pageUrl: 'https://x' } as never)).toBeUndefined();
     expect(usageContextOf({ type: ' ', domain: '' })).toBeUndefined();
     expect(usageContextOf(undefined)).toBeUndefined();

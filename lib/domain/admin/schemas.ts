@@ -56,9 +56,10 @@ const domains = z
       )
       .overwrite(canonicalDomain)
       .regex(DOMAIN_PATTERN, 'expected a hostname such as shop.example.com or *.example.com')
+      // (Only a pattern-shaped entry: one the pattern refused has that message alone.)
       .refine(
-        browserReadsHost,
-        'is no hostname a browser sends: a last label of digits is read as an IPv4 address, such as 192.0.2.10',
+        (entry) => !DOMAIN_PATTERN.test(entry) || browserReadsHost(entry),
+        'is no hostname a browser sends: a last label of digits is read as an IPv4 address (write one as four numbers up to 255), and an xn-- label must be valid punycode',
       )
       .refine(
         (entry) => !wildcardTooWide(entry),

@@ -35,7 +35,7 @@ export const MAX_CONTEXTS = 100;
 
 /**
  * What a related-products request's context is metered as, or nothing when it names neither a type nor a
- * domain: the type in lower case, its other characters than letters, marks and digits (of any script),
+ * domain: the type in lower case, its other characters than visible letters, marks and digits (of any script),
  * `_` and `-` as `_`, at most 32 of them (`Product Page` → `product_page`, `Страница товара` →
  * `страница_товара`); the domain as a hostname in its canonical form (the one feed
  * domains take), none when it is no hostname. So a metered value is always one short line of text.
@@ -43,14 +43,15 @@ export const MAX_CONTEXTS = 100;
 export function usageContextOf(
   context: { type?: string | undefined; domain?: string | undefined } | undefined,
 ): UsageContext | undefined {
-  // Letters, marks and digits of any script (a shop names its pages in its own language), composed one
-  // way (NFC), so one word is one context; 32 characters, not UTF-16 units, so no character is cut.
+  // Letters (with their marks) and digits of any script: a shop names its pages in its own language.
+  // Lower case, then composed one way (NFC), so one word is one context; invisible ones (variation
+  // selectors, fillers) are no letters. 32 characters, not UTF-16 units, so no character is cut.
   const type = Array.from(
     (context?.type ?? '')
-      .normalize('NFC')
       .trim()
       .toLowerCase()
-      .replace(/[^\p{L}\p{M}\p{N}_-]+/gu, '_'),
+      .normalize('NFC')
+      .replace(/(?:[^\p{L}\p{M}\p{N}_-]|\p{Default_Ignorable_Code_Point})+/gu, '_'),
   )
     .slice(0, 32)
     .join('');
