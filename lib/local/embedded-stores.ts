@@ -9,6 +9,7 @@ import dynalite from 'dynalite';
 import S3rver from 's3rver';
 import { TABLES } from '#lib/adapters/dynamodb-tables.ts';
 import type { Config } from '#lib/config.ts';
+import { closeDynaliteIterators } from '#lib/local/dynalite-iterators.ts';
 
 /**
  * The embedded real-protocol servers of local mode: dynalite (DynamoDB protocol, persisted with LevelDB)
@@ -30,6 +31,7 @@ export async function startEmbeddedStores(
 ): Promise<EmbeddedStores> {
   await mkdir(join(dataDir, 's3'), { recursive: true });
   if (options.dropTornObjects) await dropTornObjects(join(dataDir, 's3'));
+  closeDynaliteIterators();
   const dynamo = dynalite({
     path: join(dataDir, 'dynamodb'),
     createTableMs: 0,

@@ -2,8 +2,11 @@ import { mkdtemp, readdir, rm, truncate } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { PutCommand, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { createDocumentClient } from '#lib/adapters/dynamodb-client.ts';
 import { createS3Client, S3ObjectStore } from '#lib/adapters/s3-object-store.ts';
-import { openTestStores } from '#test/support/embedded-stores.ts';
+import { levelIteratorPrototype } from '#lib/local/dynalite-iterators.ts';
+import { openTestStores, startTestStores } from '#test/support/embedded-stores.ts';
 
 describe('local stores after a killed run', () => {
   it('start again when the S3 server was killed writing an object’s metadata (that object is dropped)', async () => {
@@ -42,6 +45,43 @@ describe('local stores after a killed run', () => {
       }
     } finally {
       await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the embedded DynamoDB server', () => {
+  it('closes the LevelDB iterator of every Query and Scan (dynalite left each open: native memory)', async () => {
+    // Prepare: count the iterators closed
+    const { config, stop } = await startTestStores();
+    const prototype = levelIteratorPrototype();
+    const close = prototype.close;
+    let closed = 0;
+    prototype.close = function (this: unknown) {
+      closed += 1;
+      return close.call(this);
+    };
+    try {
+      const db = createDocumentClient(config);
+      const table = config.tables.usage;
+      for (let i = 0; i < 5; i++)
+        await db.send(new PutCommand({ TableName: table, Item: { pk: 'p', sk: `${i}` } }));
+      closed = 0;
+      // Act: queries to the end, queries cut by a limit, scans
+      for (let i = 0; i < 10; i++) {
+        const query = {
+          TableName: table,
+          KeyConditionExpression: 'pk = :pk',
+          ExpressionAttributeValues: { ':pk': 'p' },
+        };
+        await db.send(new QueryCommand(query));
+        await db.send(new QueryCommand({ ...query, Limit: 2 }));
+        await db.send(new ScanCommand({ TableName: table }));
+      }
+      // Assess: one iterator closed for each (none before, until the server closed)
+      await expect.poll(() => closed).toBeGreaterThanOrEqual(30);
+    } finally {
+      prototype.close = close;
+      await stop();
     }
   });
 });
