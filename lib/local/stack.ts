@@ -31,6 +31,8 @@ export interface LocalStack {
    * stack closed first.
    */
   demoSeeded(): Promise<boolean>;
+  /** Resolves once local mode's removal of expired items at start has ended (lib/local/ttl-sweeper.ts). */
+  expiredSwept(): Promise<void>;
   /**
    * Loads the models, the vector index and every feed's words now rather than at the first search
    * (`npm start` calls it once serving; tests and benches that measure a cold search do not).
@@ -115,6 +117,7 @@ export async function startLocalStack(
     container,
     demo,
     importsIdle: idle,
+    expiredSwept: () => sweeper.idle(),
     demoSeeded: () =>
       demoImport
         ? importSucceeded(container, DEMO_FEED_ID, demoImport, closing.signal)

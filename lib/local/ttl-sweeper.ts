@@ -11,6 +11,8 @@ export const TTL_SWEEP_EVERY_MS = 60 * 60_000;
 export interface TtlSweeper {
   /** Removes the items expired now; resolves with how many it removed. */
   sweep(): Promise<number>;
+  /** Resolves once the sweep in progress, if any (the one at start), has ended. */
+  idle(): Promise<void>;
   /** Stops the timer and a sweep in progress (between two deletes), and waits for that. */
   stop(): Promise<void>;
 }
@@ -51,6 +53,9 @@ export function startTtlSweeper(
   timer.unref();
   return {
     sweep,
+    async idle() {
+      await running;
+    },
     async stop() {
       clearInterval(timer);
       stopping.abort();

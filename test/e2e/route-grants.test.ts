@@ -393,6 +393,8 @@ beforeAll(async () => {
     handedOver.push([feedId, jobId]);
   });
   await stack.importsIdle();
+  // (Local mode's own removal of expired items at start is no function's: it runs in no AWS function.)
+  await stack.expiredSwept();
   const usage = stack.container.usage;
   recordSends(DynamoDBDocumentClient.prototype, dynamoCalls);
   recordSends(S3Client.prototype, s3Calls);
