@@ -225,6 +225,28 @@ describe('DynamoDbUsageStore', () => {
     expect(sent.filter((name) => name === 'UpdateCommand')).toHaveLength(18);
   });
 
+  it("keeps a later bucket's reading when an earlier bucket's comes back after it", async () => {
+    // Prepare: a client whose first query waits for a gate
+    const db = createDocumentClient(config);
+    let queries = 0;
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const send = db.send.bind(db);
+    db.send = (async (command: { constructor: { name: string } }, ...rest: unknown[]) => {
+      if (command.constructor.name === 'QueryCommand' && (queries += 1) === 1) await gate;
+      return (send as (...args: unknown[]) => unknown)(command, ...rest);
+    }) as typeof db.send;
+    const store = new DynamoDbUsageStore(db, config.tables.usage);
+    // Act: a request of the 10:30 bucket reading, one of 10:35 read meanwhile, then the first comes back
+    const early = store.consume('late-reading', 100, new Date('2026-11-22T10:34:59Z'));
+    await store.consume('late-reading', 100, new Date('2026-11-22T10:35:01Z'));
+    open();
+    await early;
+    await store.consume('late-reading', 100, new Date('2026-11-22T10:35:02Z'));
+    // Assess: the 10:35 reading still cached (no third query)
+    expect(queries).toBe(2);
+  });
+
   it('reads the previous bucket again once it has settled, when it was read at its very end', async () => {
     // Process A moves to the 10:05 bucket first (its query sees 10:00 empty); process B, its clock 50 ms
     // behind (or its writes landing late), then admits the whole limit in the 10:00 bucket.
