@@ -390,6 +390,8 @@ export interface StoredResponse {
   statusCode: number;
   headers: Record<string, string>;
   body: string;
+  /** When the answer was given (ISO 8601); absent on answers kept before it was recorded. */
+  answeredAt?: string;
 }
 
 /** What `IdempotencyStore.begin` found under a key. */

@@ -5,6 +5,7 @@ import { DomainError, ValidationError } from '#lib/domain/errors.ts';
 import type { AppContext } from '#lib/http/context.ts';
 import type { JsonEvent } from '#lib/http/middleware.ts';
 import { stringHeaders } from '#lib/http/responses.ts';
+import type { StoredResponse } from '#lib/ports.ts';
 
 /** Header naming a retried request (IETF draft-ietf-httpapi-idempotency-key-header; Stripe's). */
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
@@ -58,8 +59,18 @@ export async function idempotent(
     ttlMs: IDEMPOTENCY_TTL_MS,
   });
   switch (claim.kind) {
-    case 'replay':
-      return { ...claim.response, headers: { ...claim.response.headers, [REPLAYED_HEADER]: 'true' } };
+    case 'replay': {
+      const gone = await feedGoneSince(event, claim.response, container);
+      if (gone !== undefined) {
+        throw new DomainError(
+          'idempotency_key_reused',
+          `This ${IDEMPOTENCY_HEADER} was answered for feed ${gone}, which has been deleted since ` +
+            '(or deleted and created again): its answer names what no longer exists. Send a new key.',
+        );
+      }
+      const { answeredAt: _answeredAt, ...response } = claim.response;
+      return { ...response, headers: { ...response.headers, [REPLAYED_HEADER]: 'true' } };
+    }
     case 'in_progress':
       throw new DomainError(
         'idempotency_key_in_use',
@@ -91,6 +102,7 @@ export async function idempotent(
       statusCode: response.statusCode,
       headers: { ...stringHeaders(response.headers), [ORIGINAL_REQUEST_HEADER]: context.state.requestId },
       body: response.body,
+      answeredAt: container.clock.now().toISOString(),
     });
   } catch (error) {
     // The request's work is done: answer it. A retry within the lock gets 409, after it runs again.
@@ -99,6 +111,36 @@ export async function idempotent(
     });
   }
   return response;
+}
+
+/**
+ * The feed a kept answer was given for (the path's, or the one a feed creation made), when that feed has
+ * been deleted since, or deleted and created again under its id (its createdAt later than the answer):
+ * the answer then names a search id, an import or a feed that no longer exists, and a retry must not be
+ * told it succeeded. Undefined when the feed is the one the answer was given for (or the answer names
+ * none). One consistent read, on replays only. (An answer kept before `answeredAt` was recorded is checked
+ * for the feed's existence alone.)
+ */
+async function feedGoneSince(
+  event: JsonEvent,
+  response: StoredResponse,
+  container: Container,
+): Promise<string | undefined> {
+  const feedId = event.pathParameters?.feedId ?? feedIdOfAnswer(response.body);
+  if (feedId === undefined) return undefined;
+  const feed = await container.feeds.get(feedId, { fresh: true });
+  const recreated =
+    response.answeredAt !== undefined && feed !== undefined && feed.createdAt > response.answeredAt;
+  return !feed || feed.deletingAt || recreated ? feedId : undefined;
+}
+
+function feedIdOfAnswer(body: string): string | undefined {
+  try {
+    const parsed = JSON.parse(body) as { feedId?: unknown } | null;
+    return typeof parsed?.feedId === 'string' ? parsed.feedId : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

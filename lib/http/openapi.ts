@@ -1041,7 +1041,7 @@ function operation(route: Route): JsonObject {
       in: 'header',
       required: false,
       description:
-        'Makes a retry safe: the first request with a key runs; its 2xx answer is kept 24 hours and given again (with `Idempotent-Replayed: true`) to every request with the same key, path and body. The same key with another path or body: 422 `idempotency_key_reused`; while the first is running: 409 `idempotency_key_in_use` with `Retry-After`. Errors are not kept (a retry runs again).',
+        'Makes a retry safe: the first request with a key runs; its 2xx answer is kept 24 hours and given again (with `Idempotent-Replayed: true`) to every request with the same key, path and body. The same key with another path or body, or after the feed of its answer was deleted (and perhaps created again): 422 `idempotency_key_reused`; while the first is running: 409 `idempotency_key_in_use` with `Retry-After`. Errors are not kept (a retry runs again).',
       schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
       example: '6f1c2d4e-8a7b-4c3d-9e2f-1a0b3c4d5e6f',
     });

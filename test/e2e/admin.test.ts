@@ -463,6 +463,38 @@ describe('retries with an Idempotency-Key', () => {
     }
   });
 
+  it('does not replay an answer for a feed deleted since, or deleted and created again (it named what is gone)', async () => {
+    // Prepare: a feed made, a search id and an import, each with a key; then the feed deleted
+    const feed = { feedId: 'idem-gone', name: 'Gone' };
+    const content = JSON.stringify({ id: 'p1', title: '' });
+    const importBody = { format: 'jsonl', content, mode: 'incremental' };
+    expect((await post('/admin/v1/feeds', feed, 'key-gone-feed')).status).toBe(201);
+    expect((await post('/admin/v1/feeds/idem-gone/keys', { name: 'web' }, 'key-gone-key')).status).toBe(201);
+    expect((await post('/admin/v1/feeds/idem-gone/imports', importBody, 'key-gone-import')).status).toBe(202);
+    await stack.importsIdle();
+    // (A replay while the feed lives is an answer as before)
+    const replayed = await post('/admin/v1/feeds/idem-gone/keys', { name: 'web' }, 'key-gone-key');
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect((await stack.admin('DELETE', '/admin/v1/feeds/idem-gone')).status).toBe(204);
+
+    // Act / Assess: deleted, then created again under the id: each retry is told to send a new key
+    for (const recreate of [false, true]) {
+      if (recreate) expect((await stack.admin('POST', '/admin/v1/feeds', feed)).status).toBe(201);
+      for (const [path, body, key] of [
+        ['/admin/v1/feeds', feed, 'key-gone-feed'],
+        ['/admin/v1/feeds/idem-gone/keys', { name: 'web' }, 'key-gone-key'],
+        ['/admin/v1/feeds/idem-gone/imports', importBody, 'key-gone-import'],
+      ] as const) {
+        const retry = await post(path, body, key);
+        expectError(retry, 422, 'idempotency_key_reused');
+        expect(retry.body.error.message, key).toMatch(/feed idem-gone, which has been deleted since/);
+      }
+    }
+    // …and nothing was made for them: the feed created again holds no search id and no import
+    expect((await stack.admin('GET', '/admin/v1/feeds/idem-gone/keys')).body.keys).toEqual([]);
+    expect((await stack.admin('GET', '/admin/v1/feeds/idem-gone/imports')).body.imports).toEqual([]);
+  });
+
   it('keeps no error: a retry after the cause is fixed runs, and one import is started per key', async () => {
     const missing = await post('/admin/v1/feeds/idem-later/keys', { name: 'web' }, 'key-after-404');
     expectError(missing, 404, 'feed_not_found');
