@@ -116,6 +116,8 @@ async function* readXml(source: ByteSource): AsyncGenerator<RawRecord> {
   let depth = 0;
   const path: { name: string | undefined; text: string }[] = [];
   let failed: string | undefined;
+  /** The row the first error is in: the item being read, or the next one between items. */
+  let failedRow = 0;
 
   parser.on('opentag', (node) => {
     if (!fields) {
@@ -152,7 +154,9 @@ async function* readXml(source: ByteSource): AsyncGenerator<RawRecord> {
   parser.on('closetag', () => {
     if (!fields) return;
     if (depth === 0) {
-      out.push({ row, fields });
+      // (saxes reads on after an error, an undefined entity kept as its text: nothing past the error is
+      // a product, or what was imported would depend on where the file's chunks happened to end.)
+      if (!failed) out.push({ row, fields });
       fields = undefined;
       return;
     }
@@ -162,7 +166,9 @@ async function* readXml(source: ByteSource): AsyncGenerator<RawRecord> {
     if (node?.name && text) add(fields, node.name, text);
   });
   parser.on('error', (error) => {
-    failed ??= error.message;
+    if (failed !== undefined) return;
+    failed = error.message;
+    failedRow = fields ? row : row + 1;
   });
 
   for await (const text of decode(source)) {
@@ -172,7 +178,8 @@ async function* readXml(source: ByteSource): AsyncGenerator<RawRecord> {
   }
   if (!failed) parser.close();
   yield* out.splice(0);
-  if (failed) yield { row: row + 1, error: `The XML is malformed after this point: ${failed}`, fatal: true };
+  if (failed)
+    yield { row: failedRow, error: `The XML is malformed after this point: ${failed}`, fatal: true };
 }
 
 /**

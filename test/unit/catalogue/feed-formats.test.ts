@@ -63,6 +63,21 @@ describe('readFeed', () => {
     expect(records.at(-1)).toMatchObject({ fatal: true });
   });
 
+  it('ends XML at the item with an error, whatever the chunks: nothing after it is a product', async () => {
+    // An undefined entity (HTML's &nbsp;, which XML lacks) in item 2: saxes reads on, keeping its text
+    const xml = `<rss xmlns:g="http://base.google.com/ns/1.0"><channel>
+      <item><g:id>e1</g:id><title>One</title></item>
+      <item><g:id>e2</g:id><title>Two&nbsp;x</title></item>
+      <item><g:id>e3</g:id><title>Three</title></item></channel></rss>`;
+    for (const chunk of [7, 64, 100_000]) {
+      const records = await read(xml, 'xml', chunk);
+      expect(records, `chunks of ${chunk}`).toEqual([
+        { row: 1, fields: { id: ['e1'], title: ['One'] } },
+        { row: 2, error: 'The XML is malformed after this point: undefined entity.', fatal: true },
+      ]);
+    }
+  });
+
   it('reads CSV with a header, quoted cells and repeated columns', async () => {
     const csv =
       'id,title,price,product_highlight,product_highlight\n1,"Chair, oak",10 EUR,Solid,Light\n\n2,Table,,,\n';
