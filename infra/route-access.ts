@@ -69,12 +69,13 @@ export const ROUTE_ACCESS: Record<string, AccessProfile> = {
   Related: PUBLIC_PROFILE,
   RootSearch: PUBLIC_PROFILE,
 
-  AdminCreateFeed: { tables: { feeds: 'readWrite', idempotency: 'readWrite' } },
+  // A feed's answers show its newest import (imports: one Query).
+  AdminCreateFeed: { tables: { feeds: 'readWrite', imports: 'read', idempotency: 'readWrite' } },
   // The one listing by Scan (feeds are few; the others list by key or index).
-  AdminListFeeds: { tables: { feeds: 'readList' } },
-  AdminGetFeed: { tables: { feeds: 'read' } },
+  AdminListFeeds: { tables: { feeds: 'readList', imports: 'read' } },
+  AdminGetFeed: { tables: { feeds: 'read', imports: 'read' } },
   // A plan change moves the feed's keys to the other usage plan.
-  AdminUpdateFeed: { tables: { feeds: 'readWrite', keys: 'read' }, apiKeyRegistry: true },
+  AdminUpdateFeed: { tables: { feeds: 'readWrite', keys: 'read', imports: 'read' }, apiKeyRegistry: true },
   AdminDeleteFeed: FEED_DELETION_PROFILE,
   AdminCreateKey: {
     tables: { feeds: 'read', keys: 'readWrite', idempotency: 'readWrite' },

@@ -192,6 +192,14 @@ export interface Feed {
   requireOrigin: boolean;
   createdAt: string;
   updatedAt: string;
+  /** Its newest import; null before the first. */
+  lastImport: {
+    importId: string;
+    status: string;
+    mode: string;
+    createdAt: string;
+    finishedAt?: string;
+  } | null;
 }
 
 export interface SearchKey {

@@ -9,7 +9,9 @@ import {
 } from '#lib/domain/admin/feeds.ts';
 import { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
 import { parseInput } from '#lib/domain/validation.ts';
-import { feedAdminDeps as deps } from '#lib/container.ts';
+import { type Container, feedAdminDeps as deps } from '#lib/container.ts';
+import { lastImportOf } from '#lib/domain/catalogue/imports.ts';
+import { mapLimit } from '#lib/ingest/concurrency.ts';
 import { ifMatchOf } from '#lib/http/conditional.ts';
 import { adminEndpoint, type JsonEvent } from '#lib/http/middleware.ts';
 import { accepted, created, noContent, ok } from '#lib/http/responses.ts';
@@ -17,20 +19,30 @@ import { accepted, created, noContent, ok } from '#lib/http/responses.ts';
 const feedIdOf = (event: JsonEvent) => event.pathParameters?.feedId ?? '';
 /** A feed's answer carries its version, for a later PATCH's If-Match. */
 const etagOf = (feed: FeedView) => ({ ETag: feedVersion(feed) });
+/**
+ * A feed as answered: with its import status (its newest import; DESIGN §2), one query. Not part of its
+ * version: an import changes no setting a PATCH's If-Match protects.
+ */
+const answered = async (c: Container, feed: FeedView) => ({
+  ...feed,
+  lastImport: lastImportOf((await c.imports.list(feed.feedId, 1))[0]),
+});
 
 /** POST /admin/v1/feeds */
 export const createFeed = adminEndpoint(async (event, _ctx, c) => {
   const feed = await create(deps(c), parseInput(CreateFeedRequest, event.body ?? {}));
-  return created(feed, etagOf(feed));
+  return created(await answered(c, feed), etagOf(feed));
 });
 
 /** GET /admin/v1/feeds */
-export const listFeeds = adminEndpoint(async (_event, _ctx, c) => ok({ feeds: await list(deps(c)) }));
+export const listFeeds = adminEndpoint(async (_event, _ctx, c) =>
+  ok({ feeds: await mapLimit(await list(deps(c)), 8, (feed) => answered(c, feed)) }),
+);
 
 /** GET /admin/v1/feeds/{feedId} */
 export const getFeed = adminEndpoint(async (event, _ctx, c) => {
   const feed = await get(deps(c), feedIdOf(event));
-  return ok(feed, etagOf(feed));
+  return ok(await answered(c, feed), etagOf(feed));
 });
 
 /** PATCH /admin/v1/feeds/{feedId}: with If-Match, only to the feed at that version (else 412). */
@@ -38,7 +50,7 @@ export const updateFeed = adminEndpoint(async (event, _ctx, c) => {
   const ifMatch = ifMatchOf(event);
   const patch = parseInput(UpdateFeedRequest, event.body ?? {});
   const feed = await update(deps(c), feedIdOf(event), patch, ifMatch ? { ifMatch } : {});
-  return ok(feed, etagOf(feed));
+  return ok(await answered(c, feed), etagOf(feed));
 });
 
 /**

@@ -227,6 +227,18 @@ export const FeedSchema = z.object({
   requireOrigin: z.boolean(),
   createdAt: z.string(),
   updatedAt: z.string(),
+  lastImport: z
+    .object({
+      importId: z.string(),
+      status: z.enum(['queued', 'running', 'succeeded', 'failed']),
+      mode: z.enum(['full', 'incremental']),
+      createdAt: z.string(),
+      finishedAt: z.string().optional(),
+    })
+    .nullable()
+    .describe(
+      "The feed's import status: its newest import (GET …/imports/{importId} for its counts and errors); null before the first. Not part of the feed's ETag.",
+    ),
 });
 
 export const SearchKeySchema = z.object({
@@ -434,6 +446,13 @@ const exampleFeed = {
   requireOrigin: false,
   createdAt: '2026-11-01T09:00:00.000Z',
   updatedAt: '2026-11-02T10:30:00.000Z',
+  lastImport: {
+    importId: 'imp_0mwz80pna_4f9c2a1b',
+    status: 'succeeded',
+    mode: 'full',
+    createdAt: '2026-11-02T11:00:00.000Z',
+    finishedAt: '2026-11-02T11:04:12.000Z',
+  },
 };
 const exampleKey = {
   searchId: EXAMPLE_SEARCH_ID,

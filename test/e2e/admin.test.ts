@@ -67,6 +67,7 @@ describe('feeds', () => {
       requireOrigin: false,
       createdAt: expect.any(String),
       updatedAt: expect.any(String),
+      lastImport: null,
     });
 
     const read = await stack.admin('GET', '/admin/v1/feeds/acme-shoes');
@@ -98,6 +99,37 @@ describe('feeds', () => {
 
     const downgraded = await stack.admin('PATCH', '/admin/v1/feeds/acme-shoes', { plan: 'pro' });
     expect(downgraded.body).toMatchObject({ hourlyLimit: 1000, customHourlyLimit: false });
+
+    // Its import status (DESIGN §2): the newest import, on every answer, and not part of its version
+    const before = await stack.admin('GET', '/admin/v1/feeds/acme-shoes');
+    const content = JSON.stringify({ id: 'p1', title: 'One' });
+    const first = await stack.admin('POST', '/admin/v1/feeds/acme-shoes/imports', {
+      format: 'jsonl',
+      content,
+    });
+    await stack.importsIdle();
+    const second = await stack.admin('POST', '/admin/v1/feeds/acme-shoes/imports', {
+      format: 'jsonl',
+      content: `${content}\n{"id":"p2"}`,
+      mode: 'incremental',
+    });
+    const queued = await stack.admin('GET', '/admin/v1/feeds/acme-shoes');
+    expect(queued.body.lastImport).toMatchObject({ importId: second.body.importId, mode: 'incremental' });
+    await stack.importsIdle();
+    const after = await stack.admin('GET', '/admin/v1/feeds/acme-shoes');
+    expect(after.body.lastImport).toEqual({
+      importId: second.body.importId,
+      status: 'succeeded',
+      mode: 'incremental',
+      createdAt: expect.any(String),
+      finishedAt: expect.any(String),
+    });
+    expect(second.body.importId).not.toBe(first.body.importId);
+    expect(after.headers.get('etag')).toBe(before.headers.get('etag'));
+    const listed = (await stack.admin('GET', '/admin/v1/feeds')).body.feeds;
+    expect(listed.find((f: { feedId: string }) => f.feedId === 'acme-shoes').lastImport).toEqual(
+      after.body.lastImport,
+    );
 
     const key = (await stack.admin('POST', '/admin/v1/feeds/acme-shoes/keys', {})).body.searchId;
     const deleted = await stack.admin('DELETE', '/admin/v1/feeds/acme-shoes');

@@ -126,6 +126,22 @@ export function importOfRequestKey(key: string): { feedId: string; importId: str
   return match ? { feedId: match[1]!, importId: match[2]! } : undefined;
 }
 
+/** A feed's import status, as its admin answers show it (DESIGN §2): its newest import. */
+export interface LastImport {
+  importId: string;
+  status: ImportStatus;
+  mode: ImportRecord['mode'];
+  createdAt: string;
+  finishedAt?: string;
+}
+
+/** The newest import's status, or null for a feed that has had none. */
+export function lastImportOf(newest: ImportRecord | undefined): LastImport | null {
+  if (!newest) return null;
+  const { importId, status, mode, createdAt, finishedAt } = newest;
+  return { importId, status, mode, createdAt, ...(finishedAt ? { finishedAt } : {}) };
+}
+
 /** The admin API's view of an import. */
 export function importView(record: ImportRecord) {
   const {
