@@ -812,7 +812,8 @@ export class LocalVisualWordIndex implements VisualWordIndex {
     const emptied = emptyFeed();
     // Whatever is written to the feed from now on goes to a new file, not to a journal of the old one.
     emptied.snapshotNeeded = true;
-    this.feeds.set(feedId, Promise.resolve(emptied));
+    const placeholder = Promise.resolve(emptied);
+    this.feeds.set(feedId, placeholder);
     await this.serially(async () => {
       // After any flush queued before: the files it may have swapped in are the ones to close.
       const old = await previous?.catch(() => undefined);
@@ -831,6 +832,10 @@ export class LocalVisualWordIndex implements VisualWordIndex {
         current.snapshotNeeded = true;
         // (whole: the files it may continue from are gone)
         current.rewriteNeeded = true;
+      } else if (this.feeds.get(feedId) === placeholder && !emptied.dirty) {
+        // Nothing written since, and the files are gone: the entry goes too (a later use loads the feed
+        // afresh, from no files). Kept, every deleted feed id held ~12 KB for the life of the process.
+        this.feeds.delete(feedId);
       }
     });
   }
