@@ -106,7 +106,8 @@ export async function startLocalStack(
   await resumeImports(container);
   const demoImport = config.demoSeed ? await seedDemoFeed(container, url) : undefined;
   const closing = new AbortController();
-  const sweeper = startTtlSweeper(createDocumentClient(config), config, { logger: container.logger });
+  const sweeperDb = createDocumentClient(config);
+  const sweeper = startTtlSweeper(sweeperDb, config, { logger: container.logger });
   const dispatcher =
     container.dispatcher instanceof InProcessImportDispatcher ? container.dispatcher : undefined;
   const idle = () => dispatcher?.idle() ?? Promise.resolve();
@@ -128,6 +129,7 @@ export async function startLocalStack(
       // A running import pauses at its next checkpoint; the next start resumes it.
       await dispatcher?.stop();
       await sweeper.stop();
+      sweeperDb.destroy();
       server.closeAllConnections();
       await new Promise<void>((done) => server.close(() => done()));
       await container.close();
