@@ -69,8 +69,8 @@ export const ROUTE_ACCESS: Record<string, AccessProfile> = {
   Related: PUBLIC_PROFILE,
   RootSearch: PUBLIC_PROFILE,
 
-  // A feed's answers show its newest import (imports: one Query).
-  AdminCreateFeed: { tables: { feeds: 'readWrite', imports: 'read', idempotency: 'readWrite' } },
+  // A feed's answers show its newest import (imports: one Query; a new feed has none).
+  AdminCreateFeed: { tables: { feeds: 'readWrite', idempotency: 'readWrite' } },
   // The one listing by Scan (feeds are few; the others list by key or index).
   AdminListFeeds: { tables: { feeds: 'readList', imports: 'read' } },
   AdminGetFeed: { tables: { feeds: 'read', imports: 'read' } },

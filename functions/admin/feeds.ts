@@ -20,18 +20,24 @@ const feedIdOf = (event: JsonEvent) => event.pathParameters?.feedId ?? '';
 /** A feed's answer carries its version, for a later PATCH's If-Match. */
 const etagOf = (feed: FeedView) => ({ ETag: feedVersion(feed) });
 /**
- * A feed as answered: with its import status (its newest import; DESIGN §2), one query. Not part of its
- * version: an import changes no setting a PATCH's If-Match protects.
+ * A feed's import status (its newest import; DESIGN §2), one query. Not part of its version: an import
+ * changes no setting a PATCH's If-Match protects. Read before a write, so that a failure of this read
+ * cannot turn a change that was made into an error answer (whose retry would make it again).
  */
+const lastImportOfFeed = async (c: Container, feedId: string) =>
+  lastImportOf((await c.imports.list(feedId, 1))[0]);
 const answered = async (c: Container, feed: FeedView) => ({
   ...feed,
-  lastImport: lastImportOf((await c.imports.list(feed.feedId, 1))[0]),
+  lastImport: await lastImportOfFeed(c, feed.feedId),
 });
 
-/** POST /admin/v1/feeds */
+/**
+ * POST /admin/v1/feeds. A new feed has had no import: a feed id is taken again only once the deletion of
+ * the feed before it, imports included, is done.
+ */
 export const createFeed = adminEndpoint(async (event, _ctx, c) => {
   const feed = await create(deps(c), parseInput(CreateFeedRequest, event.body ?? {}));
-  return created(await answered(c, feed), etagOf(feed));
+  return created({ ...feed, lastImport: null }, etagOf(feed));
 });
 
 /** GET /admin/v1/feeds */
@@ -49,8 +55,9 @@ export const getFeed = adminEndpoint(async (event, _ctx, c) => {
 export const updateFeed = adminEndpoint(async (event, _ctx, c) => {
   const ifMatch = ifMatchOf(event);
   const patch = parseInput(UpdateFeedRequest, event.body ?? {});
+  const lastImport = await lastImportOfFeed(c, feedIdOf(event));
   const feed = await update(deps(c), feedIdOf(event), patch, ifMatch ? { ifMatch } : {});
-  return ok(await answered(c, feed), etagOf(feed));
+  return ok({ ...feed, lastImport }, etagOf(feed));
 });
 
 /**

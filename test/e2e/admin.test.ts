@@ -143,6 +143,22 @@ describe('feeds', () => {
     expectError(orphan, 401, 'invalid_search_id');
   });
 
+  it('changes nothing when the import status cannot be read for a PATCH (its error is not after the write)', async () => {
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'status-fails', name: 'Before' });
+    const c = getContainer();
+    const list = c.imports.list;
+    c.imports.list = async () => {
+      throw Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+    };
+    try {
+      const patched = await stack.admin('PATCH', '/admin/v1/feeds/status-fails', { name: 'After' });
+      expectError(patched, 503, 'unavailable');
+    } finally {
+      c.imports.list = list;
+    }
+    expect((await stack.admin('GET', '/admin/v1/feeds/status-fails')).body.name).toBe('Before');
+  });
+
   it('deletes a feed within seconds while a URL import is still downloading its feed file', async () => {
     // Prepare: a shop server that sends its feed file one byte every 100 ms (it would take minutes)
     const shop = createServer((_request, response) => {
