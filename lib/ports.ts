@@ -390,8 +390,11 @@ export interface StoredResponse {
   statusCode: number;
   headers: Record<string, string>;
   body: string;
-  /** When the answer was given (ISO 8601); absent on answers kept before it was recorded. */
-  answeredAt?: string;
+  /**
+   * The createdAt of the feed the answer was given for (a feed created again under its id is another);
+   * absent on answers kept before it was recorded, and on answers that name no feed.
+   */
+  feedCreatedAt?: string;
 }
 
 /** What `IdempotencyStore.begin` found under a key. */

@@ -68,7 +68,7 @@ export async function idempotent(
             '(or deleted and created again): its answer names what no longer exists. Send a new key.',
         );
       }
-      const { answeredAt: _answeredAt, ...response } = claim.response;
+      const { feedCreatedAt: _feedCreatedAt, ...response } = claim.response;
       return { ...response, headers: { ...response.headers, [REPLAYED_HEADER]: 'true' } };
     }
     case 'in_progress':
@@ -86,7 +86,12 @@ export async function idempotent(
       break;
   }
   let response: APIGatewayProxyResult;
+  // The feed the request works on, as it is before the work (a deletion and re-creation during it then
+  // makes its answer one for the feed before, refused on a replay rather than given for the new one).
+  let feedCreatedAt: string | undefined;
   try {
+    const feedId = event.pathParameters?.feedId;
+    if (feedId !== undefined) feedCreatedAt = (await container.feeds.get(feedId, { fresh: true }))?.createdAt;
     response = await run();
   } catch (error) {
     await giveBack(container, context, key, owner);
@@ -102,7 +107,8 @@ export async function idempotent(
       statusCode: response.statusCode,
       headers: { ...stringHeaders(response.headers), [ORIGINAL_REQUEST_HEADER]: context.state.requestId },
       body: response.body,
-      answeredAt: container.clock.now().toISOString(),
+      // (A feed creation's answer is the feed: its own createdAt.)
+      ...withDefined('feedCreatedAt', feedCreatedAt ?? answerField(response.body, 'createdAt')),
     });
   } catch (error) {
     // The request's work is done: answer it. A retry within the lock gets 409, after it runs again.
@@ -115,33 +121,37 @@ export async function idempotent(
 
 /**
  * The feed a kept answer was given for (the path's, or the one a feed creation made), when that feed has
- * been deleted since, or deleted and created again under its id (its createdAt later than the answer):
- * the answer then names a search id, an import or a feed that no longer exists, and a retry must not be
- * told it succeeded. Undefined when the feed is the one the answer was given for (or the answer names
- * none). One consistent read, on replays only. (An answer kept before `answeredAt` was recorded is checked
- * for the feed's existence alone.)
+ * been deleted since, or deleted and created again under its id (another createdAt than the answer's
+ * feed: compared for equality, not by time, so no two functions' clocks are compared): the answer then
+ * names a search id, an import or a feed that no longer exists, and a retry must not be told it
+ * succeeded. Undefined when the feed is the one the answer was given for (or the answer names none). One
+ * consistent read, on replays only. (An answer kept before `feedCreatedAt` was recorded is checked for its
+ * feed's existence alone.)
  */
 async function feedGoneSince(
   event: JsonEvent,
   response: StoredResponse,
   container: Container,
 ): Promise<string | undefined> {
-  const feedId = event.pathParameters?.feedId ?? feedIdOfAnswer(response.body);
+  const feedId = event.pathParameters?.feedId ?? answerField(response.body, 'feedId');
   if (feedId === undefined) return undefined;
   const feed = await container.feeds.get(feedId, { fresh: true });
-  const recreated =
-    response.answeredAt !== undefined && feed !== undefined && feed.createdAt > response.answeredAt;
+  const recreated = response.feedCreatedAt !== undefined && feed?.createdAt !== response.feedCreatedAt;
   return !feed || feed.deletingAt || recreated ? feedId : undefined;
 }
 
-function feedIdOfAnswer(body: string): string | undefined {
+/** A string field of a JSON answer body, if it has one. */
+function answerField(body: string, name: string): string | undefined {
   try {
-    const parsed = JSON.parse(body) as { feedId?: unknown } | null;
-    return typeof parsed?.feedId === 'string' ? parsed.feedId : undefined;
+    const value = (JSON.parse(body) as Record<string, unknown> | null)?.[name];
+    return typeof value === 'string' ? value : undefined;
   } catch {
     return undefined;
   }
 }
+
+const withDefined = <K extends string>(key: K, value: string | undefined) =>
+  (value === undefined ? {} : { [key]: value }) as Partial<Record<K, string>>;
 
 /**
  * The request a key stands for: its method, route and path parameters, and its body as JSON with sorted

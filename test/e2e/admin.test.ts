@@ -543,6 +543,25 @@ describe('retries with an Idempotency-Key', () => {
     expect((await stack.admin('GET', '/admin/v1/feeds/idem-gone/imports')).body.imports).toEqual([]);
   });
 
+  it("replays a key's answer whatever the clocks of the functions that made the feed and the answer", async () => {
+    // Prepare: the feed created by a function whose clock is a minute ahead of the one answering later
+    const c = getContainer();
+    const now = c.clock.now.bind(c.clock);
+    c.clock.now = () => new Date(now().getTime() + 60_000);
+    try {
+      await stack.admin('POST', '/admin/v1/feeds', { feedId: 'idem-skew', name: 'Skew' });
+    } finally {
+      c.clock.now = now;
+    }
+    // Act: a search id created with a key, then the retry
+    const first = await post('/admin/v1/feeds/idem-skew/keys', { name: 'web' }, 'key-skew');
+    const retry = await post('/admin/v1/feeds/idem-skew/keys', { name: 'web' }, 'key-skew');
+    // Assess: the same answer again (compared by time, the feed looked created after the answer)
+    expect([first.status, retry.status]).toEqual([201, 201]);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(retry.body).toEqual(first.body);
+  });
+
   it('keeps no error: a retry after the cause is fixed runs, and one import is started per key', async () => {
     const missing = await post('/admin/v1/feeds/idem-later/keys', { name: 'web' }, 'key-after-404');
     expectError(missing, 404, 'feed_not_found');
