@@ -106,8 +106,7 @@ export async function startLocalStack(
   await resumeImports(container);
   const demoImport = config.demoSeed ? await seedDemoFeed(container, url) : undefined;
   const closing = new AbortController();
-  const sweeperDb = createDocumentClient(config);
-  const sweeper = startTtlSweeper(sweeperDb, config, { logger: container.logger });
+  const sweeper = startTtlSweeper(createDocumentClient(config), config, { logger: container.logger });
   const dispatcher =
     container.dispatcher instanceof InProcessImportDispatcher ? container.dispatcher : undefined;
   const idle = () => dispatcher?.idle() ?? Promise.resolve();
@@ -129,7 +128,6 @@ export async function startLocalStack(
       // A running import pauses at its next checkpoint; the next start resumes it.
       await dispatcher?.stop();
       await sweeper.stop();
-      sweeperDb.destroy();
       server.closeAllConnections();
       await new Promise<void>((done) => server.close(() => done()));
       await container.close();
@@ -223,9 +221,10 @@ async function importSucceeded(
   signal: AbortSignal,
 ): Promise<boolean> {
   while (!signal.aborted) {
-    const record = await c.imports.get(feedId, importId).catch(() => undefined);
-    if (record?.status === 'succeeded') return true;
-    if (record?.status === 'failed') return false;
+    const record = await c.imports.get(feedId, importId).catch(() => 'unread' as const);
+    if (record === undefined) return false; // (its feed deleted meanwhile, the record with it)
+    if (record !== 'unread' && record.status === 'succeeded') return true;
+    if (record !== 'unread' && record.status === 'failed') return false;
     await new Promise((resolve) => setTimeout(resolve, 100).unref());
   }
   return false;
