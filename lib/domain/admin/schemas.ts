@@ -28,7 +28,7 @@ export function wildcardTooWide(entry: string): boolean {
 }
 
 /** A host written as a number or in an IPv4 shorthand (`1`, `0x10`, `010`, `1.2`) that is read as an IPv4 address. */
-export function ipShorthand(entry: string): boolean {
+function ipShorthand(entry: string): boolean {
   const canonical = canonicalDomain(entry);
   const host = entry
     .trim()
@@ -43,29 +43,32 @@ export function ipShorthand(entry: string): boolean {
 
 const name = shownText(200).describe('Display name of the feed.');
 const plan = z.enum(PLANS).describe('free (100 requests/hour), pro (1,000) or enterprise (hourlyLimit).');
-const domains = z
-  .array(
-    z
-      .string()
-      // Checked as sent, before the canonical form: browsers' host parsing reads "1" or "010" as the IPv4
-      // address 0.0.0.1 or 0.0.0.8 and drops a zero-width space, so the entry stored was not the one typed.
-      .refine((entry) => !hasHiddenCharacters(entry), 'invisible characters are not part of a hostname')
-      .refine(
-        (entry) => !ipShorthand(entry),
-        'is read as an IP address: write one as four numbers, such as 192.0.2.10',
-      )
-      .overwrite(canonicalDomain)
-      .regex(DOMAIN_PATTERN, 'expected a hostname such as shop.example.com or *.example.com')
-      // (Only a pattern-shaped entry: one the pattern refused has that message alone.)
-      .refine(
-        (entry) => !DOMAIN_PATTERN.test(entry) || browserReadsHost(entry),
-        'is no hostname a browser sends: a last label of digits is read as an IPv4 address (write one as four numbers up to 255), and an xn-- label must be valid punycode',
-      )
-      .refine(
-        (entry) => !wildcardTooWide(entry),
-        'a wildcard covers one site: *.example.com, not every site under a public suffix such as *.com, *.co.uk or *.github.io',
-      ),
+/**
+ * One feed domain entry, to its canonical form: what the admin API stores, and what a usage context's
+ * domain must be to be metered (lib/domain/admin/usage.ts).
+ */
+export const domainEntry = z
+  .string()
+  // Checked as sent, before the canonical form: browsers' host parsing reads "1" or "010" as the IPv4
+  // address 0.0.0.1 or 0.0.0.8 and drops a zero-width space, so the entry stored was not the one typed.
+  .refine((entry) => !hasHiddenCharacters(entry), 'invisible characters are not part of a hostname')
+  .refine(
+    (entry) => !ipShorthand(entry),
+    'is read as an IP address: write one as four numbers, such as 192.0.2.10',
   )
+  .overwrite(canonicalDomain)
+  .regex(DOMAIN_PATTERN, 'expected a hostname such as shop.example.com or *.example.com')
+  // (Only a pattern-shaped entry: one the pattern refused has that message alone.)
+  .refine(
+    (entry) => !DOMAIN_PATTERN.test(entry) || browserReadsHost(entry),
+    'is no hostname a browser sends: a last label of digits is read as an IPv4 address (write one as four numbers up to 255), and an xn-- label must be valid punycode',
+  )
+  .refine(
+    (entry) => !wildcardTooWide(entry),
+    'a wildcard covers one site: *.example.com, not every site under a public suffix such as *.com, *.co.uk or *.github.io',
+  );
+const domains = z
+  .array(domainEntry)
   .max(100)
   .describe('Hostnames allowed as Origin/Referer; exact or *.example.com. Empty allows any origin.');
 const hourlyLimit = z

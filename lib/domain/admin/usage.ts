@@ -1,8 +1,6 @@
 import { requireFeed } from '#lib/domain/admin/feeds.ts';
-import { browserReadsHost, canonicalDomain, DOMAIN_PATTERN } from '#lib/domain/feeds.ts';
-import { ipShorthand, type UsageQuery } from '#lib/domain/admin/schemas.ts';
+import { domainEntry, type UsageQuery } from '#lib/domain/admin/schemas.ts';
 import { ValidationError } from '#lib/domain/errors.ts';
-import { hasHiddenCharacters } from '#lib/domain/validation.ts';
 import type { Clock, Endpoint, FeedStore, UsageContext, UsageRow, UsageStore } from '#lib/ports.ts';
 
 const DAY_MS = 86_400_000;
@@ -55,16 +53,9 @@ export function usageContextOf(
   )
     .slice(0, 32)
     .join('');
-  const given = context?.domain ?? '';
-  const host = canonicalDomain(given);
-  // (Refused as feed domains are: what a browser would read as another host.)
-  const hostname =
-    !host.startsWith('*.') &&
-    DOMAIN_PATTERN.test(host) &&
-    browserReadsHost(host) &&
-    !hasHiddenCharacters(given) &&
-    !ipShorthand(given);
-  const domain = hostname ? host : '';
+  // A hostname as a feed domain entry takes it (what feed domains refuse is not kept), not a wildcard.
+  const entry = domainEntry.safeParse(context?.domain ?? '');
+  const domain = entry.success && !entry.data.startsWith('*.') ? entry.data : '';
   return type || domain ? { type, domain } : undefined;
 }
 
