@@ -47,11 +47,9 @@ export class DynamoDbUsageStore implements UsageStore {
    * Counts of finished buckets do not change once settled, so each process reads a search id's 12
    * previous buckets with one query per 5-minute bucket (a second one when the first came in the
    * bucket's first 10 s, see previousBucketCounts; concurrent requests share one) instead of on every
-   * request: the common request is
-   * then a single conditional write. Keyed by search id: the current bucket's start and its
-   * predecessors' counts, newest first.
+   * request: the common request is then a single conditional write. Keyed by search id: the current
+   * bucket's start and its predecessors' counts, newest first.
    */
-
   private readonly finishedWindows = new Map<string, { start: number; counts: number[]; settled: boolean }>();
   /** Reads of previous buckets in flight, by search id, bucket and phase: concurrent requests share one. */
   private readonly bucketReads = new Map<string, Promise<number[]>>();

@@ -408,9 +408,9 @@ export class UsearchVectorIndex implements VectorIndex {
 
   /**
    * Removes a feed's files from every model version's index under `root` (one folder per version) but
-   * those named in `except` (and other folders beside them), without opening any: for a feed's deletion when the models (whose dimension an index needs)
-   * cannot load, and for the versions no process has open. An index open on one of them keeps the feed in
-   * memory: delete through it instead.
+   * those named in `except` (and other folders beside them), without opening any: for a feed's deletion
+   * when the models (whose dimension an index needs) cannot load, and for the versions no process has
+   * open. An index open on one of them keeps the feed in memory: delete through it instead.
    */
   static async deleteFeedFiles(root: string, feedId: string, except: readonly string[] = []): Promise<void> {
     const versions = await readdir(root, { withFileTypes: true }).catch((error: NodeJS.ErrnoException) => {

@@ -102,13 +102,14 @@ export async function idempotent(
     await giveBack(container, context, key, owner);
     return response;
   }
+  // (A feed creation's answer is the feed: its own createdAt.)
+  const answeredFeed = feedCreatedAt ?? answerField(response.body, 'createdAt');
   try {
     await container.idempotency.finish(key, owner, {
       statusCode: response.statusCode,
       headers: { ...stringHeaders(response.headers), [ORIGINAL_REQUEST_HEADER]: context.state.requestId },
       body: response.body,
-      // (A feed creation's answer is the feed: its own createdAt.)
-      ...withDefined('feedCreatedAt', feedCreatedAt ?? answerField(response.body, 'createdAt')),
+      ...(answeredFeed === undefined ? {} : { feedCreatedAt: answeredFeed }),
     });
   } catch (error) {
     // The request's work is done: answer it. A retry within the lock gets 409, after it runs again.
@@ -149,9 +150,6 @@ function answerField(body: string, name: string): string | undefined {
     return undefined;
   }
 }
-
-const withDefined = <K extends string>(key: K, value: string | undefined) =>
-  (value === undefined ? {} : { [key]: value }) as Partial<Record<K, string>>;
 
 /**
  * The request a key stands for: its method, route and path parameters, and its body as JSON with sorted
