@@ -2,7 +2,7 @@ import { decodeImageData } from '#lib/domain/image-data.ts';
 import { imageSearchItem } from '#lib/domain/products.ts';
 import { DetectRequest } from '#lib/domain/schemas.ts';
 import { detectObjects } from '#lib/domain/search.ts';
-import { nullsAsAbsent, parseInput } from '#lib/domain/validation.ts';
+import { parseInput } from '#lib/domain/validation.ts';
 import { publicEndpoint } from '#lib/http/middleware.ts';
 import { ok } from '#lib/http/responses.ts';
 
@@ -11,7 +11,7 @@ export const handler = publicEndpoint(
   { endpoint: 'detect', idField: 'searchId' },
   async (event, context, c) => {
     const started = performance.now();
-    const input = parseInput(DetectRequest, nullsAsAbsent(event.body));
+    const input = parseInput(DetectRequest, event.body);
     const { key, feed } = context.state.auth!;
     const { objects } = await detectObjects(c, {
       feedId: feed.feedId,

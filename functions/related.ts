@@ -3,7 +3,7 @@ import { relatedItem } from '#lib/domain/products.ts';
 import { RelatedRequest } from '#lib/domain/schemas.ts';
 import { usageContextOf } from '#lib/domain/admin/usage.ts';
 import { relatedProducts } from '#lib/domain/search.ts';
-import { nullsAsAbsent, parseInput } from '#lib/domain/validation.ts';
+import { parseInput } from '#lib/domain/validation.ts';
 import { publicEndpoint } from '#lib/http/middleware.ts';
 import { ok } from '#lib/http/responses.ts';
 
@@ -11,7 +11,7 @@ import { ok } from '#lib/http/responses.ts';
 export const handler = publicEndpoint(
   { endpoint: 'related', idField: 'searchId' },
   async (event, context, c) => {
-    const input = parseInput(RelatedRequest, nullsAsAbsent(event.body));
+    const input = parseInput(RelatedRequest, event.body);
     context.state.usageContext = usageContextOf(input.context);
     const hits = await relatedProducts(c, {
       feedId: context.state.auth!.feed.feedId,

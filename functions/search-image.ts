@@ -2,7 +2,7 @@ import { decodeImageData } from '#lib/domain/image-data.ts';
 import { imageSearchItem } from '#lib/domain/products.ts';
 import { SearchImageRequest } from '#lib/domain/schemas.ts';
 import { searchByImage } from '#lib/domain/search.ts';
-import { nullsAsAbsent, parseInput } from '#lib/domain/validation.ts';
+import { parseInput } from '#lib/domain/validation.ts';
 import { publicEndpoint } from '#lib/http/middleware.ts';
 import { ok } from '#lib/http/responses.ts';
 
@@ -10,7 +10,7 @@ import { ok } from '#lib/http/responses.ts';
 export const handler = publicEndpoint(
   { endpoint: 'search_image', idField: 'searchId' },
   async (event, context, c) => {
-    const input = parseInput(SearchImageRequest, nullsAsAbsent(event.body));
+    const input = parseInput(SearchImageRequest, event.body);
     const feedId = context.state.auth!.feed.feedId;
     const hits = await searchByImage(c, {
       feedId,

@@ -6,7 +6,7 @@ import { type Container, getContainer } from '#lib/container.ts';
 import { DomainError, NotFoundError, RateLimitedError, ValidationError } from '#lib/domain/errors.ts';
 import { hostAllowed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 import { keyBelongsTo } from '#lib/domain/keys.ts';
-import { refuseQuery } from '#lib/domain/validation.ts';
+import { nullsAsAbsent, refuseQuery } from '#lib/domain/validation.ts';
 import { corsHeaders } from '#lib/http/cors.ts';
 import { idempotent } from '#lib/http/idempotency.ts';
 import { toErrorBody } from '#lib/http/errors.ts';
@@ -332,16 +332,24 @@ export function publicEndpoint(
   handler: EndpointHandler,
 ): LambdaHandler {
   getContainer();
-  return middy<JsonEvent, APIGatewayProxyResult, Error, AppContext>()
-    .use(lifecycle())
-    .use({
-      before: (request) => {
-        request.context.state.endpoint = options.endpoint;
-      },
-    })
-    .use(jsonBody())
-    .use(searchIdAuth(options.idField))
-    .handler((event, context) => handler(event, context, getContainer())) as unknown as LambdaHandler;
+  return (
+    middy<JsonEvent, APIGatewayProxyResult, Error, AppContext>()
+      .use(lifecycle())
+      .use({
+        before: (request) => {
+          request.context.state.endpoint = options.endpoint;
+        },
+      })
+      .use(jsonBody())
+      // Every public body: an optional field sent as null is absent (lib/domain/validation.ts).
+      .use({
+        before: (request) => {
+          request.event.body = nullsAsAbsent(request.event.body);
+        },
+      })
+      .use(searchIdAuth(options.idField))
+      .handler((event, context) => handler(event, context, getContainer())) as unknown as LambdaHandler
+  );
 }
 
 /** Answers 404 for a path parameter too long to name anything (after auth: no probing without a token). */
