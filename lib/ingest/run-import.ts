@@ -740,6 +740,8 @@ interface PreparedChunk {
   /** Products whose content changed but not their images: vectors reused, re-filed with the new fields. */
   updated: number;
   refreshed: VectorDocument[];
+  /** Kept products that moved item group: their visual words go (keepUnfetchedFeatureRefreshes). */
+  unfiledWords: string[];
   /**
    * The stored records of the products whose vectors or features this chunk rewrites, with their
    * update_hash and embedded_model cleared: written before anything else of the chunk, so that if the
@@ -875,11 +877,15 @@ async function prepareChunk(
   }
   const refreshed = embedder
     ? await reuseVectors(deps, record.feedId, refresh)
-    : { documents: [], missing: [] };
+    : { documents: [], missing: [], moved: [] };
   for (const { product, before } of refresh) {
-    if (refreshed.missing.includes(product.product_id)) {
+    const moved = refreshed.moved.includes(product.product_id);
+    if (moved || refreshed.missing.includes(product.product_id)) {
       replaced.push(product.product_id);
       changed.push(product);
+      // Its images did not change: if they cannot be fetched now, it keeps its vectors, as an
+      // older-recipe product does.
+      if (moved) featureRefresh.push({ product, before });
     } else {
       product.vector_count = before.vector_count;
       product.embedded_model = before.embedded_model;
@@ -888,7 +894,7 @@ async function prepareChunk(
       keep.push(product);
     }
   }
-  const updated = refresh.length - refreshed.missing.length;
+  const updated = refresh.length - refreshed.missing.length - refreshed.moved.length;
   const { images, additionalImageErrors } = embedder
     ? await fetchImages(deps, changed, rowOfId, errors, stop)
     : { images: [], additionalImageErrors: [] };
@@ -927,16 +933,20 @@ async function prepareChunk(
     images,
     additionalImageErrors,
     refreshed: refiled,
+    unfiledWords: unfetched.unfiled,
     embedder,
   };
 }
 
 /**
- * A product re-extracted only for a newer feature recipe whose main image could not be fetched keeps its
- * stored vectors and features (re-filed under its current fields, like `reuseVectors`) instead of leaving
- * search over what may be a passing network error; it stays on the old recipe, so the next import tries
- * again. Its row counts as failed, with a note added to its fetch error, but the import is not failed
- * for it (its product is still searchable).
+ * A product fetched again only to re-extract its local features (a newer feature recipe, or a move to
+ * another item group, under which its visual words are filed) whose main image could not be fetched
+ * keeps its stored vectors and features (re-filed under its current fields, like `reuseVectors`) instead
+ * of leaving search over what may be a passing network error; it stays on the old recipe, so the next
+ * import tries again. One that moved group loses its visual words instead (`unfiled`: filed under the
+ * group it left, they would show it under that group too) and is marked without them, so the next import
+ * extracts them again. Its row counts as failed, with a note added to its fetch error, but the import is
+ * not failed for it (its product is still searchable).
  */
 async function keepUnfetchedFeatureRefreshes(
   deps: IngestDeps,
@@ -945,18 +955,19 @@ async function keepUnfetchedFeatureRefreshes(
   images: FetchedImage[],
   rowOf: Map<string, number>,
   errors: RecordedImportProblem[],
-): Promise<{ kept: Product[]; documents: VectorDocument[] }> {
+): Promise<{ kept: Product[]; documents: VectorDocument[]; unfiled: string[] }> {
   const fetched = new Set(images.map((image) => image.product.product_id));
   const unfetched = featureRefresh.filter(({ product }) => !fetched.has(product.product_id));
-  if (unfetched.length === 0) return { kept: [], documents: [] };
-  const reused = await reuseVectors(deps, feedId, unfetched);
+  if (unfetched.length === 0) return { kept: [], documents: [], unfiled: [] };
+  const reused = await reuseVectors(deps, feedId, unfetched, { refileMoved: true });
   const kept: Product[] = [];
   for (const { product, before } of unfetched) {
     if (reused.missing.includes(product.product_id)) continue;
     product.vector_count = before.vector_count;
     product.embedded_model = before.embedded_model;
     if (before.local_features !== undefined) product.local_features = before.local_features;
-    if (before.visual_words !== undefined) product.visual_words = before.visual_words;
+    if (before.visual_words !== undefined && !reused.moved.includes(product.product_id))
+      product.visual_words = before.visual_words;
     kept.push(product);
     // The note goes on this row's main-image error only (not on a duplicate row of the same id, nor on
     // an additional image's error).
@@ -969,36 +980,42 @@ async function keepUnfetchedFeatureRefreshes(
       fetchError.message +=
         ' The product keeps its stored vectors and local features until an import can fetch it.';
   }
-  return { kept, documents: reused.documents };
+  return { kept, documents: reused.documents, unfiled: reused.moved };
 }
 
 /**
  * Products whose content changed but whose images did not keep their vectors: the stored vectors are
  * re-filed under the new filter fields instead of fetching and embedding the images again. Products whose
- * vectors are not all in the index come back as `missing` (they are embedded again).
+ * vectors are not all in the index come back as `missing` (they are embedded again). Those that moved to
+ * another item group while a word index is kept come back as `moved`: their stored visual words are filed
+ * under the old group, and re-extracting is simpler than a second re-filing path, so they are embedded
+ * again too; with `refileMoved` (their images could not be fetched) their vectors are re-filed as well.
  */
 async function reuseVectors(
   deps: IngestDeps,
   feedId: string,
   refresh: { product: Product; before: Product }[],
-): Promise<{ documents: VectorDocument[]; missing: string[] }> {
-  if (refresh.length === 0) return { documents: [], missing: [] };
+  { refileMoved = false } = {},
+): Promise<{ documents: VectorDocument[]; missing: string[]; moved: string[] }> {
+  if (refresh.length === 0) return { documents: [], missing: [], moved: [] };
   const ids = refresh.flatMap(({ before }) =>
     Array.from({ length: before.vector_count }, (_, i) => vectorDocumentId(feedId, before.product_id, i)),
   );
   const stored = await (await deps.vectors()).getVectors(ids);
   const documents: VectorDocument[] = [];
   const missing: string[] = [];
+  const moved: string[] = [];
   for (const { product, before } of refresh) {
     const own = Array.from({ length: before.vector_count }, (_, i) =>
       vectorDocumentId(feedId, before.product_id, i),
     );
-    // A product that moved to another item group is embedded again: its stored visual words are filed
-    // under the old group, and re-extracting is simpler than a second re-filing path.
-    const movedGroup = deps.localFeatures?.words !== undefined && product.group !== before.group;
-    if (movedGroup || own.some((id) => !stored.has(id))) {
+    if (own.some((id) => !stored.has(id))) {
       missing.push(product.product_id);
       continue;
+    }
+    if (deps.localFeatures?.words !== undefined && product.group !== before.group) {
+      moved.push(product.product_id);
+      if (!refileMoved) continue;
     }
     for (const id of own) {
       documents.push({
@@ -1011,7 +1028,7 @@ async function reuseVectors(
       });
     }
   }
-  return { documents, missing };
+  return { documents, missing, moved };
 }
 
 /**
@@ -1026,6 +1043,9 @@ async function commitChunk(
   let failed = chunk.failed;
   let embedded = 0;
   if (chunk.stale.length > 0) await deps.products.putMany(chunk.stale);
+  // Before their vectors are filed under the new group, so that no search finds a product in both.
+  if (chunk.unfiledWords.length > 0)
+    await deps.localFeatures?.words?.deleteProducts(chunk.keep[0]!.feed_id, chunk.unfiledWords);
   if (chunk.refreshed.length > 0) await (await deps.vectors()).upsert(chunk.refreshed);
   if (changed.length > 0 && chunk.embedder) {
     const vectors = await deps.vectors();

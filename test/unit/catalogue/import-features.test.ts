@@ -261,6 +261,37 @@ describe('runImport: visual words', () => {
     expect(w.matcher.extracted.map((e) => e.text).sort()).toEqual(['image a', 'image c-new']);
   });
 
+  it('keeps the vectors of a product moving group whose image cannot be fetched, without its old words', async () => {
+    // Prepare: a and b in no group; then a moves to group g while its image server fails
+    const w = world(filesFor('a', 'b'));
+    const words = withWords(w);
+    await importRows(w, [product('a'), product('b')]);
+    w.fetcher.files.delete(img('a'));
+    // Act
+    const record = await importRows(w, [product('a', { item_group_id: 'g' }), product('b')]);
+    // Assess: still searchable, filed under g; its words (filed under the group it left) are gone, and
+    // its record says so, so that the next import extracts them again
+    expect(record).toMatchObject({ status: 'succeeded', embedded: 0, skipped: 1, failed: 1, removed: 0 });
+    expect(record.errors).toEqual([
+      expect.objectContaining({
+        productId: 'a',
+        message: expect.stringContaining('keeps its stored vectors'),
+      }),
+    ]);
+    const stored = (await w.products.get(FEED, 'a'))!;
+    expect(stored).toMatchObject({ item_group_id: 'g', vector_count: 1 });
+    expect(stored.visual_words).toBeUndefined();
+    expect(w.index.docs.get('shop/a/0')).toMatchObject({ productId: 'a', itemGroupId: 'g' });
+    expect([...words.docs.keys()]).toEqual(['shop/b/0']);
+    // Act: the image is back
+    w.fetcher.files.set(img('a'), Buffer.from('image a'));
+    const next = await importRows(w, [product('a', { item_group_id: 'g' }), product('b')]);
+    // Assess
+    expect(next).toMatchObject({ embedded: 1, skipped: 1, failed: 0 });
+    expect(words.docs.get('shop/a/0')).toMatchObject({ itemGroupId: 'g' });
+    expect((await w.products.get(FEED, 'a'))?.visual_words).toBe(VISUAL_WORDS_VERSION);
+  });
+
   it('keeps what an unfetched older-recipe product has while its chunk re-extracts the others', async () => {
     // Prepare: a (two images) and b both on recipe 1; a's image server fails
     const w = world(filesFor('a', 'a2', 'b'));
