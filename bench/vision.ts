@@ -2,7 +2,7 @@
  * `npm run bench:vision`: latency of the model layer on this machine, one intra-op thread.
  * Prints median and p90 over repeated runs of: session creation, embedding model alone (batch 1 and 16),
  * decode + preprocess + embed of a 1000-px JPEG, detection model alone, and detection end to end.
- * Targets (docs/DESIGN.md §6): model ≤ 15 ms/image; decode+preprocess+embed of a 1000-px JPEG ≤ 35 ms.
+ * Targets (../shared/DESIGN.md §6): model ≤ 15 ms/image; decode+preprocess+embed of a 1000-px JPEG ≤ 35 ms.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

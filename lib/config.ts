@@ -112,13 +112,14 @@ const EnvSchema = z.object({
   WORD_SHORTLIST_TOP_N: z.coerce.number().int().min(0).max(100).default(10),
   /**
    * Image queries drop results whose calibrated score is below this (docs/api.md); 0 keeps every result.
-   * 0.4: on the measurement in docs/quality.md, 1 of 18 unrelated photos still returned a result and
-   * 64 of 78 correct top-1 results were kept (0.3: 5 of 18 and 73 of 78).
+   * 0.4: on the benchmark in docs/quality.md the default keeps 372 of 379 correct top-1 results and
+   * none of the 30 unrelated photos returns anything.
    */
   MIN_SCORE: z.coerce.number().min(0).max(1).default(0.4),
   /**
    * Image search also embeds the detector's most confident box and ranks by the better of whole image and
-   * crop. Off by default: +5 points R@1 on scene queries but ~60 ms more per query (docs/quality.md).
+   * crop. Off by default: on the demo catalogue with the projection the same R@1, ~50 ms more per query
+   * (docs/quality.md).
    */
   QUERY_DETECTOR_CROP: booleanString.default(false),
   /**

@@ -158,12 +158,6 @@ export function availabilityText(availability: Availability): string {
   return availability.replace(/_/g, ' ');
 }
 
-/** Similarity score of the API: cosine similarity mapped linearly from [-1, 1] to [0, 1], 6 decimals. */
-export function scoreOf(similarity: number): number {
-  const score = (1 + Math.max(-1, Math.min(1, similarity))) / 2;
-  return Math.round(score * 1e6) / 1e6;
-}
-
 /** Fields every search response shows, in the image-search form. */
 function commonFields(p: Product) {
   return {
@@ -229,7 +223,6 @@ export function imageSearchItem(hit: GroupHit) {
     variant_count: hit.variants.length,
   };
 }
-export type ImageSearchItem = ReturnType<typeof imageSearchItem>;
 
 /** Related products: adds id, metadata, update_hash, timestamps, version; text availability, string highlight. */
 export function relatedItem(hit: GroupHit) {
@@ -258,7 +251,6 @@ export function relatedItem(hit: GroupHit) {
     variant_count: hit.variants.length,
   };
 }
-export type RelatedItem = ReturnType<typeof relatedItem>;
 
 const money = (cents: number | null) => (cents === null ? '' : String(cents));
 
@@ -282,7 +274,6 @@ export function rootSearchItem(hit: GroupHit) {
     '': hit.score.toFixed(6),
   };
 }
-export type RootSearchItem = ReturnType<typeof rootSearchItem>;
 
 /** The admin products browser: every stored field. */
 export function adminProductView(p: Product) {

@@ -167,7 +167,6 @@ export const FILTER_KEYS = [
   'item_group_id',
   'currency',
 ] as const;
-export type FilterKey = (typeof FILTER_KEYS)[number] | `metadata.${string}`;
 
 const filterKey = z
   .string()

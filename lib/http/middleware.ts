@@ -24,7 +24,6 @@ const MAX_ID_LENGTH = 256;
 
 /** The event handlers see: headers lower-cased, body parsed from JSON. */
 export type JsonEvent = Omit<APIGatewayProxyEvent, 'body'> & { body: unknown };
-export type AppHandler = (event: JsonEvent, context: AppContext) => Promise<APIGatewayProxyResult>;
 type Request = middy.Request<JsonEvent, APIGatewayProxyResult, Error, AppContext>;
 
 /** Last-used time is written at most this often per key, to keep one write off most requests. */

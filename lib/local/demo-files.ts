@@ -11,9 +11,6 @@ const TYPES: Record<string, string> = {
   xml: 'application/xml; charset=utf-8',
 };
 
-/** Path of the committed demo feed file. */
-export const DEMO_FEED_FILE = resolve(DEMO, 'feed.xml');
-
 const DEMO_PATH = /^\/demo\/(feed\.xml|images\/[A-Za-z0-9_-]+\.(webp|jpg|png))$/;
 
 /**

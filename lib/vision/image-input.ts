@@ -9,7 +9,6 @@
  */
 import sharp, { type Metadata, type OutputInfo, type Sharp } from 'sharp';
 import { InvalidImageError } from '#lib/domain/errors.ts';
-import type { ImageInfo } from '#lib/ports.ts';
 import { jpegScanCount } from '#lib/vision/jpeg-scans.ts';
 
 export const MAX_INPUT_PIXELS = 40_000_000;
@@ -127,12 +126,6 @@ async function orientedPipeline(bytes: Buffer, metadata: Metadata): Promise<Shar
   return sharp(kept, {
     raw: { width: info.width, height: info.height, channels: bands as 1 | 2 | 3 | 4 },
   }).flatten({ background: WHITE });
-}
-
-/** Header facts without decoding pixels (for the ImageInspector port). */
-export async function inspectImage(bytes: Buffer): Promise<ImageInfo> {
-  const { format, width, height } = await openImage(bytes);
-  return { format, width, height };
 }
 
 /** Integer pixel rectangle inside the image covering the (float) box; at least 1×1. */
