@@ -70,17 +70,21 @@ export type Endpoint = 'search_image' | 'detect' | 'related' | 'root_search';
 
 export type UsageOutcome = 'ok' | 'client_error' | 'server_error' | 'rate_limited';
 
-export interface UsageRow {
-  day: string;
-  endpoint: Endpoint;
-  searchId: string;
-  /** createdAt of the feed the request was answered for (absent on rows written before it was kept). */
-  feedCreatedAt?: string;
+/** A meter's counters: requests, and those by outcome. */
+export interface UsageCounters {
   requests: number;
   ok: number;
   clientErrors: number;
   serverErrors: number;
   rateLimited: number;
+}
+
+export interface UsageRow extends UsageCounters {
+  day: string;
+  endpoint: Endpoint;
+  searchId: string;
+  /** createdAt of the feed the request was answered for (absent on rows written before it was kept). */
+  feedCreatedAt?: string;
 }
 
 /**
@@ -100,20 +104,23 @@ export interface UsageContextRow extends UsageContext {
   requests: number;
 }
 
+/** One answered request, as the daily meter counts it. */
+export interface UsageEntry {
+  feedId: string;
+  feedCreatedAt: string;
+  searchId: string;
+  endpoint: Endpoint;
+  outcome: UsageOutcome;
+  at: Date;
+  /** The request's context, counted per day beside the meter (related products). */
+  context?: UsageContext;
+}
+
 /** Request counters: the rolling-hour allowance per search id and the daily meter per endpoint. */
 export interface UsageStore {
   /** Atomically spends one request of `limit` per rolling hour; never over-admits under concurrency. */
   consume(searchId: string, limit: number, now: Date): Promise<RateLimitDecision>;
-  record(entry: {
-    feedId: string;
-    feedCreatedAt: string;
-    searchId: string;
-    endpoint: Endpoint;
-    outcome: UsageOutcome;
-    at: Date;
-    /** The request's context, counted per day beside the meter (related products). */
-    context?: UsageContext;
-  }): Promise<void>;
+  record(entry: UsageEntry): Promise<void>;
   /** Daily rows of a feed for days in [fromDay, toDay] (YYYY-MM-DD, inclusive). */
   list(feedId: string, fromDay: string, toDay: string): Promise<UsageRow[]>;
   /** Daily context rows of a feed for days in [fromDay, toDay]. */

@@ -20,6 +20,7 @@ import type {
   RateLimitDecision,
   UsageContext,
   UsageContextRow,
+  UsageEntry,
   UsageOutcome,
   UsageRow,
   UsageStore,
@@ -111,15 +112,7 @@ export class DynamoDbUsageStore implements UsageStore {
     }
   }
 
-  async record(entry: {
-    feedId: string;
-    feedCreatedAt: string;
-    searchId: string;
-    endpoint: Endpoint;
-    outcome: UsageOutcome;
-    at: Date;
-    context?: UsageContext;
-  }): Promise<void> {
+  async record(entry: UsageEntry): Promise<void> {
     const day = entry.at.toISOString().slice(0, 10);
     const expiresAt = Math.floor(entry.at.getTime() / 1000) + USAGE_RETENTION_DAYS * 86_400;
     // (Both writes at once; Promise.all so that neither's failure goes unhandled while the other runs.)

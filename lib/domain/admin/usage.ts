@@ -1,31 +1,31 @@
 import { requireFeed } from '#lib/domain/admin/feeds.ts';
 import { domainEntry, type UsageQuery } from '#lib/domain/admin/schemas.ts';
 import { ValidationError } from '#lib/domain/errors.ts';
-import type { Clock, Endpoint, FeedStore, UsageContext, UsageRow, UsageStore } from '#lib/ports.ts';
+import type {
+  Clock,
+  Endpoint,
+  FeedStore,
+  UsageContext,
+  UsageCounters,
+  UsageRow,
+  UsageStore,
+} from '#lib/ports.ts';
 
 const DAY_MS = 86_400_000;
 const DEFAULT_DAYS = 30;
 const MAX_DAYS = 400;
-
-export interface UsageTotals {
-  requests: number;
-  ok: number;
-  clientErrors: number;
-  serverErrors: number;
-  rateLimited: number;
-}
 
 export interface UsageReport {
   feedId: string;
   from: string;
   to: string;
   /** One row per day and endpoint, summed over the feed's search ids. */
-  days: ({ day: string; endpoint: Endpoint } & UsageTotals)[];
+  days: ({ day: string; endpoint: Endpoint } & UsageCounters)[];
   /** Per search id over the whole range. */
-  keys: ({ searchId: string } & UsageTotals)[];
+  keys: ({ searchId: string } & UsageCounters)[];
   /** Related-products requests per context over the range, the MAX_CONTEXTS most frequent. */
   contexts: (UsageContext & { requests: number })[];
-  totals: UsageTotals;
+  totals: UsageCounters;
 }
 
 /** Contexts a report lists: a widget on many sites or page types must not make it unbounded. */
@@ -93,8 +93,8 @@ export async function usageReport(
     if (!contexts.has(key)) contexts.set(key, { type: row.type, domain: row.domain, requests: 0 });
     contexts.get(key)!.requests += row.requests;
   }
-  const days = new Map<string, { day: string; endpoint: Endpoint } & UsageTotals>();
-  const keys = new Map<string, { searchId: string } & UsageTotals>();
+  const days = new Map<string, { day: string; endpoint: Endpoint } & UsageCounters>();
+  const keys = new Map<string, { searchId: string } & UsageCounters>();
   const totals = zero();
   for (const row of rows) {
     const dayKey = `${row.day}#${row.endpoint}`;
@@ -121,11 +121,11 @@ export async function usageReport(
   };
 }
 
-function zero(): UsageTotals {
+function zero(): UsageCounters {
   return { requests: 0, ok: 0, clientErrors: 0, serverErrors: 0, rateLimited: 0 };
 }
 
-function add(into: UsageTotals, row: UsageRow): void {
+function add(into: UsageCounters, row: UsageRow): void {
   into.requests += row.requests;
   into.ok += row.ok;
   into.clientErrors += row.clientErrors;
