@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { Annotations, CfnOutput, Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import { Annotations, CfnOutput, Duration, Size, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import * as apigateway from 'aws-cdk-lib/aws-apigateway';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -9,8 +9,9 @@ import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
 import type { ErrorCode } from '#lib/domain/errors.ts';
-import { STATUS_OF } from '#lib/http/errors.ts';
-import { EXPOSED_HEADERS } from '#lib/http/cors.ts';
+import { authenticationChallenge, STATUS_OF } from '#lib/http/errors.ts';
+import { COMPRESSION_MIN_BYTES } from '#lib/http/compression.ts';
+import { ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS } from '#lib/http/cors.ts';
 import { ROUTES, type Route } from '#lib/http/routes.ts';
 import {
   bindApiKeyRegistry,
@@ -170,13 +171,14 @@ export class ApiStack extends Stack {
       apiKeySourceType: apigateway.ApiKeySourceType.AUTHORIZER,
       description:
         'Visual product search: public endpoints (search id in Authorization: Bearer or the body).',
-      // Browser clients send Authorization and JSON: the preflight is answered by the gateway (as the
-      // local server answers it); each feed's domain allow-list is enforced by the handlers.
+      // Browser clients send Authorization and JSON (and maybe tracing headers: ALLOWED_REQUEST_HEADERS):
+      // the preflight is answered by the gateway (as the local server answers it); each feed's domain
+      // allow-list is enforced by the handlers.
       defaultCorsPreflightOptions: {
         allowOrigins: apigateway.Cors.ALL_ORIGINS,
         allowMethods: ['POST', 'OPTIONS'],
-        allowHeaders: ['Authorization', 'Content-Type'],
-        maxAge: Duration.minutes(10),
+        allowHeaders: ALLOWED_REQUEST_HEADERS,
+        maxAge: Duration.seconds(PREFLIGHT_MAX_AGE_SECONDS),
       },
     });
     // The gateway's own 5xx (a handler that failed or timed out, the authorizer down) count here; a 503
@@ -351,6 +353,8 @@ export class ApiStack extends Stack {
       restApiName: name,
       endpointTypes: [apigateway.EndpointType.REGIONAL],
       cloudWatchRole: false,
+      // Answers from 1 KB are compressed for clients that accept it (as the local server does).
+      minCompressionSize: Size.bytes(COMPRESSION_MIN_BYTES),
       deployOptions: {
         stageName: stage,
         throttlingRateLimit: config.stageThrottle.rateLimit,
@@ -407,7 +411,14 @@ export class ApiStack extends Stack {
  */
 function addErrorResponses(api: apigateway.RestApi, kind: 'public' | 'admin'): void {
   const responses: [string, apigateway.ResponseType, ErrorCode, string, Record<string, string>?][] = [
-    ['InvalidApiKey', apigateway.ResponseType.INVALID_API_KEY, 'invalid_search_id', 'Unknown search id.'],
+    [
+      'InvalidApiKey',
+      apigateway.ResponseType.INVALID_API_KEY,
+      'invalid_search_id',
+      'Unknown search id.',
+      // (As the handlers' 401s: lib/http/errors.ts authenticationChallenge.)
+      { 'WWW-Authenticate': `'${authenticationChallenge('invalid_search_id', false)}'` },
+    ],
     [
       'Throttled',
       apigateway.ResponseType.THROTTLED,

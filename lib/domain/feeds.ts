@@ -39,10 +39,15 @@ export const DOMAIN_PATTERN =
 /**
  * A domain entry as the Origin check compares it: lower case; an internationalised name in the ASCII
  * (punycode) form browsers send in Origin; without a trailing dot or a port (an Origin's port is not
- * compared). Text that is no hostname is returned trimmed and lower-cased, for DOMAIN_PATTERN to refuse.
+ * compared), nor an http(s) scheme and a lone `/` after the host (a page's `location.origin`, or its
+ * address bar, pasted as the entry: the check is by host). Text that is no hostname is returned trimmed
+ * and lower-cased, for DOMAIN_PATTERN to refuse.
  */
 export function canonicalDomain(entry: string): string {
-  const text = entry.trim().toLowerCase();
+  const text = entry
+    .trim()
+    .toLowerCase()
+    .replace(/^https?:\/\/([^/]*)\/?$/, '$1');
   const wildcard = text.startsWith('*.');
   const host = (wildcard ? text.slice(2) : text).replace(/:\d{1,5}$/, '').replace(/\.$/, '');
   if (!host || /[/:@?#\s]/.test(host)) return text;

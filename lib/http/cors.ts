@@ -6,6 +6,38 @@
 export const EXPOSED_HEADERS = 'RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset,Retry-After,X-Request-Id';
 
 /**
+ * Request headers a browser may send, as the preflight answers them (locally and at the gateway): the
+ * search id and JSON, and the headers that monitoring and HTTP libraries add to a page's requests (W3C
+ * Trace Context and baggage, Sentry, B3/Zipkin, Datadog, AWS X-Ray, New Relic, X-Requested-With). A
+ * header outside the list fails the preflight, and the browser then refuses every search with an opaque
+ * network error: turning on a page's trace propagation would break the search. Only the first two are read.
+ */
+export const ALLOWED_REQUEST_HEADERS = [
+  'Authorization',
+  'Content-Type',
+  'X-Requested-With',
+  'traceparent',
+  'tracestate',
+  'baggage',
+  'sentry-trace',
+  'b3',
+  'X-B3-TraceId',
+  'X-B3-SpanId',
+  'X-B3-ParentSpanId',
+  'X-B3-Sampled',
+  'X-B3-Flags',
+  'x-datadog-trace-id',
+  'x-datadog-parent-id',
+  'x-datadog-origin',
+  'x-datadog-sampling-priority',
+  'X-Amzn-Trace-Id',
+  'newrelic',
+];
+
+/** How long a browser may keep a preflight's answer: two hours, Chromium's cap (Firefox keeps a day). */
+export const PREFLIGHT_MAX_AGE_SECONDS = 7200;
+
+/**
  * Shop pages call the API from the browser, so every answer (errors included, or the browser hides them)
  * names the calling origin. Which origins may use a search id is the domain check's job, not CORS's.
  */

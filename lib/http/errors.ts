@@ -26,6 +26,18 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   unavailable: 503,
 };
 
+/**
+ * The challenge a 401 carries in WWW-Authenticate (RFC 9110 §11.6.1 asks every 401 for one): RFC 6750's
+ * Bearer scheme, with `invalid_token` for a search id that is not known. The admin API's 401s have one
+ * where it takes a token (local mode); in AWS its callers sign with IAM and its 401s are the gateway's.
+ */
+export function authenticationChallenge(code: ErrorCode, adminToken: boolean): string | undefined {
+  if (code === 'missing_search_id') return 'Bearer realm="search"';
+  if (code === 'invalid_search_id') return 'Bearer realm="search", error="invalid_token"';
+  if (code === 'unauthorized' && adminToken) return 'Bearer realm="admin"';
+  return undefined;
+}
+
 export interface ErrorBody {
   error: { status: number; code: ErrorCode; message: string; details: ErrorDetail[] };
   requestId: string;

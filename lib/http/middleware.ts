@@ -9,7 +9,7 @@ import { keyBelongsTo } from '#lib/domain/keys.ts';
 import { nullsAsAbsent, refuseQuery } from '#lib/domain/validation.ts';
 import { corsHeaders } from '#lib/http/cors.ts';
 import { idempotent } from '#lib/http/idempotency.ts';
-import { toErrorBody } from '#lib/http/errors.ts';
+import { authenticationChallenge, toErrorBody } from '#lib/http/errors.ts';
 import { json } from '#lib/http/responses.ts';
 import type { AppContext, RequestState } from '#lib/http/context.ts';
 import { redactSearchId } from '#lib/log.ts';
@@ -96,6 +96,8 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
         headers['Retry-After'] = String(request.error.retryAfterSeconds);
       if (body.error.code === 'unavailable') headers['Retry-After'] = '5';
       if (body.error.code === 'idempotency_key_in_use') headers['Retry-After'] = '1';
+      const challenge = authenticationChallenge(body.error.code, Boolean(container.config.adminToken));
+      if (challenge) headers['WWW-Authenticate'] = challenge;
       request.response = json(body.error.status, body, headers);
       await finish(request);
     },

@@ -4,9 +4,12 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import { gzip } from 'node:zlib';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import { DomainError } from '#lib/domain/errors.ts';
-import { EXPOSED_HEADERS } from '#lib/http/cors.ts';
+import { acceptsGzip, COMPRESSION_MIN_BYTES } from '#lib/http/compression.ts';
+import { ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS } from '#lib/http/cors.ts';
 import { type ErrorBody, toErrorBody } from '#lib/http/errors.ts';
 import { stringHeaders } from '#lib/http/responses.ts';
 import { matchRoute, type Route, type RouteMatch } from '#lib/http/routes.ts';
@@ -19,13 +22,14 @@ type LambdaHandler = (event: APIGatewayProxyEvent, context: Context) => Promise<
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
+const gzipped = promisify(gzip);
 /** JSON media types, as the handlers' body parser (@middy/http-json-body-parser) accepts them. */
 const JSON_MEDIA_TYPE = /^application\/(.+\+)?json\s*($|;)/i;
 
 const CORS_HEADERS = {
   'Access-Control-Allow-Methods': 'GET,POST,PATCH,DELETE,OPTIONS',
-  'Access-Control-Allow-Headers': 'Authorization,Content-Type',
-  'Access-Control-Max-Age': '600',
+  'Access-Control-Allow-Headers': ALLOWED_REQUEST_HEADERS.join(','),
+  'Access-Control-Max-Age': String(PREFLIGHT_MAX_AGE_SECONDS),
 };
 
 /**
@@ -289,9 +293,17 @@ export async function startHttpServer(options: {
     for (const [name, values] of Object.entries(result.multiValueHeaders ?? {}))
       headers[name] = values.map(String);
     // CORS headers of handler responses come from the middleware, as in AWS; only preflights are answered here.
-    response.writeHead(result.statusCode, headers);
     // (A HEAD answer's body is empty already: the middleware drops it, and Node sends none for HEAD.)
-    response.end(result.isBase64Encoded ? Buffer.from(result.body, 'base64') : result.body);
+    let payload = Buffer.from(result.body, result.isBase64Encoded ? 'base64' : 'utf8');
+    // Compressed as the gateway compresses it (minCompressionSize): gzip, from COMPRESSION_MIN_BYTES.
+    if (payload.length >= COMPRESSION_MIN_BYTES && acceptsGzip(request.headers['accept-encoding'])) {
+      payload = await gzipped(payload);
+      headers['Content-Encoding'] = 'gzip';
+      const vary = Object.keys(headers).find((name) => name.toLowerCase() === 'vary');
+      headers[vary ?? 'Vary'] = vary ? `${String(headers[vary])}, Accept-Encoding` : 'Accept-Encoding';
+    }
+    response.writeHead(result.statusCode, headers);
+    response.end(payload);
   }
 
   await new Promise<void>((resolveListen, reject) => {

@@ -1,7 +1,9 @@
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
+import { get as httpGet, type IncomingHttpHeaders } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from '#test/support/error-shape.ts';
 import { pngBase64, startTestStack, type TestStack } from '#test/support/local-stack.ts';
@@ -73,6 +75,8 @@ describe('search-id authentication', () => {
   it('returns 401 missing_search_id without a search id', async () => {
     const response = await stack.call('POST', '/api/v1/search/image', { body: { imageData: image } });
     expectError(response, 401, 'missing_search_id');
+    // (RFC 9110: a 401 names the scheme that authenticates)
+    expect(response.headers.get('www-authenticate')).toBe('Bearer realm="search"');
   });
 
   it('takes the body search id beside an Authorization header of another scheme', async () => {
@@ -101,6 +105,7 @@ describe('search-id authentication', () => {
       headers: bearer('vps_unknown'),
     });
     expectError(response, 401, 'invalid_search_id');
+    expect(response.headers.get('www-authenticate')).toBe('Bearer realm="search", error="invalid_token"');
   });
 
   it('accepts the search id in the Authorization header', async () => {
@@ -631,12 +636,51 @@ describe('routing', () => {
     }
   });
 
-  it('answers a CORS preflight', async () => {
+  it('answers a CORS preflight, allowing the tracing headers monitoring scripts add', async () => {
+    // (A header the answer does not allow fails the preflight: with Sentry's or OpenTelemetry's trace
+    // propagation on, the browser refused every search.)
+    const asked = ['authorization', 'content-type', 'traceparent', 'tracestate', 'baggage', 'sentry-trace'];
     const response = await stack.call('OPTIONS', '/api/v1/search/image', {
-      headers: { origin: 'https://shop.example.com' },
+      headers: {
+        origin: 'https://shop.example.com',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': asked.join(','),
+      },
     });
     expect(response.status).toBe(204);
-    expect(response.headers.get('access-control-allow-headers')).toContain('Authorization');
+    const allowed = response.headers.get('access-control-allow-headers')!.toLowerCase().split(',');
+    expect(allowed).toEqual(expect.arrayContaining(asked));
+    expect(response.headers.get('access-control-max-age')).toBe('7200');
+  });
+
+  it('compresses answers from 1 KB for clients that accept gzip, as the gateway does', async () => {
+    // Prepare: enough feeds for their list to pass 1 KB
+    for (let i = 0; i < 4; i += 1) await stack.admin('POST', '/admin/v1/feeds', { name: `Compressed ${i}` });
+    const get = (path: string, headers: Record<string, string>) =>
+      new Promise<{ headers: IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+        const request = httpGet(`${stack.url}${path}`, { headers }, (response) => {
+          const chunks: Buffer[] = [];
+          response.on('data', (chunk: Buffer) => chunks.push(chunk));
+          response.on('end', () => resolve({ headers: response.headers, body: Buffer.concat(chunks) }));
+        });
+        request.on('error', reject);
+      });
+    const admin = { authorization: `Bearer ${stack.adminToken}`, origin: 'https://shop.example.com' };
+    // Act
+    const plain = await get('/admin/v1/feeds', admin);
+    const compressed = await get('/admin/v1/feeds', { ...admin, 'accept-encoding': 'br, gzip;q=0.8' });
+    const declined = await get('/admin/v1/feeds', { ...admin, 'accept-encoding': 'gzip;q=0, identity' });
+    const small = await get('/api/v1/detect', { 'accept-encoding': 'gzip' });
+    // Assess
+    expect(plain.body.length).toBeGreaterThan(1024);
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(compressed.headers['content-encoding']).toBe('gzip');
+    expect(compressed.headers.vary).toBe('Origin, Accept-Encoding');
+    expect(compressed.body.length).toBeLessThan(plain.body.length / 2);
+    expect(JSON.parse(gunzipSync(compressed.body).toString())).toEqual(JSON.parse(plain.body.toString()));
+    expect(declined.headers['content-encoding']).toBeUndefined();
+    expect(small.headers['content-encoding']).toBeUndefined();
+    expect(JSON.parse(small.body.toString()).error.code).toBe('method_not_allowed');
   });
 });
 

@@ -10,7 +10,8 @@ import {
   visualWordIndexName,
 } from '#lib/adapters/opensearch-visual-word-index.ts';
 import { CONFIG_ENV_KEYS, loadConfig } from '#lib/config.ts';
-import { EXPOSED_HEADERS } from '#lib/http/cors.ts';
+import { COMPRESSION_MIN_BYTES } from '#lib/http/compression.ts';
+import { ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS } from '#lib/http/cors.ts';
 import { ROUTES } from '#lib/http/routes.ts';
 import { PROJECTION_SPEC, WINDOW_PROJECTION_SPEC } from '#lib/vision/projection.ts';
 import { AlarmTopic } from '../../infra/constructs/alarms.ts';
@@ -148,6 +149,22 @@ describe('functions and routes', () => {
       const preflight = methods(dev.api).find((m) => m.path === route.path && m.httpMethod === 'OPTIONS');
       expect(preflight, route.name).toMatchObject({ authorizationType: 'NONE', integrationType: 'MOCK' });
     }
+    // Allowing the headers the local server allows (tracing ones included), kept as long
+    const answers = Object.values(resources(dev.api, 'AWS::ApiGateway::Method'))
+      .filter((m) => m.Properties!.HttpMethod === 'OPTIONS')
+      .map((m) => {
+        const integration = m.Properties!.Integration as {
+          IntegrationResponses: { ResponseParameters: Record<string, string> }[];
+        };
+        return integration.IntegrationResponses[0]!.ResponseParameters;
+      });
+    expect(answers.length).toBeGreaterThanOrEqual(PUBLIC.length); // (every resource of the API has one)
+    for (const answer of answers) {
+      expect(answer['method.response.header.Access-Control-Allow-Headers']).toBe(
+        `'${ALLOWED_REQUEST_HEADERS.join(',')}'`,
+      );
+      expect(answer['method.response.header.Access-Control-Max-Age']).toBe(`'${PREFLIGHT_MAX_AGE_SECONDS}'`);
+    }
     expect(methods(dev.api).filter((m) => m.httpMethod === 'OPTIONS' && m.path.startsWith('/admin'))).toEqual(
       [],
     );
@@ -170,6 +187,16 @@ describe('functions and routes', () => {
         CompatibleRuntimes: ['nodejs24.x'],
       });
     }
+  });
+});
+
+describe('response compression', () => {
+  it('compresses answers from COMPRESSION_MIN_BYTES on both APIs, as the local server does', () => {
+    for (const name of ['vps-dev-public', 'vps-dev-admin'])
+      dev.api.hasResourceProperties('AWS::ApiGateway::RestApi', {
+        Name: name,
+        MinimumCompressionSize: COMPRESSION_MIN_BYTES,
+      });
   });
 });
 
@@ -290,6 +317,9 @@ describe('search-id authorizer and usage plans', () => {
       ResponseType: 'INVALID_API_KEY',
       StatusCode: '401',
       ResponseTemplates: { 'application/json': Match.stringLikeRegexp('"code":"invalid_search_id"') },
+      ResponseParameters: Match.objectLike({
+        'gatewayresponse.header.WWW-Authenticate': `'Bearer realm="search", error="invalid_token"'`,
+      }),
     });
     dev.api.hasResourceProperties('AWS::ApiGateway::GatewayResponse', {
       ResponseType: 'THROTTLED',

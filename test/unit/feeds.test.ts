@@ -41,6 +41,9 @@ describe('feed domains as the admin API takes them', () => {
       'shop.example.com:8080',
       'shop.example.com.',
       ' localhost ',
+      // A page's origin (location.origin) or its address pasted: the host is the entry
+      'https://Shop.example.com',
+      'http://shop.example.com:8080/',
     ]);
     expect(parsed.data?.domains).toEqual([
       'xn--bcher-kva.de',
@@ -48,17 +51,27 @@ describe('feed domains as the admin API takes them', () => {
       'shop.example.com',
       'shop.example.com',
       'localhost',
+      'shop.example.com',
+      'shop.example.com',
     ]);
     // A browser on the IDN sends its punycode Origin, which the stored entry now admits
     expect(hostAllowed(new URL('https://bücher.de').hostname, parsed.data!.domains)).toBe(true);
   });
 
-  it.each(['*.com', 'com.*', 'https://shop.example.com', 'shop example.com', 'a..b', 'user@shop.com', '*.'])(
-    'refuses %j',
-    (entry) => {
-      expect(domainsOf([entry]).success).toBe(false);
-    },
-  );
+  it.each([
+    '*.com',
+    'com.*',
+    'https://shop.example.com/cart',
+    'ftp://shop.example.com',
+    'https://user@shop.example.com',
+    'https://',
+    'shop example.com',
+    'a..b',
+    'user@shop.com',
+    '*.',
+  ])('refuses %j', (entry) => {
+    expect(domainsOf([entry]).success).toBe(false);
+  });
 
   it.each([
     ['1', /read as an IP address/],
