@@ -266,7 +266,12 @@ function checkOrigin(
   const source = headers.origin?.trim() || headers.referer?.trim();
   if (!source) {
     if (requireOrigin)
-      throw new DomainError('domain_not_allowed', 'This search id only accepts requests from its domains.');
+      throw new DomainError(
+        'domain_not_allowed',
+        domains.length > 0
+          ? 'This search id only accepts requests from its domains (with an Origin or Referer header).'
+          : 'This search id only accepts requests with an Origin or Referer header.',
+      );
     return;
   }
   // `Origin: null` is an opaque origin (a sandboxed iframe, a data: or file: page): any site can send

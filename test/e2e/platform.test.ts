@@ -286,6 +286,35 @@ describe('allowed domains', () => {
     expect(open.status).toBe(200);
   });
 
+  it('refuses requests with neither Origin nor Referer when the feed sets requireOrigin, with or without domains', async () => {
+    const keyOf = async (body: Record<string, unknown>) => {
+      const feed = await stack.admin('POST', '/admin/v1/feeds', { name: 'Browser only', ...body });
+      return (await stack.admin('POST', `/admin/v1/feeds/${feed.body.feedId}/keys`, {})).body
+        .searchId as string;
+    };
+    const withDomains = await keyOf({ domains: ['shop.example.com'], requireOrigin: true });
+    const anyPage = await keyOf({ requireOrigin: true });
+    const search = (id: string, headers: Record<string, string> = {}) =>
+      stack.call('POST', '/api/v1/search/image', {
+        body: { imageData: image },
+        headers: { ...bearer(id), ...headers },
+      });
+    // Act
+    const serverToServer = [await search(withDomains), await search(anyPage)];
+    const fromPages = [
+      await search(withDomains, { origin: 'https://shop.example.com' }),
+      await search(anyPage, { origin: 'https://any.example.net' }),
+      await search(anyPage, { referer: 'https://any.example.net/page' }),
+    ];
+    // Assess: each refusal says what the feed asks for (one without domains has none to name)
+    for (const refused of serverToServer) expectError(refused, 403, 'domain_not_allowed');
+    expect(serverToServer[0]!.body.error.message).toContain('its domains');
+    expect(serverToServer[1]!.body.error.message).toBe(
+      'This search id only accepts requests with an Origin or Referer header.',
+    );
+    expect(fromPages.map((response) => response.status)).toEqual([200, 200, 200]);
+  });
+
   it('refuses a Referer outside the list', async () => {
     const response = await stack.call('POST', '/api/v1/search/image', {
       body: { imageData: image },
