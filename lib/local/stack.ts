@@ -106,7 +106,10 @@ export async function startLocalStack(
   await resumeImports(container);
   const demoImport = config.demoSeed ? await seedDemoFeed(container, url) : undefined;
   const closing = new AbortController();
-  const sweeper = startTtlSweeper(createDocumentClient(config), config, { logger: container.logger });
+  const sweeper = startTtlSweeper(createDocumentClient(config), config, {
+    logger: container.logger,
+    bucket: { dir: join(dataDir, 's3', config.assetsBucket), objects: container.objects },
+  });
   const dispatcher =
     container.dispatcher instanceof InProcessImportDispatcher ? container.dispatcher : undefined;
   const idle = () => dispatcher?.idle() ?? Promise.resolve();

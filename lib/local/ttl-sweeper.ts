@@ -3,13 +3,15 @@ import { isConditionalCheckFailed, scanPages } from '#lib/adapters/dynamodb-clie
 import { TABLES, type TableDefinition } from '#lib/adapters/dynamodb-tables.ts';
 import type { Config } from '#lib/config.ts';
 import { mapLimit } from '#lib/ingest/concurrency.ts';
+import { sweepBucketLifecycle } from '#lib/local/bucket-lifecycle.ts';
 import type { Logger } from '#lib/log.ts';
+import type { ObjectStore } from '#lib/ports.ts';
 
 /** How often local mode removes expired items (DynamoDB's own TTL deletes within a day or two). */
 export const TTL_SWEEP_EVERY_MS = 60 * 60_000;
 
 export interface TtlSweeper {
-  /** Removes the items expired now; resolves with how many it removed. */
+  /** Removes the items (and objects) expired now; resolves with how many it removed. */
   sweep(): Promise<number>;
   /** Resolves once the sweep in progress, if any (the one at start), has ended. */
   idle(): Promise<void>;
@@ -23,22 +25,45 @@ export interface TtlSweeper {
  * expiry has passed, at start and then every TTL_SWEEP_EVERY_MS. Without it they only grew (288 rate
  * buckets a day per search id in use). Each delete is conditional on the expiry it read, so an item a
  * request renewed meanwhile (a usage row counted again) stays. Readers already treat expired items as
- * absent, as they must in AWS, where deletion lags the expiry.
+ * absent, as they must in AWS, where deletion lags the expiry. With `bucket`, the assets bucket's
+ * lifecycle rules are applied at the same times (lib/local/bucket-lifecycle.ts).
  */
 export function startTtlSweeper(
   db: DynamoDBDocumentClient,
   config: Pick<Config, 'tables'>,
-  options: { logger: Logger; now?: () => number; everyMs?: number },
+  options: {
+    logger: Logger;
+    now?: () => number;
+    everyMs?: number;
+    bucket?: { dir: string; objects: ObjectStore };
+  },
 ): TtlSweeper {
   const now = options.now ?? Date.now;
   const stopping = new AbortController();
   let running: Promise<number> | undefined;
+  const sweepAll = async () => {
+    const nowMs = now();
+    const items = await sweepExpired(db, config, Math.floor(nowMs / 1000), stopping.signal);
+    const { bucket } = options;
+    const objects = bucket
+      ? await sweepBucketLifecycle({
+          bucketDir: bucket.dir,
+          objects: bucket.objects,
+          nowMs,
+          signal: stopping.signal,
+        })
+      : 0;
+    return { items, objects };
+  };
   const sweep = () => {
-    running ??= sweepExpired(db, config, Math.floor(now() / 1000), stopping.signal)
+    running ??= sweepAll()
       .then(
-        (removed) => {
-          if (removed > 0) options.logger.info('expired items removed', { removed });
-          return removed;
+        ({ items, objects }) => {
+          // (A stop ends a sweep part way: the rest goes at the next start.)
+          const stopped = stopping.signal.aborted ? { stopped: true } : {};
+          if (items + objects > 0)
+            options.logger.info('expired items removed', { removed: items, objects, ...stopped });
+          return items + objects;
         },
         (error: unknown) => {
           options.logger.warn('expired items not removed', { error: String(error) });

@@ -1,14 +1,17 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CreateMultipartUploadCommand, UploadPartCommand } from '@aws-sdk/client-s3';
 import { GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDocumentClient, writeBatches } from '#lib/adapters/dynamodb-client.ts';
 import type { Config } from '#lib/config.ts';
 import { createLogger } from '#lib/log.ts';
 import { startLocalStack } from '#lib/local/stack.ts';
+import { createS3Client } from '#lib/adapters/s3-object-store.ts';
+import { sweepBucketLifecycle } from '#lib/local/bucket-lifecycle.ts';
 import { startTtlSweeper, sweepExpired } from '#lib/local/ttl-sweeper.ts';
-import { startTestStores } from '#test/support/embedded-stores.ts';
+import { feedStoresOf, startTestStores } from '#test/support/embedded-stores.ts';
 
 /** DynamoDB's TTL in local mode: the embedded server keeps every item, so local mode removes expired ones. */
 let config: Config;
@@ -23,6 +26,7 @@ afterAll(async () => {
 });
 
 const NOW = 1_800_000_000;
+const DAY_MS = 86_400_000;
 
 describe('sweepExpired', () => {
   it('removes the items whose expiry has passed from every TTL table, and keeps the others', async () => {
@@ -94,6 +98,56 @@ describe('sweepExpired', () => {
   });
 });
 
+describe('sweepBucketLifecycle', () => {
+  it("applies the bucket's lifecycle rules: uploads a day after their last part, imports/ after 30 days", async () => {
+    // Prepare: two feed files and a request marker, one import's a month old; a features object as old;
+    // two multipart uploads s3rver keeps (it refuses to abort them), one left two days ago
+    const { objects } = feedStoresOf(config);
+    const bucketDir = join(config.local.dataDir, 's3', config.assetsBucket);
+    const keys = [
+      'imports/f/imp_old/feed.csv',
+      'imports/f/imp_old/request.json',
+      'imports/f/imp_new/feed.csv',
+    ];
+    for (const key of [...keys, 'features/f/p/0']) await objects.put(key, 'x');
+    const now = Date.now();
+    const aged = (path: string, days: number) =>
+      utimes(path, (now - days * DAY_MS) / 1000, (now - days * DAY_MS) / 1000);
+    for (const key of [keys[0]!, keys[1]!, 'features/f/p/0'])
+      await aged(join(bucketDir, `${key}._S3rver_object`), 31);
+    const s3 = createS3Client(config);
+    const uploadIds: string[] = [];
+    for (const key of ['imports/f/imp_a/feed.csv', 'imports/f/imp_b/feed.csv']) {
+      const { UploadId } = await s3.send(
+        new CreateMultipartUploadCommand({ Bucket: config.assetsBucket, Key: key }),
+      );
+      await s3.send(
+        new UploadPartCommand({
+          Bucket: config.assetsBucket,
+          Key: key,
+          UploadId,
+          PartNumber: 1,
+          Body: 'part',
+        }),
+      );
+      uploadIds.push(UploadId!);
+    }
+    const uploads = join(bucketDir, '._S3rver_uploads');
+    expect((await readdir(uploads)).sort()).toEqual([...uploadIds].sort());
+    await aged(join(uploads, uploadIds[0]!), 2);
+
+    // Act
+    const removed = await sweepBucketLifecycle({ bucketDir, objects, nowMs: now });
+
+    // Assess: the old import's two objects and the old upload; the rest kept, s3rver still listing them
+    expect(removed).toBe(3);
+    expect(await objects.list('imports/')).toEqual(['imports/f/imp_new/feed.csv']);
+    expect(await objects.get('features/f/p/0')).toEqual(Buffer.from('x'));
+    expect(await readdir(uploads)).toEqual([uploadIds[1]]);
+    s3.destroy();
+  });
+});
+
 describe('startTtlSweeper', () => {
   it('sweeps at start and then on its timer, with the clock it is given', async () => {
     const db = createDocumentClient(config);
@@ -157,7 +211,7 @@ describe('startTtlSweeper', () => {
     expect(deletes).toBeLessThanOrEqual(10 + 3);
   });
 
-  it('runs in npm start: an expired rate bucket is gone after a restart', async () => {
+  it('runs in npm start: an expired rate bucket and a month-old feed file are gone after a restart', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'vps-ttl-'));
     const env = { ...process.env, LOG_LEVEL: 'silent', PORT: '0', DATA_DIR: dataDir, DEMO_SEED: 'false' };
     try {
@@ -170,7 +224,15 @@ describe('startTtlSweeper', () => {
           Item: { ...key, count: 1, expiresAt: 1_700_007_200 },
         }),
       );
+      const feedFile = 'imports/f/imp_old/feed.csv';
+      await first.container.objects.put(feedFile, 'id,title');
       await first.close();
+      const monthAgo = (Date.now() - 31 * DAY_MS) / 1000;
+      await utimes(
+        join(dataDir, 's3', first.config.assetsBucket, `${feedFile}._S3rver_object`),
+        monthAgo,
+        monthAgo,
+      );
       const again = await startLocalStack(env);
       try {
         const stored = createDocumentClient(again.config);
@@ -179,6 +241,8 @@ describe('startTtlSweeper', () => {
             new GetCommand({ TableName: again.config.tables.usage, Key: key, ConsistentRead: true }),
           );
         await expect.poll(async () => (await get()).Item, { timeout: 10_000 }).toBeUndefined();
+        await again.expiredSwept();
+        expect(await again.container.objects.get(feedFile)).toBeUndefined();
       } finally {
         await again.close();
       }
