@@ -228,23 +228,15 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
       Math.max(inliers[i] ?? 0, looked?.inliers.get(hit.itemGroupId) ?? 0),
     ]),
   );
-  const candidatesOf = async (nearestOthers: VectorHit[]) => {
-    const pool = nearestOthers.slice(0, window);
-    // A group showing the same image as a verified one has the same evidence (twinsOf).
-    const twinOf = await twinsOf(read, verified, pool);
-    const evidence = (group: string) => twinOf.get(group) ?? group;
-    return [...pool, ...added].map((hit) => ({
+  const candidatesOf = (nearestOthers: VectorHit[]) =>
+    [...nearestOthers.slice(0, window), ...added].map((hit) => ({
       hit,
-      globalScore: Math.max(
-        hit.similarity,
-        regionalOf.get(evidence(hit.itemGroupId)) ?? Number.NEGATIVE_INFINITY,
-      ),
-      inliers: inliersOf.get(evidence(hit.itemGroupId)) ?? 0,
+      globalScore: Math.max(hit.similarity, regionalOf.get(hit.itemGroupId) ?? Number.NEGATIVE_INFINITY),
+      inliers: inliersOf.get(hit.itemGroupId) ?? 0,
     }));
-  };
   const minScore = query.minScore ?? 0;
   const scale = deps.cosineScale ?? {};
-  let candidates = await candidatesOf(others);
+  let candidates = candidatesOf(others);
   // Fewer than `window` other groups found (the added ones took the k-NN's places): the page is complete
   // when enough candidates rank above any group the k-NN did not return (all under its last similarity);
   // otherwise it is asked for more. Decided by scores only, so a request always gives the same page.
@@ -254,7 +246,7 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     ).length;
     const unseenMayShow = fusedScore({ globalScore: nearest.floor, inliers: 0 }, scale) >= minScore;
     if (sure < query.offset + query.limit && unseenMayShow)
-      candidates = await candidatesOf(
+      candidates = candidatesOf(
         notAdded((await nearestGroups(vectors, query, window + added.length)).groups),
       );
   }
@@ -426,46 +418,6 @@ function storedVectorReader(vectors: VectorIndex): VectorReader {
     }
     return known;
   };
-}
-
-/**
- * Similarities to the query closer than this are looked at as possibly the same stored image: equal for
- * equal vectors, up to the rounding of the index's and this module's arithmetic (~1e-7).
- */
-const TWIN_SIMILARITY_GAP = 1e-5;
-/** Stored vectors whose cosine reaches this are the same image to the embedding model. */
-const TWIN_COSINE = 1 - 1e-6;
-
-/**
- * The groups of `pool` (not verified) whose image has the same stored vector as a verified group's
- * image, each with that group: a photo several products share (a product shown again under another id,
- * a placeholder image). Verification reaches only the best groups by similarity then product_id, so
- * without this, of twelve products showing the query's own photo the two whose ids sort last scored as
- * unverified (0.5 beside ten 1s), and where an id sorts is no evidence. Vectors are read only for the
- * groups whose similarity to the query equals a verified one's, which is rare.
- */
-async function twinsOf(
-  read: VectorReader,
-  verified: readonly VectorHit[],
-  pool: readonly VectorHit[],
-): Promise<Map<string, string>> {
-  const verifiedGroups = new Set(verified.map((hit) => hit.itemGroupId));
-  const pairs = pool.flatMap((hit) =>
-    verifiedGroups.has(hit.itemGroupId)
-      ? []
-      : verified
-          .filter((twin) => Math.abs(twin.similarity - hit.similarity) <= TWIN_SIMILARITY_GAP)
-          .map((twin) => ({ hit, twin })),
-  );
-  const twins = new Map<string, string>();
-  if (pairs.length === 0) return twins;
-  const stored = await read(pairs.flatMap(({ hit, twin }) => [hit.id, twin.id]));
-  for (const { hit, twin } of pairs) {
-    const [a, b] = [stored.get(hit.id), stored.get(twin.id)];
-    if (!twins.has(hit.itemGroupId) && a && b && bestCosine([a], b) >= TWIN_COSINE)
-      twins.set(hit.itemGroupId, twin.itemGroupId);
-  }
-  return twins;
 }
 
 /** The largest dot product of `vector` with any of `others` (cosines: all are unit vectors). */

@@ -310,42 +310,6 @@ describe('searchByImage with geometric re-ranking', () => {
     expect(page.map((h) => h.product.product_id)).toEqual(['p6', 'p7', 'p8']);
   });
 
-  it('scores products sharing a verified image alike, wherever their ids sort past the top N', async () => {
-    // Prepare: m0…m7 show the same image (same vector); z is another image as similar to the photo (to
-    // 2e-6). All of them hold the mug; a top-5 shortlist verifies m0…m4 only.
-    const w = world();
-    const ids = [...Array.from({ length: 8 }, (_, i) => `m${i}`), 'z'];
-    await w.products.putMany(ids.map((id) => make('s', id)));
-    const mug = near('query photo', 0.9, 'mug');
-    await w.index.upsert(
-      ids.map((id) => ({
-        id: vectorDocumentId('s', id, 0),
-        feedId: 's',
-        productId: id,
-        itemGroupId: id,
-        vector: id === 'z' ? near('query photo', 0.9 - 2e-6, 'other') : mug,
-        fields: {},
-      })),
-    );
-    await storeFeatures(
-      w,
-      ids.map((productId) => ({ productId, image: 'red mug' })),
-    );
-    w.embedder.embed = async () => [vectorOf(photo)];
-    const d = reranked(w, 5);
-    // Act
-    const all = await searchByImage(d, { feedId: 's', image: scene, limit: 10, offset: 0 });
-    const page = await searchByImage(d, { feedId: 's', image: scene, limit: 3, offset: 5 });
-    // Assess: the eight alike, by product_id; z, unverified, after them
-    expect(all.map((h) => h.product.product_id)).toEqual(ids);
-    expect(new Set(all.slice(0, 8).map((h) => h.score))).toEqual(new Set([all[0]!.score]));
-    expect(all[0]!.score).toBeGreaterThan(0.9);
-    expect(all[8]!.score).toBeLessThan(0.6);
-    expect(page.map((h) => [h.product.product_id, h.score])).toEqual(
-      all.slice(5, 8).map((h) => [h.product.product_id, h.score]),
-    );
-  });
-
   it('keeps the global order when the query has no local features or an item has none stored', async () => {
     // Prepare
     const w = await catalogue();
