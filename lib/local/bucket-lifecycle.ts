@@ -1,5 +1,6 @@
 import { readdir, rm, stat } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
+import { S3RVER_OBJECT_SUFFIX } from '#lib/local/embedded-stores.ts';
 import type { ObjectStore } from '#lib/ports.ts';
 
 const DAY_MS = 86_400_000;
@@ -8,8 +9,7 @@ export const INCOMPLETE_UPLOAD_MAX_AGE_MS = DAY_MS;
 /** …and feed files with their request markers (`imports/`). */
 export const IMPORT_FILE_MAX_AGE_MS = 30 * DAY_MS;
 
-/** Where s3rver keeps an object's body (`<bucket folder>/<key>._S3rver_object`) and multipart uploads. */
-const OBJECT_SUFFIX = '._S3rver_object';
+/** Where s3rver keeps the parts of multipart uploads, one folder per upload. */
 const UPLOADS_FOLDER = '._S3rver_uploads';
 const IMPORTS_FOLDER = 'imports';
 
@@ -47,14 +47,14 @@ export async function sweepBucketLifecycle(options: {
   const imports = join(bucketDir, IMPORTS_FOLDER);
   const old: string[] = [];
   for (const entry of await readdir(imports, { recursive: true, withFileTypes: true }).catch(() => [])) {
-    if (!entry.isFile() || !entry.name.endsWith(OBJECT_SUFFIX)) continue;
+    if (!entry.isFile() || !entry.name.endsWith(S3RVER_OBJECT_SUFFIX)) continue;
     const file = join(entry.parentPath, entry.name);
     const written = await stat(file).then(
       (s) => s.mtimeMs,
       () => nowMs,
     );
     if (nowMs - written >= IMPORT_FILE_MAX_AGE_MS)
-      old.push(relative(bucketDir, file).slice(0, -OBJECT_SUFFIX.length).split(sep).join('/'));
+      old.push(relative(bucketDir, file).slice(0, -S3RVER_OBJECT_SUFFIX.length).split(sep).join('/'));
   }
   for (let start = 0; start < old.length && !signal?.aborted; start += 1000) {
     const batch = old.slice(start, start + 1000);

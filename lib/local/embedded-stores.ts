@@ -117,6 +117,8 @@ export async function ensureStorage(config: Config): Promise<void> {
 }
 
 const S3RVER_METADATA_SUFFIX = '._S3rver_metadata.json';
+/** How s3rver names an object's body: `<bucket folder>/<key>._S3rver_object` (and its `.md5` beside it). */
+export const S3RVER_OBJECT_SUFFIX = '._S3rver_object';
 
 /**
  * s3rver writes an object's metadata file in place: a process killed meanwhile can leave it empty, and
@@ -131,7 +133,7 @@ async function dropTornObjects(root: string): Promise<void> {
     const base = metadata.slice(0, -S3RVER_METADATA_SUFFIX.length);
     if ((await stat(metadata)).size > 0 && !(isImportFile(root, base) && !(await bodyComplete(base))))
       continue;
-    for (const file of [`${base}._S3rver_object`, `${base}._S3rver_object.md5`, metadata])
+    for (const file of [`${base}${S3RVER_OBJECT_SUFFIX}`, `${base}${S3RVER_OBJECT_SUFFIX}.md5`, metadata])
       await rm(file, { force: true });
   }
 }
@@ -149,11 +151,12 @@ function isImportFile(root: string, base: string): boolean {
  * again, a content import without its file fails saying so); the many feature records are not checked.
  */
 async function bodyComplete(base: string): Promise<boolean> {
-  const recorded = await readFile(`${base}._S3rver_object.md5`, 'utf8').catch(() => undefined);
+  const recorded = await readFile(`${base}${S3RVER_OBJECT_SUFFIX}.md5`, 'utf8').catch(() => undefined);
   if (recorded === undefined) return true;
   const hash = createHash('md5');
   try {
-    for await (const chunk of createReadStream(`${base}._S3rver_object`)) hash.update(chunk as Buffer);
+    for await (const chunk of createReadStream(`${base}${S3RVER_OBJECT_SUFFIX}`))
+      hash.update(chunk as Buffer);
   } catch {
     return false;
   }
