@@ -742,6 +742,7 @@ interface PreparedChunk {
   refreshed: VectorDocument[];
   /** Kept products that moved item group: their visual words go (keepUnfetchedFeatureRefreshes). */
   unfiledWords: string[];
+  feedId: string;
   /**
    * The stored records of the products whose vectors or features this chunk rewrites, with their
    * update_hash and embedded_model cleared: written before anything else of the chunk, so that if the
@@ -934,6 +935,7 @@ async function prepareChunk(
     additionalImageErrors,
     refreshed: refiled,
     unfiledWords: unfetched.unfiled,
+    feedId: record.feedId,
     embedder,
   };
 }
@@ -1045,7 +1047,7 @@ async function commitChunk(
   if (chunk.stale.length > 0) await deps.products.putMany(chunk.stale);
   // Before their vectors are filed under the new group, so that no search finds a product in both.
   if (chunk.unfiledWords.length > 0)
-    await deps.localFeatures?.words?.deleteProducts(chunk.keep[0]!.feed_id, chunk.unfiledWords);
+    await deps.localFeatures?.words?.deleteProducts(chunk.feedId, chunk.unfiledWords);
   if (chunk.refreshed.length > 0) await (await deps.vectors()).upsert(chunk.refreshed);
   if (changed.length > 0 && chunk.embedder) {
     const vectors = await deps.vectors();
@@ -1055,7 +1057,7 @@ async function commitChunk(
       extractFeatures(deps, chunk.images),
     ]);
     const documents = embeddedImages.map((e) => e.document);
-    const feedId = changed[0]!.feed_id;
+    const { feedId } = chunk;
     // The new images replace the old ones in place (same document ids and feature keys), so a changed
     // product stays searchable and verifiable throughout; then what they did not replace goes: images
     // beyond the new count, and the features and words of an image whose new extraction failed.
