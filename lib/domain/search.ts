@@ -158,6 +158,8 @@ function featureRefOf(feedId: string, hit: VectorHit): FeatureRef {
  *    whole image and best region (on the whole image's scale);
  * 3b. with `secondLook`, when still no group has 10 inliers: the detector's boxes are extracted at their
  *    own size and each box's keypoint shortlist verified against it (a group keeps its better count);
+ * 3c. the groups showing the same stored image as one of the best verified groups (twinsOf) join the
+ *    candidates with that group's evidence;
  * 4. fuse: verified groups (≥ 10 inliers) first by inliers, then the rest by calibrated score (their
  *    similarity and any inliers above chance, fusion.ts); candidates whose own calibrated score is
  *    under `minScore` are dropped, then scores are capped down the list so they never increase;
@@ -206,21 +208,8 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
         () => undefined,
       )
     : undefined;
-  const added = [...wordAdded, ...regionAdded, ...(looked?.added ?? [])];
   const verified = [...firstVerified, ...regionAdded, ...(looked?.added ?? [])];
   const inliers = [...firstInliers, ...regionInliers];
-  // The window counts only the groups no shortlist added: the added ones are candidates whatever the
-  // window, so counting them let a smaller window leave out a group that a larger one ranked above one
-  // of them (paging by 3 repeated a product and never showed another).
-  const addedGroups = new Set(added.map((hit) => hit.itemGroupId));
-  const notAdded = (groups: VectorHit[]) => groups.filter((hit) => !addedGroups.has(hit.itemGroupId));
-  const others = notAdded(nearest.groups);
-  // Regional evidence for the verified candidates only: they are the same groups whatever the page, so
-  // the order stays one list that every page is a slice of (the rest keep their whole-image order).
-  const regional = confident
-    ? []
-    : await regionalSimilarity(read, query.regions, verified, deps.cosineScale ?? DEFAULT_COSINE_SCALE);
-  const regionalOf = new Map(verified.map((hit, i) => [hit.itemGroupId, regional[i]]));
   // A group the second look verified keeps the better of its two counts.
   const inliersOf = new Map(
     verified.map((hit, i) => [
@@ -228,6 +217,28 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
       Math.max(inliers[i] ?? 0, looked?.inliers.get(hit.itemGroupId) ?? 0),
     ]),
   );
+  // Regional evidence for the verified candidates only: they are the same groups whatever the page, so
+  // the order stays one list that every page is a slice of (the rest keep their whole-image order).
+  // Meanwhile the groups showing a verified group's image (twinsOf), found whatever the page too.
+  const [regional, twins] = await Promise.all([
+    confident
+      ? []
+      : regionalSimilarity(read, query.regions, verified, deps.cosineScale ?? DEFAULT_COSINE_SCALE),
+    twinsOf(vectors, read, query, verified, inliersOf).catch((): Twin[] => []),
+  ]);
+  const regionalOf = new Map(verified.map((hit, i) => [hit.itemGroupId, regional[i]]));
+  // A twin has its verified group's evidence: the same image, so the same inliers and regions.
+  for (const { hit, of } of twins) {
+    inliersOf.set(hit.itemGroupId, inliersOf.get(of) ?? 0);
+    regionalOf.set(hit.itemGroupId, regionalOf.get(of));
+  }
+  const added = [...wordAdded, ...regionAdded, ...(looked?.added ?? []), ...twins.map(({ hit }) => hit)];
+  // The window counts only the groups no shortlist added: the added ones are candidates whatever the
+  // window, so counting them let a smaller window leave out a group that a larger one ranked above one
+  // of them (paging by 3 repeated a product and never showed another).
+  const addedGroups = new Set(added.map((hit) => hit.itemGroupId));
+  const notAdded = (groups: VectorHit[]) => groups.filter((hit) => !addedGroups.has(hit.itemGroupId));
+  const others = notAdded(nearest.groups);
   const candidatesOf = (nearestOthers: VectorHit[]) =>
     [...nearestOthers.slice(0, window), ...added].map((hit) => ({
       hit,
@@ -418,6 +429,80 @@ function storedVectorReader(vectors: VectorIndex): VectorReader {
     }
     return known;
   };
+}
+
+/** Verified groups (most inliers first) whose twins are looked for: one k-NN query each, in one call. */
+const TWIN_SOURCES = 5;
+/** Neighbours asked per verified image: how many products sharing one image can take its evidence. */
+const TWIN_NEIGHBOURS = 24;
+/**
+ * Index similarity from which a neighbour may be a twin; the stored vectors then decide (TWIN_COSINE):
+ * the index may compare quantised or single-precision vectors, which can leave equal ones short of 1.
+ */
+const TWIN_CANDIDATE_SIMILARITY = 0.999;
+/** Stored vectors whose cosine (in double precision) reaches this are the same image to the model. */
+const TWIN_COSINE = 1 - 1e-6;
+
+/** A group showing the same image as the verified group `of` (its hit: that image, `of`'s similarity). */
+interface Twin {
+  hit: VectorHit;
+  of: string;
+}
+
+/**
+ * The groups, besides the verified ones, whose image has the same stored vector as a verified group's
+ * image: a photo several products share (a product listed again under another id, one photo for several
+ * colours). Verification reaches only the best groups by similarity then product_id, so without this,
+ * of twelve products showing the query's own photo the two whose ids sorted last scored as unverified
+ * (0.5 beside ten 1s), though where an id sorts is no evidence. Looked for by a k-NN around each verified
+ * image (under the query's filter and exclusions), not in the page's window: the twins, like the
+ * shortlists' groups, are candidates whatever the page, so every page is a slice of one list.
+ */
+async function twinsOf(
+  vectors: VectorIndex,
+  read: VectorReader,
+  query: RankQuery,
+  verified: readonly VectorHit[],
+  inliersOf: ReadonlyMap<string, number>,
+): Promise<Twin[]> {
+  const inliers = (hit: VectorHit) => inliersOf.get(hit.itemGroupId) ?? 0;
+  const sources = verified
+    .filter((hit) => inliers(hit) >= MIN_VERIFIED_INLIERS)
+    .sort(
+      (a, b) =>
+        inliers(b) - inliers(a) || (a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0),
+    )
+    .slice(0, TWIN_SOURCES);
+  if (sources.length === 0) return [];
+  const stored = await read(sources.map((hit) => hit.id));
+  const asked = sources.filter((hit) => stored.has(hit.id));
+  const filtered = query.filter !== undefined && Object.keys(query.filter).length > 0;
+  const lists = await vectors.searchMany(
+    asked.map((hit) => ({
+      feedId: query.feedId,
+      vector: stored.get(hit.id)!,
+      k: TWIN_NEIGHBOURS,
+      ...(filtered ? { filter: query.filter } : {}),
+      ...(query.excludeItemGroupIds ? { excludeItemGroupIds: query.excludeItemGroupIds } : {}),
+    })),
+  );
+  const known = new Set(verified.map((hit) => hit.itemGroupId));
+  const candidates = lists.flatMap((hits, i) =>
+    hits
+      .filter((hit) => hit.similarity >= TWIN_CANDIDATE_SIMILARITY && !known.has(hit.itemGroupId))
+      .map((hit) => ({ hit, source: asked[i]! })),
+  );
+  if (candidates.length === 0) return [];
+  const theirs = await read(candidates.map(({ hit }) => hit.id));
+  const twins: Twin[] = [];
+  for (const { hit, source } of candidates) {
+    const vector = theirs.get(hit.id);
+    if (known.has(hit.itemGroupId) || !vector || bestCosine([stored.get(source.id)!], vector) < TWIN_COSINE)
+      continue;
+    known.add(hit.itemGroupId);
+    twins.push({ hit: { ...hit, similarity: source.similarity }, of: source.itemGroupId });
+  }
+  return twins;
 }
 
 /** The largest dot product of `vector` with any of `others` (cosines: all are unit vectors). */

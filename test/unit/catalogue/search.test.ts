@@ -310,6 +310,72 @@ describe('searchByImage with geometric re-ranking', () => {
     expect(page.map((h) => h.product.product_id)).toEqual(['p6', 'p7', 'p8']);
   });
 
+  it('scores products sharing a verified image alike, wherever their ids sort, on every page', async () => {
+    // Prepare: m00…m11 show the same image (same vector) and hold the mug; a top-5 shortlist verifies
+    // m00…m04 only. z is another image as similar to the photo (to 2e-6); n is nearly the mugs' image
+    // (cosine 0.9999 to it, a little less similar to the photo) but does not hold the mug.
+    const w = world();
+    const mugs = Array.from({ length: 12 }, (_, i) => `m${String(i).padStart(2, '0')}`);
+    const ids = [...mugs, 'n', 'z'];
+    await w.products.putMany(ids.map((id) => make('s', id)));
+    const mug = near('query photo', 0.9, 'mug');
+    const vectorOfId = (id: string) => {
+      if (id === 'z') return near('query photo', 0.9 - 2e-6, 'other');
+      if (id !== 'n') return mug;
+      // Turned from the mug's vector by cos⁻¹ 0.9999, away from the photo's.
+      const q = vectorOf(photo);
+      const away = mug.map((x, i) => 0.9 * x - q[i]!);
+      const norm = Math.hypot(...away);
+      return mug.map((x, i) => 0.9999 * x + Math.sqrt(1 - 0.9999 ** 2) * (away[i]! / norm));
+    };
+    await w.index.upsert(
+      ids.map((id) => {
+        const vector = vectorOfId(id);
+        const norm = Math.hypot(...vector);
+        return {
+          id: vectorDocumentId('s', id, 0),
+          feedId: 's',
+          productId: id,
+          itemGroupId: id,
+          vector: vector.map((x) => x / norm),
+          fields: {},
+        };
+      }),
+    );
+    await storeFeatures(
+      w,
+      ids.map((productId) => ({
+        productId,
+        image: productId === 'n' || productId === 'z' ? 'other' : 'red mug',
+      })),
+    );
+    w.embedder.embed = async () => [vectorOf(photo)];
+    const d = reranked(w, 5);
+    const search = (offset: number, limit: number) =>
+      searchByImage(d, { feedId: 's', image: scene, limit, offset });
+    // Act
+    const all = await search(0, 20);
+    // Assess: the twelve alike, by product_id, then the unverified ones
+    expect(all.map((h) => h.product.product_id).slice(0, 12)).toEqual(mugs);
+    expect(new Set(all.slice(0, 12).map((h) => h.score))).toEqual(new Set([all[0]!.score]));
+    expect(all[0]!.score).toBeGreaterThan(0.9);
+    expect(
+      all
+        .slice(12)
+        .map((h) => h.product.product_id)
+        .sort(),
+    ).toEqual(['n', 'z']);
+    expect(all[12]!.score).toBeLessThan(0.6);
+    for (const size of [1, 2, 3, 4]) {
+      const paged: [string, number][] = [];
+      for (let offset = 0; offset < all.length; offset += size)
+        paged.push(
+          ...(await search(offset, size)).map((h): [string, number] => [h.product.product_id, h.score]),
+        );
+      expect(paged, `pages of ${size}`).toEqual(all.map((h) => [h.product.product_id, h.score]));
+    }
+  });
+
   it('keeps the global order when the query has no local features or an item has none stored', async () => {
     // Prepare
     const w = await catalogue();
@@ -378,6 +444,53 @@ describe('searchByImage with geometric re-ranking', () => {
     expect(hits[0]?.product.product_id).toBe('p7');
     expect(hits).toHaveLength(10);
     expect(w.embedder.embedded).toBe(0);
+  });
+
+  it('gives a verified related product’s twins its evidence under the same filters', async () => {
+    // Prepare: every p is brand acme; t1 (acme) and t2 (other) show p7's image, past a top-8 shortlist
+    const w = await rankedCatalogue({
+      count: 10,
+      top: 0.95,
+      mug: 'p7',
+      fieldsOf: () => ({ brand: ['acme'] }),
+    });
+    const ref = make('s', 'ref');
+    const twins = [make('s', 't1'), make('s', 't2')];
+    await w.products.putMany([ref, ...twins]);
+    const p7 = (await w.index.getVectors([vectorDocumentId('s', 'p7', 0)])).get(
+      vectorDocumentId('s', 'p7', 0),
+    )!;
+    await w.index.upsert([
+      {
+        id: vectorDocumentId('s', 'ref', 0),
+        feedId: 's',
+        productId: 'ref',
+        itemGroupId: 'ref',
+        vector: vectorOf(photo),
+        fields: {},
+      },
+      ...twins.map(({ product_id }) => ({
+        id: vectorDocumentId('s', product_id, 0),
+        feedId: 's',
+        productId: product_id,
+        itemGroupId: product_id,
+        vector: p7,
+        fields: { brand: [product_id === 't1' ? 'acme' : 'other'] },
+      })),
+    ]);
+    await storeFeatures(w, [{ productId: 'ref', image: 'packshot of a red mug' }]);
+    // Act
+    const hits = await relatedProducts(reranked(w, 8), {
+      feedId: 's',
+      productId: 'ref',
+      limit: 20,
+      offset: 0,
+      filters: [{ key: 'brand', value: 'acme' }],
+    });
+    // Assess
+    expect(hits.slice(0, 2).map((h) => h.product.product_id)).toEqual(['p7', 't1']);
+    expect(hits[1]!.score).toBe(hits[0]!.score);
+    expect(hits.map((h) => h.product.product_id)).not.toContain('t2');
   });
 
   it('verifies each detected object’s crop (OD+SEARCH)', async () => {
@@ -1289,7 +1402,11 @@ describe('searchByImage with regional matching', () => {
     const d = withRegions(w, []);
     let regionalQueries = 0;
     const searchMany = w.index.searchMany.bind(w.index);
-    w.index.searchMany = (queries) => ((regionalQueries += queries.length), searchMany(queries));
+    // Regional k-NN queries ask 5 neighbours (the twin search of the verified p2 asks more).
+    w.index.searchMany = (queries) => (
+      (regionalQueries += queries.filter((q) => q.k === 5).length),
+      searchMany(queries)
+    );
     const stuck: SearchDeps = {
       ...d,
       vision: async () => ({
