@@ -93,6 +93,30 @@ describe('UsearchVectorIndex', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('finds the stored copies of a vector through the graph (products sharing one image)', async () => {
+    // Prepare: 40 products share one image among 3000 others; the search's twin lookup asks 24 neighbours
+    // of that image and takes those at similarity ≥ 0.999 as candidates
+    const dir = await tempDir();
+    const dimension = 32;
+    const index = new UsearchVectorIndex({ dir, dimension, exactThreshold: 0 });
+    const shared = randomUnit(77_777, dimension);
+    await index.upsert([
+      ...Array.from({ length: 3000 }, (_, i) => doc('f1', `p${i}`, randomUnit(i + 1, dimension))),
+      ...Array.from({ length: 40 }, (_, i) => doc('f1', `twin${String(i).padStart(2, '0')}`, shared)),
+    ]);
+
+    // Act
+    const [hits] = await index.searchMany([{ feedId: 'f1', vector: shared, k: 24 }]);
+
+    // Assess: 24 of the copies (which ones is the graph's choice among equals), by productId
+    const ids = hits!.map((hit) => hit.productId);
+    expect(ids).toHaveLength(24);
+    expect(ids.every((id) => id.startsWith('twin'))).toBe(true);
+    expect(ids).toEqual([...ids].sort());
+    expect(hits!.every((hit) => hit.similarity >= 0.999)).toBe(true);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('filters and deletes by product right after a reopen, with rows replaced before its postings exist', async () => {
     // Prepare: three products written, then reopened (a loaded feed builds its postings at first use)
     const dir = await tempDir();
