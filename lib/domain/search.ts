@@ -219,7 +219,9 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   );
   // Regional evidence for the verified candidates only: they are the same groups whatever the page, so
   // the order stays one list that every page is a slice of (the rest keep their whole-image order).
-  // Meanwhile the groups showing a verified group's image (twinsOf), found whatever the page too.
+  // Meanwhile the groups showing a verified group's image (twinsOf), found whatever the page too. Both
+  // read verified images' vectors: read once, before either asks (concurrent reads would not share).
+  if (!confident && query.regions) await read(verified.map((hit) => hit.id));
   const [regional, twins] = await Promise.all([
     confident
       ? []
