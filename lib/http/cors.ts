@@ -38,14 +38,20 @@ export const ALLOWED_REQUEST_HEADERS = [
 export const PREFLIGHT_MAX_AGE_SECONDS = 7200;
 
 /**
+ * What every handler answer depends on besides its method and URL, sent on each (lib/http/middleware.ts):
+ * the request's Origin, which corsHeaders names (or nothing, without one), and its Accept-Encoding, by
+ * which the gateway or the local server compresses it (lib/http/compression.ts). A cache keys a stored
+ * answer only on what that answer's Vary names, so an answer without an Origin, or one left uncompressed,
+ * must name both too: else a shared cache gives it to the next browser (no allow-origin header: the page
+ * cannot read it) or to a client that asked for gzip, and a gzipped one to a client that cannot read gzip.
+ */
+export const VARY = 'Origin, Accept-Encoding';
+
+/**
  * Shop pages call the API from the browser, so every answer (errors included, or the browser hides them)
  * names the calling origin. Which origins may use a search id is the domain check's job, not CORS's.
  */
 export function corsHeaders(origin: string | undefined): Record<string, string> {
   if (!origin) return {};
-  return {
-    'Access-Control-Allow-Origin': origin,
-    'Access-Control-Expose-Headers': EXPOSED_HEADERS,
-    Vary: 'Origin',
-  };
+  return { 'Access-Control-Allow-Origin': origin, 'Access-Control-Expose-Headers': EXPOSED_HEADERS };
 }

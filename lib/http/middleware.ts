@@ -7,7 +7,7 @@ import { DomainError, NotFoundError, RateLimitedError, ValidationError } from '#
 import { hostAllowed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 import { keyBelongsTo } from '#lib/domain/keys.ts';
 import { nullsAsAbsent, refuseQuery } from '#lib/domain/validation.ts';
-import { corsHeaders } from '#lib/http/cors.ts';
+import { corsHeaders, VARY } from '#lib/http/cors.ts';
 import { idempotent } from '#lib/http/idempotency.ts';
 import { authenticationChallenge, toErrorBody } from '#lib/http/errors.ts';
 import { json } from '#lib/http/responses.ts';
@@ -31,8 +31,8 @@ const TOUCH_INTERVAL_MS = 60_000;
 
 /**
  * Opens and closes every request: request id and logger before; on the way out (success or error) the
- * error mapper, rate-limit and request-id headers, usage metering and one access-log line. It is the first
- * middleware, so its `after`/`onError` run last and see the final outcome.
+ * error mapper, rate-limit, request-id and Vary headers, usage metering and one access-log line. It is
+ * the first middleware, so its `after`/`onError` run last and see the final outcome.
  */
 function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
   const finish = async (request: Request) => {
@@ -105,7 +105,7 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
 }
 
 function responseHeaders(state: RequestState): Record<string, string> {
-  const headers: Record<string, string> = { 'X-Request-Id': state.requestId };
+  const headers: Record<string, string> = { 'X-Request-Id': state.requestId, Vary: VARY };
   if (state.rateLimit) {
     headers['RateLimit-Limit'] = String(state.rateLimit.limit);
     headers['RateLimit-Remaining'] = String(state.rateLimit.remaining);

@@ -298,9 +298,8 @@ export async function startHttpServer(options: {
     // Compressed as the gateway compresses it (minCompressionSize): gzip, from COMPRESSION_MIN_BYTES.
     if (payload.length >= COMPRESSION_MIN_BYTES && acceptsGzip(request.headers['accept-encoding'])) {
       payload = await gzipped(payload);
+      // (Its Vary, Accept-Encoding included, is the middleware's, on every answer: lib/http/cors.ts VARY.)
       headers['Content-Encoding'] = 'gzip';
-      const vary = Object.keys(headers).find((name) => name.toLowerCase() === 'vary');
-      headers[vary ?? 'Vary'] = vary ? `${String(headers[vary])}, Accept-Encoding` : 'Accept-Encoding';
     }
     response.writeHead(result.statusCode, headers);
     response.end(payload);
