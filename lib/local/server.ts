@@ -5,10 +5,10 @@ import type { Duplex } from 'node:stream';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { gzip } from 'node:zlib';
+import { deflate, gzip } from 'node:zlib';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import { DomainError } from '#lib/domain/errors.ts';
-import { acceptsGzip, COMPRESSION_MIN_BYTES } from '#lib/http/compression.ts';
+import { COMPRESSION_MIN_BYTES, type ContentCoding, contentCoding } from '#lib/http/compression.ts';
 import { ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS } from '#lib/http/cors.ts';
 import { type ErrorBody, toErrorBody } from '#lib/http/errors.ts';
 import { stringHeaders } from '#lib/http/responses.ts';
@@ -22,7 +22,11 @@ type LambdaHandler = (event: APIGatewayProxyEvent, context: Context) => Promise<
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
-const gzipped = promisify(gzip);
+/** The gateway's codings (CONTENT_CODINGS); `deflate` is the zlib format, as RFC 9110 §8.4.1.2 names it. */
+const COMPRESS: Record<ContentCoding, (data: Buffer) => Promise<Buffer>> = {
+  gzip: promisify(gzip),
+  deflate: promisify(deflate),
+};
 /** JSON media types, as the handlers' body parser (@middy/http-json-body-parser) accepts them. */
 const JSON_MEDIA_TYPE = /^application\/(.+\+)?json\s*($|;)/i;
 
@@ -294,12 +298,15 @@ export async function startHttpServer(options: {
       headers[name] = values.map(String);
     // CORS headers of handler responses come from the middleware, as in AWS; only preflights are answered here.
     // (A HEAD answer's body is empty already: the middleware drops it, and Node sends none for HEAD.)
-    let payload = Buffer.from(result.body, result.isBase64Encoded ? 'base64' : 'utf8');
-    // Compressed as the gateway compresses it (minCompressionSize): gzip, from COMPRESSION_MIN_BYTES.
-    if (payload.length >= COMPRESSION_MIN_BYTES && acceptsGzip(request.headers['accept-encoding'])) {
-      payload = await gzipped(payload);
-      // (Its Vary, Accept-Encoding included, is the middleware's, on every answer: lib/http/cors.ts VARY.)
-      headers['Content-Encoding'] = 'gzip';
+    let payload: Buffer = Buffer.from(result.body, result.isBase64Encoded ? 'base64' : 'utf8');
+    // Compressed as the gateway compresses it: from COMPRESSION_MIN_BYTES (minCompressionSize), with the
+    // coding it would choose. (Its Vary, Accept-Encoding included, is the middleware's, on every answer:
+    // lib/http/cors.ts VARY.)
+    const coding =
+      payload.length >= COMPRESSION_MIN_BYTES ? contentCoding(request.headers['accept-encoding']) : undefined;
+    if (coding) {
+      payload = await COMPRESS[coding](payload);
+      headers['Content-Encoding'] = coding;
     }
     response.writeHead(result.statusCode, headers);
     response.end(payload);
