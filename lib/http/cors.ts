@@ -8,9 +8,11 @@ export const EXPOSED_HEADERS = 'RateLimit-Limit,RateLimit-Remaining,RateLimit-Re
 /**
  * Request headers a browser may send, as the preflight answers them (locally and at the gateway): the
  * search id and JSON, and the headers that monitoring and HTTP libraries add to a page's requests (W3C
- * Trace Context and baggage, Sentry, B3/Zipkin, Datadog, AWS X-Ray, New Relic, X-Requested-With). A
- * header outside the list fails the preflight, and the browser then refuses every search with an opaque
- * network error: turning on a page's trace propagation would break the search. Only the first two are read.
+ * Trace Context and baggage, Sentry, B3/Zipkin, Datadog, Elastic APM's pre-W3C header, Jaeger, Apache
+ * SkyWalking's sw8 protocol, AWS X-Ray, New Relic, X-Requested-With). A header outside the list fails
+ * the preflight, and the browser then refuses every search with an opaque network error: turning on a
+ * page's trace propagation would break the search. Only the first two are read. Headers named per key
+ * (Jaeger's `uberctx-<key>` baggage) cannot be listed: a preflight's answer names headers, not patterns.
  */
 export const ALLOWED_REQUEST_HEADERS = [
   'Authorization',
@@ -30,6 +32,12 @@ export const ALLOWED_REQUEST_HEADERS = [
   'x-datadog-parent-id',
   'x-datadog-origin',
   'x-datadog-sampling-priority',
+  'x-datadog-tags',
+  'elastic-apm-traceparent',
+  'uber-trace-id',
+  'sw8',
+  'sw8-correlation',
+  'sw8-x',
   'X-Amzn-Trace-Id',
   'newrelic',
 ];

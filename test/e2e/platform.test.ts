@@ -668,7 +668,12 @@ describe('routing', () => {
   it('answers a CORS preflight, allowing the tracing headers monitoring scripts add', async () => {
     // (A header the answer does not allow fails the preflight: with Sentry's or OpenTelemetry's trace
     // propagation on, the browser refused every search.)
-    const asked = ['authorization', 'content-type', 'traceparent', 'tracestate', 'baggage', 'sentry-trace'];
+    const asked = [
+      ...['authorization', 'content-type', 'traceparent', 'tracestate', 'baggage', 'sentry-trace'],
+      // Datadog's (RUM and its tracers), Elastic APM's before W3C, Jaeger's and SkyWalking's (sw8 protocol)
+      ...['x-datadog-trace-id', 'x-datadog-parent-id', 'x-datadog-origin', 'x-datadog-sampling-priority'],
+      ...['x-datadog-tags', 'elastic-apm-traceparent', 'uber-trace-id', 'sw8', 'sw8-correlation', 'sw8-x'],
+    ];
     const response = await stack.call('OPTIONS', '/api/v1/search/image', {
       headers: {
         origin: 'https://shop.example.com',
