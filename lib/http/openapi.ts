@@ -25,7 +25,8 @@ import {
   rootSearchItem,
 } from '#lib/domain/products.ts';
 import { DetectRequest, RelatedRequest, RootSearchRequest, SearchImageRequest } from '#lib/domain/schemas.ts';
-import { STATUS_OF } from '#lib/http/errors.ts';
+import { VARY } from '#lib/http/cors.ts';
+import { authenticationChallenge, STATUS_OF } from '#lib/http/errors.ts';
 import { IDEMPOTENCY_HEADER, ORIGINAL_REQUEST_HEADER, REPLAYED_HEADER } from '#lib/http/idempotency.ts';
 import { type Route, ROUTES } from '#lib/http/routes.ts';
 
@@ -983,6 +984,8 @@ const rateLimitHeaders = {
   'RateLimit-Reset': { $ref: '#/components/headers/RateLimit-Reset' },
 };
 const requestIdHeader = { 'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' } };
+const varyHeader = { Vary: { $ref: '#/components/headers/Vary' } };
+const challengeHeader = { 'WWW-Authenticate': { $ref: '#/components/headers/WWW-Authenticate' } };
 const retryAfterHeader = { 'Retry-After': { $ref: '#/components/headers/Retry-After' } };
 const etagHeader = { ETag: { $ref: '#/components/headers/ETag' } };
 const EXAMPLE_ETAG = '"3q2-7w8Kx1bQ0pZl9yT4mN6vR2c"';
@@ -997,7 +1000,8 @@ function errorResponses(route: Route): JsonObject {
     byStatus.set(STATUS_OF[code], [...(byStatus.get(STATUS_OF[code]) ?? []), code]);
   const out: JsonObject = {};
   for (const [status, codes] of byStatus) {
-    const headers: JsonObject = { ...requestIdHeader };
+    const headers: JsonObject = { ...requestIdHeader, ...varyHeader };
+    if (status === 401) Object.assign(headers, challengeHeader);
     // The rate limit is known once the search id resolved: on 429 and on errors raised after authentication.
     if (route.access === 'public' && (status === 429 || status === 400 || status === 404 || status >= 422))
       Object.assign(headers, rateLimitHeaders);
@@ -1085,9 +1089,10 @@ function operation(route: Route): JsonObject {
   }
   const successHeaders =
     route.access === 'public'
-      ? { ...requestIdHeader, ...rateLimitHeaders }
+      ? { ...requestIdHeader, ...varyHeader, ...rateLimitHeaders }
       : {
           ...requestIdHeader,
+          ...varyHeader,
           ...(takesIdempotencyKey(route) ? replayedHeader : {}),
           ...(doc?.etag ? etagHeader : {}),
         };
@@ -1163,7 +1168,8 @@ export function buildOpenApiDocument(
       description: [
         'All bodies are JSON. Public endpoints authenticate with a search id (API key): `Authorization: Bearer <searchId>` or the body field `searchId` (`feedId` on the root search); both present and different → 400.',
         'Every public response counted against the allowance carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset`: a 429, and any answer to a request that passed the search id, domain and limit checks (200, and the 400, 404 and 422 of its content); a 429 also carries `Retry-After`. 401, 403, 413 and 415, and a 400 for a body that is not JSON or names two search ids, carry none. Limits per rolling hour: free 100, pro 1,000, enterprise custom. Requests are counted in 5-minute steps: each one weighs on the limit for 60 to 65 minutes, so no 60-minute span admits more than the limit.',
-        'Every non-2xx response has the body `{"error": {"status", "code", "message", "details"}, "requestId"}`; the request id is also in `X-Request-Id`. An unknown path answers 404 `not_found`, a wrong method 405 `method_not_allowed` with `Allow`.',
+        'Every non-2xx response has the body `{"error": {"status", "code", "message", "details"}, "requestId"}`; the request id is also in `X-Request-Id`. A 401 names its scheme in `WWW-Authenticate`. An unknown path answers 404 `not_found`, a wrong method 405 `method_not_allowed` with `Allow`.',
+        `Every answer from an operation's handler carries \`Vary: ${VARY}\`: it names the calling origin, and from 1 KB it is compressed for a client that accepts it. (The gateway's own errors allow any origin, \`*\`, and are smaller: they carry none.)`,
         'The admin API (`/admin/v1`) serves the dashboard and scripts; it takes the admin token as a bearer token.',
         'Every GET operation also answers HEAD: the same status and headers, without the body.',
       ].join('\n\n'),
@@ -1229,6 +1235,16 @@ export function buildOpenApiDocument(
           description: 'Seconds to wait before retrying (429, 503, and 409 `idempotency_key_in_use`).',
           schema: { type: 'integer', minimum: 0 },
           example: 1200,
+        },
+        Vary: {
+          description: `\`${VARY}\` on every answer of the handlers, compressed or not, with an Origin or without (they name the calling origin, and may be compressed): a shared cache keeps one answer per origin and coding.`,
+          schema: { type: 'string' },
+          example: VARY,
+        },
+        'WWW-Authenticate': {
+          description: `The scheme a 401 asks for: \`${authenticationChallenge('missing_search_id', false)}\` without a search id, \`${authenticationChallenge('invalid_search_id', false)}\` for an unknown one; \`${authenticationChallenge('unauthorized', true)}\` on the admin API with an admin token (local mode; deployed, the admin API takes IAM-signed requests and its 401 names no scheme). Deployed, API Gateway may pass the handlers' header on as \`x-amzn-Remapped-WWW-Authenticate\`; its own 401 for an unknown search id carries it as is.`,
+          schema: { type: 'string' },
+          example: authenticationChallenge('invalid_search_id', false),
         },
         'X-Request-Id': {
           description: 'Id of this request; equals requestId in error bodies.',

@@ -106,3 +106,40 @@ describe('admin import answers against the OpenAPI document', () => {
     ]);
   });
 });
+
+describe('answers against the headers the OpenAPI document declares', () => {
+  it('carry every header declared for their status: WWW-Authenticate on a 401, Vary on each', async () => {
+    // Prepare: the document as a client reads it
+    const doc = (await (await fetch(`${stack.url}/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, { responses: Record<string, { headers?: object }> }>>;
+    };
+    const declared = (path: string, method: string, status: number) =>
+      Object.keys(doc.paths[path]![method]!.responses[String(status)]!.headers ?? {});
+    const send = (path: string, method: string, headers: Record<string, string>, body?: unknown) =>
+      fetch(`${stack.url}${path}`, {
+        method,
+        headers: { 'content-type': 'application/json', ...headers },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+    // Act
+    const answers = [
+      ['/api/v1/related', 'post', await send('/api/v1/related', 'POST', {}, { productId: 'hammer-claw' })],
+      [
+        '/api/v1/related',
+        'post',
+        await send('/api/v1/related', 'POST', bearer(stack.demo.searchId), { productId: 'hammer-claw' }),
+      ],
+      ['/admin/v1/feeds', 'get', await send('/admin/v1/feeds', 'GET', bearer('not-the-admin-token'))],
+      ['/admin/v1/feeds', 'get', await send('/admin/v1/feeds', 'GET', bearer(stack.adminToken))],
+    ] as const;
+    // Assess
+    expect(answers.map(([, , response]) => response.status)).toEqual([401, 200, 401, 200]);
+    for (const [path, method, response] of answers) {
+      const names = declared(path, method, response.status);
+      expect(names, `${method} ${path} ${response.status}`).toContain('Vary');
+      for (const name of names)
+        expect(response.headers.get(name), `${method} ${path} ${response.status}: ${name}`).not.toBeNull();
+    }
+  });
+});

@@ -44,6 +44,8 @@ describe('OpenAPI document structure', () => {
       'RateLimit-Remaining',
       'RateLimit-Reset',
       'Retry-After',
+      'Vary',
+      'WWW-Authenticate',
       'X-Request-Id',
     ]) {
       expect(doc.components.headers[header], header).toMatchObject({
@@ -109,6 +111,21 @@ describe('OpenAPI document structure', () => {
         expect(Object.keys(responses['429']?.headers ?? {}), route.name).toContain('Retry-After');
       }
     }
+  });
+
+  it('declares WWW-Authenticate on every 401, and Vary on every answer, as the middleware sends them', () => {
+    let unauthorized = 0;
+    for (const { path, method, op } of operations) {
+      for (const [status, response] of Object.entries(op.responses as Record<string, { headers?: Json }>)) {
+        const where = `${method.toUpperCase()} ${path} ${status}`;
+        const headers = Object.keys(response.headers ?? {});
+        expect(headers, where).toContain('Vary');
+        if (status === '401') unauthorized++;
+        expect(headers.includes('WWW-Authenticate'), where).toBe(status === '401');
+      }
+    }
+    // (Every operation has a 401: a search id or the admin token is required on every route.)
+    expect(unauthorized).toBe(operations.length);
   });
 
   it('has examples that the schemas they illustrate accept', () => {
