@@ -37,19 +37,28 @@ export const DOMAIN_PATTERN =
   /^(\*\.)?(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
 /**
- * A domain entry as the Origin check compares it: lower case; an internationalised name in the ASCII
- * (punycode) form browsers send in Origin; without a trailing dot or a port (an Origin's port is not
- * compared), nor an http(s) scheme and a lone `/` after the host (a page's `location.origin`, or its
- * address bar, pasted as the entry: the check is by host). Text that is no hostname is returned trimmed
- * and lower-cased, for DOMAIN_PATTERN to refuse.
+ * The host a domain entry names, as typed (trimmed, lower case): without an http(s) scheme and a lone `/`
+ * after the host (a page's `location.origin`, or its address bar, pasted as the entry: the check is by
+ * host), a port (an Origin's port is not compared) or a trailing dot, and a leading `*.` apart. `text` is
+ * the entry without the scheme and `/`.
  */
-export function canonicalDomain(entry: string): string {
+export function typedHost(entry: string): { text: string; wildcard: boolean; host: string } {
   const text = entry
     .trim()
     .toLowerCase()
     .replace(/^https?:\/\/([^/]*)\/?$/, '$1');
   const wildcard = text.startsWith('*.');
   const host = (wildcard ? text.slice(2) : text).replace(/:\d{1,5}$/, '').replace(/\.$/, '');
+  return { text, wildcard, host };
+}
+
+/**
+ * A domain entry as the Origin check compares it: its typed host (typedHost) in the form browsers send in
+ * Origin, an internationalised name in ASCII (punycode), `*.` kept. Text that is no hostname is returned
+ * trimmed and lower-cased, for DOMAIN_PATTERN to refuse.
+ */
+export function canonicalDomain(entry: string): string {
+  const { text, wildcard, host } = typedHost(entry);
   if (!host || /[/:@?#\s]/.test(host)) return text;
   const ascii = domainToASCII(host);
   return ascii ? `${wildcard ? '*.' : ''}${ascii}` : text;

@@ -217,6 +217,25 @@ describe('feeds', () => {
     expect(response.body.error.details.map((d: { path: string }) => d.path)).toContain(path);
   });
 
+  it('keeps an IP address given with a scheme as the address, and names what a shorthand is read as', async () => {
+    // Act
+    const created = await stack.admin('POST', '/admin/v1/feeds', {
+      name: 'By address',
+      domains: ['https://192.0.2.10:8443/', 'http://192.0.2.11'],
+    });
+    const shorthand = await stack.admin('POST', '/admin/v1/feeds', { name: 'x', domains: ['https://127.1'] });
+    // Assess: the full address was refused as a shorthand of itself once it came with a scheme
+    expect(created.status).toBe(201);
+    expect(created.body.domains).toEqual(['192.0.2.10', '192.0.2.11']);
+    expectError(shorthand, 400, 'invalid_request');
+    expect(shorthand.body.error.details).toEqual([
+      {
+        path: 'domains.0',
+        message: 'is read as an IP address (127.0.0.1): write one as its four numbers, such as 192.0.2.10',
+      },
+    ]);
+  });
+
   it('bounds the 400 of a body with thousands of unknown fields, and refuses lone surrogates', async () => {
     // (250,000 unknown keys made a 400 of 6.3 MB, listing each twice: past Lambda's 6 MB answer.)
     const unknown = Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`k${i}`, 0]));

@@ -74,11 +74,15 @@ describe('feed domains as the admin API takes them', () => {
   });
 
   it.each([
-    ['1', /read as an IP address/],
-    ['0x10', /read as an IP address/],
-    ['010', /read as an IP address/],
-    ['127.1', /read as an IP address/],
-    ['192.000.002.010', /read as an IP address/],
+    ['1', /^is read as an IP address \(0\.0\.0\.1\)/],
+    ['0x10', /^is read as an IP address \(0\.0\.0\.16\)/],
+    ['010', /^is read as an IP address \(0\.0\.0\.8\)/],
+    ['127.1', /^is read as an IP address \(127\.0\.0\.1\)/],
+    ['192.000.002.010', /^is read as an IP address \(192\.0\.2\.8\)/],
+    // With a scheme, port or wildcard, as without
+    ['https://127.1', /^is read as an IP address \(127\.0\.0\.1\)/],
+    ['http://010:8080/', /^is read as an IP address \(0\.0\.0\.8\)/],
+    ['*.0x10', /^is read as an IP address \(0\.0\.0\.16\)/],
     ['a\u200bb.example', /invisible characters/],
   ])(
     'refuses %j, which a browser would read as another host (it was stored as that host)',
@@ -109,6 +113,12 @@ describe('feed domains as the admin API takes them', () => {
     expect(
       domainsOf(['192.0.2.10', '192.0.2.10:8080', 'shop1.example', '2001.example']).data?.domains,
     ).toEqual(['192.0.2.10', '192.0.2.10', 'shop1.example', '2001.example']);
+  });
+
+  it('keeps an IPv4 address written in full with a scheme, as the bare address (it was refused as one)', () => {
+    const parsed = domainsOf(['https://192.0.2.10', 'http://192.0.2.10:8080/', 'https://192.0.2.10.']);
+    expect(parsed.error?.issues).toBeUndefined();
+    expect(parsed.data?.domains).toEqual(['192.0.2.10', '192.0.2.10', '192.0.2.10']);
   });
 
   it.each(['*.co.uk', '*.CO.UK', '*.github.io', '*.s3.amazonaws.com', '*.рф', '*.local'])(

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { parse as parseHost } from 'tldts';
-import { browserReadsHost, canonicalDomain, DOMAIN_PATTERN, PLANS } from '#lib/domain/feeds.ts';
+import { browserReadsHost, canonicalDomain, DOMAIN_PATTERN, PLANS, typedHost } from '#lib/domain/feeds.ts';
 import { hasHiddenCharacters, hasLoneSurrogate } from '#lib/domain/validation.ts';
 
 /** Request schemas of the admin API (DESIGN §4). Strict: a typo in an admin call is an error, not a no-op. */
@@ -27,18 +27,17 @@ export function wildcardTooWide(entry: string): boolean {
   return parseHost(entry.slice(2), { allowPrivateDomains: true }).domain === null;
 }
 
-/** A host written as a number or in an IPv4 shorthand (`1`, `0x10`, `010`, `1.2`) that is read as an IPv4 address. */
-function ipShorthand(entry: string): boolean {
-  const canonical = canonicalDomain(entry);
-  const host = entry
-    .trim()
-    .toLowerCase()
-    .replace(/^\*\./, '')
-    .replace(/:\d{1,5}$/, '')
-    .replace(/\.$/, '');
-  return (
-    /^\d{1,3}(\.\d{1,3}){3}$/.test(canonical.replace(/^\*\./, '')) && host !== canonical.replace(/^\*\./, '')
-  );
+/**
+ * The IPv4 address a browser reads an entry's host as, when the host is written as a number or in an IPv4
+ * shorthand (`1`, `0x10`, `010`, `127.1`, `192.000.002.010`) rather than as that address; undefined
+ * otherwise. An address written as its four numbers is a host like any other, with a scheme, port or
+ * trailing dot too (`https://192.0.2.10:8443/` is kept as `192.0.2.10`): it is compared as typedHost
+ * leaves it, as canonicalDomain keeps it (`https://192.0.2.10`, compared with its scheme, was refused).
+ */
+function ipShorthand(entry: string): string | undefined {
+  const address = canonicalDomain(entry).replace(/^\*\./, '');
+  if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(address)) return undefined;
+  return typedHost(entry).host === address ? undefined : address;
 }
 
 const name = shownText(200).describe('Display name of the feed.');
@@ -52,10 +51,10 @@ export const domainEntry = z
   // Checked as sent, before the canonical form: browsers' host parsing reads "1" or "010" as the IPv4
   // address 0.0.0.1 or 0.0.0.8 and drops a zero-width space, so the entry stored was not the one typed.
   .refine((entry) => !hasHiddenCharacters(entry), 'invisible characters are not part of a hostname')
-  .refine(
-    (entry) => !ipShorthand(entry),
-    'is read as an IP address: write one as four numbers, such as 192.0.2.10',
-  )
+  .refine((entry) => ipShorthand(entry) === undefined, {
+    error: (issue) =>
+      `is read as an IP address (${ipShorthand(String(issue.input))}): write one as its four numbers, such as 192.0.2.10`,
+  })
   .overwrite(canonicalDomain)
   .regex(DOMAIN_PATTERN, 'expected a hostname such as shop.example.com or *.example.com')
   // (Only a pattern-shaped entry: one the pattern refused has that message alone.)
