@@ -375,14 +375,19 @@ const DOMAIN_PATTERN =
 
 /**
  * As the server keeps an entry (lib/domain/feeds.ts canonicalDomain): an internationalised name in the
- * punycode form browsers send in Origin, without a port or a trailing dot.
+ * punycode form browsers send in Origin, without a port or a trailing dot. A number or IPv4 shorthand
+ * (`010`, `127.1`), which the URL parser reads as another address (0.0.0.8, 127.0.0.1), is sent as typed,
+ * for the server to refuse with the address it stands for: rewritten here, the page saved an address
+ * the shop never wrote.
  */
 function canonicalDomain(text: string): string {
   const wildcard = text.startsWith('*.');
   const host = (wildcard ? text.slice(2) : text).replace(/:\d{1,5}$/, '').replace(/\.$/, '');
   if (!host || /[/:@?#\s]/.test(host)) return text;
   try {
-    return `${wildcard ? '*.' : ''}${new URL(`http://${host}`).hostname}`;
+    const hostname = new URL(`http://${host}`).hostname;
+    if (/^\d{1,3}(\.\d{1,3}){3}$/.test(hostname) && hostname !== host) return text;
+    return `${wildcard ? '*.' : ''}${hostname}`;
   } catch {
     return text;
   }

@@ -187,6 +187,12 @@ describe('dashboard in Chromium', () => {
     await page.getByText(/^\*\.co\.uk: .*public suffix/).waitFor();
     expect(await input.getAttribute('aria-invalid')).toBe('true');
 
+    // A shorthand the URL parser reads as another address is not saved as that address: the server
+    // refuses it, naming the address
+    await input.fill('010');
+    await page.getByRole('button', { name: 'Add domain' }).click();
+    await page.getByText(/^010: is read as an IP address \(0\.0\.0\.8\)/).waitFor();
+
     // Kept as the server keeps it: no scheme, port, trailing dot or capitals
     await input.fill('https://Shop.Example.com.:443/');
     await page.getByRole('button', { name: 'Add domain' }).click();
