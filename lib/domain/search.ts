@@ -184,6 +184,8 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   // extracted and its words looked up: in AWS each uncached one is an S3 GET.
   const globalStored = storedFeatures(deps, query, globalTop);
   const read = storedVectorReader(vectors);
+  // Their vectors too, which the twin lookup and the regional evidence of a verified one read.
+  if (globalStored) void read(globalTop.map((hit) => hit.id));
   const wordAdded = await similarityOf(read, query.vectors, notIn(await wordGroups, globalTop));
   const firstVerified = [...globalTop, ...wordAdded];
   const firstInliers = await verifyShortlist(deps, query, firstVerified, globalStored);
@@ -219,9 +221,7 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   );
   // Regional evidence for the verified candidates only: they are the same groups whatever the page, so
   // the order stays one list that every page is a slice of (the rest keep their whole-image order).
-  // Meanwhile the groups showing a verified group's image (twinsOf), found whatever the page too. Both
-  // read verified images' vectors: read once, before either asks (concurrent reads would not share).
-  if (!confident && query.regions) await read(verified.map((hit) => hit.id));
+  // Meanwhile the groups showing a verified group's image (twinsOf), found whatever the page too.
   const [regional, twins] = await Promise.all([
     confident
       ? []
@@ -417,33 +417,43 @@ async function regionalShortlist(
 type VectorReader = (ids: readonly string[]) => Promise<Map<string, Float32Array>>;
 
 /**
- * A reader that fetches each stored vector at most once per search: the side shortlists and the regional
- * evidence ask for overlapping images (one round trip each on OpenSearch). Unreadable vectors are simply
- * missing from the answer: they cost candidates or evidence, never the search.
+ * A reader that fetches each stored vector at most once per search, reads in flight included: the side
+ * shortlists, the regional evidence and the twin lookup ask for overlapping images (one round trip each
+ * on OpenSearch). Unreadable vectors are simply missing from the answer: they cost candidates or
+ * evidence, never the search.
  */
 function storedVectorReader(vectors: VectorIndex): VectorReader {
-  const known = new Map<string, Float32Array>();
+  const known = new Map<string, Promise<Float32Array | undefined>>();
   return async (ids) => {
-    const missing = [...new Set(ids)].filter((id) => !known.has(id));
+    const wanted = [...new Set(ids)];
+    const missing = wanted.filter((id) => !known.has(id));
     if (missing.length > 0) {
-      const read = await vectors.getVectors(missing).catch(() => new Map<string, Float32Array>());
-      for (const [id, vector] of read) known.set(id, vector);
+      const read = vectors.getVectors(missing).catch(() => new Map<string, Float32Array>());
+      for (const id of missing)
+        known.set(
+          id,
+          read.then((vectors) => vectors.get(id)),
+        );
     }
-    return known;
+    const answer = new Map<string, Float32Array>();
+    for (const id of wanted) {
+      const vector = await known.get(id);
+      if (vector) answer.set(id, vector);
+    }
+    return answer;
   };
 }
 
-/** Verified groups (most inliers first) whose twins are looked for: one k-NN query each, in one call. */
+/** Verified groups (most inliers first) whose twins are looked for: one k-NN query per distinct image. */
 const TWIN_SOURCES = 5;
-/** Neighbours asked per verified image: how many products sharing one image can take its evidence. */
+/** Neighbours asked per verified image, outside the verified groups: how many groups can be its twins. */
 const TWIN_NEIGHBOURS = 24;
 /**
- * Index similarity from which a neighbour may be a twin; the stored vectors then decide (TWIN_COSINE):
- * the index may compare quantised or single-precision vectors, which can leave equal ones short of 1.
+ * Similarity from which two stored vectors are the same image to the model. Both indexes answer exact
+ * single-precision similarities (usearch re-scores its graph's hits from the stored rows; OpenSearch's
+ * score translation keeps ~2e-7), and equal vectors come back at 1 to ~1e-7.
  */
-const TWIN_CANDIDATE_SIMILARITY = 0.999;
-/** Stored vectors whose cosine (in double precision) reaches this are the same image to the model. */
-const TWIN_COSINE = 1 - 1e-6;
+const TWIN_SIMILARITY = 1 - 1e-5;
 
 /** A group showing the same image as the verified group `of` (its hit: that image, `of`'s similarity). */
 interface Twin {
@@ -457,8 +467,9 @@ interface Twin {
  * colours). Verification reaches only the best groups by similarity then product_id, so without this,
  * of twelve products showing the query's own photo the two whose ids sorted last scored as unverified
  * (0.5 beside ten 1s), though where an id sorts is no evidence. Looked for by a k-NN around each verified
- * image (under the query's filter and exclusions), not in the page's window: the twins, like the
- * shortlists' groups, are candidates whatever the page, so every page is a slice of one list.
+ * image (under the query's filter and exclusions, and leaving out the verified groups, whose variants
+ * often share their photo), not in the page's window: the twins, like the shortlists' groups, are
+ * candidates whatever the page, so every page is a slice of one list.
  */
 async function twinsOf(
   vectors: VectorIndex,
@@ -468,42 +479,43 @@ async function twinsOf(
   inliersOf: ReadonlyMap<string, number>,
 ): Promise<Twin[]> {
   const inliers = (hit: VectorHit) => inliersOf.get(hit.itemGroupId) ?? 0;
-  const sources = verified
+  const best = verified
     .filter((hit) => inliers(hit) >= MIN_VERIFIED_INLIERS)
     .sort(
       (a, b) =>
         inliers(b) - inliers(a) || (a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0),
     )
     .slice(0, TWIN_SOURCES);
-  if (sources.length === 0) return [];
-  const stored = await read(sources.map((hit) => hit.id));
-  const asked = sources.filter((hit) => stored.has(hit.id));
+  if (best.length === 0) return [];
+  const stored = await read(best.map((hit) => hit.id));
+  // One query per image: verified groups showing one photo would ask the same question.
+  const sources: { hit: VectorHit; vector: Float32Array }[] = [];
+  for (const hit of best) {
+    const vector = stored.get(hit.id);
+    if (vector && !sources.some((source) => bestCosine([source.vector], vector) >= TWIN_SIMILARITY))
+      sources.push({ hit, vector });
+  }
+  const known = new Set(verified.map((hit) => hit.itemGroupId));
+  const excluded = [...(query.excludeItemGroupIds ?? []), ...known];
   const filtered = query.filter !== undefined && Object.keys(query.filter).length > 0;
   const lists = await vectors.searchMany(
-    asked.map((hit) => ({
+    sources.map(({ vector }) => ({
       feedId: query.feedId,
-      vector: stored.get(hit.id)!,
+      vector,
       k: TWIN_NEIGHBOURS,
       ...(filtered ? { filter: query.filter } : {}),
-      ...(query.excludeItemGroupIds ? { excludeItemGroupIds: query.excludeItemGroupIds } : {}),
+      excludeItemGroupIds: excluded,
     })),
   );
-  const known = new Set(verified.map((hit) => hit.itemGroupId));
-  const candidates = lists.flatMap((hits, i) =>
-    hits
-      .filter((hit) => hit.similarity >= TWIN_CANDIDATE_SIMILARITY && !known.has(hit.itemGroupId))
-      .map((hit) => ({ hit, source: asked[i]! })),
-  );
-  if (candidates.length === 0) return [];
-  const theirs = await read(candidates.map(({ hit }) => hit.id));
   const twins: Twin[] = [];
-  for (const { hit, source } of candidates) {
-    const vector = theirs.get(hit.id);
-    if (known.has(hit.itemGroupId) || !vector || bestCosine([stored.get(source.id)!], vector) < TWIN_COSINE)
-      continue;
-    known.add(hit.itemGroupId);
-    twins.push({ hit: { ...hit, similarity: source.similarity }, of: source.itemGroupId });
-  }
+  lists.forEach((hits, i) => {
+    const source = sources[i]!.hit;
+    for (const hit of hits) {
+      if (hit.similarity < TWIN_SIMILARITY || known.has(hit.itemGroupId)) continue;
+      known.add(hit.itemGroupId);
+      twins.push({ hit: { ...hit, similarity: source.similarity }, of: source.itemGroupId });
+    }
+  });
   return twins;
 }
 

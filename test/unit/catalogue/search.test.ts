@@ -310,72 +310,6 @@ describe('searchByImage with geometric re-ranking', () => {
     expect(page.map((h) => h.product.product_id)).toEqual(['p6', 'p7', 'p8']);
   });
 
-  it('scores products sharing a verified image alike, wherever their ids sort, on every page', async () => {
-    // Prepare: m00…m11 show the same image (same vector) and hold the mug; a top-5 shortlist verifies
-    // m00…m04 only. z is another image as similar to the photo (to 2e-6); n is nearly the mugs' image
-    // (cosine 0.9999 to it, a little less similar to the photo) but does not hold the mug.
-    const w = world();
-    const mugs = Array.from({ length: 12 }, (_, i) => `m${String(i).padStart(2, '0')}`);
-    const ids = [...mugs, 'n', 'z'];
-    await w.products.putMany(ids.map((id) => make('s', id)));
-    const mug = near('query photo', 0.9, 'mug');
-    const vectorOfId = (id: string) => {
-      if (id === 'z') return near('query photo', 0.9 - 2e-6, 'other');
-      if (id !== 'n') return mug;
-      // Turned from the mug's vector by cos⁻¹ 0.9999, away from the photo's.
-      const q = vectorOf(photo);
-      const away = mug.map((x, i) => 0.9 * x - q[i]!);
-      const norm = Math.hypot(...away);
-      return mug.map((x, i) => 0.9999 * x + Math.sqrt(1 - 0.9999 ** 2) * (away[i]! / norm));
-    };
-    await w.index.upsert(
-      ids.map((id) => {
-        const vector = vectorOfId(id);
-        const norm = Math.hypot(...vector);
-        return {
-          id: vectorDocumentId('s', id, 0),
-          feedId: 's',
-          productId: id,
-          itemGroupId: id,
-          vector: vector.map((x) => x / norm),
-          fields: {},
-        };
-      }),
-    );
-    await storeFeatures(
-      w,
-      ids.map((productId) => ({
-        productId,
-        image: productId === 'n' || productId === 'z' ? 'other' : 'red mug',
-      })),
-    );
-    w.embedder.embed = async () => [vectorOf(photo)];
-    const d = reranked(w, 5);
-    const search = (offset: number, limit: number) =>
-      searchByImage(d, { feedId: 's', image: scene, limit, offset });
-    // Act
-    const all = await search(0, 20);
-    // Assess: the twelve alike, by product_id, then the unverified ones
-    expect(all.map((h) => h.product.product_id).slice(0, 12)).toEqual(mugs);
-    expect(new Set(all.slice(0, 12).map((h) => h.score))).toEqual(new Set([all[0]!.score]));
-    expect(all[0]!.score).toBeGreaterThan(0.9);
-    expect(
-      all
-        .slice(12)
-        .map((h) => h.product.product_id)
-        .sort(),
-    ).toEqual(['n', 'z']);
-    expect(all[12]!.score).toBeLessThan(0.6);
-    for (const size of [1, 2, 3, 4]) {
-      const paged: [string, number][] = [];
-      for (let offset = 0; offset < all.length; offset += size)
-        paged.push(
-          ...(await search(offset, size)).map((h): [string, number] => [h.product.product_id, h.score]),
-        );
-      expect(paged, `pages of ${size}`).toEqual(all.map((h) => [h.product.product_id, h.score]));
-    }
-  });
-
   it('keeps the global order when the query has no local features or an item has none stored', async () => {
     // Prepare
     const w = await catalogue();
@@ -519,6 +453,192 @@ describe('searchByImage with geometric re-ranking', () => {
     w.matcher.extracted = [];
     await detectObjects(d, { feedId: 's', image: scene, search: true, limit: 2 });
     expect(w.matcher.extracted.filter((e) => e.role === 'query')).toHaveLength(5);
+  });
+});
+
+describe('searchByImage: products sharing a verified product’s image', () => {
+  const photo = Buffer.from('query photo');
+  const scene = Buffer.from('query photo: a red mug on a table');
+  const mug = near('query photo', 0.9, 'mug');
+
+  /** Stores products of one image each (its vector normalised) with the stored features of `image`. */
+  async function put(
+    w: World,
+    items: { id: string; vector: Float32Array; image: string; group?: string }[],
+  ): Promise<void> {
+    await w.products.putMany(
+      items.map(({ id, group }) => make('s', id, group ? { item_group_id: group, group } : {})),
+    );
+    await w.index.upsert(
+      items.map(({ id, vector, group }) => {
+        const norm = Math.hypot(...vector);
+        const unit = vector.map((x) => x / norm);
+        return {
+          id: vectorDocumentId('s', id, 0),
+          feedId: 's',
+          productId: id,
+          itemGroupId: group ?? id,
+          vector: unit,
+          fields: {},
+        };
+      }),
+    );
+    await storeFeatures(
+      w,
+      items.map(({ id, image }) => ({ productId: id, image })),
+    );
+    w.embedder.embed = async () => [vectorOf(photo)];
+  }
+
+  const summary = (hits: { product: Product; score: number }[]) =>
+    hits.map((h): [string, number] => [h.product.product_id, h.score]);
+
+  /** Every page of `size` of a search, concatenated. */
+  async function paged(
+    search: (offset: number, limit: number) => Promise<{ product: Product; score: number }[]>,
+    size: number,
+    length: number,
+  ): Promise<[string, number][]> {
+    const pages: [string, number][] = [];
+    for (let offset = 0; offset < length + size; offset += size)
+      pages.push(...summary(await search(offset, size)));
+    return pages;
+  }
+
+  it('scores them alike wherever their ids sort, and every page is a slice of one list', async () => {
+    // Prepare: d0…d2 are more similar to the photo; m00…m11 show one image and hold the mug; n is
+    // nearly that image (cosine 0.9999, a little less similar to the photo) but does not hold it. A
+    // top-5 shortlist verifies m00 and m01 only.
+    const w = world();
+    const mugs = Array.from({ length: 12 }, (_, i) => `m${String(i).padStart(2, '0')}`);
+    const q = vectorOf(photo);
+    const away = mug.map((x, i) => 0.9 * x - q[i]!);
+    const awayNorm = Math.hypot(...away);
+    await put(w, [
+      ...['d0', 'd1', 'd2'].map((id, i) => ({
+        id,
+        vector: near('query photo', 0.95 - i * 0.01, id),
+        image: `item ${id}`,
+      })),
+      ...mugs.map((id) => ({ id, vector: mug, image: 'red mug' })),
+      {
+        id: 'n',
+        vector: mug.map((x, i) => 0.9999 * x + Math.sqrt(1 - 0.9999 ** 2) * (away[i]! / awayNorm)),
+        image: 'other',
+      },
+    ]);
+    for (const minScore of [0, 0.45]) {
+      const d = reranked(w, 5, minScore);
+      const search = (offset: number, limit: number) =>
+        searchByImage(d, { feedId: 's', image: scene, limit, offset });
+      // Act
+      const all = summary(await search(0, 20));
+      // Assess: the twelve alike, by product_id, then the unverified ones
+      expect(all.slice(0, 12).map(([id]) => id)).toEqual(mugs);
+      expect(new Set(all.slice(0, 12).map(([, score]) => score)).size).toBe(1);
+      expect(all[0]![1]).toBeGreaterThan(0.9);
+      if (minScore === 0) expect(all.slice(12).map(([id]) => id)).toEqual(['d0', 'd1', 'd2', 'n']);
+      for (const size of [1, 2, 3, 4])
+        expect(await paged(search, size, all.length), `${minScore}: pages of ${size}`).toEqual(all);
+    }
+  });
+
+  it('finds them past the verified group’s own variants, which share its photo', async () => {
+    // Prepare: group g's 30 sizes show the mug photo, as do t1…t3; a top-1 shortlist verifies g
+    const w = world();
+    await put(w, [
+      ...Array.from({ length: 30 }, (_, i) => ({
+        id: `g${String(i).padStart(2, '0')}`,
+        group: 'g',
+        vector: mug,
+        image: 'red mug',
+      })),
+      ...['t1', 't2', 't3'].map((id) => ({ id, vector: mug, image: 'red mug' })),
+      { id: 'd', vector: near('query photo', 0.8, 'd'), image: 'item d' },
+    ]);
+    // Act
+    const hits = await searchByImage(reranked(w, 1), { feedId: 's', image: scene, limit: 10, offset: 0 });
+    // Assess
+    expect(summary(hits).map(([id]) => id)).toEqual(['g00', 't1', 't2', 't3', 'd']);
+    expect(new Set(hits.slice(0, 4).map((h) => h.score)).size).toBe(1);
+  });
+
+  it('takes their verified group’s regional evidence too', async () => {
+    // Prepare: m0…m7 show the mug photo, verified with 11 inliers (not confident, so regions count) and
+    // resembling the photo's one region more than its whole; a top-5 shortlist verifies m0…m4
+    const w = world();
+    const regional = near('query photo', 0.5, 'mug');
+    await put(
+      w,
+      Array.from({ length: 8 }, (_, i) => ({ id: `m${i}`, vector: regional, image: 'red mug' })),
+    );
+    const verify = w.matcher.verify.bind(w.matcher);
+    w.matcher.verify = (query, candidates) => verify(query, candidates).map((n) => (n >= 20 ? 11 : n));
+    const d: SearchDeps = {
+      ...reranked(w, 5),
+      vision: async () => ({ ...(await w.deps.vision()), regional: { regions: async () => [regional] } }),
+      regional: { topN: 2 },
+    };
+    // Act
+    const hits = await searchByImage(d, { feedId: 's', image: scene, limit: 10, offset: 0 });
+    const withoutRegions = await searchByImage(reranked(w, 5), {
+      feedId: 's',
+      image: scene,
+      limit: 10,
+      offset: 0,
+    });
+    // Assess: all eight alike, above what they score on the whole image alone
+    expect(hits).toHaveLength(8);
+    expect(new Set(hits.map((h) => h.score)).size).toBe(1);
+    expect(hits[0]!.score).toBeGreaterThan(withoutRegions[0]!.score);
+  });
+
+  it('never proposes the reference of related products, which shares a verified product’s photo', async () => {
+    // Prepare: ref and t1 show p7's photo (the mug); a top-1 shortlist of ref's related products
+    const w = await rankedCatalogue({ count: 10, top: 0.95, mug: 'p7' });
+    const key = vectorDocumentId('s', 'p7', 0);
+    const p7 = (await w.index.getVectors([key])).get(key)!;
+    await put(w, [
+      { id: 'ref', vector: p7, image: 'red mug' },
+      { id: 't1', vector: p7, image: 'red mug' },
+    ]);
+    // Act
+    const hits = await relatedProducts(reranked(w, 1), {
+      feedId: 's',
+      productId: 'ref',
+      limit: 20,
+      offset: 0,
+    });
+    // Assess
+    const ids = hits.map((h) => h.product.product_id);
+    expect(ids.slice(0, 2)).toEqual(['p7', 't1']);
+    expect(ids).not.toContain('ref');
+  });
+
+  it('loses only the twins when their lookup fails', async () => {
+    // Prepare: m0…m7 share the mug photo; the twin lookup's k-NN fails, then every vector read
+    const w = world();
+    await put(
+      w,
+      Array.from({ length: 8 }, (_, i) => ({ id: `m${i}`, vector: mug, image: 'red mug' })),
+    );
+    const searchMany = w.index.searchMany.bind(w.index);
+    w.index.searchMany = async (queries) => {
+      if (queries.some((query) => query.k === 24)) throw new Error('msearch down');
+      return searchMany(queries);
+    };
+    const search = () => searchByImage(reranked(w, 3), { feedId: 's', image: scene, limit: 10, offset: 0 });
+    // Act
+    const noLookup = await search();
+    w.index.getVectors = async () => {
+      throw new Error('mget down');
+    };
+    const noReads = await search();
+    // Assess: three verified, the rest as unverified
+    for (const hits of [noLookup, noReads]) {
+      expect(hits).toHaveLength(8);
+      expect(hits.filter((h) => h.score > 0.9)).toHaveLength(3);
+    }
   });
 });
 
