@@ -157,10 +157,12 @@ export interface ImageInfo {
   height: number;
 }
 
-/** Validates submitted image bytes: format allow-list and pixel limit, before any full decode. */
+/**
+ * Validates submitted image bytes: format allow-list and pixel limits, before any full decode. Refusals
+ * are InvalidImageError without a field: the use case that read the bytes names it (`forField`).
+ */
 export interface ImageInspector {
-  /** `subject` names the bytes in a refusal's message: the request field, or e.g. "the file". */
-  inspect(bytes: Buffer, subject?: string): Promise<ImageInfo>;
+  inspect(bytes: Buffer): Promise<ImageInfo>;
   /**
    * Cuts boxes (pixels of the EXIF-oriented image) out of an image, each re-encoded losslessly at no more
    * than the models read; the image is decoded once for all of them.

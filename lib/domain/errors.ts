@@ -28,6 +28,10 @@ export type ErrorCode =
 export interface ErrorDetail {
   path: string;
   message: string;
+  /** A refused image's reason (IMAGE_REFUSAL_REASONS), stable for clients to branch on. */
+  reason?: string;
+  /** A refused image's format as read from its bytes (`bmp`, `heic`), when it was recognised. */
+  format?: string;
 }
 
 export class DomainError extends Error {
@@ -48,10 +52,54 @@ export class ValidationError extends DomainError {
   }
 }
 
+/** The reasons an image is refused (422 invalid_image), as its error detail's `reason` gives them. */
+export const IMAGE_REFUSAL_REASONS = [
+  'empty',
+  'undecodable',
+  'unsupported_format',
+  'no_pixels',
+  'too_many_pixels',
+  'side_too_long',
+  'too_many_scans',
+] as const;
+
+/** Why an image is refused, as the vision code finds it. */
+export interface ImageRefusal {
+  reason: (typeof IMAGE_REFUSAL_REASONS)[number];
+  /** What is wrong, a clause without the field: "BMP is not a supported image format (…)". */
+  problem: string;
+  format?: string;
+}
+
+/**
+ * An image refused: its message and its one detail name the request field it came in once the use case
+ * that read that field says which (`forField`); the vision code below it sees bytes only.
+ */
 export class InvalidImageError extends DomainError {
   override name = 'InvalidImageError';
-  constructor(message: string) {
-    super('invalid_image', message);
+  constructor(
+    readonly refusal: ImageRefusal,
+    readonly field?: string,
+  ) {
+    super(
+      'invalid_image',
+      `Invalid ${field ?? 'image'}: ${refusal.problem}.`,
+      field === undefined
+        ? []
+        : [
+            {
+              path: field,
+              message: refusal.problem,
+              reason: refusal.reason,
+              ...(refusal.format ? { format: refusal.format } : {}),
+            },
+          ],
+    );
+  }
+
+  /** The same refusal, naming the request field the image came in (kept if one is named already). */
+  forField(field: string): InvalidImageError {
+    return this.field === undefined ? new InvalidImageError(this.refusal, field) : this;
   }
 }
 

@@ -19,8 +19,9 @@ const imageData = z
     'expected a base64-encoded image (a data: URL prefix is accepted)',
   )
   .describe(
-    'Base64-encoded image (JPEG, PNG, WebP, GIF, AVIF or TIFF); a data: URL prefix is accepted. At most 40 ' +
-      'megapixels and 16384 pixels per side, and a JPEG of at most 100 scans; otherwise 422 invalid_image.',
+    'Base64-encoded image (JPEG, PNG, WebP, GIF, AVIF or TIFF; an animated GIF or WebP is read as ' +
+      'its first frame); a data: URL prefix is accepted. At most 40 megapixels and 16384 pixels per ' +
+      'side, and a JPEG of at most 100 scans; otherwise 422 invalid_image.',
   );
 const limit = z
   .number()

@@ -1,4 +1,4 @@
-import { NotFoundError } from '#lib/domain/errors.ts';
+import { InvalidImageError, NotFoundError } from '#lib/domain/errors.ts';
 import { filterValue, type GroupHit, type Product, vectorDocumentId } from '#lib/domain/products.ts';
 import type {
   DetectedObject,
@@ -728,6 +728,18 @@ function startRegions(deps: SearchDeps, image: Buffer): Promise<Float32Array[]> 
     .catch((): Float32Array[] => []);
 }
 
+/**
+ * Runs `work` on the image of request field `field`: a refusal of that image by any stage (the
+ * inspection, or a decode that fails past a readable header) names the field.
+ */
+async function ofField<T>(field: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw error instanceof InvalidImageError ? error.forField(field) : error;
+  }
+}
+
 async function embedOne(deps: SearchDeps, image: Buffer): Promise<Float32Array> {
   const { embedder } = await deps.vision();
   const [vector] = await embedder.embed([image]);
@@ -757,7 +769,11 @@ async function queryVectors(deps: SearchDeps, image: Buffer): Promise<Float32Arr
  * `detectorCrop`, also its top detected box: a group's similarity is the better of the two); rank item groups
  * (k-NN shortlist, geometric re-ranking, calibrated score, minimum-score cut-off); page with offset/limit.
  */
-export async function searchByImage(deps: SearchDeps, query: ImageQuery): Promise<GroupHit[]> {
+export function searchByImage(deps: SearchDeps, query: ImageQuery): Promise<GroupHit[]> {
+  return ofField('imageData', () => searchImage(deps, query));
+}
+
+async function searchImage(deps: SearchDeps, query: ImageQuery): Promise<GroupHit[]> {
   await deps.images.inspect(query.image);
   if (!(await deps.products.hasProducts(query.feedId))) return [];
   // Every stage below decodes the image: a large one is scaled down once first.
@@ -844,12 +860,16 @@ export async function relatedProducts(deps: SearchDeps, query: RelatedQuery): Pr
         `Product ${query.productId} ${why}; send imageData or fallback.`,
       );
     }
-    await deps.images.inspect(image, query.image ? 'imageData' : 'fallback');
-    if (!reference && !(await deps.products.hasProducts(query.feedId))) return [];
-    const { bytes } = await deps.images.bounded(image);
-    queryFeatures = startQueryFeatures(deps, bytes);
+    const found = await ofField(query.image ? 'imageData' : 'fallback', async () => {
+      await deps.images.inspect(image);
+      if (!reference && !(await deps.products.hasProducts(query.feedId))) return undefined;
+      const { bytes } = await deps.images.bounded(image);
+      queryFeatures = startQueryFeatures(deps, bytes);
+      return embedOne(deps, bytes);
+    });
+    if (!found) return [];
+    vector = found;
     minScore = deps.minScore;
-    vector = await embedOne(deps, bytes);
   }
   return rankGroups(deps, {
     feedId: query.feedId,
@@ -876,7 +896,14 @@ export interface DetectResult {
  * crops are extracted) and rank the feed's item groups for each crop like an image search (re-ranking
  * for those five, minimum score for all).
  */
-export async function detectObjects(
+export function detectObjects(
+  deps: SearchDeps,
+  query: { feedId: string; image: Buffer; search: boolean; limit: number },
+): Promise<DetectResult> {
+  return ofField('imageData', () => detect(deps, query));
+}
+
+async function detect(
   deps: SearchDeps,
   query: { feedId: string; image: Buffer; search: boolean; limit: number },
 ): Promise<DetectResult> {

@@ -12,7 +12,7 @@ import {
   ProductsPageQuery,
   StartImportRequest,
 } from '#lib/domain/catalogue/imports.ts';
-import type { ErrorCode } from '#lib/domain/errors.ts';
+import { type ErrorCode, type ErrorDetail, IMAGE_REFUSAL_REASONS } from '#lib/domain/errors.ts';
 import { PLANS } from '#lib/domain/feeds.ts';
 import {
   adminProductView,
@@ -334,8 +334,21 @@ export const ErrorBodySchema = z
       code: z.enum(ERROR_CODES as [ErrorCode, ...ErrorCode[]]),
       message: z.string().describe('Human-readable; safe to show. Internals are never exposed.'),
       details: z
-        .array(z.object({ path: z.string(), message: z.string() }))
-        .describe('Per-field problems (400).'),
+        .array(
+          z.object({
+            path: z.string().describe('The request field: `limit`, `filters.0.key`, `imageData`.'),
+            message: z.string(),
+            reason: z
+              .enum(IMAGE_REFUSAL_REASONS)
+              .optional()
+              .describe('Why an image was refused (422 invalid_image).'),
+            format: z
+              .string()
+              .optional()
+              .describe("A refused image's format as read from its bytes (`bmp`, `heic`), when recognised."),
+          }),
+        )
+        .describe('Per-field problems (400; 422 invalid_image names the image field).'),
     }),
     requestId: z.string().describe('Also in the X-Request-Id header; quote it to support.'),
   })
@@ -522,10 +535,7 @@ const exampleImport = {
 };
 
 /** One example message per error code, worded like the service's own. */
-export const ERROR_EXAMPLES: Record<
-  ErrorCode,
-  { message: string; details?: { path: string; message: string }[] }
-> = {
+export const ERROR_EXAMPLES: Record<ErrorCode, { message: string; details?: ErrorDetail[] }> = {
   invalid_request: {
     message: 'Invalid limit: Too big: expected number to be <=100',
     details: [{ path: 'limit', message: 'Too big: expected number to be <=100' }],
@@ -556,7 +566,18 @@ export const ERROR_EXAMPLES: Record<
   },
   payload_too_large: { message: 'Request body exceeds 6291456 bytes; send a smaller image.' },
   unsupported_media_type: { message: 'Send the request body as JSON with Content-Type: application/json.' },
-  invalid_image: { message: 'The image could not be decoded (supported: JPEG, PNG, WebP, GIF, AVIF, TIFF).' },
+  invalid_image: {
+    message:
+      'Invalid imageData: BMP is not a supported image format (supported: JPEG, PNG, WebP, GIF, AVIF, TIFF).',
+    details: [
+      {
+        path: 'imageData',
+        message: 'BMP is not a supported image format (supported: JPEG, PNG, WebP, GIF, AVIF, TIFF)',
+        reason: 'unsupported_format',
+        format: 'bmp',
+      },
+    ],
+  },
   rate_limited: { message: 'Hourly request limit of the plan exceeded. Retry in 1200 s.' },
   internal: { message: 'Internal error. Retry later; if it persists, contact support with the request id.' },
   unavailable: { message: 'The image models are not available. Retry later.' },

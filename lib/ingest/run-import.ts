@@ -24,7 +24,7 @@ import {
   RowError,
   wellFormed,
 } from '#lib/domain/catalogue/normalise.ts';
-import { DomainError, NotFoundError } from '#lib/domain/errors.ts';
+import { DomainError, InvalidImageError, NotFoundError } from '#lib/domain/errors.ts';
 import {
   contentHash,
   filterFieldsOf,
@@ -1140,18 +1140,20 @@ async function fetchImages(
     if (stop.aborted) return undefined;
     try {
       const { bytes } = await deps.fetcher.fetch(job.url, deps.limits.image, { signal: stop });
-      await deps.images.inspect(bytes, 'the file');
+      await deps.images.inspect(bytes);
       return { ...job, bytes };
     } catch (error) {
       // Stopped part way: the chunk is not committed, so its fetch is not the product's error.
       if (stop.aborted) return undefined;
       if (!(error instanceof FetchError || error instanceof DomainError)) throw error;
       const field = job.index === 0 ? 'image_link' : 'additional_image_link';
+      // The link names the image, so a refused image's own problem follows it ("BMP is not a supported…").
+      const reason = error instanceof InvalidImageError ? `${error.refusal.problem}.` : error.message;
       (job.index === 0 ? errors : additionalImageErrors).push({
         row: rowOf.get(job.product.product_id) ?? null,
         productId: job.product.product_id,
         // The link shortened (up to 2,048 characters), so that the reason stays in the stored message.
-        message: `${field} ${job.url.length > 200 ? `${job.url.slice(0, 199)}…` : job.url}: ${error.message}`,
+        message: `${field} ${job.url.length > 200 ? `${job.url.slice(0, 199)}…` : job.url}: ${reason}`,
         // Without its main image a product is not imported; without another one, it is.
         severity: job.index === 0 ? 'error' : 'warning',
       });

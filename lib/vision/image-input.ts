@@ -1,14 +1,16 @@
 /**
  * Turning submitted image bytes into model input tensors with sharp.
  *
- * Every path starts with `openImage`, which reads the header only and refuses what we will not decode:
- * formats outside the allow-list (SVG, raw, HEVC HEIF…) and images over 40 megapixels (decompression
- * bombs), before any pixel is decoded. Pixels are then EXIF-oriented (`.rotate()`) so that boxes and crops
- * refer to the image as a viewer shows it, and transparency is flattened onto white, which is how shops
- * present packshots.
+ * Every path starts with `readHeader` (through `openImage`, or the image inspector the use cases call
+ * first), which reads the header only and refuses what we will not decode: formats outside the allow-list
+ * (SVG, HEIC, BMP…, each named) and images over 40 megapixels (decompression bombs), before any pixel
+ * is decoded. Pixels are then EXIF-oriented (`.rotate()`) so that boxes
+ * and crops refer to the image as a viewer shows it, and transparency is flattened onto white, which is
+ * how shops present packshots. An animation (GIF, WebP) is read as its first frame: sharp loads one page
+ * unless asked for more.
  */
 import sharp, { type Metadata, type OutputInfo, type Sharp } from 'sharp';
-import { InvalidImageError } from '#lib/domain/errors.ts';
+import { type ImageRefusal, InvalidImageError } from '#lib/domain/errors.ts';
 import { jpegScanCount } from '#lib/vision/jpeg-scans.ts';
 
 export const MAX_INPUT_PIXELS = 40_000_000;
@@ -23,6 +25,17 @@ export const MAX_IMAGE_SIDE = 16_384;
 export const MAX_JPEG_SCANS = 100;
 const WHITE = { r: 255, g: 255, b: 255 };
 
+/** The formats decoded, as sharp names them, and as users know them. */
+const SUPPORTED: Record<string, string> = {
+  jpeg: 'JPEG',
+  png: 'PNG',
+  webp: 'WebP',
+  gif: 'GIF',
+  avif: 'AVIF',
+  tiff: 'TIFF',
+};
+export const SUPPORTED_FORMATS = Object.values(SUPPORTED).join(', ');
+
 /** [x_min, y_min, x_max, y_max] in pixels of the oriented image. */
 export type Box = [number, number, number, number];
 
@@ -35,9 +48,69 @@ export interface OrientedImage {
   pipeline: Sharp;
 }
 
-function formatOf(metadata: Metadata): string | undefined {
-  if (metadata.format === 'heif') return metadata.compression === 'av1' ? 'avif' : undefined;
-  return ['jpeg', 'png', 'webp', 'gif', 'tiff'].includes(metadata.format ?? '') ? metadata.format : undefined;
+function refused(reason: ImageRefusal['reason'], problem: string, format?: string): InvalidImageError {
+  return new InvalidImageError({ reason, problem, ...(format ? { format } : {}) });
+}
+
+function unsupported(format: string, name: string): InvalidImageError {
+  return refused(
+    'unsupported_format',
+    `${name} is not a supported image format (supported: ${SUPPORTED_FORMATS})`,
+    format,
+  );
+}
+
+/** The ISO BMFF major brand (`ftyp` box at the start: HEIF, AVIF, JPEG XL's container), if any. */
+function majorBrand(bytes: Uint8Array): string | undefined {
+  if (bytes.length < 12 || Buffer.from(bytes.subarray(4, 8)).toString('latin1') !== 'ftyp') return undefined;
+  return Buffer.from(bytes.subarray(8, 12)).toString('latin1');
+}
+
+const startsWith = (bytes: Uint8Array, ...prefix: number[]): boolean =>
+  prefix.every((byte, i) => bytes[i] === byte);
+const ascii = (text: string): number[] => [...text].map((c) => c.charCodeAt(0));
+/** Sizes of the BMP info headers (BITMAPCOREHEADER to BITMAPV5HEADER): "BM" alone starts text too. */
+const BMP_INFO_HEADER_SIZES = new Set([12, 16, 40, 52, 56, 64, 108, 124]);
+const HEVC_BRANDS = new Set(['heic', 'heix', 'heim', 'heis', 'hevc', 'hevx', 'hevm', 'hevs']);
+
+/**
+ * Formats this build of sharp has no loader for (`sharp.format`: BMP, JPEG 2000, JPEG XL, PDF, PSD and
+ * ICO are not read), or will not open (an AVIF image sequence, a HEIC it cannot parse), told by their
+ * first bytes: a refusal names them rather than calling them undecodable. Only bytes sharp could not read
+ * are looked at.
+ */
+const UNREAD_FORMATS: { format: string; name: string; is: (bytes: Uint8Array) => boolean }[] = [
+  {
+    format: 'bmp',
+    name: 'BMP',
+    is: (b) =>
+      startsWith(b, ...ascii('BM')) && b.length >= 18 && BMP_INFO_HEADER_SIZES.has(b[14]! | (b[15]! << 8)),
+  },
+  { format: 'heic', name: 'HEIC/HEIF', is: (b) => HEVC_BRANDS.has(majorBrand(b) ?? '') },
+  { format: 'jxl', name: 'JPEG XL', is: (b) => startsWith(b, 0xff, 0x0a) || majorBrand(b) === 'jxl ' },
+  {
+    format: 'jp2',
+    name: 'JPEG 2000',
+    is: (b) => startsWith(b, 0xff, 0x4f, 0xff, 0x51) || startsWith(b, 0, 0, 0, 12, ...ascii('jP  ')),
+  },
+  { format: 'pdf', name: 'PDF', is: (b) => startsWith(b, ...ascii('%PDF-')) },
+  { format: 'psd', name: 'PSD (Photoshop)', is: (b) => startsWith(b, ...ascii('8BPS')) },
+  { format: 'ico', name: 'ICO (icon)', is: (b) => startsWith(b, 0, 0, 1, 0) && b.length >= 22 && b[4]! > 0 },
+];
+
+/** The refusal of bytes sharp could not read: a format we can name, or undecodable. */
+function unreadable(bytes: Uint8Array): InvalidImageError {
+  // libvips opens an AVIF by its major brand, which a sequence's is not; its still frame is not read.
+  if (majorBrand(bytes) === 'avis') {
+    return refused(
+      'unsupported_format',
+      `an animated AVIF (an AVIF image sequence) is not supported; send a still image (${SUPPORTED_FORMATS})`,
+      'avif-sequence',
+    );
+  }
+  const known = UNREAD_FORMATS.find((candidate) => candidate.is(bytes));
+  if (known) return unsupported(known.format, known.name);
+  return refused('undecodable', `the data is not a decodable image (supported: ${SUPPORTED_FORMATS})`);
 }
 
 /** Decoder failures are the client's problem (422); anything else is ours and propagates unchanged. */
@@ -56,54 +129,77 @@ export async function decoding<T>(operation: () => Promise<T>): Promise<T> {
     return await operation();
   } catch (error) {
     if (isDecoderError(error)) {
-      const reason = /pixel limit/i.test(error.message)
-        ? 'the image has too many pixels'
-        : 'the image could not be decoded';
-      throw new InvalidImageError(`Invalid image: ${reason}.`);
+      throw /pixel limit/i.test(error.message)
+        ? refused('too_many_pixels', 'the image has too many pixels')
+        : refused('undecodable', 'the image could not be decoded (it may be damaged or cut short)');
     }
     throw error;
   }
 }
 
-/**
- * Why an image whose header reads `format`, `width` × `height` is refused before decoding, beyond the
- * pixel limit: a side over `MAX_IMAGE_SIDE`, or a JPEG of more than `MAX_JPEG_SCANS` scans. Undefined
- * when it may be decoded. The image inspector (the use cases' first check) and `openImage` (every model's
- * input) both apply it.
- */
-export function refusalBeforeDecoding(
-  bytes: Uint8Array,
-  format: string,
-  width: number,
-  height: number,
-): string | undefined {
-  if (Math.max(width, height) > MAX_IMAGE_SIDE)
-    return `Image of ${width}x${height} pixels exceeds the limit of ${MAX_IMAGE_SIDE} pixels per side.`;
-  if (format === 'jpeg' && jpegScanCount(bytes, MAX_JPEG_SCANS) > MAX_JPEG_SCANS)
-    return `JPEG with more than ${MAX_JPEG_SCANS} scans is not accepted (encoders write about 10).`;
-  return undefined;
+export interface ImageHeader {
+  /** One of SUPPORTED's keys (an AVIF is `avif`, which sharp reports as `heif`). */
+  format: string;
+  /** Size after EXIF orientation. */
+  width: number;
+  height: number;
+  metadata: Metadata;
 }
 
-/** Reads the header, enforces the format allow-list and pixel limit, and prepares an oriented pipeline. */
-export async function openImage(bytes: Buffer): Promise<OrientedImage> {
-  if (bytes.length === 0) throw new InvalidImageError('Invalid image: empty image data.');
-  const metadata = await decoding(() => sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS }).metadata());
-  const format = formatOf(metadata);
-  if (!format) {
-    throw new InvalidImageError(
-      'Invalid image: unsupported format (allowed: JPEG, PNG, WebP, GIF, AVIF, TIFF).',
-    );
+/**
+ * Reads the header (no pixel is decoded) and refuses what will not be decoded: a format outside the
+ * allow-list, more than `maxPixels` pixels, a side over MAX_IMAGE_SIDE, a JPEG of more than
+ * MAX_JPEG_SCANS scans. The image inspector (the use cases' first check, `maxPixels`
+ * from the configuration) and `openImage` (every model's input) both read images through it.
+ */
+export async function readHeader(bytes: Buffer, maxPixels = MAX_INPUT_PIXELS): Promise<ImageHeader> {
+  if (bytes.length === 0) throw refused('empty', 'the image is empty (0 bytes)');
+  let metadata: Metadata;
+  try {
+    metadata = await sharp(bytes, { limitInputPixels: false }).metadata();
+  } catch (error) {
+    if (isDecoderError(error)) throw unreadable(bytes);
+    throw error;
   }
-  const { width, height } = metadata;
-  if (!width || !height) throw new InvalidImageError('Invalid image: the image has no size.');
-  if (width * height > MAX_INPUT_PIXELS)
-    throw new InvalidImageError('Invalid image: the image has too many pixels.');
-  const refusal = refusalBeforeDecoding(bytes, format, width, height);
-  if (refusal) throw new InvalidImageError(`Invalid image: ${refusal}`);
+  const read = metadata.format ?? 'unknown';
+  const format = read === 'heif' ? (metadata.compression === 'av1' ? 'avif' : 'heic') : read;
+  if (!SUPPORTED[format]) {
+    throw unsupported(format, format === 'heic' ? 'HEIC/HEIF' : format.toUpperCase());
+  }
+  if (!metadata.width || !metadata.height) throw refused('no_pixels', 'the image has no pixels', format);
   // EXIF orientations 5–8 swap the axes.
   const swapped = (metadata.orientation ?? 1) >= 5;
+  const [width, height] = swapped ? [metadata.height, metadata.width] : [metadata.width, metadata.height];
+  const size = `${width}x${height} pixels`;
+  if (width * height > maxPixels) {
+    throw refused(
+      'too_many_pixels',
+      `an image of ${size} exceeds the limit of ${maxPixels / 1_000_000} megapixels`,
+      format,
+    );
+  }
+  if (Math.max(width, height) > MAX_IMAGE_SIDE) {
+    throw refused(
+      'side_too_long',
+      `an image of ${size} exceeds the limit of ${MAX_IMAGE_SIDE} pixels per side`,
+      format,
+    );
+  }
+  if (format === 'jpeg' && jpegScanCount(bytes, MAX_JPEG_SCANS) > MAX_JPEG_SCANS) {
+    throw refused(
+      'too_many_scans',
+      `a JPEG of more than ${MAX_JPEG_SCANS} scans is not accepted (encoders write about 10)`,
+      format,
+    );
+  }
+  return { format, width, height, metadata };
+}
+
+/** Reads the header, enforces the format allow-list and limits, and prepares an oriented pipeline. */
+export async function openImage(bytes: Buffer): Promise<OrientedImage> {
+  const { format, width, height, metadata } = await readHeader(bytes);
   const pipeline = await orientedPipeline(bytes, metadata);
-  return { width: swapped ? height : width, height: swapped ? width : height, format, pipeline };
+  return { width, height, format, pipeline };
 }
 
 /**

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { expectError } from '#test/support/error-shape.ts';
 import { withScans } from '#test/support/jpeg-scans.ts';
@@ -104,6 +105,56 @@ describe('dependency faults', () => {
         });
         expectError(response, 422, 'invalid_image');
         expect(response.body.error.message).toMatch(message);
+      }
+    }
+  });
+});
+
+/** A 2×1 24-bit BMP, written by hand (sharp writes none). */
+function bmp(): Buffer {
+  const bytes = Buffer.alloc(62);
+  bytes.write('BM', 0);
+  bytes.writeUInt32LE(62, 2);
+  bytes.writeUInt32LE(54, 10);
+  bytes.writeUInt32LE(40, 14);
+  bytes.writeInt32LE(2, 18);
+  bytes.writeInt32LE(1, 22);
+  bytes.writeUInt16LE(1, 26);
+  bytes.writeUInt16LE(24, 28);
+  return bytes;
+}
+
+describe('image refusals', () => {
+  it('name the request field, the format and the reason on every image endpoint', async () => {
+    // Prepare: a BMP and the committed HEIC
+    const heic = await readFile(new URL('../fixtures/vision/heic-16x12.heic', import.meta.url));
+    const cases = [
+      [
+        bmp(),
+        'unsupported_format',
+        'bmp',
+        /^Invalid imageData: BMP is not a supported image format \(supported: JPEG, PNG, WebP, GIF, AVIF, TIFF\)\.$/,
+      ],
+      [heic, 'unsupported_format', 'heic', /^Invalid imageData: HEIC\/HEIF is not a supported image format/],
+    ] as const;
+    for (const [image, reason, format, message] of cases) {
+      for (const [path, body] of [
+        ['/api/v1/search/image', {}],
+        ['/api/v1/detect', {}],
+        ['/api/v1/related', {}],
+        ['/', { feedId: stack.demo.searchId }],
+      ] as const) {
+        // Act
+        const response = await stack.call('POST', path, {
+          body: { imageData: image.toString('base64'), ...body },
+          headers: path === '/' ? {} : auth(),
+        });
+        // Assess
+        expectError(response, 422, 'invalid_image');
+        expect(response.body.error.message, path).toMatch(message);
+        expect(response.body.error.details).toEqual([
+          { path: 'imageData', message: expect.any(String), reason, format },
+        ]);
       }
     }
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { NotFoundError, ValidationError } from '#lib/domain/errors.ts';
+import { InvalidImageError, NotFoundError, ValidationError } from '#lib/domain/errors.ts';
 import { toErrorBody } from '#lib/http/errors.ts';
 
 describe('toErrorBody', () => {
@@ -42,5 +42,33 @@ describe('toErrorBody', () => {
     expect(
       toErrorBody(new NotFoundError('product_not_found', 'Product café-東京 is gone.'), 'r').error.message,
     ).toBe('Product café-東京 is gone.');
+  });
+
+  it('answers a refused image as 422 invalid_image naming its field, with the reason and format in details', () => {
+    const refusal = new InvalidImageError({
+      reason: 'unsupported_format',
+      format: 'heic',
+      problem: 'HEIC/HEIF is not a supported image format (supported: JPEG, PNG, WebP, GIF, AVIF, TIFF)',
+    });
+    expect(toErrorBody(refusal.forField('imageData'), 'r')).toEqual({
+      error: {
+        status: 422,
+        code: 'invalid_image',
+        message:
+          'Invalid imageData: HEIC/HEIF is not a supported image format (supported: JPEG, PNG, WebP, GIF, AVIF, TIFF).',
+        details: [
+          {
+            path: 'imageData',
+            message:
+              'HEIC/HEIF is not a supported image format (supported: JPEG, PNG, WebP, GIF, AVIF, TIFF)',
+            reason: 'unsupported_format',
+            format: 'heic',
+          },
+        ],
+      },
+      requestId: 'r',
+    });
+    // A field named once stays named: a later stage does not rename it
+    expect(refusal.forField('fallback').forField('imageData').details[0]?.path).toBe('fallback');
   });
 });

@@ -21,7 +21,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { InvalidImageError } from '#lib/domain/errors.ts';
+import { type ImageRefusal, InvalidImageError } from '#lib/domain/errors.ts';
 import type { Box } from '#lib/vision/image-input.ts';
 import type { FeatureRole } from '#lib/vision/local-features/extract.ts';
 import type { ExtractRequest, VerifyRequest } from '#lib/vision/local-features/extract-worker.ts';
@@ -30,7 +30,7 @@ import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 type Reply =
   | { id: number; features: LocalFeatures }
   | { id: number; inliers: number[] }
-  | { id: number; error: { name: string; message: string } };
+  | { id: number; error: WorkerError };
 
 interface Pending {
   worker: number;
@@ -215,8 +215,15 @@ export class ExtractionPool {
   }
 }
 
+/** An error as a worker sends it: a refused image's refusal with it. */
+interface WorkerError {
+  name: string;
+  message: string;
+  refusal?: ImageRefusal;
+}
+
 /** Undecodable images stay `InvalidImageError` (a 4xx) across the thread boundary. */
-function reviveError({ name, message }: { name: string; message: string }): Error {
-  if (name === 'InvalidImageError') return new InvalidImageError(message);
+function reviveError({ name, message, refusal }: WorkerError): Error {
+  if (refusal) return new InvalidImageError(refusal);
   return Object.assign(new Error(message), { name });
 }

@@ -5,6 +5,7 @@
  * between this thread and its own.
  */
 import { parentPort } from 'node:worker_threads';
+import { InvalidImageError } from '#lib/domain/errors.ts';
 import type { Box } from '#lib/vision/image-input.ts';
 import { extractLocalFeatures, type FeatureRole } from '#lib/vision/local-features/extract.ts';
 import { loadOpenCv } from '#lib/vision/local-features/opencv.ts';
@@ -31,10 +32,14 @@ if (!port) throw new Error('extract-worker.ts runs as a worker thread of Extract
 // bundle); a failed load is the first extraction's error, as before.
 loadOpenCv().catch(() => undefined);
 
-/** Answers request `id` with its error's name and message (an Error does not cross the thread as itself). */
+/**
+ * Answers request `id` with its error's name and message, and a refused image's refusal (an Error does
+ * not cross the thread as itself).
+ */
 const replyError = (id: number, error: unknown): void => {
   const { name, message } = error instanceof Error ? error : new Error(String(error));
-  port.postMessage({ id, error: { name, message } });
+  const refusal = error instanceof InvalidImageError ? { refusal: error.refusal } : {};
+  port.postMessage({ id, error: { name, message, ...refusal } });
 };
 
 port.on('message', (request: ExtractRequest | VerifyRequest) => {

@@ -195,11 +195,11 @@ export class MapFetcher implements ImageFetcher {
   }
 }
 
-/** Accepts any bytes except those starting with "BAD". */
+/** Accepts any bytes except those starting with "BAD" (refused as the real inspector refuses junk). */
 export const fakeInspector: ImageInspector = {
-  async inspect(bytes, subject = 'imageData') {
+  async inspect(bytes) {
     if (bytes.subarray(0, 3).toString() === 'BAD')
-      throw new InvalidImageError(`${subject} is not a decodable image.`);
+      throw new InvalidImageError({ reason: 'undecodable', problem: 'the data is not a decodable image' });
     return { format: 'png', width: 10, height: 10 };
   },
   async crops(bytes, boxes) {

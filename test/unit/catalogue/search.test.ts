@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { NotFoundError } from '#lib/domain/errors.ts';
+import { InvalidImageError, NotFoundError } from '#lib/domain/errors.ts';
 import {
   contentHash,
   imageSearchItem,
@@ -679,16 +679,21 @@ describe('relatedProducts', () => {
     expect(w.embedder.embedded).toBe(0);
   });
 
-  it('names the field of an image it refuses: imageData, or the fallback used for an unknown product', async () => {
+  it('names the field of an image it refuses, in the message and the detail', async () => {
     const w = await catalogue();
     const bad = Buffer.from('BAD image');
     const query = { feedId: 's', productId: 'unknown', limit: 10, offset: 0 };
-    await expect(relatedProducts(deps(w), { ...query, fallback: bad })).rejects.toThrow(
-      'fallback is not a decodable image.',
-    );
-    await expect(relatedProducts(deps(w), { ...query, image: bad, fallback: bad })).rejects.toThrow(
-      'imageData is not a decodable image.',
-    );
+    await expect(relatedProducts(deps(w), { ...query, fallback: bad })).rejects.toMatchObject({
+      code: 'invalid_image',
+      message: 'Invalid fallback: the data is not a decodable image.',
+      details: [{ path: 'fallback', message: 'the data is not a decodable image', reason: 'undecodable' }],
+    });
+    await expect(
+      relatedProducts(deps(w), { feedId: 's', image: bad, limit: 10, offset: 0 }),
+    ).rejects.toMatchObject({
+      message: 'Invalid imageData: the data is not a decodable image.',
+      details: [{ path: 'imageData' }],
+    });
   });
 
   it('applies filters: AND across keys, OR within a key, case-insensitive', async () => {
@@ -749,6 +754,43 @@ describe('relatedProducts', () => {
     await expect(
       relatedProducts(deps(w), { feedId: 's', productId: 'nope', limit: 10, offset: 0 }),
     ).rejects.toBeInstanceOf(NotFoundError);
+  });
+});
+
+describe('image refusals past the inspection', () => {
+  it('name imageData when a stage decoding the pixels refuses the image (image search, detect)', async () => {
+    // Prepare: a header the inspector reads, pixels the models cannot decode
+    const w = world();
+    await seed(w, [{ product: make('s', 'table'), image: 'table' }]);
+    const truncated = new InvalidImageError({
+      reason: 'undecodable',
+      problem: 'the image could not be decoded (it may be damaged or cut short)',
+    });
+    w.embedder.embed = async () => {
+      throw truncated;
+    };
+    const d: SearchDeps = {
+      ...deps(w),
+      vision: async () => ({
+        embedder: w.embedder,
+        detector: {
+          detect: async () => {
+            throw truncated;
+          },
+        },
+      }),
+    };
+    const image = Buffer.from('table');
+    const named = {
+      code: 'invalid_image',
+      message: 'Invalid imageData: the image could not be decoded (it may be damaged or cut short).',
+      details: [{ path: 'imageData', reason: 'undecodable' }],
+    };
+    // Act / Assess
+    await expect(searchByImage(d, { feedId: 's', image, limit: 3, offset: 0 })).rejects.toMatchObject(named);
+    await expect(detectObjects(d, { feedId: 's', image, search: false, limit: 3 })).rejects.toMatchObject(
+      named,
+    );
   });
 });
 

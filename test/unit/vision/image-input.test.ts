@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import sharp, { type Sharp } from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { InvalidImageError } from '#lib/domain/errors.ts';
@@ -12,6 +14,8 @@ import {
   rgbToNormalisedBgrPlanes,
 } from '#lib/vision/image-input.ts';
 import { withScans } from '#test/support/jpeg-scans.ts';
+
+const FIXTURES = join(import.meta.dirname, '../../fixtures/vision');
 
 /** A width×height image whose left half is red and right half blue. */
 async function halves(width: number, height: number): Promise<Sharp> {
@@ -46,17 +50,84 @@ describe('openImage', () => {
     expect([image.width, image.height]).toEqual([20, 40]);
   });
 
-  it('refuses SVG, which is outside the allow-list', async () => {
+  it('names a format outside the allow-list, read or not by sharp, and lists the supported ones', async () => {
+    // Prepare: SVG and HEIC (HEVC) sharp reads but we refuse; BMP, PDF and an AVIF image sequence it
+    // cannot open; a BMP of 2×1 pixels written by hand (sharp writes none)
+    const bmp = Buffer.alloc(62);
+    bmp.write('BM', 0);
+    bmp.writeUInt32LE(62, 2);
+    bmp.writeUInt32LE(54, 10);
+    bmp.writeUInt32LE(40, 14);
+    bmp.writeInt32LE(2, 18);
+    bmp.writeInt32LE(1, 22);
+    bmp.writeUInt16LE(1, 26);
+    bmp.writeUInt16LE(24, 28);
+    bmp.writeUInt32LE(8, 34);
     const svg = Buffer.from(
       '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>',
     );
-    await expect(openImage(svg)).rejects.toThrow(InvalidImageError);
-    await expect(openImage(svg)).rejects.toThrow(/unsupported format/);
+    const cases = [
+      [bmp, 'bmp', 'BMP is not a supported image format'],
+      [readFileSync(join(FIXTURES, 'heic-16x12.heic')), 'heic', 'HEIC/HEIF is not a supported image format'],
+      [svg, 'svg', 'SVG is not a supported image format'],
+      [Buffer.from('%PDF-1.7\n%âãÏÓ\n1 0 obj'), 'pdf', 'PDF is not a supported image format'],
+      [
+        readFileSync(join(FIXTURES, 'avif-sequence-red-blue.avif')),
+        'avif-sequence',
+        'an animated AVIF (an AVIF image sequence) is not supported; send a still image',
+      ],
+    ] as const;
+    for (const [bytes, format, problem] of cases) {
+      // Act
+      const refusal = await openImage(bytes).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      // Assess
+      expect(refusal, format).toBeInstanceOf(InvalidImageError);
+      expect((refusal as InvalidImageError).refusal).toEqual({
+        reason: 'unsupported_format',
+        format,
+        problem: expect.stringContaining(problem),
+      });
+      expect((refusal as InvalidImageError).message).toMatch(/JPEG, PNG, WebP, GIF, AVIF, TIFF\)\.$/);
+    }
   });
 
-  it('refuses bytes that are not an image, and empty input', async () => {
-    await expect(openImage(Buffer.from('definitely not an image'))).rejects.toThrow(InvalidImageError);
-    await expect(openImage(Buffer.alloc(0))).rejects.toThrow(InvalidImageError);
+  it('refuses bytes that are not an image, and empty input, saying which', async () => {
+    // Text that starts like a BMP is no BMP
+    for (const text of ['definitely not an image', 'BMW parts catalogue, page 1 of 12']) {
+      await expect(openImage(Buffer.from(text))).rejects.toMatchObject({
+        refusal: { reason: 'undecodable' },
+        message:
+          'Invalid image: the data is not a decodable image (supported: JPEG, PNG, WebP, GIF, AVIF, TIFF).',
+      });
+    }
+    await expect(openImage(Buffer.alloc(0))).rejects.toMatchObject({ refusal: { reason: 'empty' } });
+  });
+
+  it('reads an animated GIF or WebP as its first frame', async () => {
+    // Prepare: two 8×8 frames, red then blue, as one raw strip of pages
+    const strip = Buffer.alloc(8 * 16 * 3);
+    for (let pixel = 0; pixel < 8 * 16; pixel += 1) strip[pixel * 3 + (pixel < 64 ? 0 : 2)] = 255;
+    const frames = () => sharp(strip, { raw: { width: 8, height: 16, channels: 3, pageHeight: 8 } });
+    for (const bytes of [
+      await frames()
+        .gif({ delay: [100, 100] })
+        .toBuffer(),
+      await frames()
+        .webp({ delay: [100, 100], lossless: true })
+        .toBuffer(),
+    ]) {
+      expect((await sharp(bytes).metadata()).pages).toBe(2);
+      // Act
+      const image = await openImage(bytes);
+      const [rgb] = await rgbSquares(image, 4, [undefined]);
+      // Assess: one frame's size, the first frame's colour
+      expect([image.width, image.height]).toEqual([8, 8]);
+      expect(meanColour(rgb!)[0]).toBeGreaterThan(240);
+      expect(meanColour(rgb!)[2]).toBeLessThan(15);
+    }
   });
 
   it('refuses a decompression bomb (over 40 megapixels) from its header alone', async () => {
@@ -65,7 +136,7 @@ describe('openImage', () => {
       .png({ compressionLevel: 9 })
       .toBuffer();
     expect(bomb.length).toBeLessThan(1_000_000);
-    await expect(openImage(bomb)).rejects.toThrow(/too many pixels/);
+    await expect(openImage(bomb)).rejects.toThrow(/7000x7000 pixels exceeds the limit of 40 megapixels/);
   });
 
   it('refuses a side over 16,384 pixels under the pixel limit, and a JPEG of over 100 scans, from the header', async () => {
@@ -127,10 +198,31 @@ describe('rgbSquares', () => {
 describe('SharpImageInspector crops and bounded query', () => {
   const inspector = new SharpImageInspector(40_000_000);
 
-  it('names what it refuses by the field it came in (imageData unless told)', async () => {
-    const junk = Buffer.from('definitely not an image');
-    await expect(inspector.inspect(junk)).rejects.toThrow('imageData is not a decodable image.');
-    await expect(inspector.inspect(junk, 'fallback')).rejects.toThrow('fallback is not a decodable image.');
+  it('refuses as openImage does, within the configured pixel limit, naming no field (the use case does)', async () => {
+    // Prepare: 3000 × 2000 of one colour
+    const png = await sharp({ create: { width: 3000, height: 2000, channels: 3, background: '#fff' } })
+      .png()
+      .toBuffer();
+    // Act
+    const refusal = await new SharpImageInspector(5_000_000).inspect(png).catch((error: unknown) => error);
+    // Assess
+    expect(refusal).toMatchObject({
+      message: 'Invalid image: an image of 3000x2000 pixels exceeds the limit of 5 megapixels.',
+      details: [],
+      refusal: { reason: 'too_many_pixels', format: 'png' },
+    });
+    expect((refusal as InvalidImageError).forField('fallback')).toMatchObject({
+      message: 'Invalid fallback: an image of 3000x2000 pixels exceeds the limit of 5 megapixels.',
+      details: [
+        {
+          path: 'fallback',
+          message: 'an image of 3000x2000 pixels exceeds the limit of 5 megapixels',
+          reason: 'too_many_pixels',
+          format: 'png',
+        },
+      ],
+    });
+    await expect(inspector.inspect(png)).resolves.toEqual({ format: 'png', width: 3000, height: 2000 });
   });
 
   /** Mean colour and size of an encoded image. */
