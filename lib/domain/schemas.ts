@@ -196,7 +196,10 @@ export const RelatedRequest = z
     filters: z.array(Filter).max(50).optional().describe('AND across keys, OR within a key.'),
     fallback: imageData
       .optional()
-      .describe('Base64 image used when productId is unknown and imageData is absent.'),
+      .describe(
+        'Base64 image used when productId is unknown (or has no searchable image) and imageData is ' +
+          'absent or refused as an image (what would be its 422 invalid_image).',
+      ),
     context: z
       .object({
         category: z.string().max(500),

@@ -1,4 +1,4 @@
-import { InvalidImageError, NotFoundError } from '#lib/domain/errors.ts';
+import { DomainError, InvalidImageError, NotFoundError } from '#lib/domain/errors.ts';
 import { filterValue, type GroupHit, type Product, vectorDocumentId } from '#lib/domain/products.ts';
 import type {
   DetectedObject,
@@ -826,9 +826,10 @@ export function relatedFilter(
  *    reused, nothing is re-embedded; its stored local features, when there are any, verify the
  *    shortlist) and its item group is excluded; no minimum score applies, since related products are
  *    meant to be similar rather than the same item;
- * 2. otherwise imageData, then the fallback image, is the query (after the usual inspection; an empty
- *    feed answers [] without loading the models), searched like an image search, minimum score included;
- * 3. neither applies → product_not_found;
+ * 2. otherwise imageData is the query, or the fallback image when imageData is absent or refused as an
+ *    image (after the usual inspection; an empty feed answers [] without loading the models), searched
+ *    like an image search, minimum score included;
+ * 3. neither sent → product_not_found; each sent and refused → invalid_image naming both;
  * 4. rank item groups under the filters (and context category), page with offset/limit.
  */
 export async function relatedProducts(deps: SearchDeps, query: RelatedQuery): Promise<GroupHit[]> {
@@ -852,23 +853,39 @@ export async function relatedProducts(deps: SearchDeps, query: RelatedQuery): Pr
     }
   }
   if (!vector) {
-    const image = query.image ?? query.fallback;
-    if (!image) {
+    const images: [field: string, image: Buffer][] = [];
+    if (query.image) images.push(['imageData', query.image]);
+    if (query.fallback) images.push(['fallback', query.fallback]);
+    if (images.length === 0) {
       const why = reference ? 'has no searchable image yet' : 'is not in this feed';
       throw new NotFoundError(
         'product_not_found',
         `Product ${query.productId} ${why}; send imageData or fallback.`,
       );
     }
-    const found = await ofField(query.image ? 'imageData' : 'fallback', async () => {
-      await deps.images.inspect(image);
-      if (!reference && !(await deps.products.hasProducts(query.feedId))) return undefined;
-      const { bytes } = await deps.images.bounded(image);
-      queryFeatures = startQueryFeatures(deps, bytes);
-      return embedOne(deps, bytes);
-    });
-    if (!found) return [];
-    vector = found;
+    // A fallback is the image to use when the others cannot be: imageData that is no usable image too.
+    const refusals: InvalidImageError[] = [];
+    for (const [field, image] of images) {
+      try {
+        await deps.images.inspect(image);
+        if (!reference && !(await deps.products.hasProducts(query.feedId))) return [];
+        const { bytes } = await deps.images.bounded(image);
+        queryFeatures = startQueryFeatures(deps, bytes);
+        vector = await embedOne(deps, bytes);
+        break;
+      } catch (error) {
+        if (!(error instanceof InvalidImageError)) throw error;
+        refusals.push(error.forField(field));
+      }
+    }
+    if (!vector) {
+      if (refusals.length === 1) throw refusals[0]!;
+      throw new DomainError(
+        'invalid_image',
+        refusals.map((refusal) => refusal.message).join(' '),
+        refusals.flatMap((refusal) => refusal.details),
+      );
+    }
     minScore = deps.minScore;
   }
   return rankGroups(deps, {

@@ -668,7 +668,7 @@ export const OPERATION_DOCS: Record<string, OperationDoc> = {
     tag: 'Search',
     summary: 'Related products',
     description:
-      'Products related to a customer product id (wins when both are given) or an image; the fallback image is used when the product is unknown. The reference product and its variants are excluded.',
+      'Products related to a customer product id (wins when both are given) or an image; the fallback image is used when the product is unknown and imageData is absent or refused as an image (422 invalid_image naming both when both are). The reference product and its variants are excluded.',
     body: {
       component: 'RelatedRequest',
       schema: RelatedRequest,

@@ -158,4 +158,50 @@ describe('image refusals', () => {
       }
     }
   });
+
+  it('related products search the fallback when imageData is refused, and name both when both are', async () => {
+    // Prepare: the demo catalogue's multimeter photo as the fallback
+    await stack.importsIdle();
+    const photo = await readFile(new URL('../../demo/images/tools-multimeter2.webp', import.meta.url));
+    const fallback = photo.toString('base64');
+    const related = (body: Record<string, unknown>) =>
+      stack.call('POST', '/api/v1/related', {
+        body: { limit: 3, ...body },
+        headers: auth(),
+      });
+    // Act
+    const fallbackOnly = await related({ productId: 'nope', fallback });
+    const badImage = await related({
+      productId: 'nope',
+      imageData: bmp().toString('base64'),
+      fallback,
+    });
+    const noProduct = await related({
+      imageData: bmp().toString('base64'),
+      fallback,
+    });
+    const bothBad = await related({
+      imageData: bmp().toString('base64'),
+      fallback: Buffer.from('not an image').toString('base64'),
+    });
+    // Assess
+    expect(fallbackOnly.status).toBe(200);
+    expect(fallbackOnly.body[0]?.product_id).toBe('multimeter');
+    expect([badImage.status, noProduct.status]).toEqual([200, 200]);
+    expect(badImage.body).toEqual(fallbackOnly.body);
+    expect(noProduct.body).toEqual(fallbackOnly.body);
+    expectError(bothBad, 422, 'invalid_image');
+    expect(bothBad.body.error.message).toMatch(
+      /^Invalid imageData: BMP .*\. Invalid fallback: the data is not/,
+    );
+    expect(bothBad.body.error.details).toEqual([
+      {
+        path: 'imageData',
+        message: expect.any(String),
+        reason: 'unsupported_format',
+        format: 'bmp',
+      },
+      { path: 'fallback', message: expect.any(String), reason: 'undecodable' },
+    ]);
+  });
 });

@@ -696,6 +696,67 @@ describe('relatedProducts', () => {
     });
   });
 
+  it('searches the fallback when imageData is refused as an image, with or without a productId', async () => {
+    // Prepare: imageData refused at inspection, or only when decoded for the embedding (a header that
+    // reads, pixels that do not)
+    const w = await catalogue();
+    const embed = w.embedder.embed.bind(w.embedder);
+    w.embedder.embed = async (images) => {
+      if (images.some((image) => image.toString().startsWith('TRUNCATED')))
+        throw new InvalidImageError({ reason: 'undecodable', problem: 'the image could not be decoded' });
+      return embed(images);
+    };
+    for (const image of [Buffer.from('BAD image'), Buffer.from('TRUNCATED image')]) {
+      for (const productId of ['nope', undefined]) {
+        // Act
+        const hits = await relatedProducts(deps(w), {
+          feedId: 's',
+          ...(productId ? { productId } : {}),
+          image,
+          fallback: Buffer.from('p2'),
+          limit: 1,
+          offset: 0,
+        });
+        // Assess
+        expect(hits[0]?.product.product_id, `${image.toString()} ${productId}`).toBe('p2');
+      }
+    }
+  });
+
+  it('names both images when imageData and the fallback are both refused', async () => {
+    const w = await catalogue();
+    const refusal = await relatedProducts(deps(w), {
+      feedId: 's',
+      productId: 'nope',
+      image: Buffer.from('BAD image'),
+      fallback: Buffer.from('BAD fallback'),
+      limit: 10,
+      offset: 0,
+    }).catch((error: unknown) => error);
+    expect(refusal).toMatchObject({
+      code: 'invalid_image',
+      message:
+        'Invalid imageData: the data is not a decodable image. Invalid fallback: the data is not a decodable image.',
+      details: [
+        { path: 'imageData', reason: 'undecodable' },
+        { path: 'fallback', reason: 'undecodable' },
+      ],
+    });
+  });
+
+  it('does not read imageData or the fallback of a known product', async () => {
+    const w = await catalogue();
+    const hits = await relatedProducts(deps(w), {
+      feedId: 's',
+      productId: 'ref',
+      image: Buffer.from('BAD image'),
+      fallback: Buffer.from('BAD fallback'),
+      limit: 10,
+      offset: 0,
+    });
+    expect(hits.map((h) => h.product.product_id).sort()).toEqual(['p1', 'p2', 'p3']);
+  });
+
   it('applies filters: AND across keys, OR within a key, case-insensitive', async () => {
     const w = await catalogue();
     const ids = async (filters: { key: string; value: string }[]) =>
