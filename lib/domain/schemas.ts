@@ -21,7 +21,8 @@ const imageData = z
   .describe(
     'Base64-encoded image (JPEG, PNG, WebP, GIF, AVIF or TIFF; an animated GIF or WebP is read as ' +
       'its first frame); a data: URL prefix is accepted. At most 40 megapixels and 16384 pixels per ' +
-      'side, and a JPEG of at most 100 scans; otherwise 422 invalid_image.',
+      'side, an AVIF at most 4096x4096 pixels, and a JPEG of at most 100 scans; otherwise 422 ' +
+      'invalid_image.',
   );
 const limit = z
   .number()

@@ -3,8 +3,8 @@
  *
  * Every path starts with `readHeader` (through `openImage`, or the image inspector the use cases call
  * first), which reads the header only and refuses what we will not decode: formats outside the allow-list
- * (SVG, HEIC, BMP…, each named) and images over 40 megapixels (decompression bombs), before any pixel
- * is decoded. Pixels are then EXIF-oriented (`.rotate()`) so that boxes
+ * (SVG, HEIC, BMP…, each named), images over 40 megapixels (decompression bombs) and AVIFs over
+ * MAX_AVIF_PIXELS, before any pixel is decoded. Pixels are then EXIF-oriented (`.rotate()`) so that boxes
  * and crops refer to the image as a viewer shows it, and transparency is flattened onto white, which is
  * how shops present packshots. An animation (GIF, WebP) is read as its first frame: sharp loads one page
  * unless asked for more.
@@ -23,6 +23,15 @@ export const MAX_INPUT_PIXELS = 40_000_000;
 export const MAX_IMAGE_SIDE = 16_384;
 /** Most scans a JPEG may have (lib/vision/jpeg-scans.ts: decode time grows with them). */
 export const MAX_JPEG_SCANS = 100;
+/**
+ * Most pixels of an AVIF (4096 × 4096: 4K frames, 12-megapixel phone photos and 16-megapixel cameras
+ * fit), read from the header. AV1 has no reduced decode, so every stage that reads an AVIF decodes all
+ * of it: at 40 megapixels a search's first decode took 1.2–2.6 s and 0.8–1.1 GB of RSS, a process with
+ * the models 1.1–1.3 GB for a search and a detection of it (a public function has 2,048 MB in dev), six
+ * at once 2.6–3.8 GB; at this limit 0.5–1.3 s, 0.4–0.5 GB, 0.7–0.8 GB with the models
+ * (docs/benchmarks.md "Large AVIFs").
+ */
+export const MAX_AVIF_PIXELS = 4096 * 4096;
 const WHITE = { r: 255, g: 255, b: 255 };
 
 /** The formats decoded, as sharp names them, and as users know them. */
@@ -148,8 +157,8 @@ export interface ImageHeader {
 
 /**
  * Reads the header (no pixel is decoded) and refuses what will not be decoded: a format outside the
- * allow-list, more than `maxPixels` pixels, a side over MAX_IMAGE_SIDE, a JPEG of more than
- * MAX_JPEG_SCANS scans. The image inspector (the use cases' first check, `maxPixels`
+ * allow-list, more than `maxPixels` pixels, a side over MAX_IMAGE_SIDE, an AVIF over MAX_AVIF_PIXELS, a
+ * JPEG of more than MAX_JPEG_SCANS scans. The image inspector (the use cases' first check, `maxPixels`
  * from the configuration) and `openImage` (every model's input) both read images through it.
  */
 export async function readHeader(bytes: Buffer, maxPixels = MAX_INPUT_PIXELS): Promise<ImageHeader> {
@@ -182,6 +191,14 @@ export async function readHeader(bytes: Buffer, maxPixels = MAX_INPUT_PIXELS): P
     throw refused(
       'side_too_long',
       `an image of ${size} exceeds the limit of ${MAX_IMAGE_SIDE} pixels per side`,
+      format,
+    );
+  }
+  if (format === 'avif' && width * height > MAX_AVIF_PIXELS) {
+    throw refused(
+      'too_many_pixels',
+      `an AVIF of ${size} exceeds the AVIF limit of ${(MAX_AVIF_PIXELS / 1e6).toFixed(1)} megapixels ` +
+        '(4096x4096): send it smaller, or as JPEG',
       format,
     );
   }

@@ -126,8 +126,12 @@ function bmp(): Buffer {
 
 describe('image refusals', () => {
   it('name the request field, the format and the reason on every image endpoint', async () => {
-    // Prepare: a BMP and the committed HEIC
+    // Prepare: a BMP, the committed HEIC, and an AVIF over the AVIF limit (one colour: a few hundred bytes)
+    const { default: sharp } = await import('sharp');
     const heic = await readFile(new URL('../fixtures/vision/heic-16x12.heic', import.meta.url));
+    const avif = await sharp({ create: { width: 4097, height: 4096, channels: 3, background: '#888' } })
+      .avif({ effort: 0 })
+      .toBuffer();
     const cases = [
       [
         bmp(),
@@ -136,6 +140,12 @@ describe('image refusals', () => {
         /^Invalid imageData: BMP is not a supported image format \(supported: JPEG, PNG, WebP, GIF, AVIF, TIFF\)\.$/,
       ],
       [heic, 'unsupported_format', 'heic', /^Invalid imageData: HEIC\/HEIF is not a supported image format/],
+      [
+        avif,
+        'too_many_pixels',
+        'avif',
+        /^Invalid imageData: an AVIF of 4097x4096 pixels exceeds the AVIF limit of 16\.8 megapixels/,
+      ],
     ] as const;
     for (const [image, reason, format, message] of cases) {
       for (const [path, body] of [

@@ -7,6 +7,7 @@ import { SharpImageInspector } from '#lib/adapters/sharp-image-inspector.ts';
 import {
   clampToPixels,
   CROP_MAX_SIDE,
+  MAX_AVIF_PIXELS,
   openImage,
   rgbLetterbox,
   rgbSquares,
@@ -128,6 +129,34 @@ describe('openImage', () => {
       expect(meanColour(rgb!)[0]).toBeGreaterThan(240);
       expect(meanColour(rgb!)[2]).toBeLessThan(15);
     }
+  });
+
+  it('refuses an AVIF over 4096×4096 pixels from its header, and accepts one of 4096×4096', async () => {
+    // Prepare: one colour, a few hundred bytes each
+    const avif = (width: number, height: number) =>
+      sharp({ create: { width, height, channels: 3, background: '#888' } })
+        .avif({ effort: 0 })
+        .toBuffer();
+    const [over, at] = [await avif(4097, 4096), await avif(4096, 4096)];
+    expect(4096 * 4096).toBe(MAX_AVIF_PIXELS);
+    // Act / Assess: the inspector (the use cases' first check) and openImage (every model's input) agree
+    const inspector = new SharpImageInspector(40_000_000);
+    for (const read of [(bytes: Buffer) => inspector.inspect(bytes), openImage]) {
+      await expect(read(over)).rejects.toMatchObject({
+        refusal: {
+          reason: 'too_many_pixels',
+          format: 'avif',
+          problem:
+            'an AVIF of 4097x4096 pixels exceeds the AVIF limit of 16.8 megapixels (4096x4096): send it smaller, or as JPEG',
+        },
+      });
+      await expect(read(at)).resolves.toMatchObject({ format: 'avif', width: 4096, height: 4096 });
+    }
+    // Other formats keep the general limit
+    const png = await sharp({ create: { width: 4097, height: 4096, channels: 3, background: '#888' } })
+      .png()
+      .toBuffer();
+    await expect(openImage(png)).resolves.toMatchObject({ width: 4097 });
   });
 
   it('refuses a decompression bomb (over 40 megapixels) from its header alone', async () => {
