@@ -1,5 +1,5 @@
 /**
- * `node --import tsx bench/image-decode.ts FILE [PARALLEL]`: what a query image costs before the models
+ * `npm run bench:image-decode -- FILE [PARALLEL]`: what a query image costs before the models
  * see it. Runs, PARALLEL times at once (default 1), what every image search does first: the header
  * inspection, then the one decode that scales a large image down for the search stages (`boundedQuery`).
  * Meanwhile a probe decodes a 1000 × 750 JPEG to the embedder's 224 × 224 every 50 ms, as another
@@ -21,7 +21,7 @@ import { boundedQuery, MAX_INPUT_PIXELS } from '#lib/vision/image-input.ts';
 import { loadVision } from '#lib/vision/load-vision.ts';
 
 const [file, parallel = '1'] = process.argv.slice(2);
-if (!file) throw new Error('usage: node --import tsx bench/image-decode.ts FILE [PARALLEL]');
+if (!file) throw new Error('usage: npm run bench:image-decode -- FILE [PARALLEL]');
 const bytes = readFileSync(file);
 const inspector = new SharpImageInspector(MAX_INPUT_PIXELS);
 const probeImage = await sharp('test/fixtures/vision/voc-dinner.jpg').resize(1000, 750).jpeg().toBuffer();
