@@ -11,6 +11,7 @@
  */
 import sharp, { type Metadata, type OutputInfo, type Sharp } from 'sharp';
 import { type ImageRefusal, InvalidImageError } from '#lib/domain/errors.ts';
+import { Gate } from '#lib/gate.ts';
 import { jpegScanCount } from '#lib/vision/jpeg-scans.ts';
 
 export const MAX_INPUT_PIXELS = 40_000_000;
@@ -422,13 +423,27 @@ export async function boundedQuery(bytes: Buffer): Promise<{ bytes: Buffer; widt
   const image = await openImage(bytes);
   if (Math.max(image.width, image.height) <= QUERY_MAX_SIDE || image.format === 'jpeg')
     return { bytes, width: image.width, height: image.height };
-  const { data, info } = await decoding(() =>
-    image.pipeline
-      .clone()
-      .resize(QUERY_MAX_SIDE, QUERY_MAX_SIDE, { fit: 'inside' })
-      .removeAlpha()
-      .tiff({ compression: 'none' })
-      .toBuffer({ resolveWithObject: true }),
+  const { data, info } = await scalingDown.run(() =>
+    decoding(() =>
+      image.pipeline
+        .clone()
+        .resize(QUERY_MAX_SIDE, QUERY_MAX_SIDE, { fit: 'inside' })
+        .removeAlpha()
+        .tiff({ compression: 'none' })
+        .toBuffer({ resolveWithObject: true }),
+    ),
   );
   return { bytes: data, width: info.width, height: info.height };
 }
+
+/**
+ * Full decodes of large queries in flight at once in a process; the others wait their turn. sharp runs on
+ * libuv's pool of 4 threads, and a large non-JPEG decode holds one for up to ~1 s (an AVIF at the limit
+ * 0.5–0.7 s, docs/benchmarks.md "Large AVIFs"): six at once filled the pool, and every other search's
+ * decodes waited behind them (1.1–1.2 s). Two leave the pool half free. (A Lambda instance serves one
+ * request at a time; this is for local mode.)
+ */
+export const MAX_CONCURRENT_SCALE_DOWNS = 2;
+
+/** The gate of boundedQuery's scale-downs (exported for tests to watch). */
+export const scalingDown = new Gate(MAX_CONCURRENT_SCALE_DOWNS);

@@ -8,11 +8,13 @@ import {
   clampToPixels,
   CROP_MAX_SIDE,
   MAX_AVIF_PIXELS,
+  MAX_CONCURRENT_SCALE_DOWNS,
   openImage,
   rgbLetterbox,
   rgbSquares,
   QUERY_MAX_SIDE,
   rgbToNormalisedBgrPlanes,
+  scalingDown,
 } from '#lib/vision/image-input.ts';
 import { withScans } from '#test/support/jpeg-scans.ts';
 
@@ -349,6 +351,26 @@ describe('SharpImageInspector crops and bounded query', () => {
     expect(meanColour(data)[0]).toBeGreaterThan(240);
     // No orientation left for the stages to apply again
     expect((await sharp(bounded.bytes).metadata()).orientation ?? 1).toBe(1);
+  });
+
+  it('scales down at most two large queries at once, the others waiting their turn', async () => {
+    // Prepare: five large PNGs at once; the gate is watched while they are scaled down
+    const large = await (await halves(4000, 3000)).png({ compressionLevel: 1 }).toBuffer();
+    let most = 0;
+    let queued = 0;
+    const watch = setInterval(() => {
+      most = Math.max(most, scalingDown.running);
+      queued = Math.max(queued, scalingDown.waiting);
+    }, 1);
+    // Act
+    const bounded = await Promise.all(Array.from({ length: 5 }, () => inspector.bounded(large))).finally(() =>
+      clearInterval(watch),
+    );
+    // Assess
+    expect(bounded.map(({ width }) => width)).toEqual(Array(5).fill(QUERY_MAX_SIDE));
+    expect(most).toBe(MAX_CONCURRENT_SCALE_DOWNS);
+    expect(queued).toBeGreaterThan(0);
+    expect([scalingDown.running, scalingDown.waiting]).toEqual([0, 0]);
   });
 });
 
