@@ -351,6 +351,10 @@ describe('SharpImageInspector crops and bounded query', () => {
     expect(meanColour(data)[0]).toBeGreaterThan(240);
     // No orientation left for the stages to apply again
     expect((await sharp(bounded.bytes).metadata()).orientation ?? 1).toBe(1);
+    // A small AVIF, which no stage can decode reduced: decoded once, at its own size
+    const avif = await (await halves(1200, 800)).avif({ effort: 0 }).toBuffer();
+    const once = await inspector.bounded(avif);
+    expect([once.width, once.height, (await look(once.bytes)).format]).toEqual([1200, 800, 'tiff']);
   });
 
   it('scales down at most two large queries at once, the others waiting their turn', async () => {
