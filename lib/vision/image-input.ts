@@ -440,11 +440,11 @@ export async function boundedQuery(bytes: Buffer): Promise<{ bytes: Buffer; widt
 }
 
 /**
- * Full decodes of large queries in flight at once in a process; the others wait their turn. sharp runs on
- * libuv's pool of 4 threads, and a large non-JPEG decode holds one for up to ~1 s (an AVIF at the limit
- * 0.5–0.7 s, docs/benchmarks.md "Large AVIFs"): six at once filled the pool, and every other search's
- * decodes waited behind them (1.1–1.2 s). Two leave the pool half free. (A Lambda instance serves one
- * request at a time; this is for local mode.)
+ * boundedQuery's full decodes (large queries, AVIFs) in flight at once in a process; the others wait
+ * their turn. sharp runs on libuv's pool of 4 threads, and a large non-JPEG decode holds one for up to
+ * ~1 s (an AVIF at the limit 0.5–0.7 s, docs/benchmarks.md "Large AVIFs"): six at once filled the pool,
+ * and every other search's decodes waited behind them (1.1–1.2 s). Two leave the pool half free. (A
+ * Lambda instance serves one request at a time; this is for local mode.)
  */
 export const MAX_CONCURRENT_SCALE_DOWNS = 2;
 
