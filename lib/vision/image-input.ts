@@ -12,6 +12,7 @@
 import sharp, { type Metadata, type OutputInfo, type Sharp } from 'sharp';
 import { type ImageRefusal, InvalidImageError } from '#lib/domain/errors.ts';
 import { Gate } from '#lib/gate.ts';
+import { av1CodedPixels } from '#lib/vision/heif-boxes.ts';
 import { jpegScanCount } from '#lib/vision/jpeg-scans.ts';
 
 export const MAX_INPUT_PIXELS = 40_000_000;
@@ -172,7 +173,10 @@ export async function readHeader(bytes: Buffer, maxPixels = MAX_INPUT_PIXELS): P
     throw error;
   }
   const read = metadata.format ?? 'unknown';
-  const format = read === 'heif' ? (metadata.compression === 'av1' ? 'avif' : 'heic') : read;
+  // An AV1 item is an AVIF whatever the file's brand (sharp guesses the codec from a `mif1` brand).
+  const codedPixels = read === 'heif' ? av1CodedPixels(bytes) : undefined;
+  const av1 = metadata.compression === 'av1' || codedPixels !== undefined;
+  const format = read === 'heif' ? (av1 ? 'avif' : 'heic') : read;
   if (!SUPPORTED[format]) {
     throw unsupported(format, format === 'heic' ? 'HEIC/HEIF' : format.toUpperCase());
   }
@@ -195,10 +199,13 @@ export async function readHeader(bytes: Buffer, maxPixels = MAX_INPUT_PIXELS): P
       format,
     );
   }
-  if (format === 'avif' && width * height > MAX_AVIF_PIXELS) {
+  // What the decoder decodes, which a crop box or a grid's declared size can hide (heif-boxes.ts).
+  const decoded = Math.max(width * height, codedPixels ?? 0);
+  if (format === 'avif' && decoded > MAX_AVIF_PIXELS) {
+    const what = decoded > width * height ? `coding ${(decoded / 1e6).toFixed(1)} megapixels` : `of ${size}`;
     throw refused(
       'too_many_pixels',
-      `an AVIF of ${size} exceeds the AVIF limit of ${(MAX_AVIF_PIXELS / 1e6).toFixed(1)} megapixels ` +
+      `an AVIF ${what} exceeds the AVIF limit of ${(MAX_AVIF_PIXELS / 1e6).toFixed(1)} megapixels ` +
         '(4096x4096): send it smaller, or as JPEG',
       format,
     );

@@ -161,6 +161,29 @@ describe('openImage', () => {
     await expect(openImage(png)).resolves.toMatchObject({ width: 4097 });
   });
 
+  it('counts the pixels an AVIF codes, not the size a crop box or a grid declares', async () => {
+    // Prepare: 8200×4000 coded pixels shown as 64×64, by a crop box (clap) and by a grid of two tiles
+    // (code review's files, avifenc 0.11.1); a grid at the limit; a plain 100×100 AVIF under a `mif1` brand
+    const fixture = (name: string) => readFileSync(join(FIXTURES, name));
+    const grid = await sharp({ create: { width: 4096, height: 4096, channels: 4, background: '#8888' } })
+      .avif({ effort: 0 })
+      .toBuffer();
+    const mif1 = Buffer.from(fixture('avif-100x100.avif'));
+    mif1.write('mif1', 8, 'latin1');
+    // Act / Assess
+    for (const name of ['avif-cropped-8200x4000-shown-64x64.avif', 'avif-grid-8200x4000-shown-64x64.avif']) {
+      await expect(openImage(fixture(name)), name).rejects.toMatchObject({
+        refusal: {
+          reason: 'too_many_pixels',
+          format: 'avif',
+          problem: expect.stringMatching(/^an AVIF coding 32\.8 megapixels exceeds the AVIF limit/),
+        },
+      });
+    }
+    await expect(openImage(grid)).resolves.toMatchObject({ format: 'avif', width: 4096 });
+    await expect(openImage(mif1)).resolves.toMatchObject({ format: 'avif', width: 100 });
+  });
+
   it('refuses a decompression bomb (over 40 megapixels) from its header alone', async () => {
     // 7,000 × 7,000 of one colour compresses to a few kB but would decode to 147 MB.
     const bomb = await sharp({ create: { width: 7000, height: 7000, channels: 3, background: 'white' } })
