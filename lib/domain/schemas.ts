@@ -11,9 +11,9 @@ export const MAX_WINDOW = 1000;
 
 const imageData = z
   .string()
-  .min(1, 'is required')
-  // (An empty string is missing, not also a bad image: one detail for the path. Not by aborting at the
-  // min, which also hid the request's other problems, such as an offset past the window.)
+  .min(1, 'is empty')
+  // (An empty string is one problem, not also a bad image: one detail for the path. Not by aborting at
+  // the min, which also hid the request's other problems, such as an offset past the window.)
   .refine(
     (value) => value === '' || isBase64Image(value),
     'expected a base64-encoded image (a data: URL prefix is accepted)',

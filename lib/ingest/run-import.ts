@@ -1189,11 +1189,13 @@ async function embedImages(
     // (A product's main image comes before its others: one whose main image could not be embedded is a
     // failed row, with that one error.)
     if (image.index > 0 && product.vector_count === 0) return;
-    if (!vector) {
+    if (!(vector instanceof Float32Array)) {
+      // A refusal found while the pixels were decoded says what it found, as one at the header does.
+      const problem = vector?.refusal.problem ?? 'the image could not be decoded or embedded';
       errors.push({
         row: rowOf.get(product.product_id) ?? null,
         productId: product.product_id,
-        message: `${image.index === 0 ? 'image_link' : 'additional_image_link'} ${image.url}: the image could not be decoded or embedded.`,
+        message: `${image.index === 0 ? 'image_link' : 'additional_image_link'} ${image.url}: ${problem}.`,
         severity: image.index === 0 ? 'error' : 'warning',
       });
       return;
@@ -1269,9 +1271,13 @@ async function storeFeatures(
 
 /**
  * Embeds in EMBED_LANES concurrent batches (the model runs one thread per call, so two calls use two cores);
- * when a batch fails, image by image so one bad image cannot sink the others.
+ * when a batch fails, image by image so one bad image cannot sink the others; an image refused while it is
+ * decoded is its refusal, for the import's error to say why.
  */
-async function embedEach(embedder: Embedder, images: Buffer[]): Promise<(Float32Array | undefined)[]> {
+async function embedEach(
+  embedder: Embedder,
+  images: Buffer[],
+): Promise<(Float32Array | InvalidImageError | undefined)[]> {
   if (images.length === 0) return [];
   const size = Math.ceil(images.length / EMBED_LANES);
   const batches: Buffer[][] = [];
@@ -1286,7 +1292,7 @@ async function embedEach(embedder: Embedder, images: Buffer[]): Promise<(Float32
           batch.map((image) =>
             embedder.embed([image]).then(
               (v) => v[0],
-              () => undefined,
+              (failure: unknown) => (failure instanceof InvalidImageError ? failure : undefined),
             ),
           ),
         );

@@ -22,10 +22,10 @@ describe('limit and offset of the search requests', () => {
 });
 
 describe('imageData of the search requests', () => {
-  it('names an empty image once, as missing, not also as not base64, and the other problems too', () => {
+  it('names an empty image once, as empty, not also as not base64, and the other problems too', () => {
     const parsed = SearchImageRequest.safeParse({ imageData: '', limit: 100, offset: 950 });
     expect(parsed.error?.issues.map((issue) => [issue.path.join('.'), issue.message])).toEqual([
-      ['imageData', 'is required'],
+      ['imageData', 'is empty'],
       ['offset', 'offset + limit must not exceed 1000'],
     ]);
   });

@@ -34,7 +34,10 @@ const product = (id: string, extra: Record<string, unknown> = {}) => ({
 function refuseTruncated(w: World): void {
   w.embedder.embed = async (images: Buffer[]) => {
     if (images.some((image) => image.toString().startsWith('TRUNCATED')))
-      throw new InvalidImageError({ reason: 'undecodable', problem: 'the image could not be decoded' });
+      throw new InvalidImageError({
+        reason: 'undecodable',
+        problem: 'the image could not be decoded (it may be damaged or cut short)',
+      });
     return images.map((image) => vectorOf(image));
   };
 }
@@ -452,14 +455,14 @@ describe('runImport', () => {
       {
         row: 1,
         productId: 'a',
-        message: `additional_image_link ${img('a2')}: the image could not be decoded or embedded.`,
+        message: `additional_image_link ${img('a2')}: the image could not be decoded (it may be damaged or cut short).`,
         // Imported without it.
         severity: 'warning',
       },
       {
         row: 2,
         productId: 't',
-        message: `image_link ${img('t')}: the image could not be decoded or embedded.`,
+        message: `image_link ${img('t')}: the image could not be decoded (it may be damaged or cut short).`,
         severity: 'error',
       },
     ]);
@@ -485,7 +488,11 @@ describe('runImport', () => {
     expect(record).toMatchObject({ embedded: 1, failed: 2 });
     expect(record.errors.map((error) => [error.row, error.severity, error.message])).toEqual([
       [2, 'error', `image_link ${img('a')}: HTTP 404.`],
-      [3, 'error', `image_link ${img('t')}: the image could not be decoded or embedded.`],
+      [
+        3,
+        'error',
+        `image_link ${img('t')}: the image could not be decoded (it may be damaged or cut short).`,
+      ],
     ]);
   });
 
@@ -503,7 +510,11 @@ describe('runImport', () => {
     // Assess
     expect(record).toMatchObject({ embedded: 1, failed: 1 });
     expect(record.errors.map((error) => [error.row, error.severity, error.message])).toEqual([
-      [2, 'error', `image_link ${img('t')}: the image could not be decoded or embedded.`],
+      [
+        2,
+        'error',
+        `image_link ${img('t')}: the image could not be decoded (it may be damaged or cut short).`,
+      ],
     ]);
   });
 
