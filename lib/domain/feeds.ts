@@ -46,7 +46,7 @@ export function typedHost(entry: string): { text: string; wildcard: boolean; hos
   const text = entry
     .trim()
     .toLowerCase()
-    .replace(/^https?:\/\/([^/]*)\/?$/, '$1');
+    .replace(/^(?:https?:\/\/)?([^/]*)\/?$/, '$1');
   const wildcard = text.startsWith('*.');
   const host = (wildcard ? text.slice(2) : text).replace(/:\d{1,5}$/, '').replace(/\.$/, '');
   return { text, wildcard, host };

@@ -44,6 +44,8 @@ describe('feed domains as the admin API takes them', () => {
       // A page's origin (location.origin) or its address pasted: the host is the entry
       'https://Shop.example.com',
       'http://shop.example.com:8080/',
+      // Or typed with the slash an address bar shows
+      'shop.example.com/',
     ]);
     expect(parsed.data?.domains).toEqual([
       'xn--bcher-kva.de',
@@ -51,6 +53,7 @@ describe('feed domains as the admin API takes them', () => {
       'shop.example.com',
       'shop.example.com',
       'localhost',
+      'shop.example.com',
       'shop.example.com',
       'shop.example.com',
     ]);
@@ -65,6 +68,8 @@ describe('feed domains as the admin API takes them', () => {
     'ftp://shop.example.com',
     'https://user@shop.example.com',
     'https://',
+    '/',
+    'shop.example.com//',
     'shop example.com',
     'a..b',
     'user@shop.com',
