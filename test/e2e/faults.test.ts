@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { expectError } from '#test/support/error-shape.ts';
@@ -110,19 +111,8 @@ describe('dependency faults', () => {
   });
 });
 
-/** A 2×1 24-bit BMP, written by hand (sharp writes none). */
-function bmp(): Buffer {
-  const bytes = Buffer.alloc(62);
-  bytes.write('BM', 0);
-  bytes.writeUInt32LE(62, 2);
-  bytes.writeUInt32LE(54, 10);
-  bytes.writeUInt32LE(40, 14);
-  bytes.writeInt32LE(2, 18);
-  bytes.writeInt32LE(1, 22);
-  bytes.writeUInt16LE(1, 26);
-  bytes.writeUInt16LE(24, 28);
-  return bytes;
-}
+/** A 2×1 24-bit BMP (the committed fixture: sharp writes none). */
+const bmp = () => readFileSync(new URL('../fixtures/vision/bmp-2x1.bmp', import.meta.url));
 
 describe('image refusals', () => {
   it('name the request field, the format and the reason on every image endpoint', async () => {

@@ -54,18 +54,9 @@ describe('openImage', () => {
   });
 
   it('names a format outside the allow-list, read or not by sharp, and lists the supported ones', async () => {
-    // Prepare: SVG and HEIC (HEVC) sharp reads but we refuse; BMP, PDF and an AVIF image sequence it
-    // cannot open; a BMP of 2×1 pixels written by hand (sharp writes none)
-    const bmp = Buffer.alloc(62);
-    bmp.write('BM', 0);
-    bmp.writeUInt32LE(62, 2);
-    bmp.writeUInt32LE(54, 10);
-    bmp.writeUInt32LE(40, 14);
-    bmp.writeInt32LE(2, 18);
-    bmp.writeInt32LE(1, 22);
-    bmp.writeUInt16LE(1, 26);
-    bmp.writeUInt16LE(24, 28);
-    bmp.writeUInt32LE(8, 34);
+    // Prepare: SVG and HEIC (HEVC) sharp reads but we refuse; BMP (2×1 pixels), PDF and an AVIF image
+    // sequence it cannot open
+    const bmp = readFileSync(join(FIXTURES, 'bmp-2x1.bmp'));
     const svg = Buffer.from(
       '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>',
     );
