@@ -437,6 +437,14 @@ export function describeVectorIndexContract(
         { feedId: 'f1', vector: unit(1, 0), k: 0 },
         { feedId: 'f1', vector: unit(1, 0), k: 10, filter: { color: ['green'] } },
         { feedId: 'f1', vector: unit(1, 0), k: 3 },
+        // Filtered with groups left out (the search's twin lookup under a related query's filters)
+        {
+          feedId: 'f1',
+          vector: unit(1, 0),
+          k: 10,
+          filter: { color: ['red'] },
+          excludeItemGroupIds: ['shirt'],
+        },
       ];
       const expected: VectorHit[][] = [];
       for (const query of queries) expected.push(await index.search(query));
@@ -456,6 +464,7 @@ export function describeVectorIndexContract(
         [],
         [],
         ['shirt-s', 'shirt-m', 'dress'],
+        ['hat'],
       ]);
     });
 
