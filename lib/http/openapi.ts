@@ -13,7 +13,7 @@ import {
   StartImportRequest,
 } from '#lib/domain/catalogue/imports.ts';
 import { type ErrorCode, type ErrorDetail, IMAGE_REFUSAL_REASONS } from '#lib/domain/errors.ts';
-import { PLANS } from '#lib/domain/feeds.ts';
+import { DOMAIN_PATTERN, PLANS } from '#lib/domain/feeds.ts';
 import {
   adminProductView,
   AVAILABILITY,
@@ -224,7 +224,9 @@ export const FeedSchema = z.object({
   customHourlyLimit: z
     .boolean()
     .describe("Whether hourlyLimit is the feed's own (enterprise) rather than its plan's default."),
-  domains: z.array(z.string()),
+  domains: z
+    .array(z.string().regex(DOMAIN_PATTERN))
+    .describe('The allowed domains as stored: hostnames in lower-case ASCII (punycode), *. for a wildcard.'),
   requireOrigin: z.boolean(),
   createdAt: z.string(),
   updatedAt: z.string(),
@@ -996,7 +998,35 @@ function stripDialect(schema: JsonObject): JsonObject {
 
 /** The JSON Schema of a zod schema as the document embeds it (the handler-side input view for requests). */
 export function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output' = 'input'): JsonObject {
-  return stripDialect(z.toJSONSchema(schema, { ...JSON_SCHEMA, io }) as JsonObject);
+  return stripDialect(
+    z.toJSONSchema(schema, {
+      ...JSON_SCHEMA,
+      io,
+      ...(io === 'input' ? { override: asSent } : {}),
+    }) as JsonObject,
+  );
+}
+
+/** The keywords a string schema's checks write (zod's string processor). */
+const STRING_KEYWORDS = ['pattern', 'allOf', 'format', 'minLength', 'maxLength', 'contentEncoding'];
+
+/**
+ * In an input view, a string that `.overwrite()` normalises (a feed domain entry,
+ * lib/domain/admin/schemas.ts) keeps only the keywords of the checks before the overwrite, which check what
+ * is sent. Those after it check the normalised value, and zod's input view kept them: the domains'
+ * pattern of the stored lowercase-ASCII form refused inputs the server accepts and normalises
+ * (`https://shop.example.com:8443`, `bücher.example`). The schema's description says what is accepted.
+ */
+function asSent({ zodSchema, jsonSchema }: { zodSchema: z.core.$ZodType; jsonSchema: JsonObject }): void {
+  const def = zodSchema._zod.def;
+  const checks = def.checks ?? [];
+  const at = checks.findIndex((check) => check._zod.def.check === 'overwrite');
+  if (def.type !== 'string' || at < 0) return;
+  const sent = jsonSchemaOf(z.core.clone(zodSchema, { ...def, checks: checks.slice(0, at) }) as z.ZodType);
+  for (const keyword of STRING_KEYWORDS) {
+    if (keyword in sent) jsonSchema[keyword] = sent[keyword];
+    else delete jsonSchema[keyword];
+  }
 }
 
 const rateLimitHeaders = {

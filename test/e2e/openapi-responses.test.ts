@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import { OPERATION_DOCS } from '#lib/http/openapi.ts';
+import { stringKeywordProblems } from '#test/support/json-schema-strings.ts';
 import { startTestStack, type TestStack } from '#test/support/local-stack.ts';
 
 /**
@@ -104,6 +105,47 @@ describe('admin import answers against the OpenAPI document', () => {
       [1, 'warning'],
       [2, 'error'],
     ]);
+  });
+});
+
+describe('admin feed answers against the OpenAPI document', () => {
+  it('take the domain entries the document lets a client send, and answer their stored form', async () => {
+    // Prepare: entries the server normalises, which the request schemas' pattern of the stored form refused
+    type Items = Record<string, unknown>;
+    const doc = (await (await fetch(`${stack.url}/openapi.json`)).json()) as {
+      components: { schemas: Record<string, { properties: { domains: { items: Items } } }> };
+    };
+    const items = (name: string) => doc.components.schemas[name]!.properties.domains.items;
+    const sent = [
+      'https://shop.example.com:8443',
+      'Shop2.Example.com.',
+      'bücher.example',
+      'https://192.0.2.10',
+    ];
+    // Act
+    const created = await stack.admin('POST', '/admin/v1/feeds', {
+      name: 'Documented domains',
+      domains: sent,
+    });
+    const changed = await stack.admin('PATCH', `/admin/v1/feeds/${created.body.feedId}`, {
+      domains: sent.slice(0, 2),
+    });
+    // Assess
+    for (const entry of sent) {
+      expect(stringKeywordProblems(items('CreateFeedRequest'), entry), entry).toEqual([]);
+      expect(stringKeywordProblems(items('UpdateFeedRequest'), entry), entry).toEqual([]);
+    }
+    expect([created.status, changed.status]).toEqual([201, 200]);
+    expectDocumented('AdminCreateFeed', created.body);
+    expectDocumented('AdminUpdateFeed', changed.body);
+    expect(created.body.domains).toEqual([
+      'shop.example.com',
+      'shop2.example.com',
+      'xn--bcher-kva.example',
+      '192.0.2.10',
+    ]);
+    for (const stored of [...created.body.domains, ...changed.body.domains] as string[])
+      expect(stringKeywordProblems(items('Feed'), stored), stored).toEqual([]);
   });
 });
 

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { CreateFeedRequest, UpdateFeedRequest } from '#lib/domain/admin/schemas.ts';
+import { DOMAIN_PATTERN } from '#lib/domain/feeds.ts';
 import { ErrorBodySchema, OPERATION_DOCS, buildOpenApiDocument } from '#lib/http/openapi.ts';
 import { ROUTES } from '#lib/http/routes.ts';
+import { stringKeywordProblems } from '#test/support/json-schema-strings.ts';
 
 /**
  * A small structural validator of the OpenAPI 3.1 document (no validator package installs offline for
@@ -151,5 +154,36 @@ describe('OpenAPI document structure', () => {
       }
     }
     expect(errorExamples).toBeGreaterThan(ROUTES.length * 2);
+  });
+
+  it('describes feed domains as requests send them and as answers give them', () => {
+    // Entries the server accepts and normalises (audit, 2026-11-27): the request schemas carried the
+    // stored form's pattern, so a client validating against the document refused them.
+    const sent = [
+      'https://shop.example.com:8443',
+      'Shop2.Example.com.',
+      'bücher.example',
+      'https://192.0.2.10',
+    ];
+    const schemas = doc.components.schemas as Record<string, { properties: Record<string, Json> }>;
+    const items = (name: string) => schemas[name]!.properties.domains!.items as Json;
+    for (const name of ['CreateFeedRequest', 'UpdateFeedRequest']) {
+      for (const entry of sent)
+        expect(stringKeywordProblems(items(name), entry), `${name} ${entry}`).toEqual([]);
+      expect(items(name).description, name).toMatch(/punycode/);
+    }
+    const created = CreateFeedRequest.parse({ name: 'x', domains: sent });
+    expect(UpdateFeedRequest.parse({ domains: sent }).domains).toEqual(created.domains);
+    // Answers give the stored form, which the Feed schema's pattern describes (the same constant).
+    expect(items('Feed').pattern).toBe(DOMAIN_PATTERN.source);
+    expect(created.domains).toEqual([
+      'shop.example.com',
+      'shop2.example.com',
+      'xn--bcher-kva.example',
+      '192.0.2.10',
+    ]);
+    for (const stored of created.domains)
+      expect(stringKeywordProblems(items('Feed'), stored), stored).toEqual([]);
+    expect(stringKeywordProblems(items('Feed'), sent[0]!)).not.toEqual([]);
   });
 });

@@ -65,6 +65,12 @@ export const domainEntry = z
   .refine(
     (entry) => !wildcardTooWide(entry),
     'a wildcard covers one site: *.example.com, not every site under a public suffix such as *.com, *.co.uk or *.github.io',
+  )
+  .describe(
+    'A hostname (shop.example.com), or *. and one for its subdomains (*.example.com). Stored as the host ' +
+      'alone in lower-case ASCII: a scheme, port, trailing dot or lone / is dropped and an internationalised ' +
+      'name becomes punycode (https://shop.example.com:8443 is kept as shop.example.com, bücher.example as ' +
+      'xn--bcher-kva.example). An IPv4 address is written as its four numbers (192.0.2.10).',
   );
 const domains = z
   .array(domainEntry)
