@@ -47,11 +47,15 @@ export const MAX_PRODUCT_ID_LENGTH = 200;
 /**
  * A search id in the body. Null and the empty string count as absent there, as the authentication
  * middleware reads them (the Authorization header may carry the id); without one, the middleware answers
- * 401 missing_search_id before this schema is applied.
+ * 401 missing_search_id before this schema is applied. A number is read as its digits there on every
+ * endpoint (lib/http/middleware.ts bodySearchId; the interface types the id as integer in one table), so
+ * the schemas, and the document made from them, take one too.
  */
 const searchId = z
-  .string()
-  .describe('Search id (API key). May instead be sent as Authorization: Bearer <searchId>.');
+  .union([z.string(), z.number()])
+  .describe(
+    'Search id (API key); a number is read as its digits. May instead be sent as Authorization: Bearer <searchId>.',
+  );
 
 /** limit/offset of the root search, which the interface shows as strings. */
 const intLike = (min: number, max: number, description: string) => {
@@ -119,13 +123,7 @@ const ACTION_FORMS =
 
 export const DetectRequest = z.object({
   imageData,
-  searchId: z
-    .union([z.string(), z.number()])
-    .nullable()
-    .optional()
-    .describe(
-      'Search id (API key); the interface types it as integer in one table, so numbers are accepted.',
-    ),
+  searchId: searchId.nullable().optional(),
   action: z
     .union(
       [

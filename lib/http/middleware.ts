@@ -240,8 +240,8 @@ function bodySearchId(body: unknown, field: string): string | undefined {
   if (value === undefined || value === null || value === '') return undefined;
   if (typeof value === 'string') return value;
   if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  throw new ValidationError(`Invalid ${field}: expected a string.`, [
-    { path: field, message: 'expected a string' },
+  throw new ValidationError(`Invalid ${field}: expected a string or a number.`, [
+    { path: field, message: 'expected a string or a number' },
   ]);
 }
 

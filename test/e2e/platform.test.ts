@@ -108,6 +108,23 @@ describe('search-id authentication', () => {
     expect(response.headers.get('www-authenticate')).toBe('Bearer realm="search", error="invalid_token"');
   });
 
+  it('reads a search id sent as a number in the body on every endpoint, as the document types it', async () => {
+    // (The document typed it as a string but on detect; the middleware reads a number as its digits.)
+    const notImage = Buffer.from('not an image').toString('base64');
+    const bodies: [string, Record<string, unknown>][] = [
+      ['/api/v1/search/image', { imageData: notImage, searchId: 12345 }],
+      ['/api/v1/detect', { imageData: notImage, searchId: 12345 }],
+      ['/api/v1/related', { productId: 'nowhere', searchId: 12345 }],
+      ['/', { imageData: notImage, feedId: 12345 }],
+    ];
+    for (const [path, body] of bodies)
+      expectError(await stack.call('POST', path, { body }), 401, 'invalid_search_id');
+    // Neither a string nor a number: the field's message names both.
+    const flag = await stack.call('POST', '/api/v1/related', { body: { productId: 'p', searchId: true } });
+    expectError(flag, 400, 'invalid_request');
+    expect(flag.body.error.details).toEqual([{ path: 'searchId', message: 'expected a string or a number' }]);
+  });
+
   it('accepts the search id in the Authorization header', async () => {
     const response = await stack.call('POST', '/api/v1/search/image', {
       body: { imageData: image },

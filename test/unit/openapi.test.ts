@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { DetectRequest, RelatedRequest, RootSearchRequest, SearchImageRequest } from '#lib/domain/schemas.ts';
 import type { ErrorCode } from '#lib/domain/errors.ts';
 import { STATUS_OF } from '#lib/http/errors.ts';
-import { buildOpenApiDocument } from '#lib/http/openapi.ts';
+import { buildOpenApiDocument, EXAMPLE_IMAGE } from '#lib/http/openapi.ts';
 import { ROUTES } from '#lib/http/routes.ts';
 
 type Json = Record<string, unknown>;
@@ -72,6 +72,31 @@ describe('OpenAPI document', () => {
         target: 'draft-2020-12',
       }) as Json;
       expect(resolveRef(media!.schema), route.name).toEqual(expected);
+    }
+  });
+
+  it('types the body search id of every public request as the middleware reads it: a string or a number', () => {
+    // (Only the detect request said so; `"searchId": 12345` is read, and answered 401, on every endpoint.)
+    const idField: Record<string, string> = {
+      SearchImage: 'searchId',
+      Detect: 'searchId',
+      Related: 'searchId',
+      RootSearch: 'feedId',
+    };
+    const typesOf = (schema: Json): string[] => [
+      ...(Array.isArray(schema.type) ? schema.type : schema.type ? [schema.type] : []),
+      ...((schema.anyOf as Json[] | undefined) ?? []).flatMap(typesOf),
+    ];
+    for (const [name, field] of Object.entries(idField)) {
+      const op = doc.paths[ROUTES.find((route) => route.name === name)!.path]!.post as {
+        requestBody: { content: Record<string, { schema: Json }> };
+      };
+      const body = resolveRef(op.requestBody.content['application/json']!.schema);
+      const id = (body.properties as Record<string, Json>)[field]!;
+      expect(typesOf(id).sort(), name).toEqual(['null', 'number', 'string']);
+      expect(
+        PUBLIC_BODY[name]!.safeParse({ imageData: EXAMPLE_IMAGE, productId: 'p', [field]: 12345 }).success,
+      ).toBe(true);
     }
   });
 
