@@ -30,7 +30,14 @@ const COMPRESS: Record<ContentCoding, (data: Buffer) => Promise<Buffer>> = {
 /** JSON media types, as the handlers' body parser (@middy/http-json-body-parser) accepts them. */
 const JSON_MEDIA_TYPE = /^application\/(.+\+)?json\s*($|;)/i;
 
+/**
+ * A preflight's answer, the same for every origin, as the gateway's (its mock integration for
+ * `Cors.ALL_ORIGINS` answers `*`, infra/stacks/api-stack.ts): it echoed the caller's Origin, with no
+ * `Vary: Origin`, so a shared cache could give one origin's preflight to another. Which origins may use a
+ * search id is the domain check's job; the API takes no credentials, so `*` allows no more than the echo.
+ */
 const CORS_HEADERS = {
+  'Access-Control-Allow-Origin': '*',
   'Access-Control-Allow-Methods': 'GET,POST,PATCH,DELETE,OPTIONS',
   'Access-Control-Allow-Headers': ALLOWED_REQUEST_HEADERS.join(','),
   'Access-Control-Max-Age': String(PREFLIGHT_MAX_AGE_SECONDS),
@@ -230,10 +237,7 @@ export async function startHttpServer(options: {
     // server as a whole, RFC 9110 §9.3.7). The admin API has none (infra/stacks/api-stack.ts): an OPTIONS
     // there is a method without a route like any other, and a browser's preflight fails.
     if (method === 'OPTIONS' && !(url && isAdminPath(url.pathname))) {
-      response.writeHead(204, {
-        ...CORS_HEADERS,
-        'Access-Control-Allow-Origin': request.headers.origin ?? '*',
-      });
+      response.writeHead(204, CORS_HEADERS);
       response.end();
       return;
     }

@@ -702,6 +702,10 @@ describe('routing', () => {
     const allowed = response.headers.get('access-control-allow-headers')!.toLowerCase().split(',');
     expect(allowed).toEqual(expect.arrayContaining(asked));
     expect(response.headers.get('access-control-max-age')).toBe('7200');
+    // Any origin, as the gateway's preflight (Cors.ALL_ORIGINS): the answer does not depend on the Origin,
+    // so no Vary is needed (it echoed the Origin without one: a shared cache could mix origins up).
+    expect(response.headers.get('access-control-allow-origin')).toBe('*');
+    expect(response.headers.get('vary')).toBeNull();
   });
 
   it('compresses answers from 1 KB with the coding the gateway would choose', async () => {

@@ -164,6 +164,9 @@ describe('functions and routes', () => {
         `'${ALLOWED_REQUEST_HEADERS.join(',')}'`,
       );
       expect(answer['method.response.header.Access-Control-Max-Age']).toBe(`'${PREFLIGHT_MAX_AGE_SECONDS}'`);
+      // Any origin, the same answer for each, so no Vary (the local server's preflight answers the same).
+      expect(answer['method.response.header.Access-Control-Allow-Origin']).toBe("'*'");
+      expect(answer['method.response.header.Vary']).toBeUndefined();
     }
     expect(methods(dev.api).filter((m) => m.httpMethod === 'OPTIONS' && m.path.startsWith('/admin'))).toEqual(
       [],
