@@ -1029,6 +1029,19 @@ function asSent({ zodSchema, jsonSchema }: { zodSchema: z.core.$ZodType; jsonSch
   }
 }
 
+/**
+ * What a 413 carries: it is answered before a handler runs, as the gateway's own errors are
+ * (infra/stacks/api-stack.ts addErrorResponses) and the local server's own mirror (lib/local/server.ts
+ * gatewayHeaders): the same answer for every origin, never compressed, so no Vary.
+ */
+function beforeHandler(route: Route): string {
+  const cors =
+    route.access === 'public'
+      ? 'it allows any origin (`*`)'
+      : "it carries no CORS headers (none of the admin API's own errors do)";
+  return `Answered before the handler runs (deployed, by the gateway for a body over its 10 MB; locally, by the server's own limit), as the gateway's own errors are: ${cors} and no \`Vary\`.`;
+}
+
 const rateLimitHeaders = {
   'RateLimit-Limit': { $ref: '#/components/headers/RateLimit-Limit' },
   'RateLimit-Remaining': { $ref: '#/components/headers/RateLimit-Remaining' },
@@ -1051,7 +1064,9 @@ function errorResponses(route: Route): JsonObject {
     byStatus.set(STATUS_OF[code], [...(byStatus.get(STATUS_OF[code]) ?? []), code]);
   const out: JsonObject = {};
   for (const [status, codes] of byStatus) {
-    const headers: JsonObject = { ...requestIdHeader, ...varyHeader };
+    // A 413 is answered before the handler runs (beforeHandler): no Vary.
+    const early = status === STATUS_OF.payload_too_large;
+    const headers: JsonObject = { ...requestIdHeader, ...(early ? {} : varyHeader) };
     if (status === 401) Object.assign(headers, challengeHeader);
     // The rate limit is known once the search id resolved: on 429 and on errors raised after authentication.
     if (route.access === 'public' && (status === 429 || status === 400 || status === 404 || status >= 422))
@@ -1059,7 +1074,10 @@ function errorResponses(route: Route): JsonObject {
     if (status === 429 || status === 503 || codes.includes('idempotency_key_in_use'))
       Object.assign(headers, retryAfterHeader);
     out[String(status)] = {
-      description: codes.map((code) => `\`${code}\``).join(', '),
+      description: [
+        codes.map((code) => `\`${code}\``).join(', '),
+        ...(early ? [beforeHandler(route)] : []),
+      ].join('. '),
       headers,
       content: {
         'application/json': {
@@ -1220,7 +1238,7 @@ export function buildOpenApiDocument(
         'All bodies are JSON. Public endpoints authenticate with a search id (API key): `Authorization: Bearer <searchId>` or the body field `searchId` (`feedId` on the root search); both present and different → 400.',
         'Every public response counted against the allowance carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset`: a 429, and any answer to a request that passed the search id, domain and limit checks (200, and the 400, 404 and 422 of its content); a 429 also carries `Retry-After`. 401, 403, 413 and 415, and a 400 for a body that is not JSON or names two search ids, carry none. Limits per rolling hour: free 100, pro 1,000, enterprise custom. Requests are counted in 5-minute steps: each one weighs on the limit for 60 to 65 minutes, so no 60-minute span admits more than the limit.',
         'Every non-2xx response has the body `{"error": {"status", "code", "message", "details"}, "requestId"}`; the request id is also in `X-Request-Id`. A 401 names its scheme in `WWW-Authenticate`. An unknown path answers 404 `not_found`, a wrong method 405 `method_not_allowed` with `Allow`.',
-        `Every answer from an operation's handler carries \`Vary: ${VARY}\`: it names the calling origin, and from 1 KB it is compressed for a client that accepts it. (The gateway's own errors allow any origin, \`*\`, and are smaller: they carry none.)`,
+        `Every answer from an operation's handler carries \`Vary: ${VARY}\`: it names the calling origin, and from 1 KB it is compressed for a client that accepts it. Answers given before a handler runs allow any origin, \`*\`, are not compressed and carry no \`Vary\` (the same answer for every origin): the CORS preflight and the gateway's own errors, and locally the server's own, as the gateway's (404 for an unknown path, 405 for a wrong method, 413 for an over-size body, and the 400 or 415 of a body that is not UTF-8). On the admin API the gateway's and the local server's own errors carry no CORS headers.`,
         'The admin API (`/admin/v1`) serves the dashboard and scripts; it takes the admin token as a bearer token.',
         'Every GET operation also answers HEAD: the same status and headers, without the body.',
       ].join('\n\n'),
@@ -1288,7 +1306,7 @@ export function buildOpenApiDocument(
           example: 1200,
         },
         Vary: {
-          description: `\`${VARY}\` on every answer of the handlers, compressed or not, with an Origin or without (they name the calling origin, and may be compressed): a shared cache keeps one answer per origin and coding.`,
+          description: `\`${VARY}\` on every answer of the handlers, compressed or not, with an Origin or without (they name the calling origin, and may be compressed): a shared cache keeps one answer per origin and coding. Answers given before a handler runs (a 413) carry none: they allow any origin and are not compressed.`,
           schema: { type: 'string' },
           example: VARY,
         },

@@ -423,7 +423,8 @@ function destroyAfterDrain(socket: Duplex): () => void {
  * could not read their request id (the gateway's responses do not yet: docs/deploy.md "Teardown and known
  * limits"). (The handlers' own answers, admin ones included, name the calling origin themselves, from the
  * shared middleware (lib/http/cors.ts), deployed as here; without a preflight a browser cannot send the
- * admin API's Authorization cross-origin.)
+ * admin API's Authorization cross-origin.) No Vary, as the gateway's name none: the same answer for every
+ * origin, never compressed (README, and the 413 of the OpenAPI document, say so).
  */
 function gatewayHeaders(path: string): Record<string, string> {
   if (isAdminPath(path)) return {};

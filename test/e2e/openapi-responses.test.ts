@@ -164,6 +164,8 @@ describe('answers against the headers the OpenAPI document declares', () => {
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
     const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+    const origin = { origin: 'https://shop.example.com' };
+    const overSize = { note: 'x'.repeat(7 * 1024 * 1024) };
     // Act
     const answers = [
       ['/api/v1/related', 'post', await send('/api/v1/related', 'POST', {}, { productId: 'hammer-claw' })],
@@ -174,14 +176,25 @@ describe('answers against the headers the OpenAPI document declares', () => {
       ],
       ['/admin/v1/feeds', 'get', await send('/admin/v1/feeds', 'GET', bearer('not-the-admin-token'))],
       ['/admin/v1/feeds', 'get', await send('/admin/v1/feeds', 'GET', bearer(stack.adminToken))],
+      // Answered before the handler, as the gateway answers them: any origin (public), no Vary
+      ['/api/v1/related', 'post', await send('/api/v1/related', 'POST', origin, overSize)],
+      [
+        '/admin/v1/feeds',
+        'post',
+        await send('/admin/v1/feeds', 'POST', { ...origin, ...bearer(stack.adminToken) }, overSize),
+      ],
     ] as const;
     // Assess
-    expect(answers.map(([, , response]) => response.status)).toEqual([401, 200, 401, 200]);
+    expect(answers.map(([, , response]) => response.status)).toEqual([401, 200, 401, 200, 413, 413]);
     for (const [path, method, response] of answers) {
       const names = declared(path, method, response.status);
-      expect(names, `${method} ${path} ${response.status}`).toContain('Vary');
-      for (const name of names)
-        expect(response.headers.get(name), `${method} ${path} ${response.status}: ${name}`).not.toBeNull();
+      const where = `${method} ${path} ${response.status}`;
+      expect(names.includes('Vary'), where).toBe(response.status !== 413);
+      expect(response.headers.get('vary') !== null, where).toBe(response.status !== 413);
+      for (const name of names) expect(response.headers.get(name), `${where}: ${name}`).not.toBeNull();
     }
+    const [publicTooLarge, adminTooLarge] = answers.slice(4).map(([, , response]) => response);
+    expect(publicTooLarge!.headers.get('access-control-allow-origin')).toBe('*');
+    expect(adminTooLarge!.headers.get('access-control-allow-origin')).toBeNull();
   });
 });

@@ -440,6 +440,8 @@ describe('request validation', () => {
     ]);
     for (const response of [wrongMethod, unknown, tooLarge, binary]) {
       expect(response.headers.get('access-control-allow-origin')).toBe('*');
+      // The same answer for every origin, never compressed: no Vary, as the gateway's (README says so).
+      expect(response.headers.get('vary'), String(response.status)).toBeNull();
       // Without it, the browser hid their X-Request-Id (the handlers' answers exposed it).
       expect(response.headers.get('access-control-expose-headers'), String(response.status)).toBe(exposed);
     }

@@ -116,19 +116,29 @@ describe('OpenAPI document structure', () => {
     }
   });
 
-  it('declares WWW-Authenticate on every 401, and Vary on every answer, as the middleware sends them', () => {
+  it('declares WWW-Authenticate on every 401, and Vary on every answer a handler gives, as the middleware sends them', () => {
     let unauthorized = 0;
+    let early = 0;
     for (const { path, method, op } of operations) {
-      for (const [status, response] of Object.entries(op.responses as Record<string, { headers?: Json }>)) {
+      const responses = op.responses as Record<string, { headers?: Json; description: string }>;
+      for (const [status, response] of Object.entries(responses)) {
         const where = `${method.toUpperCase()} ${path} ${status}`;
         const headers = Object.keys(response.headers ?? {});
-        expect(headers, where).toContain('Vary');
+        // A 413 is answered before the handler, as the gateway's own errors (the local server mirrors
+        // them): no Vary, which the document declared though neither sends it.
+        if (status === '413') {
+          early++;
+          expect(headers, where).not.toContain('Vary');
+          expect(response.description, where).toMatch(/before the handler runs.*no `Vary`/);
+          expect(response.description.includes('any origin (`*`)'), where).toBe(!path.startsWith('/admin/'));
+        } else expect(headers, where).toContain('Vary');
         if (status === '401') unauthorized++;
         expect(headers.includes('WWW-Authenticate'), where).toBe(status === '401');
       }
     }
     // (Every operation has a 401: a search id or the admin token is required on every route.)
     expect(unauthorized).toBe(operations.length);
+    expect(early).toBeGreaterThan(0);
   });
 
   it('has examples that the schemas they illustrate accept', () => {
