@@ -41,3 +41,12 @@ export function contentCoding(header: string | undefined): ContentCoding | undef
   if (highest === 0) return undefined;
   return CONTENT_CODINGS.find((coding) => weights.get(coding) === highest);
 }
+
+/**
+ * The coding an answer of `bytes` bytes gets for a request's Accept-Encoding: contentCoding's, from
+ * COMPRESSION_MIN_BYTES. The local server compresses with it; the middleware names it on a HEAD answer,
+ * whose body it drops before the gateway or the local server could measure it (lib/http/middleware.ts).
+ */
+export function answerCoding(bytes: number, acceptEncoding: string | undefined): ContentCoding | undefined {
+  return bytes >= COMPRESSION_MIN_BYTES ? contentCoding(acceptEncoding) : undefined;
+}

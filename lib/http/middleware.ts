@@ -7,6 +7,7 @@ import { DomainError, NotFoundError, RateLimitedError, ValidationError } from '#
 import { hostAllowed, hourlyLimitOf } from '#lib/domain/feeds.ts';
 import { keyBelongsTo } from '#lib/domain/keys.ts';
 import { nullsAsAbsent, refuseQuery } from '#lib/domain/validation.ts';
+import { answerCoding } from '#lib/http/compression.ts';
 import { corsHeaders, VARY } from '#lib/http/cors.ts';
 import { idempotent } from '#lib/http/idempotency.ts';
 import { authenticationChallenge, toErrorBody } from '#lib/http/errors.ts';
@@ -45,8 +46,15 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
       ...corsHeaders(request.event.headers.origin),
     };
     // A HEAD request runs its GET route (infra adds a HEAD method beside each GET one): the same status
-    // and headers, no body.
-    if (request.event.httpMethod === 'HEAD') response.body = '';
+    // and headers, no body. The body goes here (the gateway passes one on), so neither the gateway nor the
+    // local server has one left to compress: the coding the GET's answer gets is named from it first (a
+    // HEAD of an answer from 1 KB lacked the GET's Content-Encoding).
+    if (request.event.httpMethod === 'HEAD') {
+      const bytes = Buffer.byteLength(response.body ?? '', response.isBase64Encoded ? 'base64' : 'utf8');
+      const coding = answerCoding(bytes, request.event.headers['accept-encoding']);
+      if (coding) response.headers = { ...response.headers, 'Content-Encoding': coding };
+      response.body = '';
+    }
     request.response = response;
     await meter(container, state, response.statusCode);
     state.logger.info('request', {

@@ -1201,7 +1201,7 @@ function headOperation(route: Route, get: JsonObject): JsonObject {
     ...get,
     operationId: `head${route.name}`,
     summary: `${String(get.summary)} (headers only)`,
-    description: `As GET ${route.path}, without the body.`,
+    description: `As GET ${route.path}, without the body: the same status and headers (\`Content-Encoding\` included; \`Content-Length\` may be left out).`,
     responses,
   };
 }
@@ -1240,7 +1240,7 @@ export function buildOpenApiDocument(
         'Every non-2xx response has the body `{"error": {"status", "code", "message", "details"}, "requestId"}`; the request id is also in `X-Request-Id`. A 401 names its scheme in `WWW-Authenticate`. An unknown path answers 404 `not_found`, a wrong method 405 `method_not_allowed` with `Allow`.',
         `Every answer from an operation's handler carries \`Vary: ${VARY}\`: it names the calling origin, and from 1 KB it is compressed for a client that accepts it. Answers given before a handler runs allow any origin, \`*\`, are not compressed and carry no \`Vary\` (the same answer for every origin): the CORS preflight and the gateway's own errors, and locally the server's own, as the gateway's (404 for an unknown path, 405 for a wrong method, 413 for an over-size body, and the 400 or 415 of a body that is not UTF-8). On the admin API the gateway's and the local server's own errors carry no CORS headers.`,
         'The admin API (`/admin/v1`) serves the dashboard and scripts; it takes the admin token as a bearer token.',
-        'Every GET operation also answers HEAD: the same status and headers, without the body.',
+        "Every GET operation also answers HEAD: the same status and headers, `Content-Encoding` included (the coding the GET's answer gets), without the body; `Content-Length` may be left out (RFC 9110 §9.3.2).",
       ].join('\n\n'),
     },
     servers: [{ url: options.serverUrl ?? '/', description: 'This server' }],

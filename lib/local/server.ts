@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { deflate, gzip } from 'node:zlib';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import { DomainError } from '#lib/domain/errors.ts';
-import { COMPRESSION_MIN_BYTES, type ContentCoding, contentCoding } from '#lib/http/compression.ts';
+import { answerCoding, type ContentCoding } from '#lib/http/compression.ts';
 import { ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS } from '#lib/http/cors.ts';
 import { type ErrorBody, toErrorBody } from '#lib/http/errors.ts';
 import { stringHeaders } from '#lib/http/responses.ts';
@@ -305,9 +305,8 @@ export async function startHttpServer(options: {
     let payload: Buffer = Buffer.from(result.body, result.isBase64Encoded ? 'base64' : 'utf8');
     // Compressed as the gateway compresses it: from COMPRESSION_MIN_BYTES (minCompressionSize), with the
     // coding it would choose. (Its Vary, Accept-Encoding included, is the middleware's, on every answer:
-    // lib/http/cors.ts VARY.)
-    const coding =
-      payload.length >= COMPRESSION_MIN_BYTES ? contentCoding(request.headers['accept-encoding']) : undefined;
+    // lib/http/cors.ts VARY. A HEAD answer's Content-Encoding is the middleware's too: its body is gone.)
+    const coding = answerCoding(payload.length, request.headers['accept-encoding']);
     if (coding) {
       payload = await COMPRESS[coding](payload);
       headers['Content-Encoding'] = coding;

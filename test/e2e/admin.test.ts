@@ -10,6 +10,7 @@ import { DynamoDbKeyStore } from '#lib/adapters/dynamodb-key-store.ts';
 import { feedAdminDeps, getContainer } from '#lib/container.ts';
 import { createFeed, deleteFeed } from '#lib/domain/admin/feeds.ts';
 import { createKey } from '#lib/domain/admin/keys.ts';
+import { COMPRESSION_MIN_BYTES } from '#lib/http/compression.ts';
 import { ROUTES } from '#lib/http/routes.ts';
 import { toLambdaContext, toProxyEvent } from '#lib/local/api-gateway-event.ts';
 import { expectError } from '#test/support/error-shape.ts';
@@ -601,8 +602,18 @@ describe('retries with an Idempotency-Key', () => {
   });
 });
 
+/** Creates feeds until their list is an answer the gateway compresses (COMPRESSION_MIN_BYTES). */
+async function feedListToCompress(): Promise<void> {
+  for (let i = 0; ; i += 1) {
+    const list = await stack.admin('GET', '/admin/v1/feeds');
+    if (JSON.stringify(list.body).length >= COMPRESSION_MIN_BYTES) return;
+    await stack.admin('POST', '/admin/v1/feeds', { name: `Listed ${i}` });
+  }
+}
+
 describe('HEAD requests', () => {
   it('answers HEAD on every GET route like GET, without the body (they were 405s)', async () => {
+    await feedListToCompress();
     const feed = stack.demo.feedId;
     const paths = [
       '/admin/v1/feeds',
@@ -614,24 +625,31 @@ describe('HEAD requests', () => {
       '/admin/v1/feeds/nowhere',
     ];
     const send = (method: string, path: string, token = stack.adminToken) =>
-      fetch(`${stack.url}${path}`, { method, headers: { authorization: `Bearer ${token}` } });
-    // The same headers, but for the ones about the connection and how a body is framed or compressed (a
-    // HEAD answer has no body to compress, as at the gateway, so no Content-Encoding; its Vary is the
-    // GET's, Accept-Encoding included).
-    const framing = [
-      ...['date', 'connection', 'keep-alive', 'transfer-encoding', 'content-length'],
-      'content-encoding',
-    ];
-    const shown = (headers: Headers) => [...headers.keys()].filter((name) => !framing.includes(name));
+      fetch(`${stack.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, 'accept-encoding': 'gzip, deflate, br' },
+      });
+    // The same headers, Content-Encoding included (a HEAD named none where the GET's answer, from 1 KB,
+    // was gzipped), but for the ones about the connection and how a body is framed: a HEAD answer sends
+    // no Content-Length (RFC 9110 §9.3.2 lets a server leave out what only making the body gives).
+    const framing = ['date', 'connection', 'keep-alive', 'transfer-encoding', 'content-length'];
+    // (Names and values: each request has its own id.)
+    const shown = (headers: Headers) =>
+      [...headers.entries()].map(([name, value]) => [name, name === 'x-request-id' ? 'an id' : value]);
+    const compared = (headers: Headers) => shown(headers).filter(([name]) => !framing.includes(name!));
+    const codings: (string | null)[] = [];
     for (const [path, token] of [...paths.map((path) => [path, stack.adminToken]), [paths[0]!, 'wrong']]) {
       const get = await send('GET', path!, token);
       const head = await send('HEAD', path!, token);
       expect(head.status, path).toBe(get.status);
-      expect(shown(head.headers), path).toEqual(shown(get.headers));
-      expect(head.headers.get('content-type'), path).toBe(get.headers.get('content-type'));
+      expect(compared(head.headers), path).toEqual(compared(get.headers));
+      codings.push(get.headers.get('content-encoding'));
       expect((await get.text()).length, path).toBeGreaterThan(0);
       expect(await head.text(), path).toBe('');
     }
+    // Both kinds were compared: answers from 1 KB (gzipped) and smaller ones (as they are).
+    expect(codings).toContain('gzip');
+    expect(codings).toContain(null);
     // A 405 names HEAD where GET is allowed.
     const wrong = await stack.admin('DELETE', '/admin/v1/feeds');
     expectError(wrong, 405, 'method_not_allowed');
@@ -641,6 +659,7 @@ describe('HEAD requests', () => {
 
 describe('HEAD in the handlers', () => {
   it('drops the body of a HEAD answer in the handler itself (the gateway passes a body on)', async () => {
+    await feedListToCompress();
     // The handler as the gateway's HEAD method calls it, without the local server in between
     const route = ROUTES.find((candidate) => candidate.name === 'AdminListFeeds')!;
     const module = (await import(pathToFileURL(resolve(route.entry)).href)) as Record<string, unknown>;
@@ -648,12 +667,14 @@ describe('HEAD in the handlers', () => {
       event: APIGatewayProxyEvent,
       context: Context,
     ) => Promise<APIGatewayProxyResult>;
-    const invoke = (method: string) => {
+    const invoke = (method: string, acceptEncoding?: string) => {
+      const headers: Record<string, string> = { authorization: `Bearer ${stack.adminToken}` };
+      if (acceptEncoding) headers['accept-encoding'] = acceptEncoding;
       const request = {
         method,
         httpVersion: '1.1',
-        rawHeaders: ['authorization', `Bearer ${stack.adminToken}`],
-        headers: { authorization: `Bearer ${stack.adminToken}` },
+        rawHeaders: Object.entries(headers).flat(),
+        headers,
         socket: { remoteAddress: '127.0.0.1' },
       } as unknown as IncomingMessage;
       const url = new URL('http://localhost/admin/v1/feeds');
@@ -665,6 +686,13 @@ describe('HEAD in the handlers', () => {
     expect(get.body.length).toBeGreaterThan(0);
     expect(head.body).toBe('');
     expect(head.headers?.['Content-Type']).toBe(get.headers?.['Content-Type']);
+    // With the body gone, the gateway has nothing to compress: the handler names the coding the GET's
+    // answer gets from it (from 1 KB, for a client that takes gzip), and none for a client that does not.
+    expect(Buffer.byteLength(get.body)).toBeGreaterThanOrEqual(COMPRESSION_MIN_BYTES);
+    expect(get.headers?.['Content-Encoding']).toBeUndefined();
+    expect((await invoke('HEAD', 'gzip, deflate, br')).headers?.['Content-Encoding']).toBe('gzip');
+    expect((await invoke('HEAD', 'br, gzip;q=0.8')).headers?.['Content-Encoding']).toBeUndefined();
+    expect(head.headers?.['Content-Encoding']).toBeUndefined();
   });
 });
 

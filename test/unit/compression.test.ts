@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { contentCoding } from '#lib/http/compression.ts';
+import { answerCoding, COMPRESSION_MIN_BYTES, contentCoding } from '#lib/http/compression.ts';
 
 describe('contentCoding', () => {
   it.each([
@@ -47,5 +47,15 @@ describe('contentCoding', () => {
     undefined,
   ])('%j → not compressed', (header) => {
     expect(contentCoding(header)).toBeUndefined();
+  });
+});
+
+describe('answerCoding', () => {
+  it("compresses from COMPRESSION_MIN_BYTES, with contentCoding's choice", () => {
+    expect(answerCoding(COMPRESSION_MIN_BYTES, 'gzip, deflate, br')).toBe('gzip');
+    expect(answerCoding(COMPRESSION_MIN_BYTES - 1, 'gzip, deflate, br')).toBeUndefined();
+    expect(answerCoding(COMPRESSION_MIN_BYTES, 'deflate, gzip;q=0.5')).toBe('deflate');
+    expect(answerCoding(COMPRESSION_MIN_BYTES * 10, 'br, gzip;q=0.8')).toBeUndefined();
+    expect(answerCoding(COMPRESSION_MIN_BYTES * 10, undefined)).toBeUndefined();
   });
 });
