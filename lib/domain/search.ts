@@ -444,7 +444,7 @@ function storedVectorReader(vectors: VectorIndex): VectorReader {
   };
 }
 
-/** Verified groups (most inliers first) whose twins are looked for: one k-NN query per distinct image. */
+/** Distinct verified images (most inliers first) whose twins are looked for: one k-NN query each. */
 const TWIN_SOURCES = 5;
 /** Neighbours asked per verified image, outside the verified groups: how many groups can be its twins. */
 const TWIN_NEIGHBOURS = 24;
@@ -484,8 +484,7 @@ async function twinsOf(
     .sort(
       (a, b) =>
         inliers(b) - inliers(a) || (a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0),
-    )
-    .slice(0, TWIN_SOURCES);
+    );
   if (best.length === 0) return [];
   const stored = await read(best.map((hit) => hit.id));
   // One query per image: verified groups showing one photo would ask the same question.
@@ -494,6 +493,7 @@ async function twinsOf(
     const vector = stored.get(hit.id);
     if (vector && !sources.some((source) => bestCosine([source.vector], vector) >= TWIN_SIMILARITY))
       sources.push({ hit, vector });
+    if (sources.length === TWIN_SOURCES) break;
   }
   const known = new Set(verified.map((hit) => hit.itemGroupId));
   const excluded = [...(query.excludeItemGroupIds ?? []), ...known];

@@ -242,3 +242,42 @@ describe('products showing the same photo (twins)', () => {
     expect(twins.filter((id) => RED.has(id))).toEqual([]);
   });
 });
+
+describe('a second photo verified in the same scene', () => {
+  /** Six products showing the multimeter photo, twelve showing the pliers photo, three distractors. */
+  const METERS = Array.from({ length: 6 }, (_, i) => `meter-${i + 1}`);
+  const PLIERS = Array.from({ length: 12 }, (_, i) => `pliers-${String(i + 1).padStart(2, '0')}`);
+  let two: { feedId: string; searchId: string };
+
+  beforeAll(async () => {
+    two = await createShop('Two shared photos', [
+      ...METERS.map((id) => ({ product_id: id, title: 'Multimeter', image_link: link(PHOTO) })),
+      ...PLIERS.map((id) => ({ product_id: id, title: 'Pliers', image_link: link('tools-plier2') })),
+      ...DISTRACTORS.slice(3).map((name) => ({ product_id: name, title: name, image_link: link(name) })),
+    ]);
+  }, 60_000);
+
+  it('ranks every product showing the less verified photo alike too', async () => {
+    // Prepare: the multimeter large (70–90 inliers), the pliers smaller (30–35): the six multimeter
+    // groups are the best verified ones, and only the first four pliers groups are verified directly.
+    // The twin lookup's five sources are the five best verified groups, all showing the multimeter,
+    // so the pliers photo gets no lookup and pliers-05…12 scored 0.008163 beside 0.999849
+    const photo = await scene([
+      { name: PHOTO, width: 400, angle: 0, left: 600, top: 150 },
+      { name: 'tools-plier2', width: 200, angle: 0, left: 50, top: 250 },
+    ]);
+    // Act
+    const results = await call(
+      '/api/v1/search/image',
+      { imageData: photo.toString('base64'), limit: 50 },
+      two.searchId,
+    );
+    // Assess: every product showing the pliers photo has the verified one's score
+    const pliers = results.filter((r) => PLIERS.includes(r.item_group_id));
+    expect(pliers).toHaveLength(PLIERS.length);
+    expect(pliers[0]!.score).toBeGreaterThan(0.9);
+    expect(pliers.map((r) => [r.item_group_id, r.score])).toEqual(
+      pliers.map((r) => [r.item_group_id, pliers[0]!.score]),
+    );
+  });
+});

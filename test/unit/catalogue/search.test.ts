@@ -563,6 +563,25 @@ describe('searchByImage: products sharing a verified product’s image', () => {
     expect(new Set(hits.slice(0, 4).map((h) => h.score)).size).toBe(1);
   });
 
+  it('looks for the twins of up to 5 distinct photos, however many verified groups share one', async () => {
+    // Prepare: m0…m5 show the mug photo and p0…p7 the pliers photo, both in the query; a top-8 shortlist
+    // verifies the six mugs and p0, p1, whose twins p2…p7 are
+    const w = world();
+    const pliers = near('query photo', 0.85, 'pliers');
+    await put(w, [
+      ...Array.from({ length: 6 }, (_, i) => ({ id: `m${i}`, vector: mug, image: 'red mug' })),
+      ...Array.from({ length: 8 }, (_, i) => ({ id: `p${i}`, vector: pliers, image: 'blue pliers' })),
+    ]);
+    const photo = Buffer.from('query photo: a red mug and blue pliers');
+    // Act
+    const hits = await searchByImage(reranked(w, 8), { feedId: 's', image: photo, limit: 20, offset: 0 });
+    // Assess: the six mugs alike, and the eight pliers alike
+    expect(hits).toHaveLength(14);
+    const scoresOf = (prefix: string) =>
+      new Set(hits.filter((h) => h.product.product_id.startsWith(prefix)).map((h) => h.score));
+    expect([scoresOf('m').size, scoresOf('p').size]).toEqual([1, 1]);
+  });
+
   it('takes their verified group’s regional evidence too', async () => {
     // Prepare: m0…m7 show the mug photo, verified with 11 inliers (not confident, so regions count) and
     // resembling the photo's one region more than its whole; a top-5 shortlist verifies m0…m4
