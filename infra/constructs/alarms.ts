@@ -3,7 +3,7 @@
  * worker gave up on (they wait in the dead-letter queue, the feed hidden for a deletion), a search
  * domain that is red, blocks writes or runs out of disk, and the public or admin API answering 5xx.
  */
-import { Duration, type RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { Annotations, Duration, type RemovalPolicy, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -66,6 +66,13 @@ export class AlarmTopic extends Construct {
       }),
     );
     if (props.email) this.topic.addSubscription(new subscriptions.EmailSubscription(props.email));
+    // An alarm nobody hears is no alarm: said at every synth, not left for the first outage to show.
+    else
+      Annotations.of(this).addWarningV2(
+        'vps:alarms-unsubscribed',
+        `${props.prefix}: no alarmEmail, so the alarms notify a topic nobody is subscribed to; set the ` +
+          `stage's alarmEmail in infra/stages.ts, or subscribe ${props.prefix}-alarms (a pager, Chatbot) after deploying.`,
+      );
   }
 
   /** An alarm named `<prefix>-<name>` that notifies the topic when it fires and when it clears. */

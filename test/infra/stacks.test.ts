@@ -98,6 +98,14 @@ describe('cdk-nag', () => {
     }
   });
 
+  it('warns at synth that the alarms reach nobody while a stage has no alarmEmail', () => {
+    expect(STAGE_CONFIG.prod.alarmEmail).toBeUndefined();
+    Annotations.fromStack(prod.service.stateful).hasWarning(
+      '*',
+      Match.stringLikeRegexp('vps-prod: no alarmEmail, so the alarms notify a topic nobody is subscribed to'),
+    );
+  });
+
   it('reviews the access of every route (no default-profile warnings)', () => {
     Annotations.fromStack(dev.service.api).hasNoWarning(
       '*',
