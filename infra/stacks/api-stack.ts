@@ -369,6 +369,15 @@ export class ApiStack extends Stack {
       ...props,
     });
     api.deploymentStage.node.addDependency(account);
+    // The execution logs (INFO, several lines a request) go to a group API Gateway creates on the first
+    // request, without retention: kept for ever. Declared here under that name, with the stage's
+    // retention, before the stage can log (observability audit).
+    const executionLogs = new logs.LogGroup(this, `${id}ExecutionLogs`, {
+      logGroupName: `API-Gateway-Execution-Logs_${api.restApiId}/${stage}`,
+      retention: config.logRetention,
+      removalPolicy: config.removalPolicy,
+    });
+    api.deploymentStage.node.addDependency(executionLogs);
     Validations.of(api).acknowledge({
       id: 'AwsSolutions-APIG3',
       reason:

@@ -98,6 +98,20 @@ describe('cdk-nag', () => {
     }
   });
 
+  it("keeps both APIs' execution logs for the stage's retention, the group there before the stage", () => {
+    const groups = Object.entries(dev.api.findResources('AWS::Logs::LogGroup')).filter(([, group]) =>
+      JSON.stringify(group.Properties?.LogGroupName ?? '').includes('API-Gateway-Execution-Logs_'),
+    );
+    expect(groups).toHaveLength(2);
+    const stages = Object.values(dev.api.findResources('AWS::ApiGateway::Stage'));
+    for (const [logicalId, group] of groups) {
+      expect(group.Properties?.RetentionInDays).toBe(7);
+      expect(stages.some((stage) => ([] as string[]).concat(stage.DependsOn ?? []).includes(logicalId))).toBe(
+        true,
+      );
+    }
+  });
+
   it('warns at synth that the alarms reach nobody while a stage has no alarmEmail', () => {
     expect(STAGE_CONFIG.prod.alarmEmail).toBeUndefined();
     Annotations.fromStack(prod.service.stateful).hasWarning(
