@@ -195,6 +195,17 @@ export class StatefulStack extends Stack {
       }),
       ...atLeastOne,
     });
+    // Triggers wait at most ~32 minutes between attempts (2, then 30), and one waiting for a busy feed is
+    // sent again as a new message each minute: an hour-old one means the worker is not taking them.
+    this.alarms.alarm(this, 'import-queue-stalled', {
+      alarmDescription: `The oldest message in ${this.importQueue.queueName} is over an hour old: imports are not being run.`,
+      metric: this.importQueue.metricApproximateAgeOfOldestMessage({
+        period: ALARM_PERIOD,
+        statistic: 'Maximum',
+      }),
+      threshold: 3600,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    });
     this.alarms.alarm(this, 'search-cluster-red', {
       alarmDescription: 'A primary shard of the search domain is unassigned: searches and imports fail.',
       metric: this.domain.metricClusterStatusRed({ period: Duration.minutes(1), statistic: 'Maximum' }),

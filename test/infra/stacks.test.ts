@@ -572,6 +572,7 @@ describe('alarms', () => {
     const [topicId] = Object.keys(resources(dev.stateful, 'AWS::SNS::Topic'));
     const expected: [Synthesised['api'], string, string, string, number][] = [
       [dev.stateful, 'vps-dev-import-dead-letters', 'AWS/SQS', 'ApproximateNumberOfMessagesVisible', 1],
+      [dev.stateful, 'vps-dev-import-queue-stalled', 'AWS/SQS', 'ApproximateAgeOfOldestMessage', 3600],
       [dev.stateful, 'vps-dev-search-cluster-red', 'AWS/ES', 'ClusterStatus.red', 1],
       [dev.stateful, 'vps-dev-search-writes-blocked', 'AWS/ES', 'ClusterIndexWritesBlocked', 1],
       [dev.stateful, 'vps-dev-search-storage-low', 'AWS/ES', 'FreeStorageSpace', 20 * 1024 * 0.2],
