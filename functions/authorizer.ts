@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import type { APIGatewayAuthorizerResult, APIGatewayRequestAuthorizerEvent } from 'aws-lambda';
 import { loadConfig } from '#lib/config.ts';
+import { redactSearchId } from '#lib/log.ts';
 
 /**
  * API Gateway REQUEST authorizer of the public API (apiKeySource AUTHORIZER). It authenticates nothing:
@@ -10,7 +10,8 @@ import { loadConfig } from '#lib/config.ts';
  *   registered in the feed's usage plan (Free or Pro). An unknown id is refused by the gateway (401).
  * - no (or a non-Bearer) Authorization header → the search id is in the body, which an authorizer cannot
  *   see: the shared key (GATEWAY_SHARED_KEY, Shared usage plan), or no key when none is configured.
- * It never denies and never logs the id; principalId is a hash of it.
+ * It never denies and never logs the id; principalId is a hash of it, the name the functions' log lines
+ * give the same id (redactSearchId), so the gateway's records and theirs join.
  */
 export function authorize(
   event: APIGatewayRequestAuthorizerEvent,
@@ -19,7 +20,7 @@ export function authorize(
   const token = bearerToken(headerValue(event.headers, 'authorization'));
   const usageIdentifierKey = token ?? sharedKey;
   return {
-    principalId: token ? `sid-${createHash('sha256').update(token).digest('hex').slice(0, 16)}` : 'body-auth',
+    principalId: token ? redactSearchId(token) : 'body-auth',
     policyDocument: {
       Version: '2012-10-17',
       Statement: [{ Action: 'execute-api:Invoke', Effect: 'Allow', Resource: event.methodArn }],

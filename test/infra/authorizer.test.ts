@@ -1,6 +1,7 @@
 import type { APIGatewayRequestAuthorizerEvent } from 'aws-lambda';
 import { describe, expect, it, vi } from 'vitest';
 import { authorize } from '#functions/authorizer.ts';
+import { redactSearchId } from '#lib/log.ts';
 
 const METHOD_ARN = 'arn:aws:execute-api:eu-west-1:111111111111:abc123/dev/POST/api/v1/search/image';
 const SHARED = 'vps-dev-shared-body-auth-requests';
@@ -35,6 +36,13 @@ describe('search-id authorizer', () => {
     const a = authorize(event({ Authorization: 'Bearer sid_same' }), SHARED).principalId;
     const b = authorize(event({ Authorization: 'Bearer sid_same' }), SHARED).principalId;
     expect(a).toBe(b);
+  });
+
+  it("gives as principal id the name the functions' log lines give the search id, so both join", () => {
+    const result = authorize(event({ Authorization: 'Bearer sid_same' }), SHARED);
+    expect(result.principalId).toBe(redactSearchId('sid_same'));
+    // sha256("sid_same"), its first 16 hex digits
+    expect(result.principalId).toBe('sid-d8c363105adab11c');
   });
 
   it('allows a request without Authorization (search id in the body) under the shared key', () => {
