@@ -5,6 +5,7 @@ import { DomainError, ValidationError } from '#lib/domain/errors.ts';
 import type { AppContext } from '#lib/http/context.ts';
 import type { JsonEvent } from '#lib/http/middleware.ts';
 import { stringHeaders } from '#lib/http/responses.ts';
+import { errorFields } from '#lib/log.ts';
 import type { StoredResponse } from '#lib/ports.ts';
 
 /** Header naming a retried request (IETF draft-ietf-httpapi-idempotency-key-header; Stripe's). */
@@ -113,9 +114,7 @@ export async function idempotent(
     });
   } catch (error) {
     // The request's work is done: answer it. A retry within the lock gets 409, after it runs again.
-    context.state.logger.error('idempotency record not saved', {
-      error: error instanceof Error ? error.message : String(error),
-    });
+    context.state.logger.error('idempotency record not saved', errorFields(error));
   }
   return response;
 }
@@ -194,8 +193,6 @@ async function giveBack(
     await container.idempotency.abandon(key, owner);
   } catch (error) {
     // The claim then runs out with its lock; the request's own outcome is what the caller needs.
-    context.state.logger.error('idempotency claim not released', {
-      error: error instanceof Error ? error.message : String(error),
-    });
+    context.state.logger.error('idempotency claim not released', errorFields(error));
   }
 }

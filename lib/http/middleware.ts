@@ -13,7 +13,7 @@ import { idempotent } from '#lib/http/idempotency.ts';
 import { authenticationChallenge, toErrorBody } from '#lib/http/errors.ts';
 import { json } from '#lib/http/responses.ts';
 import type { AppContext, RequestState } from '#lib/http/context.ts';
-import { redactSearchId } from '#lib/log.ts';
+import { errorFields, redactPath, redactSearchId } from '#lib/log.ts';
 import type { Endpoint, UsageOutcome } from '#lib/ports.ts';
 
 /**
@@ -36,7 +36,7 @@ const TOUCH_INTERVAL_MS = 60_000;
  * the first middleware, so its `after`/`onError` run last and see the final outcome.
  */
 function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, AppContext> {
-  const finish = async (request: Request) => {
+  const finish = async (request: Request, code?: string) => {
     const container = getContainer();
     const state = request.context.state;
     const response = request.response ?? json(500, toErrorBody(undefined, state.requestId));
@@ -58,9 +58,9 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
     request.response = response;
     await meter(container, state, response.statusCode);
     state.logger.info('request', {
-      method: request.event.httpMethod,
-      path: request.event.path,
+      ...where(request.event),
       status: response.statusCode,
+      ...(code === undefined ? {} : { code }),
       ms: Date.now() - state.startedAt,
     });
   };
@@ -72,7 +72,7 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
       request.context.state = {
         requestId,
         startedAt: Date.now(),
-        logger: container.logger.child({ requestId }),
+        logger: container.logger.child(requestIds(request.context, requestId)),
       };
       const bodyBytes = Buffer.byteLength(typeof request.event.body === 'string' ? request.event.body : '');
       if (bodyBytes > container.config.maxBodyBytes) {
@@ -88,15 +88,16 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
       const state = request.context.state ?? {
         requestId: request.context.awsRequestId,
         startedAt: Date.now(),
-        logger: container.logger,
+        logger: container.logger.child(requestIds(request.context, request.context.awsRequestId)),
       };
       request.context.state = state;
       const body = toErrorBody(request.error, state.requestId);
       if (body.error.status >= 500) {
+        // The error's stack and, from an AWS SDK call, the service's request id; never the request body.
         state.logger.error('request failed', {
+          ...where(request.event),
           code: body.error.code,
-          error:
-            request.error instanceof Error ? `${request.error.name}: ${request.error.message}` : 'unknown',
+          ...errorFields(request.error),
         });
       }
       const headers: Record<string, string> = {};
@@ -107,8 +108,30 @@ function lifecycle(): MiddlewareObj<JsonEvent, APIGatewayProxyResult, Error, App
       const challenge = authenticationChallenge(body.error.code, Boolean(container.config.adminToken));
       if (challenge) headers['WWW-Authenticate'] = challenge;
       request.response = json(body.error.status, body, headers);
-      await finish(request);
+      await finish(request, body.error.code);
     },
+  };
+}
+
+/**
+ * A request's ids for its logger: the gateway's request id (X-Request-Id) and Lambda's invocation id, which
+ * Lambda's own lines carry (START, END, REPORT, "Task timed out"): a timeout or a crash is found by the
+ * request id a client quotes. (Local mode: both are the server's request id.)
+ */
+function requestIds(context: Context, requestId: string): Record<string, unknown> {
+  return context.awsRequestId ? { requestId, awsRequestId: context.awsRequestId } : { requestId };
+}
+
+/**
+ * Where a log line's request went: its method, its route (the resource template, `/admin/v1/keys/{searchId}`)
+ * and its path with any search id in it redacted (redactPath): the path of a key's revocation is a
+ * credential.
+ */
+function where(event: JsonEvent): { method: string; route?: string; path: string } {
+  return {
+    method: event.httpMethod,
+    ...(event.resource ? { route: event.resource } : {}),
+    path: redactPath(event.path ?? '', [event.pathParameters?.searchId]),
   };
 }
 
@@ -138,9 +161,7 @@ async function meter(container: Container, state: RequestState, status: number):
     });
   } catch (error) {
     // Metering must never turn an answered request into a failure; the miss is logged for billing review.
-    state.logger.error('usage metering failed', {
-      error: error instanceof Error ? error.message : String(error),
-    });
+    state.logger.error('usage metering failed', { endpoint: state.endpoint, status, ...errorFields(error) });
   }
 }
 
