@@ -8,8 +8,9 @@ import {
   importObjectKeys,
   importOfRequestKey,
 } from '#lib/domain/catalogue/imports.ts';
-import { runFeedJob } from '#lib/ingest/feed-jobs.ts';
+import { logImportEnd, runFeedJob } from '#lib/ingest/feed-jobs.ts';
 import { ImportDeferred } from '#lib/ingest/run-import.ts';
+import { errorFields } from '#lib/log.ts';
 import type { TriggerQueue } from '#lib/ports.ts';
 
 type WorkerEvent = S3Event | SQSEvent;
@@ -123,12 +124,13 @@ export async function runImportEvent(
   try {
     for (const record of event.Records as WorkerRecord[]) {
       const message = 'receiptHandle' in record && c.triggers ? record : undefined;
+      let job: { feedId: string; importId: string } | undefined;
       try {
-        for (const job of importsOf({ Records: [record] } as WorkerEvent))
+        for (job of importsOf({ Records: [record] } as WorkerEvent))
           await runJob(c, job, pause.signal, message && c.triggers);
       } catch (error) {
         if (!message || !c.triggers) throw error;
-        await retryLater(c, c.triggers, message, error);
+        await retryLater(c, c.triggers, message, error, job);
         batchItemFailures.push({ itemIdentifier: message.messageId });
       }
     }
@@ -148,6 +150,7 @@ async function runJob(
   requeue: TriggerQueue | undefined,
 ): Promise<void> {
   let record: ImportRecord | undefined;
+  const startedAt = Date.now();
   try {
     record = await runFeedJob(c, feedId, importId, signal);
   } catch (error) {
@@ -178,12 +181,8 @@ async function runJob(
     c.logger.info('feed deletion finished', { feedId });
     return;
   }
-  c.logger.info(record ? 'import finished' : 'import trigger dropped: no such import', {
-    feedId,
-    importId,
-    status: record?.status,
-    processed: record?.processed,
-  });
+  if (record) logImportEnd(c.logger, record, Date.now() - startedAt);
+  else c.logger.info('import trigger dropped: no such import', { feedId, importId });
 }
 
 /**
@@ -195,21 +194,24 @@ async function retryLater(
   triggers: TriggerQueue,
   message: SQSRecord,
   error: unknown,
+  job: { feedId: string; importId: string } | undefined,
 ): Promise<void> {
   const receiveCount = Number(message.attributes?.ApproximateReceiveCount) || 1;
   const seconds = retryDelaySeconds(receiveCount);
   c.logger.error('import run failed', {
+    ...job,
     messageId: message.messageId,
     receiveCount,
-    error: error instanceof Error ? error.message : String(error),
+    ...errorFields(error),
     retryInSeconds: seconds,
   });
   try {
     await triggers.retryIn(message.receiptHandle, seconds);
   } catch (backoffError) {
     c.logger.warn('import retry back-off not set: the message returns after the visibility timeout', {
+      ...job,
       messageId: message.messageId,
-      error: backoffError instanceof Error ? backoffError.message : String(backoffError),
+      ...errorFields(backoffError),
     });
   }
 }

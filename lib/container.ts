@@ -173,7 +173,7 @@ function buildContainer(config: Config): Container {
         ? new InProcessImportDispatcher(
             (feedId, jobId, signal) =>
               runFeedJob(
-                { ingest: container.ingest, admin: feedAdminDeps(container) },
+                { ingest: container.ingest, admin: feedAdminDeps(container), logger },
                 feedId,
                 jobId,
                 signal,

@@ -1,5 +1,6 @@
 import { FEED_DELETION_JOB, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
-import type { Logger } from '#lib/log.ts';
+import { logImportEnd } from '#lib/ingest/feed-jobs.ts';
+import { errorFields, type Logger } from '#lib/log.ts';
 import type { ImportDispatcher } from '#lib/ports.ts';
 import { ImportDeferred } from '#lib/ingest/run-import.ts';
 
@@ -45,21 +46,17 @@ export class InProcessImportDispatcher implements ImportDispatcher {
   async dispatch(feedId: string, importId: string): Promise<void> {
     if (this.stopping.signal.aborted) return;
     this.pending += 1;
+    let startedAt = Date.now();
     this.tail = this.tail
-      .then(() =>
-        this.stopping.signal.aborted ? undefined : this.run(feedId, importId, this.stopping.signal),
-      )
+      .then(() => {
+        startedAt = Date.now();
+        return this.stopping.signal.aborted ? undefined : this.run(feedId, importId, this.stopping.signal);
+      })
       .then(
         (record) => {
           this.crashes.delete(`${feedId}\n${importId}`);
           if (importId === FEED_DELETION_JOB) this.logger.info('feed deletion finished', { feedId });
-          else if (record)
-            this.logger.info('import finished', {
-              feedId,
-              importId,
-              status: record.status,
-              processed: record.processed,
-            });
+          else if (record) logImportEnd(this.logger, record, Date.now() - startedAt);
         },
         (error: unknown) => {
           const key = `${feedId}\n${importId}`;
@@ -82,7 +79,7 @@ export class InProcessImportDispatcher implements ImportDispatcher {
             this.logger.error(importId === FEED_DELETION_JOB ? 'feed deletion crashed' : 'import crashed', {
               feedId,
               importId,
-              error: error instanceof Error ? error.message : String(error),
+              ...errorFields(error),
               run: runs,
               ...(again ? { retryInMs: CRASH_RETRY_MS } : { givenUp: true }),
             });

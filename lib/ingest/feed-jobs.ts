@@ -2,12 +2,15 @@ import { type FeedAdminDeps, finishFeedDeletion } from '#lib/domain/admin/feeds.
 import { FEED_DELETION_JOB, type ImportRecord, importObjectKeys } from '#lib/domain/catalogue/imports.ts';
 import { DomainError } from '#lib/domain/errors.ts';
 import { type IngestDeps, ImportDeferred, runTriggeredImport } from '#lib/ingest/run-import.ts';
+import type { Logger } from '#lib/log.ts';
 
 /** What the import runner needs for every job a trigger under `imports/{feedId}/` can name. */
 export interface FeedJobDeps {
   ingest: IngestDeps;
   /** For a feed deletion handed over by its DELETE request; absent where no job asks for one. */
   admin?: FeedAdminDeps | undefined;
+  /** Where "import started" goes; absent: not logged. */
+  logger?: Logger | undefined;
 }
 
 /**
@@ -22,7 +25,10 @@ export async function runFeedJob(
   jobId: string,
   signal?: AbortSignal,
 ): Promise<ImportRecord | undefined> {
-  if (jobId !== FEED_DELETION_JOB) return runTriggeredImport({ ...deps.ingest, signal }, feedId, jobId);
+  if (jobId !== FEED_DELETION_JOB) {
+    if (deps.logger) await logImportStart(deps.ingest, deps.logger, feedId, jobId);
+    return runTriggeredImport({ ...deps.ingest, signal }, feedId, jobId);
+  }
   if (!deps.admin) throw new Error('This runner cannot finish feed deletions (no admin dependencies).');
   let finished: boolean;
   try {
@@ -37,4 +43,60 @@ export async function runFeedJob(
   // of imports/ goes too.
   await deps.admin.objects.delete(importObjectKeys(feedId, FEED_DELETION_JOB).request);
   return undefined;
+}
+
+/**
+ * "import started", for the import a trigger names when it is still to run (one read of its record): its
+ * ids, the run's attempt (runs since its last checkpoint, this one included: a third in a row that fails
+ * ends it failed), its mode and source, a URL by its host alone (its path or query may carry credentials).
+ */
+async function logImportStart(
+  ingest: IngestDeps,
+  logger: Logger,
+  feedId: string,
+  importId: string,
+): Promise<void> {
+  const record = await ingest.imports.get(feedId, importId);
+  if (!record || (record.status !== 'queued' && record.status !== 'running')) return;
+  logger.info('import started', {
+    feedId,
+    importId,
+    attempt: (record.attempts ?? 0) + 1,
+    mode: record.mode,
+    ...importSourceFields(record.source),
+    ...(record.checkpointRow > 0 ? { resumedAfterRow: record.checkpointRow } : {}),
+  });
+}
+
+/** An import's source for a log line: its kind, and a URL's host alone (never the URL: credentials). */
+export function importSourceFields(source: ImportRecord['source']): Record<string, string> {
+  if (source.kind !== 'url') return { source: source.kind };
+  try {
+    return { source: source.kind, sourceHost: new URL(source.url).host };
+  } catch {
+    return { source: source.kind };
+  }
+}
+
+/**
+ * "import finished", as the import a trigger named ended: at warn when it failed, with its message (why),
+ * its counts and `ms`, how long this run took (a resumed import's earlier runs are not in it).
+ */
+export function logImportEnd(logger: Logger, record: ImportRecord, ms: number): void {
+  const fields = {
+    feedId: record.feedId,
+    importId: record.importId,
+    status: record.status,
+    ...(record.message === undefined ? {} : { message: record.message }),
+    total: record.total,
+    processed: record.processed,
+    embedded: record.embedded,
+    updated: record.updated,
+    skipped: record.skipped,
+    failed: record.failed,
+    removed: record.removed,
+    ms,
+  };
+  if (record.status === 'failed') logger.warn('import finished', fields);
+  else logger.info('import finished', fields);
 }

@@ -3,6 +3,7 @@ import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { InProcessImportDispatcher } from '#lib/ingest/dispatchers.ts';
 import { ImportDeferred } from '#lib/ingest/run-import.ts';
 import { createLogger } from '#lib/log.ts';
+import { recordingLogger } from '#test/support/recording-logger.ts';
 
 describe('InProcessImportDispatcher', () => {
   afterEach(() => {
@@ -85,5 +86,69 @@ describe('InProcessImportDispatcher', () => {
     await vi.advanceTimersByTimeAsync(60_000);
     await odd.idle();
     expect(thrown).toEqual(['imp_5', 'imp_5', 'imp_5']);
+  });
+
+  it('logs a failed import at warn with why, its counts and time, and a crash with its ids and stack', async () => {
+    vi.useFakeTimers();
+    const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
+    const failedRecord = {
+      feedId: 'f',
+      importId: 'imp_6',
+      status: 'failed',
+      message: 'The feed file could not be fetched: HTTP 403.',
+      total: 0,
+      processed: 0,
+      embedded: 0,
+      updated: 0,
+      skipped: 0,
+      failed: 0,
+      removed: 0,
+    } as unknown as ImportRecord;
+    let crash = true;
+    const dispatcher = new InProcessImportDispatcher(
+      async () => {
+        await vi.advanceTimersByTimeAsync(25);
+        if (crash) throw new Error('store down');
+        return failedRecord;
+      },
+      recordingLogger(lines, { fields: true }),
+    );
+    await dispatcher.dispatch('f', 'imp_6');
+    const idled = dispatcher.idle();
+    crash = true;
+    await vi.advanceTimersByTimeAsync(100);
+    crash = false;
+    await vi.advanceTimersByTimeAsync(10_000);
+    await idled;
+
+    expect(lines.find((line) => line.message === 'import crashed')).toMatchObject({
+      level: 'error',
+      fields: {
+        feedId: 'f',
+        importId: 'imp_6',
+        error: 'Error: store down',
+        stack: expect.stringContaining('store down'),
+      },
+    });
+    const end = lines.find((line) => line.message === 'import finished');
+    expect(end).toEqual({
+      level: 'warn',
+      message: 'import finished',
+      fields: {
+        feedId: 'f',
+        importId: 'imp_6',
+        status: 'failed',
+        message: 'The feed file could not be fetched: HTTP 403.',
+        total: 0,
+        processed: 0,
+        embedded: 0,
+        updated: 0,
+        skipped: 0,
+        failed: 0,
+        removed: 0,
+        ms: expect.any(Number),
+      },
+    });
+    expect(end?.fields?.ms).toBeGreaterThanOrEqual(25);
   });
 });

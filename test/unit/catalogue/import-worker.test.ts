@@ -10,6 +10,7 @@ import {
 } from '#functions/import-worker.ts';
 import { SqsTriggerQueue } from '#lib/adapters/sqs-trigger-queue.ts';
 import { importObjectKeys } from '#lib/domain/catalogue/imports.ts';
+import { importSourceFields } from '#lib/ingest/feed-jobs.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { createLogger } from '#lib/log.ts';
 import { FakeSqs } from '../../support/fake-sqs.ts';
@@ -66,6 +67,16 @@ async function queuedImport(names: string[]) {
   return { w, importId: queued.importId, request, container, event };
 }
 
+describe('import log lines', () => {
+  it("name a URL source by its host alone: the URL's user, path and query may carry credentials", () => {
+    expect(
+      importSourceFields({ kind: 'url', url: 'https://user:secret@feeds.example:8443/f.xml?token=abc' }),
+    ).toEqual({ source: 'url', sourceHost: 'feeds.example:8443' });
+    expect(importSourceFields({ kind: 'url', url: 'not a url' })).toEqual({ source: 'url' });
+    expect(importSourceFields({ kind: 'inline' })).toEqual({ source: 'inline' });
+  });
+});
+
 describe('import worker time budget', () => {
   it('pauses an import before the function times out and writes its request marker again', async () => {
     // Prepare: 9 products in chunks of 3, each image 60 ms to fetch; the function has 300 ms left over
@@ -85,9 +96,20 @@ describe('import worker time budget', () => {
     expect(await w.objects.get(request)).toBeDefined();
     expect(w.imports.leases.size).toBe(0);
     // The next invocation finishes it
-    await runImportEvent(container, event);
+    const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
+    await runImportEvent({ ...container, logger: recordingLogger(lines, { fields: true }) }, event);
     expect((await w.imports.get('shop', importId))?.status).toBe('succeeded');
     expect(w.products.rows.size).toBe(9);
+    // Logged: where it resumed, and its end at info with its counts
+    expect(lines.find((line) => line.message === 'import started')?.fields).toMatchObject({
+      importId,
+      resumedAfterRow: paused?.checkpointRow,
+    });
+    expect(lines.find((line) => line.message === 'import finished')).toMatchObject({
+      level: 'info',
+      fields: { feedId: 'shop', importId, status: 'succeeded', total: 9, embedded: 9, failed: 0 },
+    });
+    expect(lines.find((line) => line.message === 'import finished')?.fields).not.toHaveProperty('message');
   });
 
   it('pauses a long removal of unlisted products between batches', async () => {
@@ -170,9 +192,9 @@ describe('import worker on SQS', () => {
     // Prepare: every product write fails (a store outage)
     const { w, importId, request, container } = await queuedImport(['a', 'b']);
     w.products.putMany = () => Promise.reject(new Error('DynamoDB is unavailable'));
-    const lines: { level: string; message: string }[] = [];
+    const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
     const triggers = new SqsTriggerQueue(client, sqs.queueUrl);
-    const deps = { ...container, triggers, logger: recordingLogger(lines) };
+    const deps = { ...container, triggers, logger: recordingLogger(lines, { fields: true }) };
     sqs.send(notification(request));
     // Act / Assess: the first failure comes back after 2 minutes, not after the 90-minute visibility
     // timeout
@@ -191,7 +213,35 @@ describe('import worker on SQS', () => {
     expect(third.failed).toBe(false);
     expect(sqs.messages).toEqual([]);
     expect((await w.imports.get('shop', importId))?.status).toBe('failed');
-    expect(lines.filter((line) => line.message === 'import run failed')).toHaveLength(2);
+    // Logged: each run's start (its attempt), each failed run with the import's ids and the error's
+    // stack, and the end at warn with why and the counts
+    const failedRuns = lines.filter((line) => line.message === 'import run failed');
+    expect(failedRuns).toHaveLength(2);
+    for (const line of failedRuns)
+      expect(line.fields).toMatchObject({
+        feedId: 'shop',
+        importId,
+        error: 'Error: DynamoDB is unavailable',
+        stack: expect.stringContaining('DynamoDB is unavailable'),
+      });
+    const starts = lines.filter((line) => line.message === 'import started');
+    expect(starts.map((line) => line.fields)).toEqual(
+      [1, 2, 3].map((attempt) => ({ feedId: 'shop', importId, attempt, mode: 'full', source: 'inline' })),
+    );
+    const end = lines.find((line) => line.message === 'import finished');
+    expect(end).toMatchObject({
+      level: 'warn',
+      fields: {
+        feedId: 'shop',
+        importId,
+        status: 'failed',
+        message: expect.stringContaining('DynamoDB is unavailable'),
+        total: expect.any(Number),
+        failed: expect.any(Number),
+        embedded: 0,
+        ms: expect.any(Number),
+      },
+    });
     expect(sqs.calls.map((call) => [call.action, call.input.VisibilityTimeout, call.status])).toEqual([
       ['ChangeMessageVisibility', 120, 200],
       ['ChangeMessageVisibility', 1800, 200],
