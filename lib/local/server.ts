@@ -16,7 +16,7 @@ import { matchRoute, type Route, type RouteMatch } from '#lib/http/routes.ts';
 import { toLambdaContext, toProxyEvent } from '#lib/local/api-gateway-event.ts';
 import { serveDemoFile } from '#lib/local/demo-files.ts';
 import { isPagePath, serveStatic } from '#lib/local/static.ts';
-import type { Logger } from '#lib/log.ts';
+import { type Logger, redactPath } from '#lib/log.ts';
 
 type LambdaHandler = (event: APIGatewayProxyEvent, context: Context) => Promise<APIGatewayProxyResult>;
 
@@ -80,8 +80,8 @@ export async function startHttpServer(options: {
 
   /**
    * The access-log line of an answer of the server's own, as the handlers' middleware writes one for theirs
-   * (lib/http/middleware.ts: requestId, method, path, status, ms), so that the request id a client quotes
-   * is found in the log; and the error code. The path without its query, no headers, no body.
+   * (lib/http/middleware.ts: requestId, method, path, status, code, ms), so that the request id a client
+   * quotes is found in the log. The path without its query, search ids redacted, no headers, no body.
    */
   const logAnswer = (
     body: ErrorBody,
@@ -107,7 +107,7 @@ export async function startHttpServer(options: {
     status?: number,
   ) => {
     const body = sendError(response, error, headers, status);
-    logAnswer(body, { method: request.method, path: requestUrl(request.url)?.pathname, startedAt });
+    logAnswer(body, { method: request.method, path: loggedPath(request.url), startedAt });
     return body;
   };
 
@@ -119,7 +119,11 @@ export async function startHttpServer(options: {
       // A client that goes away part way through its body is no failure of ours: nobody is left to answer.
       // (`complete`: the whole body arrived; `destroyed` is also true once a body was read to its end.)
       if (!request.complete || (error as { code?: string } | null)?.code === 'ECONNRESET') {
-        options.logger.info('request aborted by the client', { method: request.method, path: request.url });
+        // The path alone: the query may carry anything, and no search id (redactPath).
+        options.logger.info('request aborted by the client', {
+          method: request.method,
+          path: loggedPath(request.url),
+        });
         response.destroy();
         return;
       }
@@ -328,6 +332,12 @@ export async function startHttpServer(options: {
  * even when it starts with "//" (new URL would take what follows for a host, or throw: a 500, or no
  * answer at all); an absolute-form one (a proxy's "http://host/path") as given. Undefined otherwise.
  */
+/** A request target for a log line: its path, without the query, any search id in it redacted. */
+function loggedPath(target: string | undefined): string | undefined {
+  const path = requestUrl(target)?.pathname;
+  return path === undefined ? undefined : redactPath(path);
+}
+
 function requestUrl(target: string | undefined): URL | undefined {
   const raw = target ?? '/';
   let url: URL;

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpServer } from '#lib/local/server.ts';
 import { recordingLogger } from '#test/support/recording-logger.ts';
 
-const lines: { level: string; message: string }[] = [];
+const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
 let url: URL;
 let close: () => Promise<void>;
 
@@ -11,7 +11,7 @@ beforeAll(async () => {
   const { server, url: address } = await startHttpServer({
     port: 0,
     maxBodyBytes: 1_000_000,
-    logger: recordingLogger(lines),
+    logger: recordingLogger(lines, { fields: true }),
   });
   url = new URL(address);
   close = () => new Promise((resolve) => server.close(() => resolve()));
@@ -27,7 +27,8 @@ describe('local HTTP server', () => {
     await new Promise<void>((resolve, reject) => {
       const socket = connect(Number(url.port), url.hostname, () => {
         socket.write(
-          'POST /api/v1/search/image HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+          'POST /api/v1/search/image?searchId=vps_querysecret&x=1 HTTP/1.1\r\nHost: x\r\n' +
+            'Content-Type: application/json\r\n' +
             'Content-Length: 1000\r\n\r\n{"imageDa',
           () => setTimeout(() => socket.destroy(), 50),
         );
@@ -39,6 +40,12 @@ describe('local HTTP server', () => {
 
     // Assert
     expect(lines.filter((line) => line.level === 'error')).toEqual([]);
-    expect(lines).toContainEqual({ level: 'info', message: 'request aborted by the client' });
+    expect(lines).toContainEqual({
+      level: 'info',
+      message: 'request aborted by the client',
+      // The path alone: not the query, which may carry a search id
+      fields: { method: 'POST', path: '/api/v1/search/image' },
+    });
+    expect(JSON.stringify(lines)).not.toContain('querysecret');
   });
 });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpServer } from '#lib/local/server.ts';
+import { redactSearchId } from '#lib/log.ts';
 import { exchange as exchangeWith, type RawAnswer, rawAnswers } from '#test/support/raw-http.ts';
 import { recordingLogger } from '#test/support/recording-logger.ts';
 
@@ -99,6 +100,18 @@ describe('local HTTP server: its own answers', () => {
         { method: 'GET', path: '/nothing', status: 404, code: 'not_found' },
       ],
       [
+        // A search id in a path no route takes is named by its hash, as the handlers' lines name one
+        await sent(
+          'DELETE /admin/v1/keys/vps_path-secret/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+        ),
+        {
+          method: 'DELETE',
+          path: `/admin/v1/keys/${redactSearchId('vps_path-secret')}/x`,
+          status: 404,
+          code: 'not_found',
+        },
+      ],
+      [
         await sent(
           `DELETE /api/v1/search/image HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: ${secret}\r\n\r\n`,
         ),
@@ -135,7 +148,7 @@ describe('local HTTP server: its own answers', () => {
       expect(line, JSON.stringify(fields)).toMatchObject({ level: 'info', message: 'request', fields });
     }
     const logged = JSON.stringify(lines);
-    for (const sentOnly of ['secret-token', 'query-secret', 'body-secret', 'xxxxxxxx'])
+    for (const sentOnly of ['secret-token', 'query-secret', 'path-secret', 'body-secret', 'xxxxxxxx'])
       expect(logged).not.toContain(sentOnly);
   });
 
