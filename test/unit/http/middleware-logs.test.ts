@@ -156,6 +156,45 @@ describe('5xx error line', () => {
   });
 });
 
+describe('idempotency error lines', () => {
+  it('carry the stack and the AWS SDK metadata of a store failure', async () => {
+    const c = getContainer();
+    const storeDown = () =>
+      Promise.reject(
+        Object.assign(new Error('Idempotency table unreachable'), {
+          $metadata: { requestId: 'IDEM-1', httpStatusCode: 503 },
+        }),
+      );
+    c.idempotency = {
+      begin: async () => ({ kind: 'started' }),
+      finish: storeDown,
+      abandon: storeDown,
+    } as unknown as Container['idempotency'];
+    const created = adminEndpoint(async () => json(201, { ok: true }));
+    const refused = adminEndpoint(async () => json(400, { error: 'no' }));
+    const post = () => ({
+      ...event('POST', '/admin/v1/feeds', '/admin/v1/feeds', { body: {} }),
+      headers: {
+        authorization: `Bearer ${ADMIN_TOKEN}`,
+        'content-type': 'application/json',
+        'idempotency-key': 'k-1',
+      },
+    });
+
+    expect((await created(post(), context)).statusCode).toBe(201);
+    expect((await refused(post(), context)).statusCode).toBe(400);
+
+    for (const message of ['idempotency record not saved', 'idempotency claim not released'])
+      expect(lines.find((line) => line.message === message)?.fields, message).toMatchObject({
+        requestId: 'gateway-request-1',
+        error: 'Error: Idempotency table unreachable',
+        stack: expect.stringContaining('Idempotency table unreachable'),
+        awsErrorRequestId: 'IDEM-1',
+        awsErrorStatus: 503,
+      });
+  });
+});
+
 describe('public endpoint', () => {
   function stubAuth(c: Container, recordFails = false) {
     const now = new Date().toISOString();
