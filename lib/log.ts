@@ -3,7 +3,8 @@ import { createHash } from 'node:crypto';
 /**
  * Structured JSON logging: one object per line with ids, counts and timings. Never log image bytes,
  * vectors, request bodies or secrets: a search id is logged as `sid-<hash>` (redactSearchId), never
- * itself, in a field or in a path (redactPath); a URL that may carry credentials by its host only.
+ * itself, in a field or in a path (redactPath); a URL that may carry credentials by its host only, and
+ * any URL a line's texts quote (an error's message, its stack) redacted (redactUrls).
  */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
@@ -20,7 +21,12 @@ export function createLogger(level: LogLevel, base: Record<string, unknown> = {}
   const threshold = ORDER[level];
   const write = (at: Exclude<LogLevel, 'silent'>, message: string, fields?: Record<string, unknown>) => {
     if (ORDER[at] < threshold) return;
-    const line = JSON.stringify({ level: at, time: new Date().toISOString(), message, ...base, ...fields });
+    // Every text in the line with its URLs redacted: an error's message may quote a feed's or an image's
+    // link, credentials included.
+    const line = JSON.stringify(
+      { level: at, time: new Date().toISOString(), message, ...base, ...fields },
+      (_key, value: unknown) => (typeof value === 'string' ? redactUrls(value) : value),
+    );
     if (at === 'error' || at === 'warn') process.stderr.write(`${line}\n`);
     else process.stdout.write(`${line}\n`);
   };
@@ -81,4 +87,92 @@ export function errorFields(error: unknown): Record<string, unknown> {
   if (typeof metadata?.requestId === 'string') fields.awsErrorRequestId = metadata.requestId;
   if (typeof metadata?.httpStatusCode === 'number') fields.awsErrorStatus = metadata.httpStatusCode;
   return fields;
+}
+
+/**
+ * Query (and fragment) parameter names whose values are credentials, compared lower-cased without `-`,
+ * `_`, `.` and spaces: API keys and tokens, presigned S3/GCS URLs (X-Amz-*, X-Goog-*, AWSAccessKeyId,
+ * GoogleAccessId, Signature), Azure SAS (`sig`), CloudFront signed URLs (Signature, Policy, Key-Pair-Id).
+ */
+const SECRET_PARAMS = new Set([
+  'auth',
+  'authorization',
+  'googleaccessid',
+  'jwt',
+  'key',
+  'keypairid',
+  'pass',
+  'passwd',
+  'policy',
+  'pwd',
+  'sig',
+  'sessionid',
+]);
+/** …and names ending so (access_token, X-Amz-Security-Token, X-Goog-Credential, client_secret, api_key). */
+const SECRET_SUFFIXES = [
+  'token',
+  'secret',
+  'signature',
+  'password',
+  'credential',
+  'apikey',
+  'accesskey',
+  'accesskeyid',
+  'privatekey',
+  'secretkey',
+  'signingkey',
+];
+
+function isSecretParam(name: string): boolean {
+  let decoded = name;
+  try {
+    decoded = decodeURIComponent(name.replace(/\+/g, ' '));
+  } catch {
+    // A malformed escape: the name as written.
+  }
+  const key = decoded.toLowerCase().replace(/[-_.\s]/g, '');
+  return SECRET_PARAMS.has(key) || SECRET_SUFFIXES.some((suffix) => key.endsWith(suffix));
+}
+
+/** `a=1&token=x` → `a=1&token=***`: every credential's value (each time it repeats), the rest as written. */
+function redactParams(params: string): string {
+  return params
+    .split('&')
+    .map((part) => {
+      const eq = part.indexOf('=');
+      return eq > 0 && isSecretParam(part.slice(0, eq)) ? `${part.slice(0, eq)}=***` : part;
+    })
+    .join('&');
+}
+
+/**
+ * An import's URL (its feed's, an image's) as the admin API shows it and logs write it: its userinfo
+ * (`user:pass@`) as `***@` and the values of credential parameters (SECRET_PARAMS) as `***`. Everything
+ * else is kept as written, not normalised, so a shop still recognises which of its links it is. Text that
+ * is not an absolute URL is returned as it is.
+ */
+export function redactUrl(url: string): string {
+  // (Up to the first `/`, `\`, `?` or `#` after the scheme is the authority, as WHATWG URLs read it.)
+  const parts = /^([a-z][a-z\d+.-]*:\/\/)([^/\\?#]*)([^?#]*)(\?[^#]*)?(#[^]*)?$/i.exec(url);
+  if (!parts) return url;
+  const [, scheme, authority = '', path, query, fragment] = parts;
+  // (The last `@` ends the userinfo: a password may hold an unescaped one.)
+  const at = authority.lastIndexOf('@');
+  const host = at > 0 ? `***@${authority.slice(at + 1)}` : authority;
+  return `${scheme}${host}${path}${query ? `?${redactParams(query.slice(1))}` : ''}${
+    // (A fragment is not sent, but an OAuth redirect puts its access_token there.)
+    fragment ? `#${redactParams(fragment.slice(1))}` : ''
+  }`;
+}
+
+/**
+ * `text` with every http(s) URL in it redacted (redactUrl): messages that quote a link, such as
+ * "image_link https://cdn.example/a.jpg?X-Amz-Signature=…: HTTP 404.". A URL ends at whitespace or a quote;
+ * punctuation right after it (the ":" before the reason, a closing ")") is not taken as part of it.
+ */
+export function redactUrls(text: string): string {
+  return text.replace(/https?:\/\/[^\s"'<>`]+/gi, (found) => {
+    const [, url, tail] = /^([^]*?)([.,:;!?)\]}]*)$/.exec(found)!;
+    return `${redactUrl(url!)}${tail}`;
+  });
 }
