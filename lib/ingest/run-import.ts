@@ -35,6 +35,7 @@ import {
   vectorDocumentId,
 } from '#lib/domain/products.ts';
 import { mapLimit } from '#lib/ingest/concurrency.ts';
+import { redactUrl, redactUrls } from '#lib/log.ts';
 import { CATALOGUE_FEATURES_VERSION } from '#lib/vision/local-features/recipe.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
 import type {
@@ -294,9 +295,12 @@ async function importInto(
     const record = current();
     const infrastructure = !(error instanceof DomainError || error instanceof FetchError);
     if (infrastructure && (record.attempts ?? 1) < MAX_IMPORT_ATTEMPTS) throw error;
-    const message = infrastructure
-      ? `Stopped after row ${record.checkpointRow}: the next rows failed ${record.attempts} times in a row (${error instanceof Error ? error.message : String(error)}).`
-      : error.message;
+    // (Redacted: an error's message may quote a link, the feed's own included.)
+    const message = redactUrls(
+      infrastructure
+        ? `Stopped after row ${record.checkpointRow}: the next rows failed ${record.attempts} times in a row (${error instanceof Error ? error.message : String(error)}).`
+        : error.message,
+    );
     await save({ status: 'failed', message, finishedAt: now(deps) });
   }
   return current();
@@ -1149,11 +1153,13 @@ async function fetchImages(
       const field = job.index === 0 ? 'image_link' : 'additional_image_link';
       // The link names the image, so a refused image's own problem follows it ("BMP is not a supported…").
       const reason = error instanceof InvalidImageError ? `${error.refusal.problem}.` : error.message;
+      // The link redacted (a signed CDN link, a password: the record is shown and the fetch is done), then
+      // shortened (up to 2,048 characters), so that the reason stays in the stored message.
+      const link = redactUrl(job.url);
       (job.index === 0 ? errors : additionalImageErrors).push({
         row: rowOf.get(job.product.product_id) ?? null,
         productId: job.product.product_id,
-        // The link shortened (up to 2,048 characters), so that the reason stays in the stored message.
-        message: `${field} ${job.url.length > 200 ? `${job.url.slice(0, 199)}…` : job.url}: ${reason}`,
+        message: `${field} ${link.length > 200 ? `${link.slice(0, 199)}…` : link}: ${reason}`,
         // Without its main image a product is not imported; without another one, it is.
         severity: job.index === 0 ? 'error' : 'warning',
       });
@@ -1195,7 +1201,7 @@ async function embedImages(
       errors.push({
         row: rowOf.get(product.product_id) ?? null,
         productId: product.product_id,
-        message: `${image.index === 0 ? 'image_link' : 'additional_image_link'} ${image.url}: ${problem}.`,
+        message: `${image.index === 0 ? 'image_link' : 'additional_image_link'} ${redactUrl(image.url)}: ${problem}.`,
         severity: image.index === 0 ? 'error' : 'warning',
       });
       return;

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { FEED_FORMATS, type FeedFormat } from '#lib/domain/catalogue/feed-formats.ts';
 import { isImportNote } from '#lib/domain/catalogue/normalise.ts';
 import { escapeHidden, hasLoneSurrogate } from '#lib/domain/validation.ts';
+import { redactUrl, redactUrls } from '#lib/log.ts';
 
 /** One feed import: where the file came from and how far processing got (the resume checkpoint). */
 export type ImportStatus = 'queued' | 'running' | 'succeeded' | 'failed';
@@ -48,6 +49,10 @@ export interface ImportRecord {
   status: ImportStatus;
   /** full: products absent from the file are removed; incremental: only upserts. */
   mode: 'full' | 'incremental';
+  /**
+   * The feed URL as given, credentials included: every run of the import (a resumed one too) fetches the
+   * file, and resolves the file's relative links, with it. importView shows it redacted.
+   */
   source: { kind: 'url'; url: string } | { kind: 'inline' };
   /** Format given by the caller, or sniffed from the file's first bytes once it is stored. */
   format?: FeedFormat;
@@ -153,17 +158,23 @@ export function importView(record: ImportRecord) {
   } = record;
   // By row, file-level notes (row null) after them: a chunk's image errors are recorded as its fetches
   // end, so row 2's could come before row 1's. Messages quote the feed's values (a metadata name, a
-  // price, a URL): shown with their hidden characters escaped, as error bodies show a request's.
+  // price, a URL): shown with their hidden characters escaped, as error bodies show a request's, and
+  // their links redacted (the import records its image links so; a row refused for its link, or an
+  // import stored before that, quotes the link as written).
+  const shown = (text: string) => escapeHidden(redactUrls(text));
   const errors = [...record.errors]
     .sort((a, b) => (a.row ?? Infinity) - (b.row ?? Infinity))
     .map((problem) => ({
       ...problem,
-      message: escapeHidden(problem.message),
+      message: shown(problem.message),
       severity: severityOf(problem),
     }));
-  const message = view.message === undefined ? {} : { message: escapeHidden(view.message) };
+  const message = view.message === undefined ? {} : { message: shown(view.message) };
+  // A feed URL's userinfo and signed query parameters are credentials of the shop's server: not shown.
+  const source =
+    view.source.kind === 'url' ? { kind: 'url' as const, url: redactUrl(view.source.url) } : view.source;
   // (`updated` was not counted by imports stored before it existed.)
-  return { ...view, ...message, updated: view.updated ?? 0, errors };
+  return { ...view, source, ...message, updated: view.updated ?? 0, errors };
 }
 
 export const StartImportRequest = z

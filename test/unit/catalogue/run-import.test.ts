@@ -655,6 +655,7 @@ describe('runImport', () => {
 
   it("shows an import's errors by row, file-level notes last, whatever order they were recorded in", () => {
     const record = {
+      source: { kind: 'inline' },
       errors: [
         { row: 2, productId: 'b', message: 'image_link: HTTP 404' },
         { row: null, message: 'Products not in this file were kept: …' },
@@ -692,6 +693,7 @@ describe('runImport', () => {
 
   it('shows the severity of errors stored before it was recorded, told from their text', () => {
     const record = {
+      source: { kind: 'inline' },
       errors: [
         { row: 1, productId: 'a', message: 'metadata "a b" is not kept: a metadata name is 1–64 letters.' },
         { row: 2, productId: 'b', message: 'additional_image_link https://cdn.example/b2.jpg: HTTP 404.' },
@@ -732,6 +734,143 @@ describe('runImport', () => {
     const queued = await queue(w, { url: 'https://shop.example/missing.xml', mode: 'full' });
     const record = await runImport(w.deps, FEED, queued.importId);
     expect(record).toMatchObject({ status: 'failed', message: 'The feed URL could not be read: HTTP 404.' });
+  });
+
+  describe('credentials in the links of an import', () => {
+    const FEED_URL = 'https://feeduser:FEEDPASS@shop.example/private.jsonl?token=FEEDQUERYTOKEN&v=2';
+    const SECRETS = /FEEDPASS|FEEDQUERYTOKEN|IMGPASS|IMGSECRETSIG|ADDSIG|EMBEDSIG|feeduser|imguser/;
+    const SIGNED = 'https://cdn.example/b.jpg?X-Amz-Signature=IMGSECRETSIG&w=1';
+    const WITH_USER = 'https://imguser:IMGPASS@cdn.example/c.jpg';
+
+    it('fetches with the real links, records and shows them redacted, and keeps the real feed URL', async () => {
+      // Prepare: a relative image (resolved against the feed URL, its userinfo with it), an additional
+      // image that answers 404 behind a signed link, a main image that cannot be decoded (embedding) and
+      // one that is no image (inspection), both behind credentials, and two main images answering 404
+      const relative = 'https://feeduser:FEEDPASS@shop.example/img/a.jpg';
+      const additional = 'https://cdn.example/a2.jpg?sig=ADDSIG&sv=2022';
+      const undecodable = 'https://cdn.example/d.jpg?Signature=EMBEDSIG&Key-Pair-Id=K2';
+      const w = world(
+        new Map([
+          [relative, Buffer.from('a')],
+          [undecodable, Buffer.from('TRUNCATED d')],
+          [WITH_USER.replace('c.jpg', 'e.jpg'), Buffer.from('BAD e')],
+        ]),
+      );
+      refuseTruncated(w);
+      const rows = [
+        { id: 'a', title: 'A', image_link: '/img/a.jpg', additional_image_link: additional },
+        product('b', { image_link: SIGNED }),
+        product('c', { image_link: WITH_USER }),
+        product('d', { image_link: undecodable }),
+        product('e', { image_link: WITH_USER.replace('c.jpg', 'e.jpg') }),
+      ];
+      w.fetcher.files.set(FEED_URL, Buffer.from(jsonl(rows)));
+      // Act
+      const queued = await queue(w, { url: FEED_URL, mode: 'full' });
+      const record = await runImport(w.deps, FEED, queued.importId);
+      // Assess: the fetches used the links as given, credentials included
+      expect(record).toMatchObject({ status: 'succeeded', embedded: 1, failed: 4 });
+      expect(w.fetcher.fetched).toEqual(
+        expect.arrayContaining([FEED_URL, relative, additional, SIGNED, WITH_USER, undecodable]),
+      );
+      // …the record keeps the feed URL it needs to run again, and its errors without the credentials
+      const stored = (await w.imports.get(FEED, queued.importId))!;
+      expect(stored.source).toEqual({ kind: 'url', url: FEED_URL });
+      expect(stored.errors.map((problem) => problem.message)).toEqual([
+        'additional_image_link https://cdn.example/a2.jpg?sig=***&sv=2022: HTTP 404.',
+        'image_link https://cdn.example/b.jpg?X-Amz-Signature=***&w=1: HTTP 404.',
+        'image_link https://***@cdn.example/c.jpg: HTTP 404.',
+        'image_link https://cdn.example/d.jpg?Signature=***&Key-Pair-Id=***: ' +
+          'the image could not be decoded (it may be damaged or cut short).',
+        'image_link https://***@cdn.example/e.jpg: the data is not a decodable image.',
+      ]);
+      // …and the admin API's view shows no credential
+      const view = importView(stored);
+      expect(view.source).toEqual({
+        kind: 'url',
+        url: 'https://***@shop.example/private.jsonl?token=***&v=2',
+      });
+      expect(JSON.stringify(view)).not.toMatch(SECRETS);
+      expect(JSON.stringify(stored.errors)).not.toMatch(SECRETS);
+    });
+
+    it('names the first image error redacted in the message of an import whose images all failed', async () => {
+      const w = world();
+      w.fetcher.files.set(
+        FEED_URL,
+        Buffer.from(jsonl([product('b', { image_link: SIGNED }), product('c', { image_link: WITH_USER })])),
+      );
+      const queued = await queue(w, { url: FEED_URL, mode: 'incremental' });
+      const record = await runImport(w.deps, FEED, queued.importId);
+      expect(record).toMatchObject({ status: 'failed', failed: 2 });
+      expect(record.message).toBe(
+        "Not one of the file's 2 valid products could be imported. The first error, row 1 (id b): " +
+          'image_link https://cdn.example/b.jpg?X-Amz-Signature=***&w=1: HTTP 404.',
+      );
+      expect(w.fetcher.fetched).toEqual(expect.arrayContaining([SIGNED, WITH_USER]));
+    });
+
+    it('fetches the feed and resolves its links with the real URL on a resumed run', async () => {
+      // Prepare: the first run's download fails with an infrastructure error (the import stays running)
+      const relative = 'https://feeduser:FEEDPASS@shop.example/img/a.jpg';
+      const w = world(new Map([[relative, Buffer.from('a')]]));
+      w.fetcher.files.set(FEED_URL, Buffer.from(jsonl([{ id: 'a', title: 'A', image_link: 'img/a.jpg' }])));
+      let fails = true;
+      w.fetcher.before = (url) => {
+        if (url === FEED_URL && fails) {
+          fails = false;
+          throw new Error(`socket hang up: GET ${url}`);
+        }
+      };
+      const queued = await queue(w, { url: FEED_URL, mode: 'full' });
+      await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('socket hang up');
+      expect(await w.imports.get(FEED, queued.importId)).toMatchObject({ status: 'running' });
+      // Act
+      const record = await runImport(w.deps, FEED, queued.importId);
+      // Assess
+      expect(record).toMatchObject({ status: 'succeeded', embedded: 1 });
+      expect(w.fetcher.fetched).toEqual([FEED_URL, relative]);
+    });
+
+    it("redacts the links an infrastructure error's message quotes in the message of the import it failed", async () => {
+      const w = world(filesFor('a'));
+      w.products.putMany = async () => {
+        throw new Error('PUT https://svc:SVCPASS@store.example/batch?X-Amz-Security-Token=STORETOKEN failed');
+      };
+      const queued = await queueInline(w, jsonl([product('a')]));
+      for (let run = 0; run < 2; run += 1)
+        await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('PUT');
+      const record = await runImport(w.deps, FEED, queued.importId);
+      expect(record.status).toBe('failed');
+      expect(record.message).toBe(
+        'Stopped after row 0: the next rows failed 3 times in a row ' +
+          '(PUT https://***@store.example/batch?X-Amz-Security-Token=*** failed).',
+      );
+    });
+
+    it('shows the links of errors stored as written (before they were redacted, or a refused row) redacted', () => {
+      const record = {
+        source: { kind: 'inline' },
+        errors: [
+          { row: 1, productId: 'a', message: `image_link ${SIGNED}: HTTP 404.` },
+          {
+            row: 2,
+            productId: 'b',
+            message: 'image_link "http://imguser:IMGPASS@cdn ex/b.jpg" is not a URL.',
+          },
+        ],
+        message: `The first error, row 1 (id a): image_link ${WITH_USER}: HTTP 404.`,
+      } as unknown as Parameters<typeof importView>[0];
+      const view = importView(record);
+      expect(view.errors.map((problem) => problem.message)).toEqual([
+        'image_link https://cdn.example/b.jpg?X-Amz-Signature=***&w=1: HTTP 404.',
+        'image_link "http://***@cdn ex/b.jpg" is not a URL.',
+      ]);
+      expect(view.message).toBe(
+        'The first error, row 1 (id a): image_link https://***@cdn.example/c.jpg: HTTP 404.',
+      );
+      expect(view.source).toEqual({ kind: 'inline' });
+    });
   });
 
   it('keeps existing products when a full import has a row it cannot read at all, saying which', async () => {
