@@ -307,7 +307,14 @@ export const ImportSchema = z
     status: z.enum(['queued', 'running', 'succeeded', 'failed']),
     mode: z.enum(['full', 'incremental']),
     source: z.union([
-      z.strictObject({ kind: z.literal('url'), url: z.string() }),
+      z.strictObject({
+        kind: z.literal('url'),
+        url: z
+          .string()
+          .describe(
+            'The feed URL, its userinfo and the values of credential parameters (token, key, sig…) as ***.',
+          ),
+      }),
       z.strictObject({ kind: z.literal('inline') }),
     ]),
     format: z.enum(FEED_FORMATS).optional().describe('Given, or found from the file once it is read.'),
