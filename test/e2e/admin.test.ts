@@ -197,6 +197,61 @@ describe('feeds', () => {
     }
   });
 
+  it("shows a URL import's feed URL and image links without their credentials, fetching with them", async () => {
+    // Prepare: a shop whose feed answers only with its password and token; its images all answer 404
+    const asked: { url?: string; authorization?: string }[] = [];
+    const shop = createServer((request, response) => {
+      asked.push({ url: request.url, authorization: request.headers.authorization });
+      const basic = `Basic ${Buffer.from('feeduser:FEEDPASS').toString('base64')}`;
+      if (request.url !== '/private.xml?token=FEEDQUERYTOKEN' || request.headers.authorization !== basic)
+        return response.writeHead(404).end();
+      const base = `http://127.0.0.1:${(shop.address() as AddressInfo).port}`;
+      const item = (id: string, link: string) =>
+        `<item><g:id>${id}</g:id><title>${id}</title><g:image_link>${link}</g:image_link><g:price>1.00 USD</g:price></item>`;
+      response
+        .writeHead(200, { 'content-type': 'application/xml' })
+        .end(
+          `<?xml version="1.0"?><rss version="2.0" xmlns:g="http://base.google.com/ns/1.0"><channel>${item(
+            'one',
+            `${base}/img1.jpg?X-Amz-Signature=IMGSECRETSIG`,
+          )}${item('two', base.replace('//', '//imguser:IMGPASS@') + '/img2.jpg')}</channel></rss>`,
+        );
+    });
+    await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (shop.address() as AddressInfo).port;
+      const url = `http://feeduser:FEEDPASS@127.0.0.1:${port}/private.xml?token=FEEDQUERYTOKEN`;
+      await stack.admin('POST', '/admin/v1/feeds', { feedId: 'private-shop', name: 'Private' });
+      // Act
+      const started = await stack.admin('POST', '/admin/v1/feeds/private-shop/imports', { url });
+      await stack.importsIdle();
+      const shown = await stack.admin('GET', `/admin/v1/feeds/private-shop/imports/${started.body.importId}`);
+      const listed = await stack.admin('GET', '/admin/v1/feeds/private-shop/imports');
+      // Assess: the feed was fetched with its credentials, and neither answer shows one
+      expect(asked[0]).toMatchObject({ url: '/private.xml?token=FEEDQUERYTOKEN' });
+      expect(shown.body).toMatchObject({
+        status: 'failed',
+        source: { kind: 'url', url: `http://***@127.0.0.1:${port}/private.xml?token=***` },
+        errors: [
+          {
+            row: 1,
+            message: `image_link http://127.0.0.1:${port}/img1.jpg?X-Amz-Signature=***: HTTP 404.`,
+          },
+          { row: 2, message: `image_link http://***@127.0.0.1:${port}/img2.jpg: HTTP 404.` },
+        ],
+      });
+      expect(shown.body.message).toContain(
+        `image_link http://127.0.0.1:${port}/img1.jpg?X-Amz-Signature=***`,
+      );
+      expect(listed.body.imports).toEqual([shown.body]);
+      expect(JSON.stringify([shown.body, listed.body])).not.toMatch(/PASS|FEEDQUERYTOKEN|IMGSECRETSIG|user/);
+      expect(asked.map((request) => request.url)).toContain('/img1.jpg?X-Amz-Signature=IMGSECRETSIG');
+    } finally {
+      shop.closeAllConnections();
+      await new Promise((resolve) => shop.close(resolve));
+    }
+  });
+
   it('returns 409 conflict for an existing feed id', async () => {
     await stack.admin('POST', '/admin/v1/feeds', { feedId: 'dup-feed', name: 'One' });
     expectError(
