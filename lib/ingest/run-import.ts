@@ -490,7 +490,7 @@ async function processRows(
   keptVectors: boolean;
 }> {
   const start = current();
-  const baseUrl = start.source.kind === 'url' ? start.source.url : undefined;
+  const baseUrl = start.source.kind === 'url' ? withoutUserinfo(start.source.url) : undefined;
   let readToEnd = true;
   /** The first row the reader could not read at all (broken JSON): it may have listed any product. */
   let unreadableRow: number | undefined;
@@ -1309,6 +1309,22 @@ async function embedEach(
 }
 
 const EMBED_LANES = 2;
+
+/**
+ * The feed's URL as the base of its relative links, without its userinfo: a resolved link is stored as the
+ * product's `image_link` or `link` and shown in search answers, where the feed's `user:pass@` must not be
+ * (a relative link took it with it). Images behind the feed's basic auth need absolute links of their own.
+ */
+function withoutUserinfo(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.username = '';
+    parsed.password = '';
+    return parsed.href;
+  } catch {
+    return url;
+  }
+}
 
 /**
  * Removes the products a full import did not list, 500 at a time: vectors and features first, then the

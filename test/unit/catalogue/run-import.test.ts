@@ -743,10 +743,10 @@ describe('runImport', () => {
     const WITH_USER = 'https://imguser:IMGPASS@cdn.example/c.jpg';
 
     it('fetches with the real links, records and shows them redacted, and keeps the real feed URL', async () => {
-      // Prepare: a relative image (resolved against the feed URL, its userinfo with it), an additional
+      // Prepare: a relative image (resolved against the feed URL, without its userinfo), an additional
       // image that answers 404 behind a signed link, a main image that cannot be decoded (embedding) and
       // one that is no image (inspection), both behind credentials, and two main images answering 404
-      const relative = 'https://feeduser:FEEDPASS@shop.example/img/a.jpg';
+      const relative = 'https://shop.example/img/a.jpg';
       const additional = 'https://cdn.example/a2.jpg?sig=ADDSIG&sv=2022';
       const undecodable = 'https://cdn.example/d.jpg?Signature=EMBEDSIG&Key-Pair-Id=K2';
       const w = world(
@@ -784,6 +784,8 @@ describe('runImport', () => {
           'the image could not be decoded (it may be damaged or cut short).',
         'image_link https://***@cdn.example/e.jpg: the data is not a decodable image.',
       ]);
+      // …nor the product the relative link made, whose image_link search answers show
+      expect((await w.products.get(FEED, 'a'))?.image_link).toBe(relative);
       // …and the admin API's view shows no credential
       const view = importView(stored);
       expect(view.source).toEqual({
@@ -812,7 +814,7 @@ describe('runImport', () => {
 
     it('fetches the feed and resolves its links with the real URL on a resumed run', async () => {
       // Prepare: the first run's download fails with an infrastructure error (the import stays running)
-      const relative = 'https://feeduser:FEEDPASS@shop.example/img/a.jpg';
+      const relative = 'https://shop.example/img/a.jpg';
       const w = world(new Map([[relative, Buffer.from('a')]]));
       w.fetcher.files.set(FEED_URL, Buffer.from(jsonl([{ id: 'a', title: 'A', image_link: 'img/a.jpg' }])));
       let fails = true;
