@@ -184,7 +184,9 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   // extracted and its words looked up: in AWS each uncached one is an S3 GET.
   const globalStored = storedFeatures(deps, query, globalTop);
   const read = storedVectorReader(vectors);
-  // Their vectors too, which the twin lookup and the regional evidence of a verified one read.
+  // Their vectors too, which the twin lookup and the regional evidence of a verified one read: beside the
+  // features' reads rather than one more round trip after verification, at the cost of one unused read
+  // (an mget on OpenSearch) when nothing verifies.
   if (globalStored) void read(globalTop.map((hit) => hit.id));
   const wordAdded = await similarityOf(read, query.vectors, notIn(await wordGroups, globalTop));
   const firstVerified = [...globalTop, ...wordAdded];

@@ -56,7 +56,8 @@ async function logImportStart(
   feedId: string,
   importId: string,
 ): Promise<void> {
-  const record = await ingest.imports.get(feedId, importId);
+  // A log line must not fail the job: a store error here leaves the run to meet (and report) it.
+  const record = await ingest.imports.get(feedId, importId).catch(() => undefined);
   if (!record || (record.status !== 'queued' && record.status !== 'running')) return;
   logger.info('import started', {
     feedId,

@@ -327,17 +327,17 @@ export async function startHttpServer(options: {
   return { server, url: `http://${options.host ?? '127.0.0.1'}:${address.port}` };
 }
 
-/**
- * The request target as a URL on this server. An origin-form target ("/path?query") is read as a path
- * even when it starts with "//" (new URL would take what follows for a host, or throw: a 500, or no
- * answer at all); an absolute-form one (a proxy's "http://host/path") as given. Undefined otherwise.
- */
 /** A request target for a log line: its path, without the query, any search id in it redacted. */
 function loggedPath(target: string | undefined): string | undefined {
   const path = requestUrl(target)?.pathname;
   return path === undefined ? undefined : redactPath(path);
 }
 
+/**
+ * The request target as a URL on this server. An origin-form target ("/path?query") is read as a path
+ * even when it starts with "//" (new URL would take what follows for a host, or throw: a 500, or no
+ * answer at all); an absolute-form one (a proxy's "http://host/path") as given. Undefined otherwise.
+ */
 function requestUrl(target: string | undefined): URL | undefined {
   const raw = target ?? '/';
   let url: URL;

@@ -75,6 +75,19 @@ describe('import log lines', () => {
     expect(importSourceFields({ kind: 'url', url: 'not a url' })).toEqual({ source: 'url' });
     expect(importSourceFields({ kind: 'inline' })).toEqual({ source: 'inline' });
   });
+
+  it('never fail the import: a store error reading it for "import started" leaves the run to go on', async () => {
+    // Prepare: the first read of the import (the log line's) fails
+    const { w, importId, container, event } = await queuedImport(['a']);
+    const get = w.imports.get.bind(w.imports);
+    let reads = 0;
+    w.imports.get = (feedId, id) =>
+      ++reads === 1 ? Promise.reject(new Error('throttled')) : get(feedId, id);
+    // Act
+    await runImportEvent(container, event);
+    // Assess
+    expect((await w.imports.get('shop', importId))?.status).toBe('succeeded');
+  });
 });
 
 describe('import worker time budget', () => {
