@@ -39,11 +39,16 @@ function childOf(bytes: Buffer, box: Box, type: string, skip = 0): Box | undefin
 }
 
 /**
- * The pixels the AV1 image items of a HEIF file code: the sum of their `ispe` areas, auxiliary images
- * (alpha or depth planes: the source of an `auxl` reference, never the primary item) left out. Undefined
- * when the file has no AV1 item or its item boxes cannot be read (then what sharp reports is all there is
- * to go by); Infinity when an AV1 image item that counts declares no size, or none counts (a file built to
- * hide its size: libheif still decodes it).
+ * The pixels the AV1 image items of a HEIF file code: the sum of their `ispe` areas, an alpha or depth
+ * plane left out only where it is one (the source of an `auxl` reference to a counted AV1 item, no input
+ * of a derived image, and no larger than that item). Undefined when the file has no AV1 item or its item
+ * boxes cannot be read; Infinity when an AV1 image item that counts declares no size, or one that is
+ * associated twice (libheif reads the first association only), or none counts: a file built to hide its
+ * size, which libheif still decodes.
+ *
+ * Best effort, not a proof: libheif decodes the AV1 bitstream at the size its sequence header codes,
+ * whatever `ispe` says, and allocates a grid's or an overlay's canvas at the size of its payload (code
+ * review, 2026-11-27; docs/api.md "AVIF limit").
  */
 export function av1CodedPixels(bytes: Buffer): number | undefined {
   try {
@@ -55,12 +60,13 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
     if (!iinf || !iprp || !ipco) return undefined;
     const av1Items = av1ItemsOf(bytes, iinf);
     if (av1Items.size === 0) return undefined;
-    const auxiliary = auxiliaryItemsOf(bytes, meta);
+    const references = referencesOf(bytes, meta);
     const primary = primaryItemOf(bytes, meta);
-    if (primary !== undefined) auxiliary.delete(primary);
+    const inputs = new Set(references.filter((r) => r.type === 'dimg').flatMap((r) => r.to));
     // Properties, addressed 1-based by the associations of every ipma box (a file may hold several).
     const properties = [...boxesIn(bytes, ipco.body, ipco.end)];
-    const sizes = new Map<number, number>();
+    const sizes = new Map<number, { width: number; height: number }>();
+    const associated = new Set<number>();
     for (const ipma of boxesIn(bytes, iprp.body, iprp.end)) {
       if (ipma.type !== 'ipma') continue;
       const version = bytes[ipma.body]!;
@@ -71,6 +77,8 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
       for (let entry = 0; entry < entries; entry += 1) {
         const id = version < 1 ? bytes.readUInt16BE(at) : bytes.readUInt32BE(at);
         at += version < 1 ? 2 : 4;
+        if (associated.has(id)) return Number.POSITIVE_INFINITY;
+        associated.add(id);
         const count = bytes[at]!;
         at += 1;
         for (let i = 0; i < count; i += 1) {
@@ -79,16 +87,29 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
           const property = properties[index - 1];
           // ispe: version and flags, then 32-bit width and height.
           if (property?.type === 'ispe' && !sizes.has(id))
-            sizes.set(id, bytes.readUInt32BE(property.body + 4) * bytes.readUInt32BE(property.body + 8));
+            sizes.set(id, {
+              width: bytes.readUInt32BE(property.body + 4),
+              height: bytes.readUInt32BE(property.body + 8),
+            });
         }
       }
     }
+    // An alpha (or depth) plane of a counted AV1 item, no larger than it, is not counted again.
+    const planeOf = new Map<number, number>();
+    for (const { type, from, to } of references)
+      if (type === 'auxl' && from !== primary && !inputs.has(from) && to[0] !== undefined)
+        planeOf.set(from, to[0]);
+    const counted = [...av1Items].filter((id) => {
+      const of = planeOf.get(id);
+      if (of === undefined || !av1Items.has(of) || planeOf.has(of)) return true;
+      const [plane, image] = [sizes.get(id), sizes.get(of)];
+      return !plane || !image || plane.width > image.width || plane.height > image.height;
+    });
     let pixels = 0;
-    for (const id of av1Items) {
-      if (auxiliary.has(id)) continue;
+    for (const id of counted) {
       const size = sizes.get(id);
-      if (size === undefined) return Number.POSITIVE_INFINITY;
-      pixels += size;
+      if (!size) return Number.POSITIVE_INFINITY;
+      pixels += size.width * size.height;
     }
     return pixels > 0 ? pixels : Number.POSITIVE_INFINITY;
   } catch {
@@ -112,17 +133,19 @@ function av1ItemsOf(bytes: Buffer, iinf: Box): Set<number> {
   return items;
 }
 
-/** The items that are an auxiliary image of another (the source of an `auxl` item reference). */
-function auxiliaryItemsOf(bytes: Buffer, meta: Box): Set<number> {
-  const items = new Set<number>();
+/** The item references (`iref`: version 0, 16-bit item ids; 1, 32-bit), each type, source and targets. */
+function referencesOf(bytes: Buffer, meta: Box): { type: string; from: number; to: number[] }[] {
   const iref = childOf(bytes, meta, 'iref', 4);
-  if (!iref) return items;
-  const wideIds = bytes[iref.body] !== 0;
+  if (!iref) return [];
+  const idBytes = bytes[iref.body] === 0 ? 2 : 4;
+  const id = (at: number) => (idBytes === 2 ? bytes.readUInt16BE(at) : bytes.readUInt32BE(at));
+  const references: { type: string; from: number; to: number[] }[] = [];
   for (const reference of boxesIn(bytes, iref.body + 4, iref.end)) {
-    if (reference.type !== 'auxl') continue;
-    items.add(wideIds ? bytes.readUInt32BE(reference.body) : bytes.readUInt16BE(reference.body));
+    const count = bytes.readUInt16BE(reference.body + idBytes);
+    const to = Array.from({ length: count }, (_, i) => id(reference.body + idBytes + 2 + i * idBytes));
+    references.push({ type: reference.type, from: id(reference.body), to });
   }
-  return items;
+  return references;
 }
 
 /** The primary item's id (`pitm`), when there is one. */

@@ -200,8 +200,13 @@ export async function readHeader(bytes: Buffer, maxPixels = MAX_INPUT_PIXELS): P
     );
   }
   // What the decoder decodes, which a crop box or a grid's declared size can hide (heif-boxes.ts).
-  if (codedPixels === Number.POSITIVE_INFINITY)
-    throw refused('undecodable', 'an AVIF whose image items declare no size (ispe) is not accepted', format);
+  // (An AVIF whose items cannot be read, or that hides an item's size, is not decoded to find out.)
+  if (codedPixels === Number.POSITIVE_INFINITY || (format === 'avif' && codedPixels === undefined))
+    throw refused(
+      'undecodable',
+      'an AVIF whose image items and sizes cannot be read is not accepted',
+      format,
+    );
   const decoded = Math.max(width * height, codedPixels ?? 0);
   if (format === 'avif' && decoded > MAX_AVIF_PIXELS) {
     const what = decoded > width * height ? `coding ${(decoded / 1e6).toFixed(1)} megapixels` : `of ${size}`;

@@ -45,6 +45,8 @@ function heif(options: {
   associations: Buffer[];
   primary?: number;
   auxiliaryOf?: [number, number][];
+  /** A derived item and its inputs (dimg). */
+  inputsOf?: [number, number[]];
 }): Buffer {
   const meta = fullBox(
     'meta',
@@ -52,12 +54,22 @@ function heif(options: {
     ...(options.primary !== undefined ? [fullBox('pitm', 0, u16(options.primary))] : []),
     fullBox('iinf', 0, u16(options.items.length), ...options.items.map(([id, type]) => infe(id, type))),
     box('iprp', box('ipco', ...options.properties), ...options.associations),
-    ...(options.auxiliaryOf
+    ...(options.auxiliaryOf || options.inputsOf
       ? [
           fullBox(
             'iref',
             0,
-            ...options.auxiliaryOf.map(([from, to]) => box('auxl', u16(from), u16(1), u16(to))),
+            ...(options.auxiliaryOf ?? []).map(([from, to]) => box('auxl', u16(from), u16(1), u16(to))),
+            ...(options.inputsOf
+              ? [
+                  box(
+                    'dimg',
+                    u16(options.inputsOf[0]),
+                    u16(options.inputsOf[1].length),
+                    ...options.inputsOf[1].map(u16),
+                  ),
+                ]
+              : []),
           ),
         ]
       : []),
@@ -121,14 +133,63 @@ describe('av1CodedPixels', () => {
     expect(av1CodedPixels(noReference)).toBe(8200 * 4000);
   });
 
-  it('reads the associations of every ipma box', () => {
-    const file = heif({
+  it('reads the associations of every ipma box, and refuses an item associated twice', () => {
+    const twoBoxes = heif({
+      items: [
+        [1, 'av01'],
+        [2, 'av01'],
+      ],
+      properties: [ispe(64, 64), ispe(8200, 4000)],
+      associations: [ipma([[1, [1]]]), ipma([[2, [2]]])],
+      primary: 1,
+    });
+    expect(av1CodedPixels(twoBoxes)).toBe(64 * 64 + 8200 * 4000);
+    // libheif reads an item's first association only: a size given in a second one is none to it
+    const twice = heif({
       items: [[1, 'av01']],
-      properties: [fullBox('pixi', 0, Buffer.from([3, 8, 8, 8])), ispe(8200, 4000)],
+      properties: [fullBox('pixi', 0, Buffer.from([3, 8, 8, 8])), ispe(64, 64)],
       associations: [ipma([[1, [1]]]), ipma([[1, [2]]])],
       primary: 1,
     });
-    expect(av1CodedPixels(file)).toBe(8200 * 4000);
+    expect(av1CodedPixels(twice)).toBe(Number.POSITIVE_INFINITY);
+  });
+
+  it('counts an "alpha plane" larger than its image, or one that is also a grid tile', () => {
+    const larger = heif({
+      items: [
+        [1, 'av01'],
+        [2, 'av01'],
+      ],
+      properties: [ispe(64, 64), ispe(8192, 4096), auxC],
+      associations: [
+        ipma([
+          [1, [1]],
+          [2, [2, 3]],
+        ]),
+      ],
+      primary: 1,
+      auxiliaryOf: [[2, 1]],
+    });
+    expect(av1CodedPixels(larger)).toBe(64 * 64 + 8192 * 4096);
+    const tile = heif({
+      items: [
+        [1, 'grid'],
+        [2, 'av01'],
+        [3, 'av01'],
+      ],
+      properties: [ispe(64, 64), ispe(8192, 4096), auxC, ispe(8192, 4096)],
+      associations: [
+        ipma([
+          [1, [1]],
+          [2, [2, 3]],
+          [3, [4]],
+        ]),
+      ],
+      primary: 1,
+      auxiliaryOf: [[2, 3]],
+      inputsOf: [1, [2]],
+    });
+    expect(av1CodedPixels(tile)).toBe(2 * 8192 * 4096);
   });
 
   it('is Infinity for an AV1 image item with no size, and undefined for no AV1 item or boxes cut short', () => {
