@@ -26,7 +26,8 @@ export async function runFeedJob(
   signal?: AbortSignal,
 ): Promise<ImportRecord | undefined> {
   if (jobId !== FEED_DELETION_JOB) {
-    if (deps.logger) await logImportStart(deps.ingest, deps.logger, feedId, jobId);
+    // A log line must not fail the job (a store error, a record it cannot read).
+    if (deps.logger) await logImportStart(deps.ingest, deps.logger, feedId, jobId).catch(() => undefined);
     return runTriggeredImport({ ...deps.ingest, signal }, feedId, jobId);
   }
   if (!deps.admin) throw new Error('This runner cannot finish feed deletions (no admin dependencies).');
@@ -56,8 +57,7 @@ async function logImportStart(
   feedId: string,
   importId: string,
 ): Promise<void> {
-  // A log line must not fail the job: a store error here leaves the run to meet (and report) it.
-  const record = await ingest.imports.get(feedId, importId).catch(() => undefined);
+  const record = await ingest.imports.get(feedId, importId);
   if (!record || (record.status !== 'queued' && record.status !== 'running')) return;
   logger.info('import started', {
     feedId,

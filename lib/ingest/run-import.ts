@@ -1311,15 +1311,18 @@ async function embedEach(
 const EMBED_LANES = 2;
 
 /**
- * The feed's URL as the base of its relative links, without its userinfo: a resolved link is stored as the
- * product's `image_link` or `link` and shown in search answers, where the feed's `user:pass@` must not be
- * (a relative link took it with it). Images behind the feed's basic auth need absolute links of their own.
+ * The feed's URL as the base of its relative links, without its userinfo, query and fragment: a resolved
+ * link is stored as the product's `image_link` or `link` and shown in search answers, where the feed's
+ * `user:pass@` must not be (a relative link took it with it), nor its `?token=` (a placeholder link `#`
+ * keeps the base's query). Images behind the feed's basic auth need absolute links of their own.
  */
 function withoutUserinfo(url: string): string {
   try {
     const parsed = new URL(url);
     parsed.username = '';
     parsed.password = '';
+    parsed.search = '';
+    parsed.hash = '';
     return parsed.href;
   } catch {
     return url;

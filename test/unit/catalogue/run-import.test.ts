@@ -758,7 +758,7 @@ describe('runImport', () => {
       );
       refuseTruncated(w);
       const rows = [
-        { id: 'a', title: 'A', image_link: '/img/a.jpg', additional_image_link: additional },
+        { id: 'a', title: 'A', image_link: '/img/a.jpg', additional_image_link: additional, link: '#' },
         product('b', { image_link: SIGNED }),
         product('c', { image_link: WITH_USER }),
         product('d', { image_link: undecodable }),
@@ -786,6 +786,8 @@ describe('runImport', () => {
       ]);
       // …nor the product the relative link made, whose image_link search answers show
       expect((await w.products.get(FEED, 'a'))?.image_link).toBe(relative);
+      // (a placeholder link '#' kept the feed URL's query, its token with it)
+      expect((await w.products.get(FEED, 'a'))?.link).toBe('https://shop.example/private.jsonl#');
       // …and the admin API's view shows no credential
       const view = importView(stored);
       expect(view.source).toEqual({
