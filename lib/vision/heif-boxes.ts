@@ -1,8 +1,10 @@
 /**
  * What an AVIF's decode produces, read from its ISO BMFF boxes (ISO/IEC 23008-12, HEIF): the pixels of
- * every AV1-coded image item, each at its coded size (`ispe`). sharp reports the image as libheif
- * presents it, after the crop box (`clap`) and at the size a grid declares for its output, while the
- * decoder decodes every coded frame in full: an 883-byte AVIF shown as 64 × 64 decoded an 8200 × 4000
+ * every AV1-coded image item, each at the larger of its declared size (`ispe`) and the frame size its AV1
+ * sequence header codes (AV1 spec §5.5, read from the `av1C` configOBUs and from the item's data):
+ * libheif hands both to the decoder, which decodes at the bitstream's size whatever `ispe` says. sharp
+ * reports the image as libheif presents it, after the crop box (`clap`) and at the size a grid declares
+ * for its output, while the decoder decodes every coded frame in full: an 883-byte AVIF shown as 64 × 64 decoded an 8200 × 4000
  * frame (675 MB of memory), and so did a grid of two tiles declared 64 × 64 (code review, 2026-11-27).
  */
 
@@ -39,16 +41,20 @@ function childOf(bytes: Buffer, box: Box, type: string, skip = 0): Box | undefin
 }
 
 /**
- * The pixels the AV1 image items of a HEIF file code: the sum of their `ispe` areas, an alpha or depth
- * plane left out only where it is one (the source of an `auxl` reference to a counted AV1 item, no input
- * of a derived image, and no larger than that item). Undefined when the file has no AV1 item or its item
- * boxes cannot be read; Infinity when an AV1 image item that counts declares no size, or one that is
+ * The pixels the AV1 image items of a HEIF file code: the sum of their coded areas (below), an alpha or
+ * depth plane left out only where it is one (the source of an `auxl` reference to a counted AV1 item, no
+ * input of a derived image, and no larger than that item, by `ispe` and by coded area). Undefined when
+ * the file has no AV1 item or its item boxes cannot be read; Infinity when an AV1 image item that counts declares no size, or one that is
  * associated twice (libheif reads the first association only), or none counts: a file built to hide its
  * size, which libheif still decodes.
  *
- * Best effort, not a proof: libheif decodes the AV1 bitstream at the size its sequence header codes,
- * whatever `ispe` says, and allocates a grid's or an overlay's canvas at the size of its payload (code
- * review, 2026-11-27; docs/api.md "AVIF limit").
+ * Each counted item is counted at max(`ispe` area, the largest max_frame_width × max_frame_height of the
+ * sequence headers in its `av1C` configOBUs and at the start of its data, `iloc`); an item with no
+ * sequence header in either is Infinity (its size is hidden). Best effort, not a proof: only the first
+ * MAX_ITEM_DATA bytes of an item's data are walked for OBUs (a sequence header after a frame larger than
+ * that is not seen), an item whose data is built from another item (`iloc` construction method 2) or in
+ * another file (a data reference) is read from its `av1C` alone, and a grid's or an overlay's canvas,
+ * allocated at the size of its payload, is not counted (code review, 2026-11-27; docs/api.md "AVIF limit").
  */
 export function av1CodedPixels(bytes: Buffer): number | undefined {
   try {
@@ -66,6 +72,7 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
     // Properties, addressed 1-based by the associations of every ipma box (a file may hold several).
     const properties = [...boxesIn(bytes, ipco.body, ipco.end)];
     const sizes = new Map<number, { width: number; height: number }>();
+    const configs = new Map<number, Box>();
     const associated = new Set<number>();
     for (const ipma of boxesIn(bytes, iprp.body, iprp.end)) {
       if (ipma.type !== 'ipma') continue;
@@ -91,8 +98,27 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
               width: bytes.readUInt32BE(property.body + 4),
               height: bytes.readUInt32BE(property.body + 8),
             });
+          if (property?.type === 'av1C' && !configs.has(id)) configs.set(id, property);
         }
       }
+    }
+    // The pixels the decoder decodes for an AV1 item: its ispe area, or its bitstream's, the larger.
+    const locations = locationsOf(bytes, meta);
+    const coded = new Map<number, number>();
+    for (const id of av1Items) {
+      const config = configs.get(id);
+      // av1C: marker, version, profile, level… (4 bytes), then the configOBUs.
+      const frames = [
+        ...(config ? sequenceHeaderSizes(bytes.subarray(config.body + 4, config.end)) : []),
+        ...sequenceHeaderSizes(itemData(bytes, meta, locations.get(id))),
+      ];
+      const size = sizes.get(id);
+      coded.set(
+        id,
+        !size || frames.length === 0
+          ? Number.POSITIVE_INFINITY
+          : Math.max(size.width * size.height, ...frames.map((f) => f.width * f.height)),
+      );
     }
     // An alpha (or depth) plane of a counted AV1 item, no larger than it, is not counted again.
     const planeOf = new Map<number, number>();
@@ -103,14 +129,16 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
       const of = planeOf.get(id);
       if (of === undefined || !av1Items.has(of) || planeOf.has(of)) return true;
       const [plane, image] = [sizes.get(id), sizes.get(of)];
-      return !plane || !image || plane.width > image.width || plane.height > image.height;
+      return (
+        !plane ||
+        !image ||
+        plane.width > image.width ||
+        plane.height > image.height ||
+        coded.get(id)! > coded.get(of)!
+      );
     });
     let pixels = 0;
-    for (const id of counted) {
-      const size = sizes.get(id);
-      if (!size) return Number.POSITIVE_INFINITY;
-      pixels += size.width * size.height;
-    }
+    for (const id of counted) pixels += coded.get(id)!;
     return pixels > 0 ? pixels : Number.POSITIVE_INFINITY;
   } catch {
     // A box cut short (a read past the end throws RangeError).
@@ -153,4 +181,173 @@ function primaryItemOf(bytes: Buffer, meta: Box): number | undefined {
   const pitm = childOf(bytes, meta, 'pitm', 4);
   if (!pitm) return undefined;
   return bytes[pitm.body] === 0 ? bytes.readUInt16BE(pitm.body + 4) : bytes.readUInt32BE(pitm.body + 4);
+}
+
+/** Where an item's data lies (`iloc`): construction method (0 file offsets, 1 `idat`, 2 other items) and extents. */
+interface Location {
+  method: number;
+  dataReference: number;
+  extents: { offset: number; length: number }[];
+}
+
+/** The item locations (`iloc` versions 0, 1 and 2), by item id. */
+function locationsOf(bytes: Buffer, meta: Box): Map<number, Location> {
+  const locations = new Map<number, Location>();
+  const iloc = childOf(bytes, meta, 'iloc', 4);
+  if (!iloc) return locations;
+  const version = bytes[iloc.body]!;
+  let at = iloc.body + 4;
+  const [offsetSize, lengthSize] = [bytes[at]! >> 4, bytes[at]! & 15];
+  const [baseOffsetSize, indexSize] = [bytes[at + 1]! >> 4, version >= 1 ? bytes[at + 1]! & 15 : 0];
+  at += 2;
+  // An unsigned integer of 0, 2, 4 or 8 bytes (a field of another size is no iloc to read).
+  const uint = (size: number) => {
+    if (size !== 0 && size !== 2 && size !== 4 && size !== 8) throw new RangeError(`${size}-byte field`);
+    const value =
+      size === 0 ? 0 : size === 8 ? Number(bytes.readBigUInt64BE(at)) : bytes.readUIntBE(at, size);
+    at += size;
+    return value;
+  };
+  const count = uint(version < 2 ? 2 : 4);
+  for (let item = 0; item < count; item += 1) {
+    const id = uint(version < 2 ? 2 : 4);
+    const method = version >= 1 ? bytes.readUInt16BE(at) & 15 : 0;
+    if (version >= 1) at += 2;
+    const dataReference = bytes.readUInt16BE(at);
+    at += 2;
+    const base = uint(baseOffsetSize);
+    const extentCount = bytes.readUInt16BE(at);
+    at += 2;
+    const extents: { offset: number; length: number }[] = [];
+    for (let extent = 0; extent < extentCount; extent += 1) {
+      if (indexSize > 0) uint(indexSize);
+      const offset = base + uint(offsetSize);
+      extents.push({ offset, length: uint(lengthSize) });
+    }
+    if (!locations.has(id)) locations.set(id, { method, dataReference, extents });
+  }
+  return locations;
+}
+
+/** How much of an item's data is walked for sequence headers: they come first, before the frame. */
+const MAX_ITEM_DATA = 64 * 1024;
+
+/**
+ * The first MAX_ITEM_DATA bytes of an item's data, its extents one after another: from the file
+ * (construction method 0) or from the `idat` box (1). Empty for data built from other items (2) or held
+ * in another file (a data reference other than 0). An extent of length 0 runs to the end of its source.
+ */
+function itemData(bytes: Buffer, meta: Box, location: Location | undefined): Buffer {
+  if (!location || location.dataReference !== 0 || location.method > 1) return Buffer.alloc(0);
+  let source: Buffer = bytes;
+  if (location.method === 1) {
+    const idat = childOf(bytes, meta, 'idat', 4);
+    if (!idat) throw new RangeError('no idat');
+    source = bytes.subarray(idat.body, idat.end);
+  }
+  const parts: Buffer[] = [];
+  let total = 0;
+  for (const { offset, length } of location.extents) {
+    if (total >= MAX_ITEM_DATA) break;
+    const end = length === 0 ? source.length : offset + length;
+    if (offset > source.length || end > source.length) throw new RangeError('extent past the end');
+    const part = source.subarray(offset, Math.min(end, offset + MAX_ITEM_DATA - total));
+    parts.push(part);
+    total += part.length;
+  }
+  return Buffer.concat(parts);
+}
+
+/** AV1 OBU types (AV1 spec §6.2.2). */
+const OBU_SEQUENCE_HEADER = 1;
+
+/**
+ * The max_frame_width × max_frame_height of every sequence header OBU among the OBUs laid one after
+ * another in `obus` (low-overhead format, §5.2); the walk stops at an OBU that runs past the end (data
+ * cut at MAX_ITEM_DATA). A sequence header cut short throws RangeError.
+ */
+function sequenceHeaderSizes(obus: Buffer): { width: number; height: number }[] {
+  const sizes: { width: number; height: number }[] = [];
+  let at = 0;
+  while (at < obus.length) {
+    // obu_header: forbidden bit, obu_type (4), obu_extension_flag, obu_has_size_field, reserved bit.
+    const header = obus[at]!;
+    const type = (header >> 3) & 15;
+    const extension = (header >> 2) & 1;
+    const hasSize = (header >> 1) & 1;
+    at += 1 + extension;
+    let size = obus.length - at;
+    if (hasSize) {
+      // leb128 (§4.10.5): at most 8 bytes, 7 bits each, least significant first.
+      size = 0;
+      for (let i = 0; ; i += 1) {
+        if (i === 8 || at >= obus.length) throw new RangeError('leb128');
+        const byte = obus[at]!;
+        at += 1;
+        size += (byte & 0x7f) * 2 ** (7 * i);
+        if ((byte & 0x80) === 0) break;
+      }
+    }
+    if (at + size > obus.length) break;
+    if (type === OBU_SEQUENCE_HEADER) sizes.push(sequenceHeaderSize(obus.subarray(at, at + size)));
+    at += size;
+  }
+  return sizes;
+}
+
+/** The maximum frame size a sequence_header_obu codes (AV1 spec §5.5.1–5.5.5). */
+function sequenceHeaderSize(payload: Buffer): { width: number; height: number } {
+  let bit = 0;
+  const read = (n: number): number => {
+    let value = 0;
+    for (let i = 0; i < n; i += 1, bit += 1) {
+      const byte = payload[bit >> 3];
+      if (byte === undefined) throw new RangeError('sequence header cut short');
+      value = value * 2 + ((byte >> (7 - (bit & 7))) & 1);
+    }
+    return value;
+  };
+  // uvlc (§4.10.3): leading zeros, a one, then as many bits.
+  const uvlc = () => {
+    let zeros = 0;
+    while (read(1) === 0) zeros += 1;
+    if (zeros >= 32) return 2 ** 32 - 1;
+    return read(zeros) + 2 ** zeros - 1;
+  };
+  read(3); // seq_profile
+  read(1); // still_picture
+  const reduced = read(1);
+  if (reduced)
+    read(5); // seq_level_idx[0]
+  else {
+    let decoderModelInfo = 0;
+    let bufferDelayLength = 0;
+    if (read(1)) {
+      // timing_info: num_units_in_display_tick, time_scale, equal_picture_interval
+      read(32);
+      read(32);
+      if (read(1)) uvlc(); // num_ticks_per_picture_minus_1
+      decoderModelInfo = read(1);
+      if (decoderModelInfo) {
+        // decoder_model_info: buffer_delay_length_minus_1, num_units_in_decoding_tick,
+        // buffer_removal_time_length_minus_1, frame_presentation_time_length_minus_1
+        bufferDelayLength = read(5) + 1;
+        read(32);
+        read(5);
+        read(5);
+      }
+    }
+    const initialDisplayDelay = read(1);
+    const operatingPoints = read(5) + 1;
+    for (let op = 0; op < operatingPoints; op += 1) {
+      read(12); // operating_point_idc
+      if (read(5) > 7) read(1); // seq_level_idx, seq_tier
+      // operating_parameters_info: decoder_buffer_delay, encoder_buffer_delay, low_delay_mode_flag
+      if (decoderModelInfo && read(1)) read(2 * bufferDelayLength + 1);
+      if (initialDisplayDelay && read(1)) read(4); // initial_display_delay_minus_1
+    }
+  }
+  const widthBits = read(4) + 1;
+  const heightBits = read(4) + 1;
+  return { width: read(widthBits) + 1, height: read(heightBits) + 1 };
 }

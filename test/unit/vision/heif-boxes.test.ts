@@ -1,3 +1,4 @@
+import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { av1CodedPixels } from '#lib/vision/heif-boxes.ts';
 
@@ -38,6 +39,42 @@ function ipma(entries: [number, number[]][]): Buffer {
   );
 }
 
+/** Bits, most significant first, from [value, width] pairs, padded with a one then zeros (trailing bits). */
+function bits(...fields: [number, number][]): Buffer {
+  const out: number[] = [];
+  for (const [value, width] of [...fields, [1, 1] as [number, number]])
+    for (let i = width - 1; i >= 0; i -= 1) out.push(Math.floor(value / 2 ** i) % 2);
+  while (out.length % 8) out.push(0);
+  return Buffer.from(
+    Array.from({ length: out.length / 8 }, (_, i) => parseInt(out.slice(i * 8, i * 8 + 8).join(''), 2)),
+  );
+}
+
+/** An OBU with its size field (obu_type, then leb128 obu_size), optionally with an extension byte. */
+function obu(type: number, payload: Buffer, extension = false): Buffer {
+  const size: number[] = [];
+  let n = payload.length;
+  do {
+    size.push((n & 0x7f) | (n >= 0x80 ? 0x80 : 0));
+    n >>= 7;
+  } while (n > 0);
+  return Buffer.concat([
+    Buffer.from([(type << 3) | (extension ? 4 : 0) | 2, ...(extension ? [0] : [])]),
+    Buffer.from(size),
+    payload,
+  ]);
+}
+
+/** A reduced still-picture sequence header OBU coding frames of up to width × height (16-bit fields). */
+const sequenceHeader = (width: number, height: number) =>
+  obu(1, bits([0, 3], [1, 1], [1, 1], [8, 5], [15, 4], [15, 4], [width - 1, 16], [height - 1, 16], [0, 8]));
+
+/** A frame OBU (type 6) of filler bytes, standing for the coded picture. */
+const frame = (length: number) => obu(6, Buffer.alloc(length, 0x5a));
+
+/** av1C: marker and version, profile and level, flags, no initial presentation delay; then configOBUs. */
+const av1C = (...configOBUs: Buffer[]) => box('av1C', Buffer.from([0x81, 0x08, 0x0c, 0x00]), ...configOBUs);
+
 /** An AVIF-like file: ftyp, then meta with the given items, properties, associations and references. */
 function heif(options: {
   items: [number, string][];
@@ -47,7 +84,32 @@ function heif(options: {
   auxiliaryOf?: [number, number][];
   /** A derived item and its inputs (dimg). */
   inputsOf?: [number, number[]];
+  /**
+   * Item data by id, each buffer an extent, in idat (iloc version 1, construction method 1). An AV1 item
+   * left out gets a 1×1 sequence header and a frame: a bitstream no larger than any ispe, so ispe decides.
+   */
+  data?: Map<number, Buffer[]>;
 }): Buffer {
+  const data = new Map(options.data);
+  for (const [id, type] of options.items)
+    if (type === 'av01' && !data.has(id)) data.set(id, [Buffer.concat([sequenceHeader(1, 1), frame(4)])]);
+  let offset = 0;
+  const locations = [...data].map(([id, extents]) =>
+    Buffer.concat([
+      u16(id),
+      u16(1), // construction method 1: idat
+      u16(0), // data reference index
+      u16(extents.length),
+      ...extents.map((extent) => {
+        const entry = Buffer.concat([u32(offset), u32(extent.length)]);
+        offset += extent.length;
+        return entry;
+      }),
+    ]),
+  );
+  // offset_size 4, length_size 4, base_offset_size 0, index_size 0
+  const iloc = fullBox('iloc', 1, Buffer.from([0x44, 0x00]), u16(data.size), ...locations);
+  const idat = box('idat', ...[...data.values()].flat());
   const meta = fullBox(
     'meta',
     0,
@@ -73,6 +135,8 @@ function heif(options: {
           ),
         ]
       : []),
+    iloc,
+    idat,
   );
   return Buffer.concat([box('ftyp', Buffer.from('avifmif1miafavif', 'latin1')), meta]);
 }
@@ -205,5 +269,131 @@ describe('av1CodedPixels', () => {
     const file = heif({ items: [[1, 'av01']], properties: [ispe(64, 64)], associations: [ipma([[1, [1]]])] });
     expect(av1CodedPixels(file)).toBe(64 * 64);
     expect(av1CodedPixels(file.subarray(0, file.length - 3))).toBeUndefined();
+  });
+
+  it('counts the frame size the AV1 sequence header codes when ispe declares less', () => {
+    // ispe says 64×64; the item's data (two extents, the sequence header cut across them) codes 8192×4096
+    const data = Buffer.concat([obu(2, Buffer.alloc(0)), sequenceHeader(8192, 4096), frame(100)]);
+    const hidden = heif({
+      items: [[1, 'av01']],
+      properties: [ispe(64, 64)],
+      associations: [ipma([[1, [1]]])],
+      primary: 1,
+      data: new Map([[1, [data.subarray(0, 5), data.subarray(5)]]]),
+    });
+    expect(av1CodedPixels(hidden)).toBe(8192 * 4096);
+    // …or the av1C configOBUs code it (libheif hands them to the decoder before the item's data)
+    const config = heif({
+      items: [[1, 'av01']],
+      properties: [ispe(64, 64), av1C(sequenceHeader(8192, 4096))],
+      associations: [ipma([[1, [1, 2]]])],
+      primary: 1,
+    });
+    expect(av1CodedPixels(config)).toBe(8192 * 4096);
+    // An alpha plane whose bitstream is larger than its image's is counted
+    const alpha = heif({
+      items: [
+        [1, 'av01'],
+        [2, 'av01'],
+      ],
+      properties: [ispe(64, 64), auxC],
+      associations: [
+        ipma([
+          [1, [1]],
+          [2, [1, 2]],
+        ]),
+      ],
+      primary: 1,
+      auxiliaryOf: [[2, 1]],
+      data: new Map([[2, [Buffer.concat([sequenceHeader(8192, 4096), frame(4)])]]]),
+    });
+    expect(av1CodedPixels(alpha)).toBe(64 * 64 + 8192 * 4096);
+    // The larger of ispe and the bitstream, and the larger of several sequence headers
+    const several = heif({
+      items: [[1, 'av01']],
+      properties: [ispe(640, 480), av1C(sequenceHeader(100, 100))],
+      associations: [ipma([[1, [1, 2]]])],
+      data: new Map([
+        [1, [Buffer.concat([sequenceHeader(320, 240), obu(1, sequenceHeader(1, 1).subarray(2), true)])]],
+      ]),
+    });
+    expect(av1CodedPixels(several)).toBe(640 * 480);
+  });
+
+  it('is Infinity for an AV1 item with no sequence header, undefined for one cut short', () => {
+    const none = heif({
+      items: [[1, 'av01']],
+      properties: [ispe(64, 64), av1C()],
+      associations: [ipma([[1, [1, 2]]])],
+      data: new Map([[1, [frame(50)]]]),
+    });
+    expect(av1CodedPixels(none)).toBe(Number.POSITIVE_INFINITY);
+    const cut = heif({
+      items: [[1, 'av01']],
+      properties: [ispe(64, 64)],
+      associations: [ipma([[1, [1]]])],
+      data: new Map([[1, [obu(1, Buffer.from([0x18, 0x4f]))]]]),
+    });
+    expect(av1CodedPixels(cut)).toBeUndefined();
+  });
+
+  it('reads a full sequence header: timing info, decoder model and operating points', () => {
+    const full = obu(
+      1,
+      bits(
+        [0, 3], // seq_profile
+        [0, 1], // still_picture
+        [0, 1], // reduced_still_picture_header
+        [1, 1], // timing_info_present_flag
+        [1001, 32], // num_units_in_display_tick
+        [60000, 32], // time_scale
+        [1, 1], // equal_picture_interval
+        [0b00110, 5], // num_ticks_per_picture_minus_1 = 5 (uvlc)
+        [1, 1], // decoder_model_info_present_flag
+        [9, 5], // buffer_delay_length_minus_1: delays of 10 bits
+        [1001, 32], // num_units_in_decoding_tick
+        [4, 5], // buffer_removal_time_length_minus_1
+        [4, 5], // frame_presentation_time_length_minus_1
+        [1, 1], // initial_display_delay_present_flag
+        [1, 5], // operating_points_cnt_minus_1: two
+        [0x103, 12], // operating_point_idc[0]
+        [13, 5], // seq_level_idx[0] (5.1), over 7:
+        [1, 1], // seq_tier[0]
+        [1, 1], // decoder_model_present_for_this_op[0]
+        [0x3ff, 10], // decoder_buffer_delay
+        [0x155, 10], // encoder_buffer_delay
+        [1, 1], // low_delay_mode_flag
+        [1, 1], // initial_display_delay_present_for_this_op[0]
+        [9, 4], // initial_display_delay_minus_1
+        [0x101, 12], // operating_point_idc[1]
+        [5, 5], // seq_level_idx[1] (3.1): no tier
+        [0, 1], // decoder_model_present_for_this_op[1]
+        [0, 1], // initial_display_delay_present_for_this_op[1]
+        [12, 4], // frame_width_bits_minus_1
+        [11, 4], // frame_height_bits_minus_1
+        [8191, 13], // max_frame_width_minus_1
+        [4095, 12], // max_frame_height_minus_1
+        [0, 16], // the rest, not read
+      ),
+    );
+    const file = heif({
+      items: [[1, 'av01']],
+      properties: [ispe(64, 64), av1C(full)],
+      associations: [ipma([[1, [1, 2]]])],
+      data: new Map([[1, [frame(10)]]]),
+    });
+    expect(av1CodedPixels(file)).toBe(8192 * 4096);
+  });
+
+  it('reads the sequence header of a sharp-written AVIF (iloc file offsets, no configOBUs)', async () => {
+    const avif = await sharp({ create: { width: 1200, height: 800, channels: 3, background: '#888' } })
+      .avif({ effort: 0 })
+      .toBuffer();
+    expect(av1CodedPixels(avif)).toBe(1200 * 800);
+    // ispe patched down to 64×64: the bitstream still codes 1200×800
+    const at = avif.indexOf('ispe', 0, 'latin1');
+    avif.writeUInt32BE(64, at + 8);
+    avif.writeUInt32BE(64, at + 12);
+    expect(av1CodedPixels(avif)).toBe(1200 * 800);
   });
 });

@@ -175,6 +175,25 @@ describe('openImage', () => {
     await expect(openImage(mif1)).resolves.toMatchObject({ format: 'avif', width: 100 });
   });
 
+  it('counts the frame size the AV1 bitstream codes, not a smaller ispe', async () => {
+    // Prepare: a 4097×4096 AVIF whose ispe is patched down to 64×64 (its sequence header codes 4097×4096)
+    const avif = await sharp({ create: { width: 4097, height: 4096, channels: 3, background: '#888' } })
+      .avif({ effort: 0 })
+      .toBuffer();
+    const at = avif.indexOf('ispe', 0, 'latin1');
+    avif.writeUInt32BE(64, at + 8);
+    avif.writeUInt32BE(64, at + 12);
+    // Act / Assess: shown as 64×64, refused from the bitstream's size
+    await expect(openImage(avif)).rejects.toMatchObject({
+      refusal: {
+        reason: 'too_many_pixels',
+        format: 'avif',
+        problem: expect.stringMatching(/^an AVIF coding 16\.8 megapixels exceeds the AVIF limit/),
+      },
+    });
+    expect((await sharp(avif).metadata()).width).toBe(64);
+  });
+
   it('refuses a decompression bomb (over 40 megapixels) from its header alone', async () => {
     // 7,000 × 7,000 of one colour compresses to a few kB but would decode to 147 MB.
     const bomb = await sharp({ create: { width: 7000, height: 7000, channels: 3, background: 'white' } })
