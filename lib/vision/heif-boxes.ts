@@ -4,8 +4,9 @@
  * sequence header codes (AV1 spec §5.5, read from the `av1C` configOBUs and from the item's data):
  * libheif hands both to the decoder, which decodes at the bitstream's size whatever `ispe` says. sharp
  * reports the image as libheif presents it, after the crop box (`clap`) and at the size a grid declares
- * for its output, while the decoder decodes every coded frame in full: an 883-byte AVIF shown as 64 × 64 decoded an 8200 × 4000
- * frame (675 MB of memory), and so did a grid of two tiles declared 64 × 64 (code review, 2026-11-27).
+ * for its output, while the decoder decodes every coded frame in full: an 883-byte AVIF shown as 64 × 64
+ * decoded an 8200 × 4000 frame (675 MB of memory), and so did a grid of two tiles declared 64 × 64 (code
+ * review, 2026-11-27).
  */
 
 interface Box {
@@ -44,9 +45,9 @@ function childOf(bytes: Buffer, box: Box, type: string, skip = 0): Box | undefin
  * The pixels the AV1 image items of a HEIF file code: the sum of their coded areas (below), an alpha or
  * depth plane left out only where it is one (the source of an `auxl` reference to a counted AV1 item, no
  * input of a derived image, and no larger than that item, by `ispe` and by coded area). Undefined when
- * the file has no AV1 item or its item boxes cannot be read; Infinity when an AV1 image item that counts declares no size, or one that is
- * associated twice (libheif reads the first association only), or none counts: a file built to hide its
- * size, which libheif still decodes.
+ * the file has no AV1 item or its item boxes cannot be read; Infinity when an AV1 image item that counts
+ * declares no size, or one that is associated twice (libheif reads the first association only), or none
+ * counts: a file built to hide its size, which libheif still decodes.
  *
  * Each counted item is counted at max(`ispe` area, the largest max_frame_width × max_frame_height of the
  * sequence headers in its `av1C` configOBUs and at the start of its data, `iloc`); an item with no
@@ -183,7 +184,10 @@ function primaryItemOf(bytes: Buffer, meta: Box): number | undefined {
   return bytes[pitm.body] === 0 ? bytes.readUInt16BE(pitm.body + 4) : bytes.readUInt32BE(pitm.body + 4);
 }
 
-/** Where an item's data lies (`iloc`): construction method (0 file offsets, 1 `idat`, 2 other items) and extents. */
+/**
+ * Where an item's data lies (`iloc`): construction method (0 file offsets, 1 `idat`, 2 other items) and
+ * extents.
+ */
 interface Location {
   method: number;
   dataReference: number;
