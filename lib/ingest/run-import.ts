@@ -490,7 +490,7 @@ async function processRows(
   keptVectors: boolean;
 }> {
   const start = current();
-  const baseUrl = start.source.kind === 'url' ? withoutUserinfo(start.source.url) : undefined;
+  const baseUrl = start.source.kind === 'url' ? linkBase(start.source.url) : undefined;
   let readToEnd = true;
   /** The first row the reader could not read at all (broken JSON): it may have listed any product. */
   let unreadableRow: number | undefined;
@@ -1316,7 +1316,7 @@ const EMBED_LANES = 2;
  * `user:pass@` must not be (a relative link took it with it), nor its `?token=` (a placeholder link `#`
  * keeps the base's query). Images behind the feed's basic auth need absolute links of their own.
  */
-function withoutUserinfo(url: string): string {
+function linkBase(url: string): string {
   try {
     const parsed = new URL(url);
     parsed.username = '';
