@@ -26,9 +26,9 @@ export async function runFeedJob(
   signal?: AbortSignal,
 ): Promise<ImportRecord | undefined> {
   if (jobId !== FEED_DELETION_JOB) {
-    // A log line must not fail the job (a store error, a record it cannot read).
-    if (deps.logger) await logImportStart(deps.ingest, deps.logger, feedId, jobId).catch(() => undefined);
-    return runTriggeredImport({ ...deps.ingest, signal }, feedId, jobId);
+    const { logger } = deps;
+    const onStart = logger ? (record: ImportRecord) => logImportStart(logger, record) : deps.ingest.onStart;
+    return runTriggeredImport({ ...deps.ingest, signal, onStart }, feedId, jobId);
   }
   if (!deps.admin) throw new Error('This runner cannot finish feed deletions (no admin dependencies).');
   let finished: boolean;
@@ -47,22 +47,15 @@ export async function runFeedJob(
 }
 
 /**
- * "import started", for the import a trigger names when it is still to run (one read of its record): its
+ * "import started", as the runner takes an import on (a trigger deferred by a busy feed logs none): its
  * ids, the run's attempt (runs since its last checkpoint, this one included: a third in a row that fails
  * ends it failed), its mode and source, a URL by its host alone (its path or query may carry credentials).
  */
-async function logImportStart(
-  ingest: IngestDeps,
-  logger: Logger,
-  feedId: string,
-  importId: string,
-): Promise<void> {
-  const record = await ingest.imports.get(feedId, importId);
-  if (!record || (record.status !== 'queued' && record.status !== 'running')) return;
+function logImportStart(logger: Logger, record: ImportRecord): void {
   logger.info('import started', {
-    feedId,
-    importId,
-    attempt: (record.attempts ?? 0) + 1,
+    feedId: record.feedId,
+    importId: record.importId,
+    attempt: record.attempts ?? 1,
     mode: record.mode,
     ...importSourceFields(record.source),
     ...(record.checkpointRow > 0 ? { resumedAfterRow: record.checkpointRow } : {}),

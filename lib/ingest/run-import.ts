@@ -92,6 +92,12 @@ export interface IngestDeps {
     words?: VisualWordIndex;
   };
   limits: IngestLimits;
+  /**
+   * Called as each import's run begins, its record marked running (its `attempts` counting this run),
+   * for every import the runner takes on, not only the one a trigger named (logging); never throws into
+   * the import.
+   */
+  onStart?(record: ImportRecord): void;
   /** Progress callback (logging); never throws into the import. */
   onProgress?(record: ImportRecord): void;
   /** Aborting pauses the import at its next checkpoint (it stays running and resumes later). */
@@ -160,6 +166,11 @@ export async function runImport(
       ? loaded.feedCreatedAt !== feed?.createdAt
       : feed !== undefined && loaded.createdAt < feed.createdAt;
   if (!feed || feed.deletingAt || otherFeed) return abandon(deps, record, new Set());
+  try {
+    deps.onStart?.(record);
+  } catch {
+    // A log line does not stop an import.
+  }
   // Products this import wrote since its last save (whose feed check then passed).
   const unconfirmed = new Set<string>();
   const save = async (patch: Partial<ImportRecord>) => {

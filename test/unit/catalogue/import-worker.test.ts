@@ -76,17 +76,68 @@ describe('import log lines', () => {
     expect(importSourceFields({ kind: 'inline' })).toEqual({ source: 'inline' });
   });
 
-  it('never fail the import: a store error reading it for "import started" leaves the run to go on', async () => {
-    // Prepare: the first read of the import (the log line's) fails
-    const { w, importId, container, event } = await queuedImport(['a']);
-    const get = w.imports.get.bind(w.imports);
-    let reads = 0;
-    w.imports.get = (feedId, id) =>
-      ++reads === 1 ? Promise.reject(new Error('throttled')) : get(feedId, id);
+  it('"import started": one per import the runner takes on, read from no extra store call', async () => {
+    // Prepare: a second import queued behind the first; the trigger names the second, so the runner runs
+    // both in order
+    const { w, importId: first, container } = await queuedImport(['a']);
+    const second = await startImport(
+      {
+        feeds: w.feeds,
+        imports: w.imports,
+        objects: w.objects,
+        dispatcher: { dispatch: async () => undefined },
+        clock: w.deps.clock,
+      },
+      'shop',
+      {
+        content: JSON.stringify({ id: 'b', title: 'b', image_link: img('b'), price: '1.00 USD' }),
+        format: 'jsonl',
+        mode: 'incremental',
+      },
+    );
+    const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
+    const reads = vi.spyOn(w.imports, 'get');
+    const event = { Records: [s3Record(importObjectKeys('shop', second.importId).request)] } as S3Event;
     // Act
-    await runImportEvent(container, event);
+    await runImportEvent({ ...container, logger: recordingLogger(lines, { fields: true }) }, event);
+    // Assess: both logged as they started, in the order they ran; the trigger's import read twice (whether
+    // it exists, its record after the run) and each run's own load
+    const starts = lines.filter((line) => line.message === 'import started').map((line) => line.fields);
+    expect(starts).toEqual([
+      { feedId: 'shop', importId: first, attempt: 1, mode: 'full', source: 'inline' },
+      { feedId: 'shop', importId: second.importId, attempt: 1, mode: 'incremental', source: 'inline' },
+    ]);
+    expect(reads).toHaveBeenCalledTimes(4);
+  });
+
+  it('never fail the import: a logger that throws at "import started" leaves the run to go on', async () => {
+    // Prepare
+    const { w, importId, container, event } = await queuedImport(['a']);
+    const lines: { level: string; message: string }[] = [];
+    const logger = recordingLogger(lines);
+    const info = logger.info;
+    logger.info = (message, fields) => {
+      if (message === 'import started') throw new Error('stdout closed');
+      info(message, fields);
+    };
+    // Act
+    await runImportEvent({ ...container, logger }, event);
     // Assess
     expect((await w.imports.get('shop', importId))?.status).toBe('succeeded');
+  });
+
+  it('"import started" is not logged for a trigger deferred by a busy feed', async () => {
+    // Prepare: another runner holds the feed's lease
+    const { w, container, event } = await queuedImport(['a']);
+    await w.imports.takeLease('shop', 'elsewhere', new Date(Date.now() + 60_000), new Date());
+    const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
+    // Act
+    await runImportEvent({ ...container, logger: recordingLogger(lines, { fields: true }) }, event).catch(
+      () => undefined,
+    );
+    // Assess
+    expect(lines.map((line) => line.message)).toContain('import deferred: feed busy');
+    expect(lines.map((line) => line.message)).not.toContain('import started');
   });
 });
 
