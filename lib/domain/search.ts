@@ -151,8 +151,9 @@ function featureRefOf(feedId: string, hit: VectorHit): FeatureRef {
  *    represented by its most similar image; groups ordered by similarity, ties by product_id; meanwhile
  *    (unfiltered queries with local features) the keypoint shortlist: the best `reranking.wordTopN`
  *    groups by shared visual words, with their global similarity read from their stored vectors;
- * 2. the top `reranking.topN` groups and the keypoint shortlist (when the query has local features) are
- *    verified against their stored features: inlier counts, 0 where nothing is stored;
+ * 2. the top `reranking.topN` groups (one place per photo several share: globalTopOf; the others take
+ *    its evidence) and the keypoint shortlist (when the query has local features) are verified against
+ *    their stored features: inlier counts, 0 where nothing is stored;
  * 3. with query regions, unless step 2 already verified a group with `CONFIDENT_INLIERS`: the regional
  *    shortlist's groups are verified too, and every verified candidate's similarity becomes the better of
  *    whole image and best region (on the whole image's scale);
@@ -162,7 +163,8 @@ function featureRefOf(feedId: string, hit: VectorHit): FeatureRef {
  *    candidates with that group's evidence;
  * 4. fuse: verified groups (≥ 10 inliers) first by inliers, then the rest by calibrated score (their
  *    similarity and any inliers above chance, fusion.ts); candidates whose own calibrated score is
- *    under `minScore` are dropped, then scores are capped down the list so they never increase;
+ *    under `minScore` are dropped, then scores are capped down the list so they never increase; equal
+ *    evidence in product_id order;
  * 5. page with offset/limit and hydrate only that page (one batch read plus a variants query per real
  *    item group). The same request always yields the same page.
  */
@@ -172,24 +174,40 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   // Settles to [] on any failure: the keypoint shortlist may only add candidates, never fail a search.
   const wordGroups = keypointShortlist(deps, query).catch((): VisualWordHit[] => []);
   const window = Math.max(query.offset + query.limit, topN);
-  const nearest = await nearestGroups(vectors, query, window);
-  const shortlist = nearest.groups.slice(0, window);
+  let nearest = await nearestGroups(vectors, query, window);
+  let top = globalTopOf(nearest.groups, topN);
+  // The walk past copies ran off the groups the k-NN gave: asked again for as many as it may walk, so
+  // that the top is the same whatever the page (the window sizes the k-NN).
+  if (top.ranOut && !nearest.exhausted) {
+    nearest = await nearestGroups(vectors, query, Math.max(window, COPY_WALK * topN));
+    top = globalTopOf(nearest.groups, topN);
+  }
 
   // Groups the keypoint shortlist adds, then the regional one: verified with the global top N on the
   // image whose words or region matched, and represented by that image wherever they rank (inside the
   // k-NN window or not), so that a group's score and product never depend on offset/limit. The first
   // verification runs as soon as the words are in, while the regional pass is still on the model thread.
-  const globalTop = shortlist.slice(0, topN);
+  const globalTop = top.kept;
   // The global top's stored features are read now, while the query's keypoints are still being
   // extracted and its words looked up: in AWS each uncached one is an S3 GET.
   const globalStored = storedFeatures(deps, query, globalTop);
   const read = storedVectorReader(vectors);
   // Their vectors too, which the twin lookup and the regional evidence of a verified one read: beside the
   // features' reads rather than one more round trip after verification, at the cost of one unused read
-  // (an mget on OpenSearch) when nothing verifies.
-  if (globalStored) void read(globalTop.map((hit) => hit.id));
-  const wordAdded = await similarityOf(read, query.vectors, notIn(await wordGroups, globalTop));
-  const firstVerified = [...globalTop, ...wordAdded];
+  // (an mget on OpenSearch) when nothing verifies. With the probable copies', which are checked now.
+  if (globalStored) void read([...globalTop, ...top.copies.map(({ hit }) => hit)].map((hit) => hit.id));
+  const copies = await confirmCopies(read, top.copies);
+  const copyHits = top.copies.map(({ hit }) => hit);
+  const confirmedHits = copies.confirmed.map(({ hit }) => hit);
+  const wordAdded = await similarityOf(
+    read,
+    query.vectors,
+    notIn(await wordGroups, [...globalTop, ...copyHits]),
+  );
+  // A probable copy whose vector differs after all (or cannot be read) is verified, in the top N's
+  // places left: no more verifications than without the walk.
+  const unconfirmed = copies.unconfirmed.slice(0, Math.max(0, topN - globalTop.length));
+  const firstVerified = [...globalTop, ...unconfirmed, ...wordAdded];
   const firstInliers = await verifyShortlist(deps, query, firstVerified, globalStored);
   // A confident verification settles the first place whatever the regions say: the search answers
   // without waiting for them (the pass finishes unused). Decided by inlier counts only, so the same
@@ -200,7 +218,11 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   const regionGroups = confident
     ? []
     : await regionalShortlist(deps, query, vectors).catch((): ImageRef[] => []);
-  const regionAdded = await similarityOf(read, query.vectors, notIn(regionGroups, firstVerified));
+  const regionAdded = await similarityOf(
+    read,
+    query.vectors,
+    notIn(regionGroups, [...firstVerified, ...confirmedHits]),
+  );
   const regionInliers = await verifyShortlist(deps, query, regionAdded);
   // Nothing verified: the second look. Its detection starts only now: started beside the regional pass
   // it answered photos that verify nothing up to ~30 ms sooner, but slowed the many that verify there
@@ -208,9 +230,13 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   const unverified = ![...firstInliers, ...regionInliers].some((n) => n >= MIN_VERIFIED_INLIERS);
   const lookBoxes = unverified ? secondLookBoxes(deps, query) : undefined;
   const looked = lookBoxes
-    ? await secondLook(deps, query, read, [...firstVerified, ...regionAdded], await lookBoxes).catch(
-        () => undefined,
-      )
+    ? await secondLook(
+        deps,
+        query,
+        read,
+        [...firstVerified, ...regionAdded, ...confirmedHits],
+        await lookBoxes,
+      ).catch(() => undefined)
     : undefined;
   const verified = [...firstVerified, ...regionAdded, ...(looked?.added ?? [])];
   const inliers = [...firstInliers, ...regionInliers];
@@ -228,15 +254,23 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     confident
       ? []
       : regionalSimilarity(read, query.regions, verified, deps.cosineScale ?? DEFAULT_COSINE_SCALE),
-    twinsOf(vectors, read, query, verified, inliersOf).catch((): Twin[] => []),
+    twinsOf(vectors, read, query, verified, inliersOf, confirmedHits).catch((): Twin[] => []),
   ]);
   const regionalOf = new Map(verified.map((hit, i) => [hit.itemGroupId, regional[i]]));
-  // A twin has its verified group's evidence: the same image, so the same inliers and regions.
-  for (const { hit, of } of twins) {
+  // A twin or a copy has its verified group's evidence: the same image, so the same inliers and regions.
+  for (const { hit, of } of [...copies.confirmed, ...twins]) {
     inliersOf.set(hit.itemGroupId, inliersOf.get(of) ?? 0);
     regionalOf.set(hit.itemGroupId, regionalOf.get(of));
   }
-  const added = [...wordAdded, ...regionAdded, ...(looked?.added ?? []), ...twins.map(({ hit }) => hit)];
+  // The groups the walk took or set aside past the top N are candidates whatever the window, like the
+  // side shortlists' ones (those before it are inside every window).
+  const added = [
+    ...top.deep,
+    ...wordAdded,
+    ...regionAdded,
+    ...(looked?.added ?? []),
+    ...twins.map(({ hit }) => hit),
+  ];
   // The window counts only the groups no shortlist added: the added ones are candidates whatever the
   // window, so counting them let a smaller window leave out a group that a larger one ranked above one
   // of them (paging by 3 repeated a product and never showed another).
@@ -267,8 +301,12 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   }
   // Verified groups lead and cap the scores below them: one under the cut-off on its own evidence is
   // dropped first, or it would pull every better-scoring unverified group under the cut-off with it.
+  // Equal evidence keeps the order it is given in: by product_id, not by which list found the group.
+  const byProductId = [...candidates].sort((a, b) =>
+    a.hit.productId < b.hit.productId ? -1 : a.hit.productId > b.hit.productId ? 1 : 0,
+  );
   const ranked = rerankCandidates(
-    minScore > 0 ? candidates.filter((c) => fusedScore(c, scale) >= minScore) : candidates,
+    minScore > 0 ? byProductId.filter((c) => fusedScore(c, scale) >= minScore) : byProductId,
     scale,
   )
     .map(({ hit, score }) => ({ hit, score: Math.round(score * 1e6) / 1e6 }))
@@ -292,6 +330,62 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     }),
   );
   return groups.filter((g): g is GroupHit => g !== undefined);
+}
+
+/** How far the global top is walked past copies of one photo, in groups per verified place (topN). */
+const COPY_WALK = 4;
+
+/** A group set aside from the global top as showing the same image as the kept group `of`. */
+interface ProbableCopy {
+  hit: VectorHit;
+  of: VectorHit;
+}
+
+/**
+ * The global top N to verify, one place per photo: a group as similar to the query as the group kept
+ * before it (one stored vector answers one similarity: a photo several products share) is set aside as
+ * its probable copy and the next group takes the place, down to the COPY_WALK × topN-th group. Without
+ * this, twelve products sharing one photo took all ten places, and a product just under them was never
+ * verified. `deep`: the groups walked past the first topN (kept or set aside); `ranOut`: the walk reached
+ * the end of `groups` before its bounds.
+ */
+function globalTopOf(
+  groups: readonly VectorHit[],
+  topN: number,
+): { kept: VectorHit[]; copies: ProbableCopy[]; deep: VectorHit[]; ranOut: boolean } {
+  const kept: VectorHit[] = [];
+  const copies: ProbableCopy[] = [];
+  let depth = 0;
+  for (; depth < groups.length && depth < COPY_WALK * topN && kept.length < topN; depth += 1) {
+    const hit = groups[depth]!;
+    const last = kept.at(-1);
+    if (last && hit.similarity === last.similarity) copies.push({ hit, of: last });
+    else kept.push(hit);
+  }
+  const ranOut = kept.length < topN && depth === groups.length && depth < COPY_WALK * topN;
+  return { kept, copies, deep: groups.slice(topN, depth), ranOut };
+}
+
+/**
+ * The probable copies whose stored vector is their kept group's (to TWIN_SIMILARITY), as twins of it;
+ * the others (a coincidence of similarities, or a vector that cannot be read) are to be verified.
+ */
+async function confirmCopies(
+  read: VectorReader,
+  copies: readonly ProbableCopy[],
+): Promise<{ confirmed: Twin[]; unconfirmed: VectorHit[] }> {
+  if (copies.length === 0) return { confirmed: [], unconfirmed: [] };
+  const stored = await read(copies.flatMap(({ hit, of }) => [hit.id, of.id]));
+  const confirmed: Twin[] = [];
+  const unconfirmed: VectorHit[] = [];
+  for (const { hit, of } of copies) {
+    const vector = stored.get(hit.id);
+    const ofVector = stored.get(of.id);
+    if (vector && ofVector && bestCosine([ofVector], vector) >= TWIN_SIMILARITY)
+      confirmed.push({ hit, of: of.itemGroupId });
+    else unconfirmed.push(hit);
+  }
+  return { confirmed, unconfirmed };
 }
 
 /**
@@ -479,6 +573,8 @@ async function twinsOf(
   query: RankQuery,
   verified: readonly VectorHit[],
   inliersOf: ReadonlyMap<string, number>,
+  /** Groups that have a verified group's evidence already (confirmed copies of the global top). */
+  settled: readonly VectorHit[] = [],
 ): Promise<Twin[]> {
   const inliers = (hit: VectorHit) => inliersOf.get(hit.itemGroupId) ?? 0;
   const best = verified
@@ -497,7 +593,7 @@ async function twinsOf(
       sources.push({ hit, vector });
     if (sources.length === TWIN_SOURCES) break;
   }
-  const known = new Set(verified.map((hit) => hit.itemGroupId));
+  const known = new Set([...verified, ...settled].map((hit) => hit.itemGroupId));
   const excluded = [...(query.excludeItemGroupIds ?? []), ...known];
   const filtered = query.filter !== undefined && Object.keys(query.filter).length > 0;
   const lists = await vectors.searchMany(

@@ -6,9 +6,11 @@ import { startTestStack, type TestStack } from '#test/support/local-stack.ts';
 /**
  * Products showing one photo ("twins", twinsOf in lib/domain/search.ts, docs/api.md "Ordering") over real
  * HTTP with the real models, the local usearch index and ORB verification, in the default configuration
- * but for the score cut-off (off, so that the unverified distractors are listed too). The feed holds more
- * groups showing the multimeter photo than the verification shortlist takes (RERANK_TOP_N 10), so the
- * ones past it are ranked only through the twin lookup: without it they scored as unverified (~0.5).
+ * but for the score cut-off (off, so that the unverified distractors are listed too) and a verification
+ * shortlist of 2 (RERANK_TOP_N). Its walk past copies of one photo (globalTopOf) reaches 8 groups, fewer
+ * than the 15 showing the multimeter photo (11 under the black filter): the walk ranks the first ones by the one it verifies, the
+ * twin lookup the ones past it (with RERANK_TOP_N 10 the walk reaches all of them). Without either, the
+ * ones past the shortlist scored as unverified (~0.5).
  */
 let stack: TestStack;
 let shop: { feedId: string; searchId: string };
@@ -117,7 +119,7 @@ async function scene(items: { name: string; width: number; angle: number; left: 
 const showsPhoto = (r: Result) => r.item_group_id === GROUP || SEPARATE.includes(r.item_group_id);
 
 beforeAll(async () => {
-  stack = await startTestStack({ DEMO_SEED: 'false', MIN_SCORE: '0' });
+  stack = await startTestStack({ DEMO_SEED: 'false', MIN_SCORE: '0', RERANK_TOP_N: '2' });
   shop = await createShop('Shared photo', [
     ...SEPARATE.map((id) => ({
       product_id: id,

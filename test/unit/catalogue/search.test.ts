@@ -543,6 +543,86 @@ describe('searchByImage: products sharing a verified product’s image', () => {
     }
   });
 
+  it('verifies a product under twelve products sharing another photo: their photo takes one place', async () => {
+    // Prepare: x00…x11 show one photo, more similar to the query, that does not hold the mug; p holds it
+    // and ranks 13th by similarity; d comes last. A top-5 shortlist.
+    const w = world();
+    const xs = Array.from({ length: 12 }, (_, i) => `x${String(i).padStart(2, '0')}`);
+    const x = near('query photo', 0.95, 'x');
+    await put(w, [
+      ...xs.map((id) => ({ id, vector: x, image: 'item x' })),
+      { id: 'p', vector: mug, image: 'red mug' },
+      { id: 'd', vector: near('query photo', 0.8, 'd'), image: 'item d' },
+    ]);
+    const d = reranked(w, 5);
+    const search = (offset: number, limit: number) =>
+      searchByImage(d, { feedId: 's', image: scene, limit, offset });
+    // Act
+    const all = summary(await search(0, 20));
+    // Assess: p verified and first, the twelve alike, one verification for their photo; every page is
+    // a slice of the one list
+    expect(w.matcher.verified).toBe(3);
+    expect(all.map(([id]) => id)).toEqual(['p', ...xs, 'd']);
+    expect(all[0]![1]).toBeGreaterThan(0.9);
+    expect(new Set(all.slice(1, 13).map(([, score]) => score)).size).toBe(1);
+    for (const size of [1, 2, 3, 5])
+      expect(await paged(search, size, all.length), `pages of ${size}`).toEqual(all);
+  });
+
+  it('spends no keypoint-shortlist verification on the shared photo’s other products', async () => {
+    // Prepare: as above, a top 2: x00 kept, x01…x07 set aside; the word index proposes x01…x03 (their
+    // words are the photo's) and p
+    const w = world();
+    const xs = Array.from({ length: 12 }, (_, i) => `x${String(i).padStart(2, '0')}`);
+    await put(w, [
+      ...xs.map((id) => ({ id, vector: near('query photo', 0.95, 'x'), image: 'item x' })),
+      { id: 'p', vector: mug, image: 'red mug' },
+    ]);
+    const words: VisualWordIndex = {
+      upsert: async () => undefined,
+      deleteProducts: async () => undefined,
+      deleteFeed: async () => undefined,
+      flush: async () => undefined,
+      search: async () =>
+        ['x01', 'x02', 'x03', 'p'].map((id, i) => ({
+          id: vectorDocumentId('s', id, 0),
+          productId: id,
+          itemGroupId: id,
+          score: 10 - i,
+        })),
+    };
+    const d = { ...reranked(w, 2), reranking: { ...reranked(w, 2).reranking!, words, wordTopN: 4 } };
+    // Act
+    const hits = await searchByImage(d, { feedId: 's', image: scene, limit: 20, offset: 0 });
+    // Assess: x00 and p verified, nothing else
+    expect(w.matcher.verified).toBe(2);
+    expect(summary(hits).map(([id]) => id)).toEqual(['p', ...xs]);
+  });
+
+  it('asks the k-NN for more groups when the walk past a shared photo runs off its answer', async () => {
+    // Prepare: as above, with three variants per group of the shared photo: the k-NN of a page of 5
+    // (35 images) holds only those groups
+    const w = world();
+    const xs = Array.from({ length: 12 }, (_, i) => `x${String(i).padStart(2, '0')}`);
+    const x = near('query photo', 0.95, 'x');
+    await put(w, [
+      ...xs.flatMap((group) =>
+        ['a', 'b', 'c'].map((v) => ({ id: group + v, group, vector: x, image: 'item x' })),
+      ),
+      { id: 'p', vector: mug, image: 'red mug' },
+      { id: 'd', vector: near('query photo', 0.8, 'd'), image: 'item d' },
+    ]);
+    const d = reranked(w, 5);
+    const search = (offset: number, limit: number) =>
+      searchByImage(d, { feedId: 's', image: scene, limit, offset });
+    // Act
+    const all = summary(await search(0, 20));
+    // Assess
+    expect(all.map(([id]) => id)).toEqual(['p', ...xs.map((group) => `${group}a`), 'd']);
+    for (const size of [1, 3, 5])
+      expect(await paged(search, size, all.length), `pages of ${size}`).toEqual(all);
+  });
+
   it('finds them past the verified group’s own variants, which share its photo', async () => {
     // Prepare: group g's 30 sizes show the mug photo, as do t1…t3; a top-1 shortlist verifies g
     const w = world();
@@ -634,30 +714,40 @@ describe('searchByImage: products sharing a verified product’s image', () => {
     expect(ids).not.toContain('ref');
   });
 
-  it('loses only the twins when their lookup fails', async () => {
-    // Prepare: m0…m7 share the mug photo; the twin lookup's k-NN fails, then every vector read
+  it('loses only the twins when their lookup fails, and the copies’ evidence when vectors cannot be read', async () => {
+    // Prepare: m00…m15 share the mug photo: a top-3 walks 12 groups (m00 kept, the rest its copies),
+    // m12…m15 are twins; the twin lookup's k-NN fails, then every vector read
     const w = world();
     await put(
       w,
-      Array.from({ length: 8 }, (_, i) => ({ id: `m${i}`, vector: mug, image: 'red mug' })),
+      Array.from({ length: 16 }, (_, i) => ({
+        id: `m${String(i).padStart(2, '0')}`,
+        vector: mug,
+        image: 'red mug',
+      })),
     );
     const searchMany = w.index.searchMany.bind(w.index);
     w.index.searchMany = async (queries) => {
       if (queries.some((query) => query.k === 24)) throw new Error('msearch down');
       return searchMany(queries);
     };
-    const search = () => searchByImage(reranked(w, 3), { feedId: 's', image: scene, limit: 10, offset: 0 });
+    const search = () => searchByImage(reranked(w, 3), { feedId: 's', image: scene, limit: 20, offset: 0 });
     // Act
     const noLookup = await search();
     w.index.getVectors = async () => {
       throw new Error('mget down');
     };
     const noReads = await search();
-    // Assess: three verified, the rest as unverified
-    for (const hits of [noLookup, noReads]) {
-      expect(hits).toHaveLength(8);
-      expect(hits.filter((h) => h.score > 0.9)).toHaveLength(3);
-    }
+    // Assess: without the lookup, the kept group and its 11 copies verified, the twins not; without
+    // vectors, copies cannot be told from other photos: three verified (the top 3), the rest not
+    expect(noLookup).toHaveLength(16);
+    expect(noLookup.filter((h) => h.score > 0.9)).toHaveLength(12);
+    expect(noReads).toHaveLength(16);
+    expect(noReads.filter((h) => h.score > 0.9).map((h) => h.product.product_id)).toEqual([
+      'm00',
+      'm01',
+      'm02',
+    ]);
   });
 });
 
