@@ -599,6 +599,32 @@ describe('searchByImage: products sharing a verified product’s image', () => {
     expect(summary(hits).map(([id]) => id)).toEqual(['p', ...xs]);
   });
 
+  it('spends no regional-shortlist verification on the shared photo’s other products', async () => {
+    // Prepare: as above, a top 2 (x00 kept, x01…x07 set aside); the query's one window is their photo,
+    // and the regional shortlist takes its 3 nearest groups
+    const w = world();
+    const xs = Array.from({ length: 12 }, (_, i) => `x${String(i).padStart(2, '0')}`);
+    const x = near('query photo', 0.95, 'x');
+    await put(w, [
+      ...xs.map((id) => ({ id, vector: x, image: 'item x' })),
+      { id: 'p', vector: mug, image: 'red mug' },
+    ]);
+    const norm = Math.hypot(...x);
+    const d: SearchDeps = {
+      ...reranked(w, 2),
+      vision: async () => ({
+        ...(await w.deps.vision()),
+        regional: { regions: async () => [x.map((v) => v / norm)] },
+      }),
+      regional: { topN: 3 },
+    };
+    // Act
+    const hits = await searchByImage(d, { feedId: 's', image: scene, limit: 20, offset: 0 });
+    // Assess: the window's three nearest groups are x00 and two of its copies: x00 verified once
+    expect(w.matcher.verified).toBe(1);
+    expect(summary(hits).map(([id]) => id)).toEqual([...xs, 'p']);
+  });
+
   it('asks the k-NN for more groups when the walk past a shared photo runs off its answer', async () => {
     // Prepare: as above, with three variants per group of the shared photo: the k-NN of a page of 5
     // (35 images) holds only those groups
