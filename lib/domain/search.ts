@@ -963,10 +963,12 @@ export async function relatedProducts(deps: SearchDeps, query: RelatedQuery): Pr
     }
     // A fallback is the image to use when the others cannot be: imageData that is no usable image too.
     const refusals: InvalidImageError[] = [];
+    // Asked once, after the first image that passes inspection (a refused one is a 4xx on any feed).
+    let hasProducts: Promise<boolean> | undefined;
     for (const [field, image] of images) {
       try {
         await deps.images.inspect(image);
-        if (!reference && !(await deps.products.hasProducts(query.feedId))) return [];
+        if (!reference && !(await (hasProducts ??= deps.products.hasProducts(query.feedId)))) return [];
         const { bytes } = await deps.images.bounded(image);
         queryFeatures = startQueryFeatures(deps, bytes);
         vector = await embedOne(deps, bytes);

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { InvalidImageError, NotFoundError } from '#lib/domain/errors.ts';
 import {
   contentHash,
@@ -841,8 +841,10 @@ describe('relatedProducts', () => {
         throw new InvalidImageError({ reason: 'undecodable', problem: 'the image could not be decoded' });
       return embed(images);
     };
+    const hasProducts = vi.spyOn(w.products, 'hasProducts');
     for (const image of [Buffer.from('BAD image'), Buffer.from('TRUNCATED image')]) {
       for (const productId of ['nope', undefined]) {
+        hasProducts.mockClear();
         // Act
         const hits = await relatedProducts(deps(w), {
           feedId: 's',
@@ -852,8 +854,9 @@ describe('relatedProducts', () => {
           limit: 1,
           offset: 0,
         });
-        // Assess
+        // Assess: whether the feed is empty asked once, whichever image is searched
         expect(hits[0]?.product.product_id, `${image.toString()} ${productId}`).toBe('p2');
+        expect(hasProducts.mock.calls.length).toBeLessThanOrEqual(1);
       }
     }
   });
