@@ -53,9 +53,10 @@ function childOf(bytes: Buffer, box: Box, type: string, skip = 0): Box | undefin
  * sequence headers in its `av1C` configOBUs and at the start of its data, `iloc`); an item with no
  * sequence header in either is Infinity (its size is hidden). Best effort, not a proof: only the first
  * MAX_ITEM_DATA bytes of an item's data are walked for OBUs (a sequence header after a frame larger than
- * that is not seen), an item whose data is built from another item (`iloc` construction method 2) or in
- * another file (a data reference) is read from its `av1C` alone, and a grid's or an overlay's canvas,
- * allocated at the size of its payload, is not counted (code review, 2026-11-27; docs/api.md "AVIF limit").
+ * that is not seen), and a grid's or an overlay's canvas, allocated at the size of its payload, is not
+ * counted (code review, 2026-11-27; docs/api.md "AVIF limit"). An AV1 item whose data is built from other
+ * items (`iloc` construction method 2) is undefined: libheif does not build such data, so it is no legit
+ * AVIF, and its bitstream cannot be read here.
  */
 export function av1CodedPixels(bytes: Buffer): number | undefined {
   try {
@@ -190,7 +191,6 @@ function primaryItemOf(bytes: Buffer, meta: Box): number | undefined {
  */
 interface Location {
   method: number;
-  dataReference: number;
   extents: { offset: number; length: number }[];
 }
 
@@ -217,8 +217,7 @@ function locationsOf(bytes: Buffer, meta: Box): Map<number, Location> {
     const id = uint(version < 2 ? 2 : 4);
     const method = version >= 1 ? bytes.readUInt16BE(at) & 15 : 0;
     if (version >= 1) at += 2;
-    const dataReference = bytes.readUInt16BE(at);
-    at += 2;
+    at += 2; // data_reference_index (libheif reads this file whatever it says)
     const base = uint(baseOffsetSize);
     const extentCount = bytes.readUInt16BE(at);
     at += 2;
@@ -228,7 +227,7 @@ function locationsOf(bytes: Buffer, meta: Box): Map<number, Location> {
       const offset = base + uint(offsetSize);
       extents.push({ offset, length: uint(lengthSize) });
     }
-    if (!locations.has(id)) locations.set(id, { method, dataReference, extents });
+    if (!locations.has(id)) locations.set(id, { method, extents });
   }
   return locations;
 }
@@ -238,11 +237,15 @@ const MAX_ITEM_DATA = 64 * 1024;
 
 /**
  * The first MAX_ITEM_DATA bytes of an item's data, its extents one after another: from the file
- * (construction method 0) or from the `idat` box (1). Empty for data built from other items (2) or held
- * in another file (a data reference other than 0). An extent of length 0 runs to the end of its source.
+ * (construction method 0) or from the `idat` box (1), whatever the data reference (libheif reads this
+ * file for any: a reference to another file hid the data here while the decoder read it). Data built
+ * from other items (2) throws RangeError: libheif refuses it ("not implemented", Box_iloc::read_data), so
+ * no encoder writes it, and following it here would read what the decoder never gets. An extent of
+ * length 0 runs to the end of its source.
  */
 function itemData(bytes: Buffer, meta: Box, location: Location | undefined): Buffer {
-  if (!location || location.dataReference !== 0 || location.method > 1) return Buffer.alloc(0);
+  if (!location) return Buffer.alloc(0);
+  if (location.method > 1) throw new RangeError(`construction method ${location.method}`);
   let source: Buffer = bytes;
   if (location.method === 1) {
     const idat = childOf(bytes, meta, 'idat', 4);

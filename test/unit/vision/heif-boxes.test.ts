@@ -89,6 +89,8 @@ function heif(options: {
    * left out gets a 1×1 sequence header and a frame: a bitstream no larger than any ispe, so ispe decides.
    */
   data?: Map<number, Buffer[]>;
+  /** An item's iloc construction method (default 1, idat) and data reference index (default 0). */
+  locations?: Map<number, { method?: number; dataReference?: number }>;
 }): Buffer {
   const data = new Map(options.data);
   for (const [id, type] of options.items)
@@ -97,8 +99,8 @@ function heif(options: {
   const locations = [...data].map(([id, extents]) =>
     Buffer.concat([
       u16(id),
-      u16(1), // construction method 1: idat
-      u16(0), // data reference index
+      u16(options.locations?.get(id)?.method ?? 1), // construction method 1: idat
+      u16(options.locations?.get(id)?.dataReference ?? 0),
       u16(extents.length),
       ...extents.map((extent) => {
         const entry = Buffer.concat([u32(offset), u32(extent.length)]);
@@ -335,6 +337,22 @@ describe('av1CodedPixels', () => {
       data: new Map([[1, [obu(1, Buffer.from([0x18, 0x4f]))]]]),
     });
     expect(av1CodedPixels(cut)).toBeUndefined();
+  });
+
+  it('reads the data whatever its data reference (as libheif does), refuses data built from items', () => {
+    // av1C codes 64×64; the data, said to lie in another file, codes 8192×4096 and is what libheif decodes
+    const file = (location: { method?: number; dataReference?: number }) =>
+      heif({
+        items: [[1, 'av01']],
+        properties: [ispe(64, 64), av1C(sequenceHeader(64, 64))],
+        associations: [ipma([[1, [1, 2]]])],
+        primary: 1,
+        data: new Map([[1, [Buffer.concat([sequenceHeader(8192, 4096), frame(4)])]]]),
+        locations: new Map([[1, location]]),
+      });
+    expect(av1CodedPixels(file({ dataReference: 1 }))).toBe(8192 * 4096);
+    // construction method 2 (data from other items' data): libheif cannot decode it, no encoder writes it
+    expect(av1CodedPixels(file({ method: 2 }))).toBeUndefined();
   });
 
   it('reads a full sequence header: timing info, decoder model and operating points', () => {
