@@ -50,13 +50,11 @@ function childOf(bytes: Buffer, box: Box, type: string, skip = 0): Box | undefin
  * counts: a file built to hide its size, which libheif still decodes.
  *
  * Each counted item is counted at max(`ispe` area, the largest max_frame_width × max_frame_height of the
- * sequence headers in its `av1C` configOBUs and at the start of its data, `iloc`); an item with no
- * sequence header in either is Infinity (its size is hidden). Best effort, not a proof: only the first
- * MAX_ITEM_DATA bytes of an item's data are walked for OBUs (a sequence header after a frame larger than
- * that is not seen), and a grid's or an overlay's canvas, allocated at the size of its payload, is not
- * counted (code review, 2026-11-27; docs/api.md "AVIF limit"). An AV1 item whose data is built from other
- * items (`iloc` construction method 2) is undefined: libheif does not build such data, so it is no legit
- * AVIF, and its bitstream cannot be read here.
+ * sequence headers in its `av1C` configOBUs and anywhere in its data, `iloc`); an item with no sequence
+ * header in either is Infinity (its size is hidden). Not counted yet: a grid's or an overlay's canvas,
+ * allocated at the size of its payload (code review, 2026-11-27; docs/api.md "AVIF limit"). Undefined
+ * too for an AV1 item whose data is built from other items (`iloc` construction method 2: libheif does
+ * not build such data, so it is no legit AVIF) and for items whose data add up to more than the file.
  */
 export function av1CodedPixels(bytes: Buffer): number | undefined {
   try {
@@ -106,13 +104,14 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
     }
     // The pixels the decoder decodes for an AV1 item: its ispe area, or its bitstream's, the larger.
     const locations = locationsOf(bytes, meta);
+    const budget = { bytes: bytes.length };
     const coded = new Map<number, number>();
     for (const id of av1Items) {
       const config = configs.get(id);
       // av1C: marker, version, profile, level… (4 bytes), then the configOBUs.
       const frames = [
         ...(config ? sequenceHeaderSizes(bytes.subarray(config.body + 4, config.end)) : []),
-        ...sequenceHeaderSizes(itemData(bytes, meta, locations.get(id))),
+        ...sequenceHeaderSizes(itemData(bytes, meta, locations.get(id), budget)),
       ];
       const size = sizes.get(id);
       coded.set(
@@ -232,18 +231,17 @@ function locationsOf(bytes: Buffer, meta: Box): Map<number, Location> {
   return locations;
 }
 
-/** How much of an item's data is walked for sequence headers: they come first, before the frame. */
-const MAX_ITEM_DATA = 64 * 1024;
-
 /**
- * The first MAX_ITEM_DATA bytes of an item's data, its extents one after another: from the file
- * (construction method 0) or from the `idat` box (1), whatever the data reference (libheif reads this
- * file for any: a reference to another file hid the data here while the decoder read it). Data built
- * from other items (2) throws RangeError: libheif refuses it ("not implemented", Box_iloc::read_data), so
- * no encoder writes it, and following it here would read what the decoder never gets. An extent of
- * length 0 runs to the end of its source.
+ * An item's data, all of it, its extents one after another: from the file (construction method 0) or
+ * from the `idat` box (1), whatever the data reference (libheif reads this file for any: a reference to
+ * another file hid the data here while the decoder read it). All of it, for a sequence header can follow
+ * padding or a frame of any size, and the decoder decodes every frame of the data (libaom walks all of
+ * it). Data built from other items (2) throws RangeError: libheif refuses it ("not implemented",
+ * Box_iloc::read_data), so no encoder writes it, and following it here would read what the decoder never
+ * gets. So do data past the `budget` (the file's length, for all items together): extents that overlap,
+ * no legit file's, would have this copy gigabytes. An extent of length 0 runs to the end of its source.
  */
-function itemData(bytes: Buffer, meta: Box, location: Location | undefined): Buffer {
+function itemData(bytes: Buffer, meta: Box, location: Location | undefined, budget: { bytes: number }) {
   if (!location) return Buffer.alloc(0);
   if (location.method > 1) throw new RangeError(`construction method ${location.method}`);
   let source: Buffer = bytes;
@@ -253,14 +251,12 @@ function itemData(bytes: Buffer, meta: Box, location: Location | undefined): Buf
     source = bytes.subarray(idat.body, idat.end);
   }
   const parts: Buffer[] = [];
-  let total = 0;
   for (const { offset, length } of location.extents) {
-    if (total >= MAX_ITEM_DATA) break;
     const end = length === 0 ? source.length : offset + length;
     if (offset > source.length || end > source.length) throw new RangeError('extent past the end');
-    const part = source.subarray(offset, Math.min(end, offset + MAX_ITEM_DATA - total));
-    parts.push(part);
-    total += part.length;
+    budget.bytes -= end - offset;
+    if (budget.bytes < 0) throw new RangeError('item data larger than the file');
+    parts.push(source.subarray(offset, end));
   }
   return Buffer.concat(parts);
 }
@@ -270,8 +266,8 @@ const OBU_SEQUENCE_HEADER = 1;
 
 /**
  * The max_frame_width × max_frame_height of every sequence header OBU among the OBUs laid one after
- * another in `obus` (low-overhead format, §5.2); the walk stops at an OBU that runs past the end (data
- * cut at MAX_ITEM_DATA). A sequence header cut short throws RangeError.
+ * another in `obus` (low-overhead format, §5.2); the walk stops at an OBU that runs past the end (the
+ * decoder cannot decode it either). A sequence header cut short throws RangeError.
  */
 function sequenceHeaderSizes(obus: Buffer): { width: number; height: number }[] {
   const sizes: { width: number; height: number }[] = [];

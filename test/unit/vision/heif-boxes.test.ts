@@ -75,6 +75,9 @@ const frame = (length: number) => obu(6, Buffer.alloc(length, 0x5a));
 /** av1C: marker and version, profile and level, flags, no initial presentation delay; then configOBUs. */
 const av1C = (...configOBUs: Buffer[]) => box('av1C', Buffer.from([0x81, 0x08, 0x0c, 0x00]), ...configOBUs);
 
+/** An extent of item data: bytes laid in idat, or an offset and length in the idat laid already. */
+type Extent = Buffer | { offset: number; length: number };
+
 /** An AVIF-like file: ftyp, then meta with the given items, properties, associations and references. */
 function heif(options: {
   items: [number, string][];
@@ -85,10 +88,11 @@ function heif(options: {
   /** A derived item and its inputs (dimg). */
   inputsOf?: [number, number[]];
   /**
-   * Item data by id, each buffer an extent, in idat (iloc version 1, construction method 1). An AV1 item
-   * left out gets a 1×1 sequence header and a frame: a bitstream no larger than any ispe, so ispe decides.
+   * Item data by id, each buffer an extent, in idat (iloc version 1, construction method 1), or an extent
+   * of the idat laid already (offset and length). An AV1 item left out gets a 1×1 sequence header and a
+   * frame: a bitstream no larger than any ispe, so ispe decides.
    */
-  data?: Map<number, Buffer[]>;
+  data?: Map<number, Extent[]>;
   /** An item's iloc construction method (default 1, idat) and data reference index (default 0). */
   locations?: Map<number, { method?: number; dataReference?: number }>;
 }): Buffer {
@@ -103,6 +107,7 @@ function heif(options: {
       u16(options.locations?.get(id)?.dataReference ?? 0),
       u16(extents.length),
       ...extents.map((extent) => {
+        if (!Buffer.isBuffer(extent)) return Buffer.concat([u32(extent.offset), u32(extent.length)]);
         const entry = Buffer.concat([u32(offset), u32(extent.length)]);
         offset += extent.length;
         return entry;
@@ -111,7 +116,7 @@ function heif(options: {
   );
   // offset_size 4, length_size 4, base_offset_size 0, index_size 0
   const iloc = fullBox('iloc', 1, Buffer.from([0x44, 0x00]), u16(data.size), ...locations);
-  const idat = box('idat', ...[...data.values()].flat());
+  const idat = box('idat', ...[...data.values()].flat().filter((extent) => Buffer.isBuffer(extent)));
   const meta = fullBox(
     'meta',
     0,
@@ -353,6 +358,49 @@ describe('av1CodedPixels', () => {
     expect(av1CodedPixels(file({ dataReference: 1 }))).toBe(8192 * 4096);
     // construction method 2 (data from other items' data): libheif cannot decode it, no encoder writes it
     expect(av1CodedPixels(file({ method: 2 }))).toBeUndefined();
+  });
+
+  it("reads all of an item's data: a sequence header after 64 KB counts, and none there is Infinity", () => {
+    // libaom decodes every frame of the data: the second, after a 70 KB one, at 8192×4096
+    const later = heif({
+      items: [[1, 'av01']],
+      properties: [ispe(64, 64), av1C(sequenceHeader(64, 64))],
+      associations: [ipma([[1, [1, 2]]])],
+      primary: 1,
+      data: new Map([[1, [Buffer.concat([frame(70_000), sequenceHeader(8192, 4096), frame(4)])]]]),
+    });
+    expect(av1CodedPixels(later)).toBe(8192 * 4096);
+    // No sequence header in the av1C nor in the 70 KB of data (padding, then a frame)
+    const none = heif({
+      items: [[1, 'av01']],
+      properties: [ispe(64, 64)],
+      associations: [ipma([[1, [1]]])],
+      data: new Map([[1, [Buffer.concat([obu(15, Buffer.alloc(70_000)), frame(4)])]]]),
+    });
+    expect(av1CodedPixels(none)).toBe(Number.POSITIVE_INFINITY);
+    // Extents read again and again (data larger than the file, no legit file's) are refused, not copied
+    const data = Buffer.concat([sequenceHeader(64, 64), frame(1000)]);
+    const again = (times: number) =>
+      heif({
+        items: [
+          [1, 'av01'],
+          [2, 'av01'],
+        ],
+        properties: [ispe(64, 64)],
+        associations: [
+          ipma([
+            [1, [1]],
+            [2, [1]],
+          ]),
+        ],
+        primary: 1,
+        data: new Map<number, Extent[]>([
+          [1, [data]],
+          [2, Array.from({ length: times }, () => ({ offset: 0, length: sequenceHeader(64, 64).length }))],
+        ]),
+      });
+    expect(av1CodedPixels(again(2))).toBe(2 * 64 * 64);
+    expect(av1CodedPixels(again(200))).toBeUndefined();
   });
 
   it('reads a full sequence header: timing info, decoder model and operating points', () => {
