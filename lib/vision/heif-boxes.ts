@@ -51,10 +51,12 @@ function childOf(bytes: Buffer, box: Box, type: string, skip = 0): Box | undefin
  *
  * Each counted item is counted at max(`ispe` area, the largest max_frame_width × max_frame_height of the
  * sequence headers in its `av1C` configOBUs and anywhere in its data, `iloc`); an item with no sequence
- * header in either is Infinity (its size is hidden). Not counted yet: a grid's or an overlay's canvas,
- * allocated at the size of its payload (code review, 2026-11-27; docs/api.md "AVIF limit"). Undefined
- * too for an AV1 item whose data is built from other items (`iloc` construction method 2: libheif does
- * not build such data, so it is no legit AVIF) and for items whose data add up to more than the file.
+ * header in either is Infinity (its size is hidden). The canvases of grids and overlays (`grid`, `iovl`
+ * items: libheif allocates one at the size of its payload, whatever `ispe` says) count too: the result
+ * is the larger of the AV1 items' sum and the canvases' (below). Undefined too for a grid or an overlay
+ * whose payload cannot be read, for an AV1 item whose data is built from other items (`iloc`
+ * construction method 2: libheif does not build such data, so it is no legit AVIF) and for items whose
+ * data add up to more than the file (code review, 2026-11-27; docs/api.md "AVIF limit").
  */
 export function av1CodedPixels(bytes: Buffer): number | undefined {
   try {
@@ -64,7 +66,8 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
     const iprp = childOf(bytes, meta, 'iprp', 4);
     const ipco = iprp && childOf(bytes, iprp, 'ipco');
     if (!iinf || !iprp || !ipco) return undefined;
-    const av1Items = av1ItemsOf(bytes, iinf);
+    const types = itemTypesOf(bytes, iinf);
+    const av1Items = new Set([...types].filter(([, type]) => type === 'av01').map(([id]) => id));
     if (av1Items.size === 0) return undefined;
     const references = referencesOf(bytes, meta);
     const primary = primaryItemOf(bytes, meta);
@@ -140,16 +143,27 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
     });
     let pixels = 0;
     for (const id of counted) pixels += coded.get(id)!;
-    return pixels > 0 ? pixels : Number.POSITIVE_INFINITY;
+    // A grid's or an overlay's canvas, at the size its payload declares or its ispe, the larger. Not
+    // added to its tiles: libheif decodes them a few at a time (a thread each) and pastes each into the
+    // canvas, so the canvas is the memory and the tiles the work, and with both within the limit a grid
+    // costs about what one AV1 image as large does (its decoded frame, and the image handed on).
+    let canvases = 0;
+    for (const [id, type] of types) {
+      if (type !== 'grid' && type !== 'iovl') continue;
+      const canvas = canvasOf(itemData(bytes, meta, locations.get(id), budget), type);
+      const size = sizes.get(id);
+      canvases += Math.max(canvas.width * canvas.height, size ? size.width * size.height : 0);
+    }
+    return pixels > 0 ? Math.max(pixels, canvases) : Number.POSITIVE_INFINITY;
   } catch {
     // A box cut short (a read past the end throws RangeError).
     return undefined;
   }
 }
 
-/** The ids of the AV1-coded items (infe version 2: a 16-bit item id, 3: 32-bit; then the item type). */
-function av1ItemsOf(bytes: Buffer, iinf: Box): Set<number> {
-  const items = new Set<number>();
+/** Each item's type, by id (infe version 2: a 16-bit item id, 3: 32-bit; then the item type). */
+function itemTypesOf(bytes: Buffer, iinf: Box): Map<number, string> {
+  const items = new Map<number, string>();
   const entryCountBytes = bytes[iinf.body] === 0 ? 2 : 4;
   for (const infe of boxesIn(bytes, iinf.body + 4 + entryCountBytes, iinf.end)) {
     const version = bytes[infe.body]!;
@@ -157,9 +171,22 @@ function av1ItemsOf(bytes: Buffer, iinf: Box): Set<number> {
     const idBytes = version === 2 ? 2 : 4;
     const id = idBytes === 2 ? bytes.readUInt16BE(infe.body + 4) : bytes.readUInt32BE(infe.body + 4);
     const typeAt = infe.body + 4 + idBytes + 2;
-    if (bytes.toString('latin1', typeAt, typeAt + 4) === 'av01') items.add(id);
+    if (!items.has(id)) items.set(id, bytes.toString('latin1', typeAt, typeAt + 4));
   }
   return items;
+}
+
+/**
+ * The canvas a grid's or an overlay's payload declares (ISO/IEC 23008-12 ImageGrid, ImageOverlay):
+ * version and flags, then rows and columns less one (a byte each) for a grid, a fill colour (4 × 16 bits)
+ * for an overlay; then output_width and output_height, 32 bits each when flags & 1, else 16. libheif
+ * allocates the canvas at this size whatever the item's ispe says. A payload cut short throws RangeError.
+ */
+function canvasOf(payload: Buffer, type: 'grid' | 'iovl'): { width: number; height: number } {
+  const at = type === 'grid' ? 4 : 10;
+  if ((payload.readUInt8(1) & 1) === 0)
+    return { width: payload.readUInt16BE(at), height: payload.readUInt16BE(at + 2) };
+  return { width: payload.readUInt32BE(at), height: payload.readUInt32BE(at + 4) };
 }
 
 /** The item references (`iref`: version 0, 16-bit item ids; 1, 32-bit), each type, source and targets. */

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { av1CodedPixels } from '#lib/vision/heif-boxes.ts';
@@ -74,6 +76,17 @@ const frame = (length: number) => obu(6, Buffer.alloc(length, 0x5a));
 
 /** av1C: marker and version, profile and level, flags, no initial presentation delay; then configOBUs. */
 const av1C = (...configOBUs: Buffer[]) => box('av1C', Buffer.from([0x81, 0x08, 0x0c, 0x00]), ...configOBUs);
+
+/** A grid's payload: version 0, flags (32-bit sizes when either is over 65535), rows and columns less one. */
+function gridPayload(rows: number, columns: number, width: number, height: number): Buffer {
+  const wide = width > 0xffff || height > 0xffff;
+  const sizes = wide ? [u32(width), u32(height)] : [u16(width), u16(height)];
+  return Buffer.concat([Buffer.from([0, wide ? 1 : 0, rows - 1, columns - 1]), ...sizes]);
+}
+
+/** An overlay's payload: version 0, flags 0, a fill colour, the canvas size, an offset (0, 0) per input. */
+const overlayPayload = (inputs: number, width: number, height: number) =>
+  Buffer.concat([Buffer.from([0, 0]), Buffer.alloc(8), u16(width), u16(height), Buffer.alloc(4 * inputs)]);
 
 /** An extent of item data: bytes laid in idat, or an offset and length in the idat laid already. */
 type Extent = Buffer | { offset: number; length: number };
@@ -166,6 +179,7 @@ describe('av1CodedPixels', () => {
         ]),
       ],
       primary: 1,
+      data: new Map([[1, [gridPayload(1, 2, 64, 64)]]]),
     });
     expect(av1CodedPixels(file)).toBe(8200 * 4000);
   });
@@ -259,6 +273,7 @@ describe('av1CodedPixels', () => {
       primary: 1,
       auxiliaryOf: [[2, 3]],
       inputsOf: [1, [2]],
+      data: new Map([[1, [gridPayload(1, 1, 64, 64)]]]),
     });
     expect(av1CodedPixels(tile)).toBe(2 * 8192 * 4096);
   });
@@ -401,6 +416,61 @@ describe('av1CodedPixels', () => {
       });
     expect(av1CodedPixels(again(2))).toBe(2 * 64 * 64);
     expect(av1CodedPixels(again(200))).toBeUndefined();
+  });
+
+  it("counts a grid's or an overlay's canvas at its payload's size, not added to its tiles", () => {
+    const grid = (payload: Buffer | undefined, declared = ispe(64, 64)) =>
+      heif({
+        items: [
+          [1, 'grid'],
+          [2, 'av01'],
+          [3, 'av01'],
+        ],
+        properties: [declared, ispe(64, 64)],
+        associations: [
+          ipma([
+            [1, [1]],
+            [2, [2]],
+            [3, [2]],
+          ]),
+        ],
+        primary: 1,
+        inputsOf: [1, [2, 3]],
+        data: new Map<number, Extent[]>(payload ? [[1, [payload]]] : []),
+      });
+    // Two 64×64 tiles, the grid declared 64×64, on an 8192×8192 canvas: libheif allocates it all
+    expect(av1CodedPixels(grid(gridPayload(1, 2, 8192, 8192)))).toBe(8192 * 8192);
+    expect(av1CodedPixels(grid(gridPayload(1, 2, 70_000, 300)))).toBe(70_000 * 300); // 32-bit sizes
+    expect(av1CodedPixels(grid(gridPayload(1, 2, 64, 64), ispe(8192, 4096)))).toBe(8192 * 4096);
+    // A payload missing, or cut short, is refused
+    expect(av1CodedPixels(grid(undefined))).toBeUndefined();
+    expect(av1CodedPixels(grid(gridPayload(1, 2, 8192, 8192).subarray(0, 7)))).toBeUndefined();
+    const overlay = heif({
+      items: [
+        [1, 'iovl'],
+        [2, 'av01'],
+      ],
+      properties: [ispe(64, 64)],
+      associations: [
+        ipma([
+          [1, [1]],
+          [2, [1]],
+        ]),
+      ],
+      primary: 1,
+      inputsOf: [1, [2]],
+      data: new Map([[1, [overlayPayload(1, 8192, 4096)]]]),
+    });
+    expect(av1CodedPixels(overlay)).toBe(8192 * 4096);
+    // A legit grid (avifenc --grid 2x2: four 1024×768 tiles on a 2048×1536 canvas): counted once
+    const real = readFileSync(
+      join(import.meta.dirname, '../../fixtures/vision/avif-grid-2048x1536-2x2.avif'),
+    );
+    expect(av1CodedPixels(real)).toBe(2048 * 1536);
+    const canvas = real.indexOf(gridPayload(2, 2, 2048, 1536));
+    real.writeUInt16BE(8192, canvas + 4);
+    real.writeUInt16BE(8192, canvas + 6);
+    expect(av1CodedPixels(real)).toBe(8192 * 8192);
   });
 
   it('reads a full sequence header: timing info, decoder model and operating points', () => {

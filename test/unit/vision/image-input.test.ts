@@ -175,6 +175,25 @@ describe('openImage', () => {
     await expect(openImage(mif1)).resolves.toMatchObject({ format: 'avif', width: 100 });
   });
 
+  it("counts a grid's canvas: a legit grid passes, one whose canvas outgrows its ispe does not", async () => {
+    // Prepare: avifenc's 2×2 grid (2048×1536), and the same with its canvas patched to 8192×8192
+    const grid = readFileSync(join(FIXTURES, 'avif-grid-2048x1536-2x2.avif'));
+    const canvas = grid.indexOf(Buffer.from([0, 0, 1, 1, 0x08, 0x00, 0x06, 0x00])); // 2×2, 2048×1536
+    const patched = Buffer.from(grid);
+    patched.writeUInt16BE(8192, canvas + 4);
+    patched.writeUInt16BE(8192, canvas + 6);
+    // Act / Assess: the grid decodes; the patched one, shown as 2048×1536, is refused from its header
+    await expect(openImage(grid)).resolves.toMatchObject({ format: 'avif', width: 2048, height: 1536 });
+    await expect(openImage(patched)).rejects.toMatchObject({
+      refusal: {
+        reason: 'too_many_pixels',
+        format: 'avif',
+        problem: expect.stringMatching(/^an AVIF coding 67\.1 megapixels exceeds the AVIF limit/),
+      },
+    });
+    expect((await sharp(patched).metadata()).width).toBe(2048);
+  });
+
   it('counts the frame size the AV1 bitstream codes, not a smaller ispe', async () => {
     // Prepare: a 4097×4096 AVIF whose ispe is patched down to 64×64 (its sequence header codes 4097×4096)
     const avif = await sharp({ create: { width: 4097, height: 4096, channels: 3, background: '#888' } })
