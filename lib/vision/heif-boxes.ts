@@ -141,8 +141,9 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
         coded.get(id)! > coded.get(of)!
       );
     });
+    const decodes = decodesOf(references);
     let pixels = 0;
-    for (const id of counted) pixels += coded.get(id)!;
+    for (const id of counted) pixels += coded.get(id)! * decodes(id);
     // A grid's or an overlay's canvas, at the size its payload declares or its ispe, the larger. Not
     // added to its tiles: libheif decodes them a few at a time (a thread each) and pastes each into the
     // canvas, so the canvas is the memory and the tiles the work, and with both within the limit a grid
@@ -152,7 +153,7 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
       if (type !== 'grid' && type !== 'iovl') continue;
       const canvas = canvasOf(itemData(bytes, meta, locations.get(id), budget), type);
       const size = sizes.get(id);
-      canvases += Math.max(canvas.width * canvas.height, size ? size.width * size.height : 0);
+      canvases += Math.max(canvas.width * canvas.height, size ? size.width * size.height : 0) * decodes(id);
     }
     return pixels > 0 ? Math.max(pixels, canvases) : Number.POSITIVE_INFINITY;
   } catch {
@@ -189,19 +190,55 @@ function canvasOf(payload: Buffer, type: 'grid' | 'iovl'): { width: number; heig
   return { width: payload.readUInt32BE(at), height: payload.readUInt32BE(at + 4) };
 }
 
-/** The item references (`iref`: version 0, 16-bit item ids; 1, 32-bit), each type, source and targets. */
-function referencesOf(bytes: Buffer, meta: Box): { type: string; from: number; to: number[] }[] {
+/** An item reference: its type, source and targets. */
+interface Reference {
+  type: string;
+  from: number;
+  to: number[];
+}
+
+/** The item references (`iref`: version 0, 16-bit item ids; 1, 32-bit). */
+function referencesOf(bytes: Buffer, meta: Box): Reference[] {
   const iref = childOf(bytes, meta, 'iref', 4);
   if (!iref) return [];
   const idBytes = bytes[iref.body] === 0 ? 2 : 4;
   const id = (at: number) => (idBytes === 2 ? bytes.readUInt16BE(at) : bytes.readUInt32BE(at));
-  const references: { type: string; from: number; to: number[] }[] = [];
+  const references: Reference[] = [];
   for (const reference of boxesIn(bytes, iref.body + 4, iref.end)) {
     const count = bytes.readUInt16BE(reference.body + idBytes);
     const to = Array.from({ length: count }, (_, i) => id(reference.body + idBytes + 2 + i * idBytes));
     references.push({ type: reference.type, from: id(reference.body), to });
   }
   return references;
+}
+
+/**
+ * How many times libheif decodes each item: a grid or an overlay decodes an input once per reference to
+ * it (a grid may name one tile in all of its cells), each time it is decoded itself; every item at least
+ * once (as if decoded alone). A cycle of references throws RangeError (libheif refuses it too).
+ */
+function decodesOf(references: Reference[]): (id: number) => number {
+  const usersOf = new Map<number, number[]>();
+  for (const { type, from, to } of references)
+    if (type === 'dimg')
+      for (const input of to) {
+        const users = usersOf.get(input) ?? [];
+        users.push(from);
+        usersOf.set(input, users);
+      }
+  const known = new Map<number, number>();
+  const open = new Set<number>();
+  const decodes = (id: number): number => {
+    const count = known.get(id);
+    if (count !== undefined) return count;
+    if (open.has(id)) throw new RangeError(`a reference cycle through item ${id}`);
+    open.add(id);
+    const uses = (usersOf.get(id) ?? []).reduce((sum, user) => sum + decodes(user), 0);
+    open.delete(id);
+    known.set(id, Math.max(1, uses));
+    return Math.max(1, uses);
+  };
+  return decodes;
 }
 
 /** The primary item's id (`pitm`), when there is one. */

@@ -98,8 +98,8 @@ function heif(options: {
   associations: Buffer[];
   primary?: number;
   auxiliaryOf?: [number, number][];
-  /** A derived item and its inputs (dimg). */
-  inputsOf?: [number, number[]];
+  /** Derived items and their inputs (dimg), an input named as often as it is used. */
+  inputsOf?: [number, number[]][];
   /**
    * Item data by id, each buffer an extent, in idat (iloc version 1, construction method 1), or an extent
    * of the idat laid already (offset and length). An AV1 item left out gets a 1×1 sequence header and a
@@ -142,16 +142,9 @@ function heif(options: {
             'iref',
             0,
             ...(options.auxiliaryOf ?? []).map(([from, to]) => box('auxl', u16(from), u16(1), u16(to))),
-            ...(options.inputsOf
-              ? [
-                  box(
-                    'dimg',
-                    u16(options.inputsOf[0]),
-                    u16(options.inputsOf[1].length),
-                    ...options.inputsOf[1].map(u16),
-                  ),
-                ]
-              : []),
+            ...(options.inputsOf ?? []).map(([from, to]) =>
+              box('dimg', u16(from), u16(to.length), ...to.map(u16)),
+            ),
           ),
         ]
       : []),
@@ -272,7 +265,7 @@ describe('av1CodedPixels', () => {
       ],
       primary: 1,
       auxiliaryOf: [[2, 3]],
-      inputsOf: [1, [2]],
+      inputsOf: [[1, [2]]],
       data: new Map([[1, [gridPayload(1, 1, 64, 64)]]]),
     });
     expect(av1CodedPixels(tile)).toBe(2 * 8192 * 4096);
@@ -435,7 +428,7 @@ describe('av1CodedPixels', () => {
           ]),
         ],
         primary: 1,
-        inputsOf: [1, [2, 3]],
+        inputsOf: [[1, [2, 3]]],
         data: new Map<number, Extent[]>(payload ? [[1, [payload]]] : []),
       });
     // Two 64×64 tiles, the grid declared 64×64, on an 8192×8192 canvas: libheif allocates it all
@@ -458,7 +451,7 @@ describe('av1CodedPixels', () => {
         ]),
       ],
       primary: 1,
-      inputsOf: [1, [2]],
+      inputsOf: [[1, [2]]],
       data: new Map([[1, [overlayPayload(1, 8192, 4096)]]]),
     });
     expect(av1CodedPixels(overlay)).toBe(8192 * 4096);
@@ -471,6 +464,79 @@ describe('av1CodedPixels', () => {
     real.writeUInt16BE(8192, canvas + 4);
     real.writeUInt16BE(8192, canvas + 6);
     expect(av1CodedPixels(real)).toBe(8192 * 8192);
+  });
+
+  it('counts an item once per reference a grid or an overlay makes to it (each decodes it)', () => {
+    // A 1×3 grid naming one 4096×4096 tile in all of its cells, on a 64×64 canvas
+    const repeated = heif({
+      items: [
+        [1, 'grid'],
+        [2, 'av01'],
+      ],
+      properties: [ispe(64, 64), ispe(4096, 4096)],
+      associations: [
+        ipma([
+          [1, [1]],
+          [2, [2]],
+        ]),
+      ],
+      primary: 1,
+      inputsOf: [[1, [2, 2, 2]]],
+      data: new Map([[1, [gridPayload(1, 3, 64, 64)]]]),
+    });
+    expect(av1CodedPixels(repeated)).toBe(3 * 4096 * 4096);
+    // An overlay naming a grid twice, the grid a tile twice: the tile is decoded four times
+    const nested = heif({
+      items: [
+        [1, 'iovl'],
+        [2, 'grid'],
+        [3, 'av01'],
+      ],
+      properties: [ispe(64, 64), ispe(1000, 1000)],
+      associations: [
+        ipma([
+          [1, [1]],
+          [2, [1]],
+          [3, [2]],
+        ]),
+      ],
+      primary: 1,
+      inputsOf: [
+        [1, [2, 2]],
+        [2, [3, 3]],
+      ],
+      data: new Map([
+        [1, [overlayPayload(2, 64, 64)]],
+        [2, [gridPayload(1, 2, 64, 64)]],
+      ]),
+    });
+    expect(av1CodedPixels(nested)).toBe(4 * 1000 * 1000);
+    // A cycle of references (libheif refuses it) is refused
+    const cycle = heif({
+      items: [
+        [1, 'grid'],
+        [2, 'grid'],
+        [3, 'av01'],
+      ],
+      properties: [ispe(64, 64)],
+      associations: [
+        ipma([
+          [1, [1]],
+          [2, [1]],
+          [3, [1]],
+        ]),
+      ],
+      primary: 1,
+      inputsOf: [
+        [1, [2]],
+        [2, [1, 3]],
+      ],
+      data: new Map([
+        [1, [gridPayload(1, 1, 64, 64)]],
+        [2, [gridPayload(1, 2, 64, 64)]],
+      ]),
+    });
+    expect(av1CodedPixels(cycle)).toBeUndefined();
   });
 
   it('reads a full sequence header: timing info, decoder model and operating points', () => {
