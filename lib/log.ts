@@ -24,7 +24,7 @@ export function createLogger(level: LogLevel, base: Record<string, unknown> = {}
     // Every text in the line with its URLs redacted: an error's message may quote a feed's or an image's
     // link, credentials included.
     const line = JSON.stringify(
-      { level: at, time: new Date().toISOString(), message, ...base, ...fields },
+      lineOf({ level: at, time: new Date().toISOString(), message }, base, fields),
       (_key, value: unknown) => (typeof value === 'string' ? redactUrls(value) : value),
     );
     if (at === 'error' || at === 'warn') process.stderr.write(`${line}\n`);
@@ -37,6 +37,22 @@ export function createLogger(level: LogLevel, base: Record<string, unknown> = {}
     error: (m, f) => write('error', m, f),
     child: (fields) => createLogger(level, { ...base, ...fields }),
   };
+}
+
+/**
+ * A line's own keys, then its fields (the logger's, then the call's): a field named like one of the
+ * line's own keys is written with a `field_` prefix rather than over it, so that a line's message, level
+ * and time are always what the code logged (an import's failure reason in a `message` field replaced
+ * "import finished", and the lines searched for by it missed the failures).
+ */
+function lineOf(
+  own: { level: string; time: string; message: string },
+  ...fields: (Record<string, unknown> | undefined)[]
+): Record<string, unknown> {
+  const line: Record<string, unknown> = { ...own };
+  for (const source of fields)
+    for (const [key, value] of Object.entries(source ?? {})) line[key in own ? `field_${key}` : key] = value;
+  return line;
 }
 
 /**

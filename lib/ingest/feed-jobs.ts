@@ -73,7 +73,7 @@ export function importSourceFields(source: ImportRecord['source']): Record<strin
 }
 
 /**
- * "import finished", as the import a trigger named ended: at warn when it failed, with its message (why),
+ * "import finished", as the import a trigger named ended: at warn when it failed, with its `reason` (why),
  * its counts and `ms`, how long this run took (a resumed import's earlier runs are not in it).
  */
 export function logImportEnd(logger: Logger, record: ImportRecord, ms: number): void {
@@ -81,7 +81,7 @@ export function logImportEnd(logger: Logger, record: ImportRecord, ms: number): 
     feedId: record.feedId,
     importId: record.importId,
     status: record.status,
-    ...(record.message === undefined ? {} : { message: record.message }),
+    ...(record.message === undefined ? {} : { reason: record.message }),
     total: record.total,
     processed: record.processed,
     embedded: record.embedded,

@@ -136,4 +136,29 @@ describe('createLogger', () => {
     });
     expect(written.join('')).not.toMatch(/IMGPASS|:p@|=t\b|=s"/);
   });
+
+  it("keeps a line's own message, level and time over fields of those names, which it writes prefixed", () => {
+    // Prepare
+    const written: string[] = [];
+    vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => {
+      written.push(String(chunk));
+      return true;
+    });
+    // Act
+    createLogger('info')
+      .child({ level: 'debug' })
+      .warn('import finished', { message: 'HTTP 403', time: 'then', status: 'failed' });
+    // Assess
+    const line = JSON.parse(written.join(''));
+    expect(line).toMatchObject({
+      level: 'warn',
+      message: 'import finished',
+      time: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      field_level: 'debug',
+      field_message: 'HTTP 403',
+      field_time: 'then',
+      status: 'failed',
+    });
+    expect(Object.keys(line).slice(0, 3)).toEqual(['level', 'time', 'message']);
+  });
 });

@@ -91,12 +91,12 @@ describe('InProcessImportDispatcher', () => {
   it('logs a failed import at warn with why, its counts and time, and a crash with its ids and stack', async () => {
     vi.useFakeTimers();
     const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
-    // What the end line names of the import (all of it, for this record)
+    // What the end line names of the import (all of it, for this record: its message as `reason`)
     const named = {
       feedId: 'f',
       importId: 'imp_6',
       status: 'failed',
-      message: 'The feed file could not be fetched: HTTP 403.',
+      reason: 'The feed file could not be fetched: HTTP 403.',
       total: 0,
       processed: 0,
       embedded: 0,
@@ -105,7 +105,8 @@ describe('InProcessImportDispatcher', () => {
       failed: 0,
       removed: 0,
     };
-    const failedRecord = named as unknown as ImportRecord;
+    const { reason, ...counts } = named;
+    const failedRecord = { ...counts, message: reason } as unknown as ImportRecord;
     let crash = true;
     const dispatcher = new InProcessImportDispatcher(
       async () => {

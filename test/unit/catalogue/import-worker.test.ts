@@ -173,7 +173,7 @@ describe('import worker time budget', () => {
       level: 'info',
       fields: { feedId: 'shop', importId, status: 'succeeded', total: 9, embedded: 9, failed: 0 },
     });
-    expect(lines.find((line) => line.message === 'import finished')?.fields).not.toHaveProperty('message');
+    expect(lines.find((line) => line.message === 'import finished')?.fields).not.toHaveProperty('reason');
   });
 
   it('pauses a long removal of unlisted products between batches', async () => {
@@ -299,7 +299,7 @@ describe('import worker on SQS', () => {
         feedId: 'shop',
         importId,
         status: 'failed',
-        message: expect.stringContaining('DynamoDB is unavailable'),
+        reason: expect.stringContaining('DynamoDB is unavailable'),
         total: expect.any(Number),
         failed: expect.any(Number),
         embedded: 0,
