@@ -1,7 +1,9 @@
 /**
  * Operational alarms and the topic they notify. What needs an operator: imports or feed deletions the
  * worker gave up on (they wait in the dead-letter queue, the feed hidden for a deletion), a search
- * domain that is red, blocks writes or runs out of disk, and the public or admin API answering 5xx.
+ * domain that is red, blocks writes, runs out of disk or is short of heap or CPU, the public API failing
+ * a share of its requests or answering slowly, the admin API answering 5xx, functions that crash, time
+ * out or are throttled, and many failed imports in an hour.
  */
 import { Annotations, Duration, type RemovalPolicy, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -95,3 +97,25 @@ export class AlarmTopic extends Construct {
 
 /** Five-minute periods: long enough to smooth a single failed request, short enough to page in time. */
 export const ALARM_PERIOD = Duration.minutes(5);
+
+/**
+ * `errors` as a percentage of `requests` per period, counted only once the period has `minErrors` errors
+ * (0 below). The floor is what keeps a lone error off the pager: 1 failure of the 1 request at 3 a.m. is
+ * 100%, and a rate with only a minimum-traffic guard would instead stay silent through a total outage at
+ * low traffic (10 failures of 10 requests). With the floor, 5 failures of 5 requests page, and so do 5 of
+ * 100 at a 5% threshold, while 20 of 10,000 (0.2%) do not. Both metrics are `Sum`s, over ALARM_PERIOD.
+ */
+export function errorRate(
+  errors: cloudwatch.IMetric,
+  requests: cloudwatch.IMetric,
+  minErrors: number,
+  label: string,
+): cloudwatch.MathExpression {
+  return new cloudwatch.MathExpression({
+    // Where errors >= minErrors, requests >= errors > 0: no division by zero.
+    expression: `IF(errors >= ${minErrors}, 100 * errors / requests, 0)`,
+    usingMetrics: { errors, requests },
+    period: ALARM_PERIOD,
+    label,
+  });
+}

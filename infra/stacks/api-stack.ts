@@ -23,7 +23,8 @@ import {
   type TableName,
   bindTriggerQueue,
 } from '../constructs/bindings.ts';
-import { ALARM_PERIOD } from '../constructs/alarms.ts';
+import { ALARM_PERIOD, type AlarmTopic, errorRate } from '../constructs/alarms.ts';
+import { ServiceDashboard } from '../constructs/dashboard.ts';
 import { type CodeMode, EndpointFunction, REPO_ROOT } from '../constructs/endpoint-function.ts';
 import { ModelLayer, NativeModulesLayer } from '../constructs/layers.ts';
 import { MODEL_DIR } from '../function-environment.ts';
@@ -34,6 +35,20 @@ import type { StatefulStack } from './stateful-stack.ts';
 
 /** The import worker's handler module (functions/import-worker.ts, export `handler`). */
 export const IMPORT_WORKER_ENTRY = 'functions/import-worker.ts';
+
+/** `public-api-5xx` and the public functions' `-errors`: this share of requests, with this many at least. */
+export const PUBLIC_5XX = { percent: 5, minErrors: 5 };
+/** `public-api-latency`: the stage's p99 over this, in periods with this many requests at least. */
+export const PUBLIC_LATENCY = { p99Ms: 5000, minRequests: 20 };
+/**
+ * `imports-failing`: this many failed imports in an hour. A shop's own mistake (a feed URL that answers 404,
+ * a file with no usable row) fails its import too, and the shop sees why in the admin API: one failure
+ * is not the operator's, and an alarm on each would page for customers' errors. What is the operator's
+ * is many at once (the search domain or the bucket failing every import after its retries).
+ */
+export const FAILED_IMPORTS_PER_HOUR = 10;
+/** The failed imports counted from the worker's log: a metric of the stage's namespace, `vps-<stage>`. */
+export const FAILED_IMPORTS_METRIC = 'FailedImports';
 
 export interface ApiStackProps extends StackProps {
   stage: Stage;
@@ -76,6 +91,8 @@ export class ApiStack extends Stack {
   readonly functions = new Map<string, lambda.Function>();
   readonly authorizerFunction: lambda.Function;
   readonly importWorker: lambda.Function | undefined;
+  /** Failed imports per period (from the worker's log); undefined without the worker. */
+  readonly failedImports: cloudwatch.Metric | undefined;
   readonly modelLayer: lambda.ILayerVersion;
   readonly nativeLayer: lambda.ILayerVersion;
 
@@ -182,12 +199,40 @@ export class ApiStack extends Stack {
       },
     });
     // The gateway's own 5xx (a handler that failed or timed out, the authorizer down) count here; a 503
-    // the handlers answer for a dependency that is down too.
+    // the handlers answer for a dependency that is down too. A share of the requests, not a count: a count
+    // high enough to stay quiet at busy hours (10 of 10,000 is noise) misses a total outage at night, and
+    // one low enough for the night pages on noise by day. Five 5xx at least (errorRate), so a lone one at
+    // 3 a.m. does not page; a steady share under 5% shows on the dashboard without paging.
     stateful.alarms.alarm(this, 'public-api-5xx', {
-      alarmDescription: 'The public API answered 5xx more than 10 times in 5 minutes.',
-      metric: this.publicApi.metricServerError({ period: ALARM_PERIOD, statistic: 'Sum' }),
-      threshold: 10,
+      alarmDescription: `The public API answered 5xx to ${PUBLIC_5XX.percent}% of its requests or more in 5 minutes (${PUBLIC_5XX.minErrors} 5xx at least).`,
+      metric: errorRate(
+        this.publicApi.metricServerError({ period: ALARM_PERIOD, statistic: 'Sum' }),
+        this.publicApi.metricCount({ period: ALARM_PERIOD, statistic: 'Sum' }),
+        PUBLIC_5XX.minErrors,
+        '5xx, % of requests',
+      ),
+      threshold: PUBLIC_5XX.percent,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    });
+    // Slow searches: the stage's p99 (the gateway's whole answer time, authorizer and handler included)
+    // over PUBLIC_LATENCY.p99Ms for three periods in a row, far above a warm search (~0.3 s) and a cold
+    // start (~2 s), far below the 29 s timeout (whose 504s the 5xx alarm counts). A period with fewer than
+    // minRequests requests counts as fast: its p99 is its one slowest request (a slow image host).
+    const publicStage = this.publicApi.deploymentStage;
+    stateful.alarms.alarm(this, 'public-api-latency', {
+      alarmDescription: `The public API's p99 latency was over ${PUBLIC_LATENCY.p99Ms / 1000} s for 15 minutes (5-minute periods with ${PUBLIC_LATENCY.minRequests} requests or more).`,
+      metric: new cloudwatch.MathExpression({
+        expression: `IF(requests >= ${PUBLIC_LATENCY.minRequests}, latency, 0)`,
+        usingMetrics: {
+          latency: publicStage.metricLatency({ statistic: 'p99' }),
+          requests: publicStage.metricCount({ statistic: 'Sum' }),
+        },
+        period: ALARM_PERIOD,
+        label: 'p99 latency (ms)',
+      }),
+      threshold: PUBLIC_LATENCY.p99Ms,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 3,
     });
     addErrorResponses(this.publicApi, 'public');
 
@@ -253,7 +298,9 @@ export class ApiStack extends Stack {
     });
     addErrorResponses(this.adminApi, 'admin');
     // The admin API's 5xx: imports that cannot start, feeds that cannot be deleted (an operator or the
-    // dashboard sees each one, so a few already matter).
+    // dashboard sees each one, so a few already matter). A count, not a share as for the public API: its
+    // traffic is a few operator calls, where a share would swing on one request, and dashboard polling
+    // would dilute the few calls that failed.
     stateful.alarms.alarm(this, 'admin-api-5xx', {
       alarmDescription: 'The admin API answered 5xx more than 3 times in 5 minutes.',
       metric: this.adminApi.metricServerError({ period: ALARM_PERIOD, statistic: 'Sum' }),
@@ -329,8 +376,119 @@ export class ApiStack extends Stack {
       this.importWorker = undefined;
     }
 
+    // ---- Function alarms ----------------------------------------------------------------------------
+    for (const route of routes)
+      this.functionAlarms(stateful.alarms, route.name, this.functions.get(route.name)!, route.access);
+    this.functionAlarms(stateful.alarms, 'Authorizer', this.authorizerFunction, 'public');
+    if (this.importWorker) {
+      this.functionAlarms(stateful.alarms, 'ImportWorker', this.importWorker, 'worker');
+      this.failedImports = this.countFailedImports(this.importWorker, prefix);
+      stateful.alarms.alarm(this, 'imports-failing', {
+        alarmDescription: `${FAILED_IMPORTS_PER_HOUR} imports or more failed in an hour: more than shops' own feed errors (see docs/deploy.md "Alarms").`,
+        metric: this.failedImports.with({ period: Duration.hours(1), statistic: 'Sum' }),
+        threshold: FAILED_IMPORTS_PER_HOUR,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      });
+    }
+
+    new ServiceDashboard(this, 'Dashboard', {
+      prefix,
+      publicApi: this.publicApi,
+      adminApi: this.adminApi,
+      functions: new Map<string, lambda.IFunction>([
+        ...this.functions,
+        ['Authorizer', this.authorizerFunction],
+        ...(this.importWorker ? [['ImportWorker', this.importWorker] as const] : []),
+      ]),
+      importQueueName: stateful.importQueueName,
+      importDeadLetterQueueName: stateful.importDeadLetterQueueName,
+      searchDomainName: stateful.domainName,
+      failedImports: this.failedImports,
+    });
+
     new CfnOutput(this, 'PublicApiUrl', { value: this.publicApi.url });
     new CfnOutput(this, 'AdminApiUrl', { value: this.adminApi.url });
+  }
+
+  /**
+   * A function's own alarms, `<name>-errors` and `<name>-throttles` (which function fails, beside the APIs'
+   * 5xx). Lambda's Errors are what a handler did not answer: a crash, a timeout, memory run out, a failed
+   * cold start (a handler's own 5xx is an answer, not an error). Throttles are invocations Lambda refused:
+   * no function reserves concurrency, so a throttle means the account's concurrency ran out.
+   * - public (and the authorizer): errors as a share of invocations (PUBLIC_5XX, as the API's 5xx); one
+   *   throttle is a request refused with a 5xx.
+   * - admin: 3 errors in 5 minutes (a few operator calls: a share would swing on one); one throttle.
+   * - worker: 2 errors in an hour (each is a run killed part way; SQS retries it, and the dead-letter
+   *   alarm follows the third failure: one after a deploy or a huge feed is expected, a repeat is not);
+   *   throttles in 3 periods in a row (SQS retries a throttled poll: only a lasting one delays imports).
+   */
+  private functionAlarms(
+    alarms: AlarmTopic,
+    name: string,
+    fn: lambda.Function,
+    kind: 'public' | 'admin' | 'worker',
+  ): void {
+    const sum = { period: ALARM_PERIOD, statistic: 'Sum' };
+    const atLeast = (threshold: number) => ({
+      threshold,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    });
+    const errors =
+      kind === 'public'
+        ? {
+            alarmDescription: `${fn.functionName} failed (crash, timeout, memory) ${PUBLIC_5XX.percent}% of its invocations or more in 5 minutes (${PUBLIC_5XX.minErrors} at least).`,
+            metric: errorRate(
+              fn.metricErrors(sum),
+              fn.metricInvocations(sum),
+              PUBLIC_5XX.minErrors,
+              'errors, %',
+            ),
+            ...atLeast(PUBLIC_5XX.percent),
+          }
+        : kind === 'admin'
+          ? {
+              alarmDescription: `${fn.functionName} failed (crash, timeout, memory) 3 times or more in 5 minutes.`,
+              metric: fn.metricErrors(sum),
+              ...atLeast(3),
+            }
+          : {
+              alarmDescription: `${fn.functionName} failed (crash, timeout, memory) twice or more in an hour.`,
+              metric: fn.metricErrors({ period: Duration.hours(1), statistic: 'Sum' }),
+              ...atLeast(2),
+            };
+    alarms.alarm(this, `${name}-errors`, errors);
+    alarms.alarm(this, `${name}-throttles`, {
+      alarmDescription:
+        kind === 'worker'
+          ? `${fn.functionName} was throttled in each of 3 periods of 5 minutes: imports wait.`
+          : `${fn.functionName} was throttled: requests were refused (the account's concurrency ran out).`,
+      metric: fn.metricThrottles(sum),
+      ...atLeast(1),
+      evaluationPeriods: kind === 'worker' ? 3 : 1,
+    });
+  }
+
+  /**
+   * The failed imports, counted from the worker's log: its `import finished` line is at warn with status
+   * `failed` (lib/ingest/feed-jobs.ts logImportEnd). Matched by level, status and importId, not by the
+   * message: the line's own `message` field (why it failed) replaces "import finished" in the JSON
+   * (lib/log.ts writes the fields after the message). 0 for each batch of other lines, so the metric
+   * shows quiet hours as 0, not as gaps.
+   */
+  private countFailedImports(worker: lambda.Function, prefix: string): cloudwatch.Metric {
+    const filter = new logs.MetricFilter(this, 'FailedImportsFilter', {
+      logGroup: worker.logGroup,
+      filterPattern: logs.FilterPattern.all(
+        logs.FilterPattern.stringValue('$.level', '=', 'warn'),
+        logs.FilterPattern.stringValue('$.status', '=', 'failed'),
+        logs.FilterPattern.exists('$.importId'),
+      ),
+      metricNamespace: prefix,
+      metricName: FAILED_IMPORTS_METRIC,
+      metricValue: '1',
+      defaultValue: 0,
+    });
+    return filter.metric({ statistic: 'Sum', label: 'failed imports' });
   }
 
   private searchDomain(stateful: StatefulStack) {

@@ -46,6 +46,12 @@ export class StatefulStack extends Stack {
   readonly bucketName: string;
   readonly domainName: string;
   readonly importQueue: sqs.Queue;
+  /**
+   * The import queue's and its dead-letter queue's names, literal (the dashboard's metrics name them
+   * without importing values from this stack).
+   */
+  readonly importQueueName: string;
+  readonly importDeadLetterQueueName: string;
   readonly domain: opensearch.Domain;
   /** The stage's alarm topic; the API stack adds its own alarms to it. */
   readonly alarms: AlarmTopic;
@@ -96,8 +102,10 @@ export class StatefulStack extends Stack {
       reason: 'This is the server access log bucket of the assets bucket; logging it into itself would loop.',
     });
 
+    this.importQueueName = `${prefix}-imports`;
+    this.importDeadLetterQueueName = `${prefix}-imports-dlq`;
     const importDlq = new sqs.Queue(this, 'ImportDeadLetterQueue', {
-      queueName: `${prefix}-imports-dlq`,
+      queueName: this.importDeadLetterQueueName,
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       retentionPeriod: Duration.days(14),
@@ -108,7 +116,7 @@ export class StatefulStack extends Stack {
       reason: 'This queue is the dead-letter queue of the import queue.',
     });
     this.importQueue = new sqs.Queue(this, 'ImportQueue', {
-      queueName: `${prefix}-imports`,
+      queueName: this.importQueueName,
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       // Six times the worker's timeout, as Lambda recommends for SQS event sources.
@@ -222,6 +230,26 @@ export class StatefulStack extends Stack {
       metric: this.domain.metricFreeStorageSpace({ period: ALARM_PERIOD, statistic: 'Minimum' }),
       threshold: config.openSearch.volumeGiB * 1024 * 0.2,
       comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
+    });
+    // The two AWS recommends beside those ("Recommended CloudWatch alarms for Amazon OpenSearch Service"),
+    // with its thresholds. The heap of the fullest data node: near out-of-memory errors (the service also
+    // blocks writes after 30 minutes over 92%).
+    this.alarms.alarm(this, 'search-jvm-pressure', {
+      alarmDescription:
+        'A search data node used 95% of its JVM heap or more for 3 minutes: out-of-memory errors are near; scale the domain.',
+      metric: this.domain.metricJVMMemoryPressure({ period: Duration.minutes(1), statistic: 'Maximum' }),
+      threshold: 95,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 3,
+    });
+    // Short peaks to 100% are normal (an import's bulk writes); 45 minutes at 80% is a domain too small.
+    this.alarms.alarm(this, 'search-cpu-high', {
+      alarmDescription:
+        'A search data node ran at 80% CPU or more for 45 minutes: searches slow down; scale the domain.',
+      metric: this.domain.metricCPUUtilization({ period: Duration.minutes(15), statistic: 'Maximum' }),
+      threshold: 80,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 3,
     });
   }
 

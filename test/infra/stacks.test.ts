@@ -2,7 +2,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { App, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { TABLES } from '#lib/adapters/dynamodb-tables.ts';
 import {
   VISUAL_WORD_FILTER_CLAUSES,
@@ -10,9 +10,12 @@ import {
   visualWordIndexName,
 } from '#lib/adapters/opensearch-visual-word-index.ts';
 import { CONFIG_ENV_KEYS, loadConfig } from '#lib/config.ts';
+import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { COMPRESSION_MIN_BYTES } from '#lib/http/compression.ts';
 import { ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS } from '#lib/http/cors.ts';
 import { ROUTES } from '#lib/http/routes.ts';
+import { logImportEnd } from '#lib/ingest/feed-jobs.ts';
+import { createLogger } from '#lib/log.ts';
 import { PROJECTION_SPEC, WINDOW_PROJECTION_SPEC } from '#lib/vision/projection.ts';
 import { AlarmTopic } from '../../infra/constructs/alarms.ts';
 import { REPO_ROOT } from '../../infra/constructs/endpoint-function.ts';
@@ -563,9 +566,58 @@ describe('alarms', () => {
       Threshold: number;
       ComparisonOperator: string;
       Statistic: string;
+      Period: number;
+      EvaluationPeriods: number;
+      Metrics?: MetricQuery[];
       AlarmActions: unknown[];
       OKActions: unknown[];
     };
+  }
+
+  interface MetricQuery {
+    Id: string;
+    Expression?: string;
+    ReturnData?: boolean;
+    MetricStat?: {
+      Metric: { Namespace: string; MetricName: string; Dimensions?: { Name: string; Value: unknown }[] };
+      Period: number;
+      Stat: string;
+    };
+  }
+
+  /** The metric (namespace, name, statistic, period, dimensions) of a math alarm's query with that id. */
+  function queryOf(alarm: ReturnType<typeof alarmNamed>, id: string) {
+    const stat = alarm.Metrics!.find((query) => query.Id === id)!.MetricStat!;
+    return {
+      namespace: stat.Metric.Namespace,
+      metricName: stat.Metric.MetricName,
+      stat: stat.Stat,
+      period: stat.Period,
+      dimensions: JSON.stringify(stat.Metric.Dimensions),
+    };
+  }
+
+  /** The expression a math alarm watches. */
+  function expressionOf(alarm: ReturnType<typeof alarmNamed>): string {
+    return alarm.Metrics!.find((query) => query.ReturnData !== false && query.Expression)!.Expression!;
+  }
+
+  /**
+   * Evaluates errorRate's expression (infra/constructs/alarms.ts) for one period, as CloudWatch would:
+   * the test reads the floor from the template rather than repeating it.
+   */
+  function rate(expression: string, errors: number, requests: number): number {
+    const match = /^IF\(errors >= (\d+), 100 \* errors \/ requests, 0\)$/.exec(expression);
+    expect(match, expression).not.toBeNull();
+    return errors >= Number(match![1]) ? (100 * errors) / requests : 0;
+  }
+
+  /** Both actions of an alarm of the API stack go to the stateful stack's topic. */
+  function notifiesTopic(alarm: ReturnType<typeof alarmNamed>, name: string): void {
+    for (const targets of [alarm.AlarmActions, alarm.OKActions]) {
+      expect(targets, name).toHaveLength(1);
+      expect(JSON.stringify(targets[0]), name).toMatch(/Fn::ImportValue.*Alarms/);
+    }
   }
 
   it("raises the stage's alarms, each notifying the alarm topic when it fires and when it clears", () => {
@@ -577,7 +629,8 @@ describe('alarms', () => {
       [dev.stateful, 'vps-dev-search-writes-blocked', 'AWS/ES', 'ClusterIndexWritesBlocked', 1],
       [dev.stateful, 'vps-dev-search-storage-low', 'AWS/ES', 'FreeStorageSpace', 20 * 1024 * 0.2],
       [prod.stateful, 'vps-prod-search-storage-low', 'AWS/ES', 'FreeStorageSpace', 100 * 1024 * 0.2],
-      [dev.api, 'vps-dev-public-api-5xx', 'AWS/ApiGateway', '5XXError', 10],
+      [dev.stateful, 'vps-dev-search-jvm-pressure', 'AWS/ES', 'JVMMemoryPressure', 95],
+      [dev.stateful, 'vps-dev-search-cpu-high', 'AWS/ES', 'CPUUtilization', 80],
       [dev.api, 'vps-dev-admin-api-5xx', 'AWS/ApiGateway', '5XXError', 3],
     ];
     for (const [template, name, namespace, metric, threshold] of expected) {
@@ -602,10 +655,6 @@ describe('alarms', () => {
     expect(JSON.stringify(alarmNamed(dev.stateful, 'vps-dev-import-dead-letters').Dimensions)).toContain(
       dlqId,
     );
-    expect(alarmNamed(dev.api, 'vps-dev-public-api-5xx').Dimensions).toContainEqual({
-      Name: 'ApiName',
-      Value: 'vps-dev-public',
-    });
     expect(alarmNamed(dev.api, 'vps-dev-admin-api-5xx').Dimensions).toContainEqual({
       Name: 'ApiName',
       Value: 'vps-dev-admin',
@@ -613,6 +662,123 @@ describe('alarms', () => {
     expect(alarmNamed(dev.stateful, 'vps-dev-search-storage-low').ComparisonOperator).toBe(
       'LessThanOrEqualToThreshold',
     );
+    // AWS's recommended alarms for the domain: the fullest node's heap at 95% for 3 one-minute periods, its
+    // CPU at 80% for 3 fifteen-minute periods.
+    for (const [name, period] of [
+      ['vps-dev-search-jvm-pressure', 60],
+      ['vps-dev-search-cpu-high', 900],
+    ] as const) {
+      const alarm = alarmNamed(dev.stateful, name);
+      expect(
+        [alarm.Statistic, alarm.Period, alarm.EvaluationPeriods, alarm.ComparisonOperator],
+        name,
+      ).toEqual(['Maximum', period, 3, 'GreaterThanOrEqualToThreshold']);
+    }
+  });
+
+  it("pages on the public API's 5xx as a share of its requests, from a few 5xx on, not on a lone one", () => {
+    const alarm = alarmNamed(dev.api, 'vps-dev-public-api-5xx');
+    notifiesTopic(alarm, 'vps-dev-public-api-5xx');
+    const api = JSON.stringify([{ Name: 'ApiName', Value: 'vps-dev-public' }]);
+    expect(queryOf(alarm, 'errors')).toEqual({
+      namespace: 'AWS/ApiGateway',
+      metricName: '5XXError',
+      stat: 'Sum',
+      period: 300,
+      dimensions: api,
+    });
+    expect(queryOf(alarm, 'requests')).toEqual({
+      namespace: 'AWS/ApiGateway',
+      metricName: 'Count',
+      stat: 'Sum',
+      period: 300,
+      dimensions: api,
+    });
+    expect([alarm.Threshold, alarm.ComparisonOperator, alarm.EvaluationPeriods]).toEqual([
+      5,
+      'GreaterThanOrEqualToThreshold',
+      1,
+    ]);
+    const pages = (errors: number, requests: number) =>
+      rate(expressionOf(alarm), errors, requests) >= alarm.Threshold;
+    expect(pages(1, 1), 'one 5xx of the one request at 3 a.m.').toBe(false);
+    expect(pages(5, 5), 'a total outage at low traffic').toBe(true);
+    expect(pages(10, 100), '10% of a busy period').toBe(true);
+    expect(pages(20, 10_000), '0.2% at high traffic').toBe(false);
+  });
+
+  it("pages when the public stage's p99 latency stays over 5 s for 15 minutes of real traffic", () => {
+    const alarm = alarmNamed(dev.api, 'vps-dev-public-api-latency');
+    notifiesTopic(alarm, 'vps-dev-public-api-latency');
+    expect(expressionOf(alarm)).toBe('IF(requests >= 20, latency, 0)');
+    const latency = queryOf(alarm, 'latency');
+    expect([latency.namespace, latency.metricName, latency.stat, latency.period]).toEqual([
+      'AWS/ApiGateway',
+      'Latency',
+      'p99',
+      300,
+    ]);
+    // The public stage's (not the API-wide metric): both dimensions.
+    expect(latency.dimensions).toContain('"Name":"ApiName","Value":"vps-dev-public"');
+    expect(latency.dimensions).toContain('"Name":"Stage"');
+    expect(queryOf(alarm, 'requests')).toMatchObject({ metricName: 'Count', stat: 'Sum', period: 300 });
+    expect([alarm.Threshold, alarm.ComparisonOperator, alarm.EvaluationPeriods]).toEqual([
+      5000,
+      'GreaterThanThreshold',
+      3,
+    ]);
+  });
+
+  it('gives every function an errors and a throttles alarm, sized to its traffic', () => {
+    const functions = [
+      ...ROUTES.map((route) => [route.name, route.access] as const),
+      ['Authorizer', 'public'] as const,
+      ...(WORKER_EXISTS ? [['ImportWorker', 'worker'] as const] : []),
+    ];
+    for (const [name, kind] of functions) {
+      const fnId = functionId(dev.api, `vps-dev-${name}`);
+      const ofFunction = JSON.stringify([{ Name: 'FunctionName', Value: { Ref: fnId } }]);
+      const errors = alarmNamed(dev.api, `vps-dev-${name}-errors`);
+      const throttles = alarmNamed(dev.api, `vps-dev-${name}-throttles`);
+      notifiesTopic(errors, name);
+      notifiesTopic(throttles, name);
+      expect(errors.ComparisonOperator, name).toBe('GreaterThanOrEqualToThreshold');
+      if (kind === 'public') {
+        // A share of its invocations, as the public API's 5xx.
+        expect(queryOf(errors, 'errors'), name).toMatchObject({
+          metricName: 'Errors',
+          stat: 'Sum',
+          period: 300,
+        });
+        expect(queryOf(errors, 'requests'), name).toMatchObject({ metricName: 'Invocations', stat: 'Sum' });
+        expect(queryOf(errors, 'errors').dimensions, name).toBe(ofFunction);
+        expect(queryOf(errors, 'requests').dimensions, name).toBe(ofFunction);
+        expect(rate(expressionOf(errors), 1, 1) >= errors.Threshold, name).toBe(false);
+        expect(rate(expressionOf(errors), 5, 50) >= errors.Threshold, name).toBe(true);
+      } else {
+        expect([errors.Namespace, errors.MetricName, errors.Statistic], name).toEqual([
+          'AWS/Lambda',
+          'Errors',
+          'Sum',
+        ]);
+        expect(JSON.stringify(errors.Dimensions), name).toBe(ofFunction);
+        // Admin: a few crashes in 5 minutes; the worker: a repeat within the hour.
+        expect([errors.Threshold, errors.Period], name).toEqual(kind === 'admin' ? [3, 300] : [2, 3600]);
+      }
+      expect(
+        [
+          throttles.MetricName,
+          throttles.Statistic,
+          throttles.Period,
+          throttles.Threshold,
+          throttles.ComparisonOperator,
+        ],
+        name,
+      ).toEqual(['Throttles', 'Sum', 300, 1, 'GreaterThanOrEqualToThreshold']);
+      expect(JSON.stringify(throttles.Dimensions), name).toBe(ofFunction);
+      // SQS retries a throttled poll: only a lasting throttle of the worker delays imports.
+      expect(throttles.EvaluationPeriods, name).toBe(kind === 'worker' ? 3 : 1);
+    }
   });
 
   it("lets CloudWatch, for the stage's alarms only, publish to the encrypted topic and use its key", () => {
@@ -640,6 +806,80 @@ describe('alarms', () => {
     expect(Object.keys(resources(dev.stateful, 'AWS::SNS::Subscription'))).toEqual([]);
   });
 
+  /** The JSON lines logImportEnd writes through the real logger (lib/log.ts) for an import that ended so. */
+  function importEndLine(record: Partial<ImportRecord>): Record<string, unknown> {
+    const lines: string[] = [];
+    const capture = (chunk: unknown) => (lines.push(String(chunk)), true);
+    const out = vi.spyOn(process.stdout, 'write').mockImplementation(capture);
+    const err = vi.spyOn(process.stderr, 'write').mockImplementation(capture);
+    try {
+      const base = { feedId: 'shop', importId: 'imp-1', total: 3, processed: 3, embedded: 0 };
+      logImportEnd(createLogger('info', { stage: 'dev' }), { ...base, ...record } as ImportRecord, 12);
+    } finally {
+      out.mockRestore();
+      err.mockRestore();
+    }
+    expect(lines).toHaveLength(1);
+    return JSON.parse(lines[0]!) as Record<string, unknown>;
+  }
+
+  /** A CloudWatch Logs JSON pattern of `($.field = "value")` terms joined by &&, as CDK renders them. */
+  function matches(pattern: string, line: Record<string, unknown>): boolean {
+    const terms = [...pattern.matchAll(/\(\$\.(\w+) = "([^"]*)"\)/g)];
+    expect(pattern.replace(/\(\$\.\w+ = "[^"]*"\)/g, '').replace(/[{}&\s]/g, '')).toBe('');
+    return terms.every(([, field, value]) =>
+      value === '*' ? typeof line[field!] === 'string' : line[field!] === value,
+    );
+  }
+
+  it.runIf(WORKER_EXISTS)(
+    "counts failed imports from the worker's log, and pages only on many in an hour",
+    () => {
+      const filters = Object.values(resources(dev.api, 'AWS::Logs::MetricFilter'));
+      expect(filters).toHaveLength(1);
+      const filter = filters[0]!.Properties! as {
+        FilterPattern: string;
+        LogGroupName: { Ref: string };
+        MetricTransformations: Record<string, unknown>[];
+      };
+      // The worker's own log group.
+      expect(resources(dev.api)[filter.LogGroupName.Ref]!.Properties!.LogGroupName).toBe(
+        '/aws/lambda/vps-dev-ImportWorker',
+      );
+      expect(filter.MetricTransformations).toEqual([
+        { MetricNamespace: 'vps-dev', MetricName: 'FailedImports', MetricValue: '1', DefaultValue: 0 },
+      ]);
+      // Matched against the line the worker writes: a failed import (with or without its reason, which
+      // replaces the line's message), not a succeeded one nor a request line.
+      const failed = importEndLine({ status: 'failed', message: 'The feed URL answered 404.' });
+      expect(matches(filter.FilterPattern, failed)).toBe(true);
+      expect(matches(filter.FilterPattern, importEndLine({ status: 'failed' }))).toBe(true);
+      expect(matches(filter.FilterPattern, importEndLine({ status: 'succeeded' }))).toBe(false);
+      expect(matches(filter.FilterPattern, { level: 'warn', message: 'request', status: 'failed' })).toBe(
+        false,
+      );
+      // Nor another warning about an import.
+      expect(matches(filter.FilterPattern, { level: 'warn', message: 'lease lost', importId: 'imp-1' })).toBe(
+        false,
+      );
+
+      const alarm = alarmNamed(dev.api, 'vps-dev-imports-failing');
+      notifiesTopic(alarm, 'vps-dev-imports-failing');
+      expect(queryOf(alarm, 'm1')).toEqual({
+        namespace: 'vps-dev',
+        metricName: 'FailedImports',
+        stat: 'Sum',
+        period: 3600,
+        dimensions: undefined,
+      });
+      expect([alarm.Threshold, alarm.ComparisonOperator, alarm.EvaluationPeriods]).toEqual([
+        10,
+        'GreaterThanOrEqualToThreshold',
+        1,
+      ]);
+    },
+  );
+
   it('subscribes the configured e-mail address', () => {
     const stack = new Stack(new App(), 'AlarmsTest', {
       env: { account: '111111111111', region: 'eu-west-1' },
@@ -653,6 +893,56 @@ describe('alarms', () => {
       Protocol: 'email',
       Endpoint: 'ops@example.com',
     });
+  });
+});
+
+describe('dashboard', () => {
+  it("draws the stage's key metrics on one dashboard", () => {
+    const dashboards = Object.values(resources(dev.api, 'AWS::CloudWatch::Dashboard'));
+    expect(dashboards).toHaveLength(1);
+    expect(dashboards[0]!.Properties!.DashboardName).toBe('vps-dev');
+    const body = JSON.parse(placeholder(dashboards[0]!.Properties!.DashboardBody)) as {
+      widgets: { properties: { metrics?: unknown[][] } }[];
+    };
+    // Each metric as `namespace name dimension values… stat`, functions by their logical id.
+    const drawn = body.widgets.flatMap((widget) =>
+      (widget.properties.metrics ?? []).map((metric) => {
+        const options = metric.at(-1) as { stat?: string };
+        return `${metric.slice(0, -1).join(' ')} ${options.stat ?? ''}`;
+      }),
+    );
+    const has = (fragment: string) =>
+      expect(
+        drawn.some((metric) => metric.includes(fragment)),
+        fragment,
+      ).toBe(true);
+    for (const api of ['vps-dev-public', 'vps-dev-admin'])
+      for (const name of ['Count', '4XXError', '5XXError']) has(`AWS/ApiGateway ${name} ApiName ${api} Sum`);
+    has('AWS/ApiGateway Latency ApiName vps-dev-public Stage token p50');
+    has('AWS/ApiGateway Latency ApiName vps-dev-public Stage token p99');
+    const names = [
+      ...ROUTES.map((route) => route.name),
+      'Authorizer',
+      ...(WORKER_EXISTS ? ['ImportWorker'] : []),
+    ];
+    const lambdaMetrics = drawn.filter((metric) => metric.startsWith('AWS/Lambda'));
+    // (Function names are tokens in the body: one of each per function.)
+    for (const [metric, stat] of [
+      ['Errors', 'Sum'],
+      ['Throttles', 'Sum'],
+      ['Duration', 'p99'],
+    ])
+      expect(
+        lambdaMetrics.filter((m) => m === `AWS/Lambda ${metric} FunctionName token ${stat}`),
+        metric,
+      ).toHaveLength(names.length);
+    has('AWS/SQS ApproximateNumberOfMessagesVisible QueueName vps-dev-imports Maximum');
+    has('AWS/SQS ApproximateAgeOfOldestMessage QueueName vps-dev-imports Maximum');
+    has('AWS/SQS ApproximateNumberOfMessagesVisible QueueName vps-dev-imports-dlq Maximum');
+    if (WORKER_EXISTS) has('vps-dev FailedImports Sum');
+    for (const metric of ['ClusterStatus.red', 'JVMMemoryPressure', 'CPUUtilization'])
+      has(`AWS/ES ${metric} ClientId 111111111111 DomainName vps-dev-search Maximum`);
+    has('AWS/ES FreeStorageSpace ClientId 111111111111 DomainName vps-dev-search Minimum');
   });
 });
 
