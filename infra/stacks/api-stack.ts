@@ -574,7 +574,10 @@ export class ApiStack extends Stack {
 
 /**
  * Gateway-generated errors in the service's error shape (DESIGN §3), with the status of the code from the
- * one mapping (lib/http/errors.ts).
+ * one mapping (lib/http/errors.ts), and the X-Request-Id header the handlers' answers carry (the same id:
+ * the handlers take the gateway's request id, lib/http/middleware.ts), so a client can quote it for a
+ * refusal too. The other 4xx the gateway makes (a SigV4 signature that is wrong or expired, an authorizer's
+ * Unauthorized) keep the gateway's status and message, with the request id and the CORS headers added.
  */
 function addErrorResponses(api: apigateway.RestApi, kind: 'public' | 'admin'): void {
   const responses: [string, apigateway.ResponseType, ErrorCode, string, Record<string, string>?][] = [
@@ -633,6 +636,8 @@ function addErrorResponses(api: apigateway.RestApi, kind: 'public' | 'admin'): v
     kind === 'public'
       ? { 'Access-Control-Allow-Origin': "'*'", 'Access-Control-Expose-Headers': `'${EXPOSED_HEADERS}'` }
       : {};
+  // A mapping from the request context (unquoted), not a literal.
+  const common = { ...cors, 'X-Request-Id': 'context.requestId' };
   for (const [id, type, code, message, headers] of responses) {
     const status = STATUS_OF[code];
     api.addGatewayResponse(id, {
@@ -644,7 +649,16 @@ function addErrorResponses(api: apigateway.RestApi, kind: 'public' | 'admin'): v
           requestId: '$context.requestId',
         }),
       },
-      responseHeaders: { ...cors, ...headers },
+      responseHeaders: { ...common, ...headers },
     });
   }
+  // No status: each keeps its own (401, 403, 415...), which one code of the service's shape could not
+  // follow. The body is the gateway's default message, with the request id beside it.
+  api.addGatewayResponse('Default4xx', {
+    type: apigateway.ResponseType.DEFAULT_4XX,
+    templates: {
+      'application/json': '{"message":$context.error.messageString,"requestId":"$context.requestId"}',
+    },
+    responseHeaders: common,
+  });
 }

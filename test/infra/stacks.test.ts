@@ -340,6 +340,31 @@ describe('search-id authorizer and usage plans', () => {
     }
   });
 
+  it('gives every gateway error of both APIs the X-Request-Id header of the handlers, default 4xx included', () => {
+    const responses = Object.values(resources(dev.api, 'AWS::ApiGateway::GatewayResponse')).map(
+      (response) => response.Properties as Record<string, unknown>,
+    );
+    for (const api of ['Public', 'Admin']) {
+      const ofApi = responses.filter((response) => JSON.stringify(response.RestApiId).includes(api));
+      expect(ofApi.length, api).toBeGreaterThan(1);
+      for (const response of ofApi)
+        expect(response.ResponseParameters, `${api} ${String(response.ResponseType)}`).toMatchObject({
+          'gatewayresponse.header.X-Request-Id': 'context.requestId',
+        });
+      // The other 4xx keep their own status, and carry the id and (public) the CORS headers too.
+      const default4xx = ofApi.find((response) => response.ResponseType === 'DEFAULT_4XX');
+      expect(default4xx, api).toBeDefined();
+      expect(default4xx!.StatusCode, api).toBeUndefined();
+      expect(JSON.stringify(default4xx!.ResponseTemplates)).toContain('$context.requestId');
+      expect(
+        (default4xx!.ResponseParameters as Record<string, string>)[
+          'gatewayresponse.header.Access-Control-Allow-Origin'
+        ],
+        api,
+      ).toBe(api === 'Public' ? "'*'" : undefined);
+    }
+  });
+
   it('answers gateway refusals in the service error shape', () => {
     dev.api.hasResourceProperties('AWS::ApiGateway::GatewayResponse', {
       ResponseType: 'INVALID_API_KEY',
