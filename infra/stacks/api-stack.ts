@@ -470,10 +470,9 @@ export class ApiStack extends Stack {
 
   /**
    * The failed imports, counted from the worker's log: its `import finished` line is at warn with status
-   * `failed` (lib/ingest/feed-jobs.ts logImportEnd). Matched by level, status and importId, not by the
-   * message: the line's own `message` field (why it failed) replaces "import finished" in the JSON
-   * (lib/log.ts writes the fields after the message). 0 for each batch of other lines, so the metric
-   * shows quiet hours as 0, not as gaps.
+   * `failed` (lib/ingest/feed-jobs.ts logImportEnd; its reason is the `reason` field, lib/log.ts keeps
+   * the line's own message). 0 for each batch of other lines, so the metric shows quiet hours as 0, not
+   * as gaps.
    */
   private countFailedImports(worker: lambda.Function, prefix: string): cloudwatch.Metric {
     const filter = new logs.MetricFilter(this, 'FailedImportsFilter', {
@@ -481,7 +480,7 @@ export class ApiStack extends Stack {
       filterPattern: logs.FilterPattern.all(
         logs.FilterPattern.stringValue('$.level', '=', 'warn'),
         logs.FilterPattern.stringValue('$.status', '=', 'failed'),
-        logs.FilterPattern.exists('$.importId'),
+        logs.FilterPattern.stringValue('$.message', '=', 'import finished'),
       ),
       metricNamespace: prefix,
       metricName: FAILED_IMPORTS_METRIC,

@@ -874,9 +874,10 @@ describe('alarms', () => {
       expect(filter.MetricTransformations).toEqual([
         { MetricNamespace: 'vps-dev', MetricName: 'FailedImports', MetricValue: '1', DefaultValue: 0 },
       ]);
-      // Matched against the line the worker writes: a failed import (with or without its reason, which
-      // replaces the line's message), not a succeeded one nor a request line.
+      // Matched against the line the worker writes: a failed import (with or without its reason), not a
+      // succeeded one nor a request line.
       const failed = importEndLine({ status: 'failed', message: 'The feed URL answered 404.' });
+      expect(failed).toMatchObject({ message: 'import finished', reason: 'The feed URL answered 404.' });
       expect(matches(filter.FilterPattern, failed)).toBe(true);
       expect(matches(filter.FilterPattern, importEndLine({ status: 'failed' }))).toBe(true);
       expect(matches(filter.FilterPattern, importEndLine({ status: 'succeeded' }))).toBe(false);
@@ -884,9 +885,14 @@ describe('alarms', () => {
         false,
       );
       // Nor another warning about an import.
-      expect(matches(filter.FilterPattern, { level: 'warn', message: 'lease lost', importId: 'imp-1' })).toBe(
-        false,
-      );
+      expect(
+        matches(filter.FilterPattern, {
+          level: 'warn',
+          message: 'lease lost',
+          importId: 'imp-1',
+          status: 'failed',
+        }),
+      ).toBe(false);
 
       const alarm = alarmNamed(dev.api, 'vps-dev-imports-failing');
       notifiesTopic(alarm, 'vps-dev-imports-failing');
