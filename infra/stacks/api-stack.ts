@@ -50,6 +50,44 @@ export const FAILED_IMPORTS_PER_HOUR = 10;
 /** The failed imports counted from the worker's log: a metric of the stage's namespace, `vps-<stage>`. */
 export const FAILED_IMPORTS_METRIC = 'FailedImports';
 
+const F = apigateway.AccessLogField;
+/**
+ * The gateway's access line: API Gateway's standard fields, and what they leave out that an operator
+ * needs — the key (the search-id authorizer's principalId, `sid-…`, as the functions' lines name it; the
+ * usage-plan key's id, never the key), the IAM caller of an admin request (its ARN), the latencies, the
+ * integration's status and error, the gateway's own error and its type (a throttle, a refused key, a
+ * timeout), the authorizer's outcome, the X-Ray trace id. The client's IP is kept, as in the standard
+ * fields, for the stage's log retention (docs/deploy.md "Logs").
+ */
+const ACCESS_LOG_FORMAT = apigateway.AccessLogFormat.custom(
+  JSON.stringify({
+    requestId: F.contextRequestId(),
+    extendedRequestId: F.contextExtendedRequestId(),
+    ip: F.contextIdentitySourceIp(),
+    caller: F.contextIdentityCaller(),
+    user: F.contextIdentityUser(),
+    userArn: F.contextIdentityUserArn(),
+    requestTime: F.contextRequestTime(),
+    httpMethod: F.contextHttpMethod(),
+    resourcePath: F.contextResourcePath(),
+    status: F.contextStatus(),
+    protocol: F.contextProtocol(),
+    responseLength: F.contextResponseLength(),
+    responseLatency: F.contextResponseLatency(),
+    principalId: F.contextAuthorizerPrincipalId(),
+    apiKeyId: F.contextIdentityApiKeyId(),
+    authorizerStatus: F.contextAuthorizerStatus(),
+    authorizerLatency: F.contextAuthorizerLatency(),
+    authorizerError: F.contextAuthorizerError(),
+    integrationStatus: F.contextIntegrationStatus(),
+    integrationLatency: F.contextIntegrationLatency(),
+    integrationError: F.contextIntegrationErrorMessage(),
+    errorMessage: F.contextErrorMessage(),
+    errorType: F.contextErrorResponseType(),
+    xrayTraceId: F.contextXrayTraceId(),
+  }),
+);
+
 export interface ApiStackProps extends StackProps {
   stage: Stage;
   config: StageConfig;
@@ -521,7 +559,7 @@ export class ApiStack extends Stack {
         metricsEnabled: true,
         tracingEnabled: true,
         accessLogDestination: new apigateway.LogGroupLogDestination(accessLogs),
-        accessLogFormat: apigateway.AccessLogFormat.jsonWithStandardFields(),
+        accessLogFormat: ACCESS_LOG_FORMAT,
       },
       ...props,
     });

@@ -228,6 +228,36 @@ describe('response compression', () => {
   });
 });
 
+describe('access logs', () => {
+  it("name each request's key, IAM caller, latencies and errors, never the key itself, as JSON", () => {
+    const stages = Object.values(resources(dev.api, 'AWS::ApiGateway::Stage'));
+    expect(stages).toHaveLength(2);
+    for (const stage of stages) {
+      const format = (stage.Properties!.AccessLogSetting as { Format: string }).Format;
+      // Substituted values stay JSON strings (a quoted variable in a quoted value would not).
+      const fields = JSON.parse(format) as Record<string, string>;
+      expect(fields).toMatchObject({
+        requestId: '$context.requestId',
+        ip: '$context.identity.sourceIp',
+        status: '$context.status',
+        resourcePath: '$context.resourcePath',
+        principalId: '$context.authorizer.principalId',
+        apiKeyId: '$context.identity.apiKeyId',
+        userArn: '$context.identity.userArn',
+        responseLatency: '$context.responseLatency',
+        integrationLatency: '$context.integrationLatency',
+        integrationStatus: '$context.integrationStatus',
+        integrationError: '$context.integrationErrorMessage',
+        errorMessage: '$context.error.message',
+        errorType: '$context.error.responseType',
+        authorizerStatus: '$context.authorizer.status',
+      });
+      expect(Object.values(fields)).not.toContain('$context.identity.apiKey');
+      expect(format).not.toContain('messageString');
+    }
+  });
+});
+
 describe('search-id authorizer and usage plans', () => {
   it('lets the authorizer supply the API key (apiKeySource AUTHORIZER)', () => {
     dev.api.hasResourceProperties('AWS::ApiGateway::RestApi', {
