@@ -1609,6 +1609,49 @@ describe('searchByImage with a second look', () => {
     expect(two[0]!.product.product_id).toBe('p8');
   });
 
+  it('adds no confirmed copy of the global top’s kept group again when a box verifies it', async () => {
+    // Prepare: q1…q3 show p0's photo: the top 3 keeps p0, sets them aside and keeps p1 and p2, so q3 is
+    // walked past the top 3 (a candidate whatever the window); the box shows p0's item and its words
+    // propose q3
+    const w = await catalogue();
+    const key = vectorDocumentId('s', 'p0', 0);
+    const p0 = (await w.index.getVectors([key])).get(key)!;
+    const copies = ['q1', 'q2', 'q3'];
+    await w.products.putMany(copies.map((id) => make('s', id)));
+    await w.index.upsert(
+      copies.map((id) => ({
+        id: vectorDocumentId('s', id, 0),
+        feedId: 's',
+        productId: id,
+        itemGroupId: id,
+        vector: p0,
+        fields: {},
+      })),
+    );
+    await storeFeatures(
+      w,
+      copies.map((productId) => ({ productId, image: 'item p0' })),
+    );
+    w.detections.push({ box: [2, 3, 5, 6], label: 'cup', score: 0.5 });
+    const d = looking(
+      w,
+      { boxes: 1, minScore: 0.05, wordTopN: 10 },
+      { hits: (lookup) => (lookup % 2 === 0 ? ['p9'] : ['q3']) },
+    );
+    // Act
+    const hits = await searchByImage(d, {
+      feedId: 's',
+      image: Buffer.from('query photo: a shelf | small: item p0'),
+      limit: 20,
+      offset: 0,
+    });
+    // Assess: the box looked, and every group is listed once
+    expect(w.matcher.extracted.some((e) => e.region)).toBe(true);
+    const ids = hits.map((h) => h.product.product_id);
+    expect(ids).toHaveLength(13);
+    expect(new Set(ids).size).toBe(13);
+  });
+
   it('does not look again without a keypoint shortlist to ask', async () => {
     // Prepare
     const w = await catalogue();
