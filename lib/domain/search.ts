@@ -108,7 +108,7 @@ export interface ImageQuery {
 const CONFIDENT_INLIERS = 20;
 
 /** The refs whose item group is not among `hits`, first of each group only. */
-function notIn(refs: readonly ImageRef[], hits: readonly ImageRef[]): ImageRef[] {
+function notIn<T extends ImageRef>(refs: readonly T[], hits: readonly ImageRef[]): T[] {
   const seen = new Set(hits.map((hit) => hit.itemGroupId));
   return refs.filter((ref) => !seen.has(ref.itemGroupId) && (seen.add(ref.itemGroupId), true));
 }
@@ -263,14 +263,16 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     regionalOf.set(hit.itemGroupId, regionalOf.get(of));
   }
   // The groups the walk took or set aside past the top N are candidates whatever the window, like the
-  // side shortlists' ones (those before it are inside every window).
-  const added = [
-    ...top.deep,
+  // side shortlists' ones (those before it are inside every window). Once each: a probable copy left
+  // unverified (its vector differs, no place left) can come back through the regional shortlist, the
+  // second look or the twin lookup, and is then represented as that list has it.
+  const shortlisted = [
     ...wordAdded,
     ...regionAdded,
     ...(looked?.added ?? []),
     ...twins.map(({ hit }) => hit),
   ];
+  const added = [...notIn(top.deep, shortlisted), ...shortlisted];
   // The window counts only the groups no shortlist added: the added ones are candidates whatever the
   // window, so counting them let a smaller window leave out a group that a larger one ranked above one
   // of them (paging by 3 repeated a product and never showed another).

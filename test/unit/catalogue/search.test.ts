@@ -625,6 +625,36 @@ describe('searchByImage: products sharing a verified product’s image', () => {
     expect(summary(hits).map(([id]) => id)).toEqual([...xs, 'p']);
   });
 
+  it('lists once a group as similar as a kept one but with another photo that the regional shortlist verifies', async () => {
+    // Prepare: a, u1 and u2 are exactly as similar to the query (0.5) with three different photos, b less:
+    // a top 2 keeps a, sets u1 and u2 aside (unconfirmed, no place left: b took it) and walks u2 past the
+    // top 2; the query's one window is u2's photo, and the regional shortlist takes its nearest group
+    const w = world();
+    const axis = (...values: number[]) => Float32Array.from({ length: 16 }, (_, i) => values[i] ?? 0);
+    await put(w, [
+      { id: 'a', vector: axis(1), image: 'item a' },
+      { id: 'u1', vector: axis(0, 1), image: 'item u1' },
+      { id: 'u2', vector: axis(0, 0, 1), image: 'item u2' },
+      { id: 'b', vector: axis(0, 0, 0, 1, 1), image: 'item b' },
+    ]);
+    w.embedder.embed = async () => [axis(0.5, 0.5, 0.5, 0.5)];
+    const d: SearchDeps = {
+      ...reranked(w, 2),
+      vision: async () => ({
+        ...(await w.deps.vision()),
+        regional: { regions: async () => [axis(0, 0, 1)] },
+      }),
+      regional: { topN: 1 },
+    };
+    const search = (offset: number, limit: number) =>
+      searchByImage(d, { feedId: 's', image: scene, limit, offset });
+    // Act
+    const all = summary(await search(0, 20));
+    // Assess: each group once, and every page a slice of the one list
+    expect(all.map(([id]) => id).sort()).toEqual(['a', 'b', 'u1', 'u2']);
+    for (const size of [1, 3]) expect(await paged(search, size, all.length), `pages of ${size}`).toEqual(all);
+  });
+
   it('asks the k-NN for more groups when the walk past a shared photo runs off its answer', async () => {
     // Prepare: as above, with three variants per group of the shared photo: the k-NN of a page of 5
     // (35 images) holds only those groups
