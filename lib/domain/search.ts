@@ -187,27 +187,37 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   // image whose words or region matched, and represented by that image wherever they rank (inside the
   // k-NN window or not), so that a group's score and product never depend on offset/limit. The first
   // verification runs as soon as the words are in, while the regional pass is still on the model thread.
-  const globalTop = top.kept;
   // The global top's stored features are read now, while the query's keypoints are still being
   // extracted and its words looked up: in AWS each uncached one is an S3 GET.
-  const globalStored = storedFeatures(deps, query, globalTop);
+  const firstKept = top.kept;
+  let globalStored = storedFeatures(deps, query, firstKept);
   const read = storedVectorReader(vectors);
   // Their vectors too, which the twin lookup and the regional evidence of a verified one read: beside the
   // features' reads rather than one more round trip after verification, at the cost of one unused read
   // (an mget on OpenSearch) when nothing verifies. With the probable copies', which are checked now.
-  if (globalStored) void read([...globalTop, ...top.copies.map(({ hit }) => hit)].map((hit) => hit.id));
-  const copies = await confirmCopies(read, top.copies);
-  const copyHits = top.copies.map(({ hit }) => hit);
-  const confirmedHits = copies.confirmed.map(({ hit }) => hit);
+  if (globalStored) void read([...firstKept, ...top.copies.map(({ hit }) => hit)].map((hit) => hit.id));
+  const confirmed = await confirmCopies(read, top.copies);
+  // A probable copy whose vector differs after all (or cannot be read) is no copy: walked again, it keeps
+  // its place, as without the walk (so the top N verifies no group it would not have, and the side
+  // shortlists none the top N would have). The first walk's kept groups it still keeps are a prefix of
+  // them: their features are being read.
+  let globalTop = firstKept;
+  if (confirmed.length < top.copies.length) {
+    top = globalTopOf(nearest.groups, topN, new Map(confirmed.map(({ hit, of }) => [hit.itemGroupId, of])));
+    const stillKept = firstKept.filter((hit) => top.kept.includes(hit));
+    globalTop = [...stillKept, ...top.kept.filter((hit) => !firstKept.includes(hit))];
+    const features = globalStored?.features.then((all) => all.slice(0, stillKept.length));
+    features?.catch(() => undefined);
+    globalStored = features && { count: stillKept.length, features };
+  }
+  const copies = top.copies.map(({ hit, of }): Twin => ({ hit, of: of.itemGroupId }));
+  const confirmedHits = copies.map(({ hit }) => hit);
   const wordAdded = await similarityOf(
     read,
     query.vectors,
-    notIn(await wordGroups, [...globalTop, ...copyHits]),
+    notIn(await wordGroups, [...globalTop, ...confirmedHits]),
   );
-  // A probable copy whose vector differs after all (or cannot be read) is verified, in the top N's
-  // places left: no more verifications than without the walk.
-  const unconfirmed = copies.unconfirmed.slice(0, Math.max(0, topN - globalTop.length));
-  const firstVerified = [...globalTop, ...unconfirmed, ...wordAdded];
+  const firstVerified = [...globalTop, ...wordAdded];
   const firstInliers = await verifyShortlist(deps, query, firstVerified, globalStored);
   // A confident verification settles the first place whatever the regions say: the search answers
   // without waiting for them (the pass finishes unused). Decided by inlier counts only, so the same
@@ -258,14 +268,13 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   ]);
   const regionalOf = new Map(verified.map((hit, i) => [hit.itemGroupId, regional[i]]));
   // A twin or a copy has its verified group's evidence: the same image, so the same inliers and regions.
-  for (const { hit, of } of [...copies.confirmed, ...twins]) {
+  for (const { hit, of } of [...copies, ...twins]) {
     inliersOf.set(hit.itemGroupId, inliersOf.get(of) ?? 0);
     regionalOf.set(hit.itemGroupId, regionalOf.get(of));
   }
   // The groups the walk took or set aside past the top N are candidates whatever the window, like the
-  // side shortlists' ones (those before it are inside every window). Once each: a probable copy left
-  // unverified (its vector differs, no place left) can come back through the regional shortlist, the
-  // second look or the twin lookup, and is then represented as that list has it.
+  // side shortlists' ones (those before it are inside every window). Once each, as a list that adds one
+  // too has it (none should: the kept ones are verified, and the copies left out of every other list).
   const shortlisted = [
     ...wordAdded,
     ...regionAdded,
@@ -349,11 +358,13 @@ interface ProbableCopy {
  * its probable copy and the next group takes the place, down to the COPY_WALK × topN-th group. Without
  * this, twelve products sharing one photo took all ten places, and a product just under them was never
  * verified. `deep`: the groups walked past the first topN (kept or set aside); `ranOut`: the walk reached
- * the end of `groups` before its bounds.
+ * the end of `groups` before its bounds. With `confirmed`, only the groups it maps (to their kept group)
+ * are set aside.
  */
 function globalTopOf(
   groups: readonly VectorHit[],
   topN: number,
+  confirmed?: ReadonlyMap<string, VectorHit>,
 ): { kept: VectorHit[]; copies: ProbableCopy[]; deep: VectorHit[]; ranOut: boolean } {
   const kept: VectorHit[] = [];
   const copies: ProbableCopy[] = [];
@@ -361,7 +372,12 @@ function globalTopOf(
   for (; depth < groups.length && depth < COPY_WALK * topN && kept.length < topN; depth += 1) {
     const hit = groups[depth]!;
     const last = kept.at(-1);
-    if (last && hit.similarity === last.similarity) copies.push({ hit, of: last });
+    const of = confirmed
+      ? confirmed.get(hit.itemGroupId)
+      : last && hit.similarity === last.similarity
+        ? last
+        : undefined;
+    if (of) copies.push({ hit, of });
     else kept.push(hit);
   }
   const ranOut = kept.length < topN && depth === groups.length && depth < COPY_WALK * topN;
@@ -369,25 +385,17 @@ function globalTopOf(
 }
 
 /**
- * The probable copies whose stored vector is their kept group's (to TWIN_SIMILARITY), as twins of it;
- * the others (a coincidence of similarities, or a vector that cannot be read) are to be verified.
+ * The probable copies whose stored vector is their kept group's (to TWIN_SIMILARITY); not the others (a
+ * coincidence of similarities, or a vector that cannot be read).
  */
-async function confirmCopies(
-  read: VectorReader,
-  copies: readonly ProbableCopy[],
-): Promise<{ confirmed: Twin[]; unconfirmed: VectorHit[] }> {
-  if (copies.length === 0) return { confirmed: [], unconfirmed: [] };
+async function confirmCopies(read: VectorReader, copies: readonly ProbableCopy[]): Promise<ProbableCopy[]> {
+  if (copies.length === 0) return [];
   const stored = await read(copies.flatMap(({ hit, of }) => [hit.id, of.id]));
-  const confirmed: Twin[] = [];
-  const unconfirmed: VectorHit[] = [];
-  for (const { hit, of } of copies) {
+  return copies.filter(({ hit, of }) => {
     const vector = stored.get(hit.id);
     const ofVector = stored.get(of.id);
-    if (vector && ofVector && bestCosine([ofVector], vector) >= TWIN_SIMILARITY)
-      confirmed.push({ hit, of: of.itemGroupId });
-    else unconfirmed.push(hit);
-  }
-  return { confirmed, unconfirmed };
+    return !!vector && !!ofVector && bestCosine([ofVector], vector) >= TWIN_SIMILARITY;
+  });
 }
 
 /**

@@ -655,6 +655,40 @@ describe('searchByImage: products sharing a verified product’s image', () => {
     for (const size of [1, 3]) expect(await paged(search, size, all.length), `pages of ${size}`).toEqual(all);
   });
 
+  it('keeps a group as similar as a kept one but with another photo in its place in the top N', async () => {
+    // Prepare: a, u1 and u2 are exactly as similar to the query (0.5) with three different photos, b less;
+    // u1 holds the mug. A top 2 verifies a and u1, as without the walk; the query's one window is u1's
+    // photo, and the regional shortlist takes its nearest group
+    const w = world();
+    const axis = (...values: number[]) => Float32Array.from({ length: 16 }, (_, i) => values[i] ?? 0);
+    await put(w, [
+      { id: 'a', vector: axis(1), image: 'item a' },
+      { id: 'u1', vector: axis(0, 1), image: 'red mug' },
+      { id: 'u2', vector: axis(0, 0, 1), image: 'item u2' },
+      { id: 'b', vector: axis(0, 0, 0, 1, 1), image: 'item b' },
+    ]);
+    w.embedder.embed = async () => [axis(0.5, 0.5, 0.5, 0.5)];
+    const regional: SearchDeps = {
+      ...reranked(w, 2),
+      vision: async () => ({
+        ...(await w.deps.vision()),
+        regional: { regions: async () => [axis(0, 1)] },
+      }),
+      regional: { topN: 1 },
+    };
+    const query = { feedId: 's', image: scene, limit: 20, offset: 0 };
+    // Act
+    const plain = summary(await searchByImage(reranked(w, 2), query));
+    const verifiedPlain = w.matcher.verified;
+    const withRegions = summary(await searchByImage(regional, query));
+    // Assess: u1 verified first both times, by the global top's two verifications only
+    expect(plain[0]![0]).toBe('u1');
+    expect(plain[0]![1]).toBeGreaterThan(0.9);
+    expect(verifiedPlain).toBe(2);
+    expect(withRegions[0]![0]).toBe('u1');
+    expect(w.matcher.verified - verifiedPlain).toBe(2);
+  });
+
   it('asks the k-NN for more groups when the walk past a shared photo runs off its answer', async () => {
     // Prepare: as above, with three variants per group of the shared photo: the k-NN of a page of 5
     // (35 images) holds only those groups
