@@ -257,6 +257,11 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
       Math.max(inliers[i] ?? 0, looked?.inliers.get(hit.itemGroupId) ?? 0),
     ]),
   );
+  // A copy a box verified shows its kept group's image: that evidence is the group's (and so its copies').
+  for (const { hit, of } of copies) {
+    const boxed = looked?.inliers.get(hit.itemGroupId) ?? 0;
+    if (boxed > (inliersOf.get(of) ?? 0)) inliersOf.set(of, boxed);
+  }
   // Regional evidence for the verified candidates only: they are the same groups whatever the page, so
   // the order stays one list that every page is a slice of (the rest keep their whole-image order).
   // Meanwhile the groups showing a verified group's image (twinsOf), found whatever the page too.

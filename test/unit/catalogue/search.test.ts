@@ -1716,6 +1716,46 @@ describe('searchByImage with a second look', () => {
     expect(new Set(ids).size).toBe(13);
   });
 
+  it('gives a box’s verification of a confirmed copy to its kept group and the group’s other copies', async () => {
+    // Prepare: as above
+    const w = await catalogue();
+    const key = vectorDocumentId('s', 'p0', 0);
+    const p0 = (await w.index.getVectors([key])).get(key)!;
+    const copies = ['q1', 'q2', 'q3'];
+    await w.products.putMany(copies.map((id) => make('s', id)));
+    await w.index.upsert(
+      copies.map((id) => ({
+        id: vectorDocumentId('s', id, 0),
+        feedId: 's',
+        productId: id,
+        itemGroupId: id,
+        vector: p0,
+        fields: {},
+      })),
+    );
+    await storeFeatures(
+      w,
+      copies.map((productId) => ({ productId, image: 'item p0' })),
+    );
+    w.detections.push({ box: [2, 3, 5, 6], label: 'cup', score: 0.5 });
+    const d = looking(
+      w,
+      { boxes: 1, minScore: 0.05, wordTopN: 10 },
+      { hits: (lookup) => (lookup % 2 === 0 ? ['p9'] : ['q3']) },
+    );
+    // Act
+    const hits = await searchByImage(d, {
+      feedId: 's',
+      image: Buffer.from('query photo: a shelf | small: item p0'),
+      limit: 5,
+      offset: 0,
+    });
+    // Assess: the four groups showing p0's photo lead, verified alike
+    expect(hits.slice(0, 4).map((h) => h.product.product_id)).toEqual(['p0', 'q1', 'q2', 'q3']);
+    expect(hits[0]!.score).toBeGreaterThan(0.9);
+    expect(new Set(hits.slice(0, 4).map((h) => h.score)).size).toBe(1);
+  });
+
   it('does not look again without a keypoint shortlist to ask', async () => {
     // Prepare
     const w = await catalogue();
