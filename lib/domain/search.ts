@@ -174,44 +174,20 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   // Settles to [] on any failure: the keypoint shortlist may only add candidates, never fail a search.
   const wordGroups = keypointShortlist(deps, query).catch((): VisualWordHit[] => []);
   const window = Math.max(query.offset + query.limit, topN);
-  let nearest = await nearestGroups(vectors, query, window);
-  let top = globalTopOf(nearest.groups, topN);
-  // The walk past copies ran off the groups the k-NN gave: asked again for as many as it may walk, so
-  // that the top is the same whatever the page (the window sizes the k-NN).
-  if (top.ranOut && !nearest.exhausted) {
-    nearest = await nearestGroups(vectors, query, Math.max(window, COPY_WALK * topN));
-    top = globalTopOf(nearest.groups, topN);
-  }
-
+  const read = storedVectorReader(vectors);
+  const { nearest, deep, globalTop, globalStored, copies } = await globalShortlist(
+    deps,
+    query,
+    vectors,
+    read,
+    window,
+    topN,
+  );
+  const confirmedHits = copies.map(({ hit }) => hit);
   // Groups the keypoint shortlist adds, then the regional one: verified with the global top N on the
   // image whose words or region matched, and represented by that image wherever they rank (inside the
   // k-NN window or not), so that a group's score and product never depend on offset/limit. The first
   // verification runs as soon as the words are in, while the regional pass is still on the model thread.
-  // The global top's stored features are read now, while the query's keypoints are still being
-  // extracted and its words looked up: in AWS each uncached one is an S3 GET.
-  const firstKept = top.kept;
-  let globalStored = storedFeatures(deps, query, firstKept);
-  const read = storedVectorReader(vectors);
-  // Their vectors too, which the twin lookup and the regional evidence of a verified one read: beside the
-  // features' reads rather than one more round trip after verification, at the cost of one unused read
-  // (an mget on OpenSearch) when nothing verifies. With the probable copies', which are checked now.
-  if (globalStored) void read([...firstKept, ...top.copies.map(({ hit }) => hit)].map((hit) => hit.id));
-  const confirmed = await confirmCopies(read, top.copies);
-  // A probable copy whose vector differs after all (or cannot be read) is no copy: walked again, it keeps
-  // its place, as without the walk (so the top N verifies no group it would not have, and the side
-  // shortlists none the top N would have). The first walk's kept groups it still keeps are a prefix of
-  // them: their features are being read.
-  let globalTop = firstKept;
-  if (confirmed.length < top.copies.length) {
-    top = globalTopOf(nearest.groups, topN, new Map(confirmed.map(({ hit, of }) => [hit.itemGroupId, of])));
-    const stillKept = firstKept.filter((hit) => top.kept.includes(hit));
-    globalTop = [...stillKept, ...top.kept.filter((hit) => !firstKept.includes(hit))];
-    const features = globalStored?.features.then((all) => all.slice(0, stillKept.length));
-    features?.catch(() => undefined);
-    globalStored = features && { count: stillKept.length, features };
-  }
-  const copies = top.copies.map(({ hit, of }): Twin => ({ hit, of: of.itemGroupId }));
-  const confirmedHits = copies.map(({ hit }) => hit);
   const wordAdded = await similarityOf(
     read,
     query.vectors,
@@ -286,7 +262,7 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     ...(looked?.added ?? []),
     ...twins.map(({ hit }) => hit),
   ];
-  const added = [...notIn(top.deep, shortlisted), ...shortlisted];
+  const added = [...notIn(deep, shortlisted), ...shortlisted];
   // The window counts only the groups no shortlist added: the added ones are candidates whatever the
   // window, so counting them let a smaller window leave out a group that a larger one ranked above one
   // of them (paging by 3 repeated a product and never showed another).
@@ -346,6 +322,61 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     }),
   );
   return groups.filter((g): g is GroupHit => g !== undefined);
+}
+
+/**
+ * The k-NN's groups (enough for the page's window) and the global top N to verify (globalTopOf: one place
+ * per photo several groups share), with its stored features being read (in order; undefined when nothing
+ * is verified), the copies of its groups that take their evidence, and the groups the walk went past the
+ * top N (`deep`: candidates whatever the window).
+ */
+async function globalShortlist(
+  deps: SearchDeps,
+  query: RankQuery,
+  vectors: VectorIndex,
+  read: VectorReader,
+  window: number,
+  topN: number,
+): Promise<{
+  nearest: Awaited<ReturnType<typeof nearestGroups>>;
+  deep: VectorHit[];
+  globalTop: VectorHit[];
+  globalStored: StoredFeatures | undefined;
+  copies: Twin[];
+}> {
+  let nearest = await nearestGroups(vectors, query, window);
+  let top = globalTopOf(nearest.groups, topN);
+  // The walk past copies ran off the groups the k-NN gave: asked again for as many as it may walk, so
+  // that the top is the same whatever the page (the window sizes the k-NN).
+  if (top.ranOut && !nearest.exhausted) {
+    nearest = await nearestGroups(vectors, query, Math.max(window, COPY_WALK * topN));
+    top = globalTopOf(nearest.groups, topN);
+  }
+
+  // The global top's stored features are read now, while the query's keypoints are still being
+  // extracted and its words looked up: in AWS each uncached one is an S3 GET.
+  const firstKept = top.kept;
+  let globalStored = storedFeatures(deps, query, firstKept);
+  // Their vectors too, which the twin lookup and the regional evidence of a verified one read: beside the
+  // features' reads rather than one more round trip after verification, at the cost of one unused read
+  // (an mget on OpenSearch) when nothing verifies. With the probable copies', which are checked now.
+  if (globalStored) void read([...firstKept, ...top.copies.map(({ hit }) => hit)].map((hit) => hit.id));
+  const confirmed = await confirmCopies(read, top.copies);
+  // A probable copy whose vector differs after all (or cannot be read) is no copy: walked again, it keeps
+  // its place, as without the walk (so the top N verifies no group it would not have, and the side
+  // shortlists none the top N would have). The first walk's kept groups it still keeps are a prefix of
+  // them: their features are being read.
+  let globalTop = firstKept;
+  if (confirmed.length < top.copies.length) {
+    top = globalTopOf(nearest.groups, topN, new Map(confirmed.map(({ hit, of }) => [hit.itemGroupId, of])));
+    const stillKept = firstKept.filter((hit) => top.kept.includes(hit));
+    globalTop = [...stillKept, ...top.kept.filter((hit) => !firstKept.includes(hit))];
+    const features = globalStored?.features.then((all) => all.slice(0, stillKept.length));
+    features?.catch(() => undefined);
+    globalStored = features && { count: stillKept.length, features };
+  }
+  const copies = top.copies.map(({ hit, of }): Twin => ({ hit, of: of.itemGroupId }));
+  return { nearest, deep: top.deep, globalTop, globalStored, copies };
 }
 
 /** How far the global top is walked past copies of one photo, in groups per verified place (topN). */
