@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_CONTEXTS, usageContextOf, usageReport } from '#lib/domain/admin/usage.ts';
+import type { UsageQuery } from '#lib/domain/admin/schemas.ts';
 import type { Feed } from '#lib/domain/feeds.ts';
 import type { UsageContextRow, UsageRow, UsageStore } from '#lib/ports.ts';
 
@@ -24,13 +25,14 @@ const row = (day: string, searchId: string, feedCreatedAt?: string): UsageRow =>
   rateLimited: 0,
 });
 
-function reportOf(rows: UsageRow[], contexts: UsageContextRow[] = []) {
+function reportOf(
+  rows: UsageRow[],
+  contexts: UsageContextRow[] = [],
+  query: UsageQuery = { from: '2026-11-01', to: '2026-11-25' },
+) {
   const usage = { list: async () => rows, listContexts: async () => contexts } as unknown as UsageStore;
   const feeds = { get: async () => feed } as never;
-  return usageReport({ feeds, usage, clock: { now: () => new Date('2026-11-25T00:00:00Z') } }, 'shop', {
-    from: '2026-11-01',
-    to: '2026-11-25',
-  });
+  return usageReport({ feeds, usage, clock: { now: () => new Date('2026-11-25T00:00:00Z') } }, 'shop', query);
 }
 
 describe('usageReport', () => {
@@ -119,5 +121,51 @@ describe('usageReport', () => {
     expect(usageContextOf({ category: 'Shoes', pageUrl: 'https://x' } as never)).toBeUndefined();
     expect(usageContextOf({ type: ' ', domain: '' })).toBeUndefined();
     expect(usageContextOf(undefined)).toBeUndefined();
+  });
+
+  it('sums every counter, orders days by day then endpoint and keys by requests, most first', async () => {
+    // Prepare: rows in no particular order (the store's order is not part of its contract)
+    const counted = (
+      day: string,
+      endpoint: UsageRow['endpoint'],
+      searchId: string,
+      counts: Partial<UsageRow>,
+    ) => ({
+      ...row(day, searchId, feed.createdAt),
+      endpoint,
+      ok: 0,
+      ...counts,
+    });
+    const rows = [
+      counted('2026-11-22', 'search_image', 'vps_a', { requests: 1, ok: 1 }),
+      counted('2026-11-21', 'search_image', 'vps_b', { requests: 2, serverErrors: 2 }),
+      counted('2026-11-21', 'related', 'vps_b', { requests: 3, clientErrors: 1, rateLimited: 2 }),
+    ];
+    // Act
+    const report = await reportOf(rows);
+    // Assess
+    expect(report.days.map((d) => [d.day, d.endpoint])).toEqual([
+      ['2026-11-21', 'related'],
+      ['2026-11-21', 'search_image'],
+      ['2026-11-22', 'search_image'],
+    ]);
+    expect(report.days[1]).toMatchObject({ requests: 2, ok: 0, serverErrors: 2 });
+    expect(report.keys.map((k) => [k.searchId, k.requests])).toEqual([
+      ['vps_b', 5],
+      ['vps_a', 1],
+    ]);
+    expect(report.keys[0]).toMatchObject({ clientErrors: 1, serverErrors: 2, rateLimited: 2 });
+    expect(report.totals).toEqual({ requests: 6, ok: 1, clientErrors: 1, serverErrors: 2, rateLimited: 2 });
+  });
+
+  it('covers the last 30 days by default and refuses a range of 400 days or more', async () => {
+    // Act
+    const byDefault = await reportOf([], [], {});
+    const longest = await reportOf([], [], { from: '2025-10-22', to: '2026-11-25' });
+    const tooLong = reportOf([], [], { from: '2025-10-21', to: '2026-11-25' });
+    // Assess: 30 days counting today, 400 days is one too many
+    expect([byDefault.from, byDefault.to]).toEqual(['2026-10-27', '2026-11-25']);
+    expect([longest.from, longest.to]).toEqual(['2025-10-22', '2026-11-25']);
+    await expect(tooLong).rejects.toMatchObject({ code: 'invalid_request' });
   });
 });
