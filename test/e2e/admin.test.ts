@@ -42,6 +42,20 @@ describe('admin authentication', () => {
     expect(response.body.error.message).toBe('The admin token is not valid.');
   });
 
+  it('refuses the admin token with anything appended to it or cut from it', async () => {
+    // Prepare
+    const token = stack.adminToken!;
+    // Act
+    const answers = [
+      await stack.call('GET', '/admin/v1/feeds', { headers: { authorization: `Bearer ${token}x` } }),
+      await stack.call('GET', '/admin/v1/feeds', {
+        headers: { authorization: `Bearer ${token.slice(0, -1)}` },
+      }),
+    ];
+    // Assess
+    for (const response of answers) expectError(response, 401, 'unauthorized');
+  });
+
   it('does not accept a search id as admin token', async () => {
     const response = await stack.call('GET', '/admin/v1/feeds', {
       headers: { authorization: `Bearer ${stack.demo.searchId}` },

@@ -134,6 +134,22 @@ describe('search-id authentication', () => {
     expect(response.body).toEqual([]);
   });
 
+  it('takes the Bearer scheme in any case (RFC 9110)', async () => {
+    // Act
+    const answers = [
+      await stack.call('POST', '/api/v1/search/image', {
+        body: { imageData: image },
+        headers: { authorization: `bearer ${searchId}` },
+      }),
+      await stack.call('POST', '/api/v1/search/image', {
+        body: { imageData: image },
+        headers: { authorization: `BEARER ${searchId}` },
+      }),
+    ];
+    // Assess
+    expect(answers.map((response) => response.status)).toEqual([200, 200]);
+  });
+
   it('accepts the search id in the body', async () => {
     const response = await stack.call('POST', '/api/v1/search/image', {
       body: { imageData: image, searchId },
@@ -330,6 +346,8 @@ describe('allowed domains', () => {
       'This search id only accepts requests with an Origin or Referer header.',
     );
     expect(fromPages.map((response) => response.status)).toEqual([200, 200, 200]);
+    // An opaque origin is no page of any site: refused too, also when the feed names no domains
+    expectError(await search(anyPage, { origin: 'null' }), 403, 'domain_not_allowed');
   });
 
   it('refuses a Referer outside the list', async () => {
@@ -881,6 +899,24 @@ describe('usage', () => {
       { type: 'cart', domain: '', requests: 1 },
     ]);
     expect(usage.body.totals.requests).toBe(6);
+  });
+
+  it('counts an answer of 500 or more as a server error, a 503 too', async () => {
+    // Prepare
+    const feed = await stack.admin('POST', '/admin/v1/feeds', { name: 'Failing' });
+    const key = (await stack.admin('POST', `/admin/v1/feeds/${feed.body.feedId}/keys`, {})).body.searchId;
+    // Act: the models cannot load, so detection answers 503
+    const detect = await stack.call('POST', '/api/v1/detect', {
+      body: { imageData: image },
+      headers: bearer(key),
+    });
+    const usage = await stack.admin('GET', `/admin/v1/feeds/${feed.body.feedId}/usage`);
+    // Assess
+    expectError(detect, 503, 'unavailable');
+    expect(usage.body.days).toEqual([
+      expect.objectContaining({ endpoint: 'detect', requests: 1, ok: 0, clientErrors: 0, serverErrors: 1 }),
+    ]);
+    expect(usage.body.totals).toMatchObject({ requests: 1, serverErrors: 1 });
   });
 
   it('records the last use of a key', async () => {
