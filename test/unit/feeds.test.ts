@@ -11,6 +11,11 @@ describe('hostAllowed', () => {
     expect(hostAllowed('example.com', ['shop.example.com'])).toBe(false);
   });
 
+  it('matches a host written with the root dot (a page at https://shop.example.com./ sends it)', () => {
+    expect(hostAllowed('shop.example.com.', ['shop.example.com'])).toBe(true);
+    expect(hostAllowed('a.example.com.', ['*.example.com'])).toBe(true);
+  });
+
   it('matches subdomains of a wildcard entry but not the bare domain or look-alikes', () => {
     expect(hostAllowed('a.b.example.com', ['*.example.com'])).toBe(true);
     expect(hostAllowed('example.com', ['*.example.com'])).toBe(false);

@@ -21,5 +21,7 @@ describe('keyBelongsTo', () => {
     expect(keyBelongsTo(key, { ...feed, feedId: 'other' })).toBe(false);
     // Created before this feed was: an earlier feed's key
     expect(keyBelongsTo({ ...key, createdAt: '2026-11-26T09:59:59.000Z' }, feed)).toBe(false);
+    // Created in the feed's own millisecond (a key minted with the feed): this feed's
+    expect(keyBelongsTo({ ...key, createdAt: feed.createdAt }, feed)).toBe(true);
   });
 });
