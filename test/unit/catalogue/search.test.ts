@@ -1130,6 +1130,32 @@ describe('response shapes', () => {
     });
   });
 
+  it('every endpoint: a product without an item group shows its product_id as item_group_id', () => {
+    // Prepare: the feed gave no item_group_id (make leaves it '' and the group the product id)
+    const ungrouped = { product: make('s', 'solo'), variants: [make('s', 'solo')], score: 0.5 };
+    // Act
+    const items = [imageSearchItem(ungrouped), relatedItem(ungrouped), rootSearchItem(ungrouped)];
+    // Assess
+    for (const item of items) expect(item.item_group_id).toBe('solo');
+    expect(relatedItem(ungrouped).variants[0]!.item_group_id).toBe('solo');
+  });
+
+  it('related and root search: every underscore of availability as a space', () => {
+    // Prepare
+    const out = make('s', 'gone', { availability: 'out_of_stock' });
+    const sold = { product: out, variants: [out], score: 0.5 };
+    // Act
+    const related = relatedItem(sold);
+    const root = rootSearchItem(sold);
+    // Assess: the text form, as "in stock"; image search keeps the code
+    expect([related.availability, related.variants[0]!.availability, root.availability]).toEqual([
+      'out of stock',
+      'out of stock',
+      'out of stock',
+    ]);
+    expect(imageSearchItem(sold).availability).toBe('out_of_stock');
+  });
+
   it('root search: prices as strings and the score under the empty-named property', () => {
     const item = rootSearchItem(hit);
     expect(item).toMatchObject({ price: '1000', sale_price: '', '': '0.750000', id: hit.product.id });
