@@ -9,6 +9,8 @@ describe('parsePrice', () => {
     ['12,99 EUR', 1299, 'EUR'],
     ['1.299,50 EUR', 129950, 'EUR'],
     ['1500 JPY', 1500, 'JPY'],
+    ['1.500 KWD', 1500, 'KWD'],
+    ['1.234.567 EUR', 123456700, 'EUR'],
     ['0.125 USD', 13, 'USD'],
     ['7', 700, 'GBP'],
   ])('reads %s as %i %s', (text, cents, currency) => {
@@ -101,6 +103,47 @@ describe('normaliseRecord', () => {
     const content = normaliseRecord(base, 'https://s/');
     expect(content.availability).toBe('in_stock');
     expect(content.price).toBeNull();
+  });
+
+  it("takes a price's missing currency from the other prices or shipping_currency", () => {
+    // Act
+    const saleWithout = normaliseRecord(
+      { ...base, price: ['10.00 USD'], sale_price: ['8.00'] },
+      'https://s/',
+    );
+    const saleOnly = normaliseRecord({ ...base, sale_price: ['8.00 USD'] }, 'https://s/');
+    const shippingOwn = normaliseRecord(
+      { ...base, price: ['10.00 USD'], shipping_price: ['5.00'], shipping_currency: ['eur'] },
+      'https://s/',
+    );
+    // Assess
+    expect(saleWithout).toMatchObject({ price: 1000, sale_price: 800, currency: 'USD' });
+    expect(saleOnly).toMatchObject({ price: null, sale_price: 800, currency: 'USD' });
+    expect(shippingOwn).toMatchObject({ currency: 'USD', shipping_price: 500, shipping_currency: 'EUR' });
+  });
+
+  it('reads schema.org availability, lower-cases gender and age group, and takes offer_id and updated', () => {
+    // Act
+    const content = normaliseRecord(
+      {
+        offer_id: ['o1'],
+        title: ['Mug'],
+        image_link: ['/img/o1.jpg'],
+        availability: ['https://schema.org/OutOfStock'],
+        gender: ['Female'],
+        age_group: ['Adult'],
+        updated: ['2026-11-20T10:00:00Z'],
+      },
+      'https://s/',
+    );
+    // Assess
+    expect(content).toMatchObject({
+      product_id: 'o1',
+      availability: 'out_of_stock',
+      gender: 'female',
+      age_group: 'adult',
+      product_updated_at: '2026-11-20T10:00:00Z',
+    });
   });
 
   it.each([
