@@ -13,7 +13,7 @@ import {
   listFeeds,
   updateFeed,
 } from '#lib/domain/admin/feeds.ts';
-import { createKey } from '#lib/domain/admin/keys.ts';
+import { createKey, revokeKey } from '#lib/domain/admin/keys.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import type { IngestDeps } from '#lib/ingest/run-import.ts';
 import { runFeedJob } from '#lib/ingest/feed-jobs.ts';
@@ -585,6 +585,22 @@ describe('createKey racing deleteFeed', () => {
     expect(await deps.keys.listByFeed('racing-key')).toEqual([]);
     expect(late).toBeDefined();
     expect(registered.has(late!)).toBe(false);
+  });
+});
+
+describe('revokeKey', () => {
+  it("takes the key out of the gateway, and a second revocation answers the first one's time", async () => {
+    // Prepare
+    await createFeed(deps, input('revoked-key'));
+    const key = await createKey(deps, 'revoked-key', { name: 'web' });
+    expect(registered.has(key.searchId)).toBe(true);
+    // Act
+    const first = await revokeKey(deps, key.searchId);
+    const again = await revokeKey(deps, key.searchId);
+    // Assess
+    expect(registered.has(key.searchId)).toBe(false);
+    expect(again.revokedAt).toBe(first.revokedAt);
+    expect((await deps.keys.get(key.searchId))?.revokedAt).toBe(first.revokedAt);
   });
 });
 
