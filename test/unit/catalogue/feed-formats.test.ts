@@ -54,6 +54,18 @@ describe('readFeed', () => {
     expect(records).toEqual([{ row: 1, fields: { id: ['B1'], title: ['Lamp'], link: ['https://shop/b1'] } }]);
   });
 
+  it("reads an Atom entry's summary as its description", async () => {
+    // Prepare
+    const atom = `<feed xmlns="http://www.w3.org/2005/Atom" xmlns:g="http://base.google.com/ns/1.0">
+      <entry><g:id>B2</g:id><title>Lamp</title><summary>Brass lamp</summary></entry></feed>`;
+    // Act
+    const records = await read(atom, 'xml');
+    // Assess
+    expect(records).toEqual([
+      { row: 1, fields: { id: ['B2'], title: ['Lamp'], description: ['Brass lamp'] } },
+    ]);
+  });
+
   it('ends malformed XML with a fatal error after the readable items', async () => {
     const records = await read(
       `<rss xmlns:g="http://base.google.com/ns/1.0"><channel><item><g:id>1</g:id></item><item><g:id>2</g:i`,
@@ -326,6 +338,10 @@ describe('readFeed against hostile files (a fuzzing review)', () => {
 describe('sniffFormat', () => {
   it.each([
     ['<?xml version="1.0"?><rss>', 'xml'],
+    // Without a prolog, and after a byte order mark
+    ['<rss version="2.0">', 'xml'],
+    ['\uFEFF<?xml version="1.0"?><rss>', 'xml'],
+    ['\uFEFF[{"id":1}]', 'json'],
     ['  [{"id":1}]', 'json'],
     ['{"id":1}\n', 'jsonl'],
     ['id\ttitle\n', 'tsv'],
@@ -348,5 +364,14 @@ describe('readFeed CSV dialects', () => {
         fields: { id: ['1'], title: ['Chair; oak'], image_link: ['https://x/1.jpg'], price: ['10,50 EUR'] },
       },
     ]);
+  });
+
+  it('takes "|" as the separator when the header uses it', async () => {
+    // Prepare
+    const csv = 'id|title|price\n1|Chair, oak|10.50 EUR\n';
+    // Act
+    const records = await read(csv, 'csv', 3);
+    // Assess
+    expect(records).toEqual([{ row: 1, fields: { id: ['1'], title: ['Chair, oak'], price: ['10.50 EUR'] } }]);
   });
 });
