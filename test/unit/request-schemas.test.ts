@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RootSearchRequest, SearchImageRequest } from '#lib/domain/schemas.ts';
+import { DetectRequest, RelatedRequest, RootSearchRequest, SearchImageRequest } from '#lib/domain/schemas.ts';
 
 const imageData =
   'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
@@ -13,6 +13,18 @@ describe('limit and offset of the search requests', () => {
     const parsed = schema.safeParse(body);
     expect(parsed.success).toBe(false);
     expect(parsed.error?.issues.map((issue) => issue.path.join('.'))).toEqual(['offset']);
+  });
+
+  it('defaults limit to 10 and offset to 0 on every endpoint that takes them, as the interface says', () => {
+    // Act
+    const parsed = [
+      SearchImageRequest.parse({ imageData }),
+      RelatedRequest.parse({ productId: 'p1' }),
+      RootSearchRequest.parse({ imageData }),
+    ];
+    // Assess
+    for (const request of parsed) expect([request.limit, request.offset]).toEqual([10, 0]);
+    expect(DetectRequest.parse({ imageData }).limit).toBe(10);
   });
 
   it('takes the last offset of the window, as a number or a string', () => {
