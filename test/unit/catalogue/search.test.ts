@@ -1000,6 +1000,39 @@ describe('relatedProducts', () => {
     expect(spaced.map((h) => h.product.product_id)).toEqual(['p1']);
   });
 
+  it('narrows by a category filter rather than context.category when both are sent', async () => {
+    // Prepare
+    const w = await catalogue();
+    // Act
+    const hits = await relatedProducts(deps(w), {
+      feedId: 's',
+      productId: 'ref',
+      limit: 10,
+      offset: 0,
+      filters: [{ key: 'category', value: 'Garden' }],
+      context: { category: 'Home' },
+    });
+    // Assess
+    expect(hits.map((h) => h.product.product_id)).toEqual(['p3']);
+  });
+
+  it('applies the minimum score to an image query, not to a known productId', async () => {
+    // Prepare: a cut-off only the same image passes (it scores about 0.5, the others under 0.01)
+    const w = await catalogue();
+    const strict: SearchDeps = { ...deps(w), minScore: 0.3 };
+    // Act
+    const byImage = await relatedProducts(strict, {
+      feedId: 's',
+      image: Buffer.from('p2'),
+      limit: 10,
+      offset: 0,
+    });
+    const byId = await relatedProducts(strict, { feedId: 's', productId: 'ref', limit: 10, offset: 0 });
+    // Assess
+    expect(byImage.map((h) => h.product.product_id)).toEqual(['p2']);
+    expect(byId.map((h) => h.product.product_id).sort()).toEqual(['p1', 'p2', 'p3']);
+  });
+
   it('falls back to imageData, then fallback, when the productId is unknown', async () => {
     const w = await catalogue();
     const hits = await relatedProducts(deps(w), {
