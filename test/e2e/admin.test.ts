@@ -345,6 +345,37 @@ describe('feeds', () => {
       });
     }
   });
+
+  it('drops a custom hourly limit with the enterprise plan: back on that plan, its default applies', async () => {
+    // Prepare
+    await stack.admin('POST', '/admin/v1/feeds', {
+      feedId: 'limit-kept',
+      name: 'Limit',
+      plan: 'enterprise',
+      hourlyLimit: 7,
+    });
+    const byDefault = await stack.admin('POST', '/admin/v1/feeds', {
+      feedId: 'limit-default',
+      name: 'Default',
+      plan: 'enterprise',
+    });
+    // Act
+    await stack.admin('PATCH', '/admin/v1/feeds/limit-kept', { plan: 'pro' });
+    const back = await stack.admin('PATCH', '/admin/v1/feeds/limit-kept', { plan: 'enterprise' });
+    // Assess
+    expect(back.body).toMatchObject({ hourlyLimit: byDefault.body.hourlyLimit, customHourlyLimit: false });
+  });
+
+  it('stores each domain once, however it was written', async () => {
+    // Act
+    const created = await stack.admin('POST', '/admin/v1/feeds', {
+      feedId: 'domains-once',
+      name: 'Domains',
+      domains: ['Shop.Example.com', 'shop.example.com', 'https://shop.example.com/'],
+    });
+    // Assess
+    expect(created.body.domains).toEqual(['shop.example.com']);
+  });
 });
 
 describe('feed versions (ETag, If-Match)', () => {
