@@ -795,6 +795,30 @@ describe('rate limits', () => {
     expect(last!.headers.get('ratelimit-remaining')).toBe('0');
   });
 
+  it("lets a shop's page read Retry-After and the RateLimit headers of a 429", async () => {
+    // Prepare
+    const feed = await stack.admin('POST', '/admin/v1/feeds', {
+      name: 'Page',
+      plan: 'enterprise',
+      hourlyLimit: 1,
+    });
+    const key = (await stack.admin('POST', `/admin/v1/feeds/${feed.body.feedId}/keys`, {})).body.searchId;
+    const fromPage = () =>
+      stack.call('POST', '/api/v1/search/image', {
+        body: { imageData: image },
+        headers: { ...bearer(key), origin: 'https://shop.example' },
+      });
+    // Act
+    await fromPage();
+    const refused = await fromPage();
+    // Assess
+    expectError(refused, 429, 'rate_limited');
+    const exposed = refused.headers.get('access-control-expose-headers')!.split(',');
+    expect(exposed).toEqual(
+      expect.arrayContaining(['Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']),
+    );
+  });
+
   it('uses the custom hourly limit of an enterprise feed', async () => {
     const feed = await stack.admin('POST', '/admin/v1/feeds', {
       name: 'Big',
