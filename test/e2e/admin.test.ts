@@ -542,6 +542,11 @@ describe('retries with an Idempotency-Key', () => {
       'idempotency_key_reused',
     );
     expectError(await post('/admin/v1/feeds', { name: 'web' }, 'key-reused'), 422, 'idempotency_key_reused');
+    // The same body on another feed's keys is another request: the path's feed id is part of it
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'idem-keys-other', name: 'Idem keys other' });
+    const otherFeed = await post('/admin/v1/feeds/idem-keys-other/keys', { name: 'web' }, 'key-reused');
+    expectError(otherFeed, 422, 'idempotency_key_reused');
+    expect(otherFeed.body.error.message).toMatch(/used for another request/);
     const keys = (await stack.admin('GET', '/admin/v1/feeds/idem-keys/keys')).body.keys;
     expect(keys.map((k: { name: string }) => k.name)).toEqual(['web']);
 
@@ -662,6 +667,20 @@ describe('retries with an Idempotency-Key', () => {
     // …and nothing was made for them: the feed created again holds no search id and no import
     expect((await stack.admin('GET', '/admin/v1/feeds/idem-gone/keys')).body.keys).toEqual([]);
     expect((await stack.admin('GET', '/admin/v1/feeds/idem-gone/imports')).body.imports).toEqual([]);
+  });
+
+  it('does not replay an answer for a feed whose deletion has started', async () => {
+    // Prepare: a deletion stopped part way leaves the feed marked (hidden) until it is finished
+    await stack.admin('POST', '/admin/v1/feeds', { feedId: 'idem-deleting', name: 'Deleting' });
+    expect((await post('/admin/v1/feeds/idem-deleting/keys', { name: 'web' }, 'key-deleting')).status).toBe(
+      201,
+    );
+    const feed = (await stack.container.feeds.get('idem-deleting', { fresh: true }))!;
+    await stack.container.feeds.markDeleting('idem-deleting', new Date(), feed.createdAt, feed.updatedAt);
+    // Act
+    const retry = await post('/admin/v1/feeds/idem-deleting/keys', { name: 'web' }, 'key-deleting');
+    // Assess
+    expectError(retry, 422, 'idempotency_key_reused');
   });
 
   it("replays a key's answer whatever the clocks of the functions that made the feed and the answer", async () => {
