@@ -22,6 +22,16 @@ describe('toErrorBody', () => {
     );
   });
 
+  it('answers a connection a dependency refused or dropped as 503 unavailable, not 500', () => {
+    // Prepare: as Node's sockets raise them (no SDK retry flag on them)
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9200'), { code: 'ECONNREFUSED' });
+    const reset = Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+    // Act
+    const answers = [toErrorBody(refused, 'r1'), toErrorBody(reset, 'r2')];
+    // Assess
+    for (const answer of answers) expect(answer.error).toMatchObject({ status: 503, code: 'unavailable' });
+  });
+
   it('writes the line breaks, NULs and bidirectional overrides a request put in a message as escapes', () => {
     // As a product id or a path id comes back in "not found" (the fuzz's examples)
     const id = 'x\r\n\u202etxt.exe\u0000';
