@@ -211,12 +211,10 @@ async function readInto(path: string, target: Float32Array, floats: number): Pro
   }
 }
 
-/** Similarity from usearch's inner-product distance (1 - dot), clamped against float rounding. */
-function similarityOf(distance: number): number {
-  return Math.max(-1, Math.min(1, 1 - distance));
-}
-
-/** Exact inner product of a query and row `row` of a flat matrix, clamped like similarityOf. */
+/**
+ * Exact inner product of a query and row `row` of a flat matrix, clamped against float rounding: every
+ * hit's similarity, whichever path found it.
+ */
 function rowSimilarity(matrix: Float32Array, row: number, query: Float32Array): number {
   const dimension = query.length;
   const base = row * dimension;
@@ -700,12 +698,15 @@ export class UsearchVectorIndex implements VectorIndex {
     for (let i = 0; i < matches.keys.length; i += 1) {
       const row = rows[Number(matches.keys[i])];
       const meta = row === undefined ? undefined : shard.rows[row];
-      if (!meta) continue;
+      if (row === undefined || !meta) continue;
+      // Re-scored as the graph's hits are: usearch's f32 distance differs in the last bits (~2e-8), and
+      // whether a filtered query scans or walks the graph depends on its k, so pages of different depths
+      // scored one product differently.
       hits.push({
         id: meta.id,
         productId: meta.productId,
         itemGroupId: meta.itemGroupId,
-        similarity: similarityOf(matches.distances[i] ?? 2),
+        similarity: rowSimilarity(shard.vectors, row, vector),
       });
     }
     return hits.sort(compareHits);

@@ -38,6 +38,31 @@ describeVectorIndexContract(
 );
 
 describe('UsearchVectorIndex', () => {
+  it('gives a document the same similarity whether its query walks the graph or scans', async () => {
+    // Prepare: no exact threshold: with an exclusion (as related products have), a query of 10 walks the
+    // graph of 2,000, one of 400 scans them all
+    const dir = await tempDir();
+    const dimension = 512;
+    const index = new UsearchVectorIndex({ dir, dimension, exactThreshold: 0, quantization: 'f32' });
+    await index.upsert(
+      Array.from({ length: 2000 }, (_, i) => doc('f1', `p${i}`, randomUnit(i + 1, dimension))),
+    );
+    const vector = randomUnit(77_777, dimension);
+    // Act
+    const excludeItemGroupIds = ['p0'];
+    const walked = await index.search({ feedId: 'f1', vector, k: 10, excludeItemGroupIds });
+    const scanned = new Map(
+      (await index.search({ feedId: 'f1', vector, k: 400, excludeItemGroupIds })).map((hit) => [
+        hit.id,
+        hit.similarity,
+      ]),
+    );
+    // Assess: to the bit (pages of different depths must rank and score one list alike)
+    expect(walked).toHaveLength(10);
+    for (const hit of walked) expect(scanned.get(hit.id), hit.id).toBe(hit.similarity);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('finds the filtered nearest neighbours through the graph when the filter is too broad to scan', async () => {
     // Prepare: no scan thresholds, so a filter matching 200 of 2000 takes the oversampled graph path.
     const dir = await tempDir();
