@@ -11,7 +11,12 @@ import type { Construct } from 'constructs';
 import type { ErrorCode } from '#lib/domain/errors.ts';
 import { authenticationChallenge, STATUS_OF } from '#lib/http/errors.ts';
 import { COMPRESSION_MIN_BYTES } from '#lib/http/compression.ts';
-import { ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS } from '#lib/http/cors.ts';
+import {
+  ALLOWED_REQUEST_HEADERS,
+  EXPOSED_HEADERS,
+  PREFLIGHT_MAX_AGE_SECONDS,
+  PREFLIGHT_METHODS,
+} from '#lib/http/cors.ts';
 import { ROUTES, type Route } from '#lib/http/routes.ts';
 import {
   bindApiKeyRegistry,
@@ -231,7 +236,7 @@ export class ApiStack extends Stack {
       // allow-list is enforced by the handlers.
       defaultCorsPreflightOptions: {
         allowOrigins: apigateway.Cors.ALL_ORIGINS,
-        allowMethods: ['POST', 'OPTIONS'],
+        allowMethods: PREFLIGHT_METHODS,
         allowHeaders: ALLOWED_REQUEST_HEADERS,
         maxAge: Duration.seconds(PREFLIGHT_MAX_AGE_SECONDS),
       },

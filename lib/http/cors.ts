@@ -42,6 +42,9 @@ export const ALLOWED_REQUEST_HEADERS = [
   'newrelic',
 ];
 
+/** Methods a preflight allows, locally and at the gateway: every public route is a POST. */
+export const PREFLIGHT_METHODS = ['POST', 'OPTIONS'];
+
 /** How long a browser may keep a preflight's answer: two hours, Chromium's cap (Firefox keeps a day). */
 export const PREFLIGHT_MAX_AGE_SECONDS = 7200;
 

@@ -9,7 +9,12 @@ import { deflate, gzip } from 'node:zlib';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, Context } from 'aws-lambda';
 import { DomainError } from '#lib/domain/errors.ts';
 import { answerCoding, type ContentCoding } from '#lib/http/compression.ts';
-import { ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS } from '#lib/http/cors.ts';
+import {
+  ALLOWED_REQUEST_HEADERS,
+  EXPOSED_HEADERS,
+  PREFLIGHT_MAX_AGE_SECONDS,
+  PREFLIGHT_METHODS,
+} from '#lib/http/cors.ts';
 import { type ErrorBody, toErrorBody } from '#lib/http/errors.ts';
 import { stringHeaders } from '#lib/http/responses.ts';
 import { matchRoute, type Route, type RouteMatch } from '#lib/http/routes.ts';
@@ -35,10 +40,12 @@ const JSON_MEDIA_TYPE = /^application\/(.+\+)?json\s*($|;)/i;
  * `Cors.ALL_ORIGINS` answers `*`, infra/stacks/api-stack.ts): it echoed the caller's Origin, with no
  * `Vary: Origin`, so a shared cache could give one origin's preflight to another. Which origins may use a
  * search id is the domain check's job; the API takes no credentials, so `*` allows no more than the echo.
+ * The gateway's methods too (PREFLIGHT_METHODS): the local server allowed GET, PATCH and DELETE as well,
+ * so a page written against it would meet the deployed API's narrower answer only there.
  */
 const CORS_HEADERS = {
   'Access-Control-Allow-Origin': '*',
-  'Access-Control-Allow-Methods': 'GET,POST,PATCH,DELETE,OPTIONS',
+  'Access-Control-Allow-Methods': PREFLIGHT_METHODS.join(','),
   'Access-Control-Allow-Headers': ALLOWED_REQUEST_HEADERS.join(','),
   'Access-Control-Max-Age': String(PREFLIGHT_MAX_AGE_SECONDS),
 };

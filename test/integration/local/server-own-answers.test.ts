@@ -183,5 +183,8 @@ describe('local HTTP server: its own answers', () => {
     expect(publicPath.status).toBe(204);
     expect(publicPath.headers.get('access-control-allow-origin')).toBe('*');
     expect(publicPath.headers.get('vary')).toBeNull();
+    // The gateway's methods (infra/stacks/api-stack.ts defaultCorsPreflightOptions): every public route is a
+    // POST.
+    expect(publicPath.headers.get('access-control-allow-methods')).toBe('POST,OPTIONS');
   });
 });
