@@ -9,6 +9,7 @@ import {
   type SearchKey,
   type UsageReport,
 } from './api.ts';
+import { DOMAIN_PATTERN } from '../../lib/domain/domain-pattern.ts';
 import { ENDPOINT_COLOURS, RATE_LIMITED_COLOUR, usageChart } from './chart.ts';
 import { copyText, errorBox, formatDate, h, productCard, replace, toast, unavailableBox } from './dom.ts';
 
@@ -368,10 +369,6 @@ export function keysView({ feed, refresh }: FeedPage, keys: SearchKey[], created
 }
 
 // ---- Settings > Domains ----
-
-/** Same rule as the server: a lower-case hostname, optionally `*.` for every subdomain. */
-const DOMAIN_PATTERN =
-  /^(\*\.)?(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
 /**
  * As the server keeps an entry (lib/domain/feeds.ts canonicalDomain): an internationalised name in the

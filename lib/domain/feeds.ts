@@ -32,9 +32,7 @@ export function hourlyLimitOf(
   return planLimits[feed.plan];
 }
 
-/** A domain entry is a lower-case hostname, optionally prefixed by `*.` to allow every subdomain. */
-export const DOMAIN_PATTERN =
-  /^(\*\.)?(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
+export { DOMAIN_PATTERN } from '#lib/domain/domain-pattern.ts';
 
 /**
  * The host a domain entry names, as typed (trimmed, lower case): without an http(s) scheme and a lone `/`
