@@ -43,13 +43,12 @@ describe('import worker events', () => {
 
 const img = (id: string) => `https://cdn.example/${id}.jpg`;
 
-/** A world whose feed "shop" has a queued full import of `names`, its request marker not yet written. */
-async function queuedImport(names: string[]) {
-  const w = world(new Map(names.map((n) => [img(n), Buffer.from(`image ${n}`)])));
+/** Queues an import of `names` (JSON lines, one image each) for feed "shop" of `w`, dispatching nothing. */
+function queueImport(w: ReturnType<typeof world>, names: string[], mode: 'full' | 'incremental') {
   const content = names
     .map((id) => JSON.stringify({ id, title: id, image_link: img(id), price: '1.00 USD' }))
     .join('\n');
-  const queued = await startImport(
+  return startImport(
     {
       feeds: w.feeds,
       imports: w.imports,
@@ -58,8 +57,14 @@ async function queuedImport(names: string[]) {
       clock: w.deps.clock,
     },
     'shop',
-    { content, format: 'jsonl', mode: 'full' },
+    { content, format: 'jsonl', mode },
   );
+}
+
+/** A world whose feed "shop" has a queued full import of `names`, its request marker not yet written. */
+async function queuedImport(names: string[]) {
+  const w = world(new Map(names.map((n) => [img(n), Buffer.from(`image ${n}`)])));
+  const queued = await queueImport(w, names, 'full');
   const { request } = importObjectKeys('shop', queued.importId);
   await w.objects.delete(request);
   const container = { ingest: w.deps, objects: w.objects, logger: createLogger('silent') };
@@ -80,21 +85,7 @@ describe('import log lines', () => {
     // Prepare: a second import queued behind the first; the trigger names the second, so the runner runs
     // both in order
     const { w, importId: first, container } = await queuedImport(['a']);
-    const second = await startImport(
-      {
-        feeds: w.feeds,
-        imports: w.imports,
-        objects: w.objects,
-        dispatcher: { dispatch: async () => undefined },
-        clock: w.deps.clock,
-      },
-      'shop',
-      {
-        content: JSON.stringify({ id: 'b', title: 'b', image_link: img('b'), price: '1.00 USD' }),
-        format: 'jsonl',
-        mode: 'incremental',
-      },
-    );
+    const second = await queueImport(w, ['b'], 'incremental');
     const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
     const reads = vi.spyOn(w.imports, 'get');
     const event = { Records: [s3Record(importObjectKeys('shop', second.importId).request)] } as S3Event;

@@ -1732,10 +1732,12 @@ describe('searchByImage with a second look', () => {
     expect(two[0]!.product.product_id).toBe('p8');
   });
 
-  it('adds no confirmed copy of the global top’s kept group again when a box verifies it', async () => {
-    // Prepare: q1…q3 show p0's photo: the top 3 keeps p0, sets them aside and keeps p1 and p2, so q3 is
-    // walked past the top 3 (a candidate whatever the window); the box shows p0's item and its words
-    // propose q3
+  /**
+   * The catalogue with q1…q3 showing p0's photo (its vector and features): the top 3 keeps p0, sets them
+   * aside and keeps p1 and p2, so q3 is walked past the top 3; one box shows p0's item and its words
+   * propose q3.
+   */
+  async function copiesOfP0() {
     const w = await catalogue();
     const key = vectorDocumentId('s', 'p0', 0);
     const p0 = (await w.index.getVectors([key])).get(key)!;
@@ -1761,6 +1763,12 @@ describe('searchByImage with a second look', () => {
       { boxes: 1, minScore: 0.05, wordTopN: 10 },
       { hits: (lookup) => (lookup % 2 === 0 ? ['p9'] : ['q3']) },
     );
+    return { w, d };
+  }
+
+  it('adds no confirmed copy of the global top’s kept group again when a box verifies it', async () => {
+    // Prepare: copiesOfP0 (q3 walked past the top 3 is a candidate whatever the window)
+    const { w, d } = await copiesOfP0();
     // Act
     const hits = await searchByImage(d, {
       feedId: 's',
@@ -1776,32 +1784,8 @@ describe('searchByImage with a second look', () => {
   });
 
   it('gives a box’s verification of a confirmed copy to its kept group and the group’s other copies', async () => {
-    // Prepare: as above
-    const w = await catalogue();
-    const key = vectorDocumentId('s', 'p0', 0);
-    const p0 = (await w.index.getVectors([key])).get(key)!;
-    const copies = ['q1', 'q2', 'q3'];
-    await w.products.putMany(copies.map((id) => make('s', id)));
-    await w.index.upsert(
-      copies.map((id) => ({
-        id: vectorDocumentId('s', id, 0),
-        feedId: 's',
-        productId: id,
-        itemGroupId: id,
-        vector: p0,
-        fields: {},
-      })),
-    );
-    await storeFeatures(
-      w,
-      copies.map((productId) => ({ productId, image: 'item p0' })),
-    );
-    w.detections.push({ box: [2, 3, 5, 6], label: 'cup', score: 0.5 });
-    const d = looking(
-      w,
-      { boxes: 1, minScore: 0.05, wordTopN: 10 },
-      { hits: (lookup) => (lookup % 2 === 0 ? ['p9'] : ['q3']) },
-    );
+    // Prepare
+    const { d } = await copiesOfP0();
     // Act
     const hits = await searchByImage(d, {
       feedId: 's',
