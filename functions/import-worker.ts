@@ -8,7 +8,7 @@ import {
   importObjectKeys,
   importOfRequestKey,
 } from '#lib/domain/catalogue/imports.ts';
-import { logImportEnd, runFeedJob } from '#lib/ingest/feed-jobs.ts';
+import { runFeedJob } from '#lib/ingest/feed-jobs.ts';
 import { ImportDeferred } from '#lib/ingest/run-import.ts';
 import { errorFields } from '#lib/log.ts';
 import type { TriggerQueue } from '#lib/ports.ts';
@@ -150,7 +150,6 @@ async function runJob(
   requeue: TriggerQueue | undefined,
 ): Promise<void> {
   let record: ImportRecord | undefined;
-  const startedAt = Date.now();
   try {
     record = await runFeedJob(c, feedId, importId, signal);
   } catch (error) {
@@ -181,8 +180,8 @@ async function runJob(
     c.logger.info('feed deletion finished', { feedId });
     return;
   }
-  if (record) logImportEnd(c.logger, record, Date.now() - startedAt);
-  else c.logger.info('import trigger dropped: no such import', { feedId, importId });
+  // "import finished" came from the run that ended it (runFeedJob's hook), once per import.
+  if (!record) c.logger.info('import trigger dropped: no such import', { feedId, importId });
 }
 
 /**

@@ -1,5 +1,4 @@
 import { FEED_DELETION_JOB, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
-import { logImportEnd } from '#lib/ingest/feed-jobs.ts';
 import { errorFields, type Logger } from '#lib/log.ts';
 import type { ImportDispatcher } from '#lib/ports.ts';
 import { ImportDeferred } from '#lib/ingest/run-import.ts';
@@ -46,17 +45,15 @@ export class InProcessImportDispatcher implements ImportDispatcher {
   async dispatch(feedId: string, importId: string): Promise<void> {
     if (this.stopping.signal.aborted) return;
     this.pending += 1;
-    let startedAt = Date.now();
     this.tail = this.tail
-      .then(() => {
-        startedAt = Date.now();
-        return this.stopping.signal.aborted ? undefined : this.run(feedId, importId, this.stopping.signal);
-      })
+      .then(() =>
+        this.stopping.signal.aborted ? undefined : this.run(feedId, importId, this.stopping.signal),
+      )
       .then(
-        (record) => {
+        () => {
           this.crashes.delete(`${feedId}\n${importId}`);
+          // "import finished" comes from the run that ended the import (runFeedJob's hook).
           if (importId === FEED_DELETION_JOB) this.logger.info('feed deletion finished', { feedId });
-          else if (record) logImportEnd(this.logger, record, Date.now() - startedAt);
         },
         (error: unknown) => {
           const key = `${feedId}\n${importId}`;

@@ -9,7 +9,7 @@ export interface FeedJobDeps {
   ingest: IngestDeps;
   /** For a feed deletion handed over by its DELETE request; absent where no job asks for one. */
   admin?: FeedAdminDeps | undefined;
-  /** Where "import started" goes; absent: not logged. */
+  /** Where "import started" and "import finished" go; absent: not logged. */
   logger?: Logger | undefined;
 }
 
@@ -27,8 +27,13 @@ export async function runFeedJob(
 ): Promise<ImportRecord | undefined> {
   if (jobId !== FEED_DELETION_JOB) {
     const { logger } = deps;
-    const onStart = logger ? (record: ImportRecord) => logImportStart(logger, record) : deps.ingest.onStart;
-    return runTriggeredImport({ ...deps.ingest, signal, onStart }, feedId, jobId);
+    const hooks = logger
+      ? {
+          onStart: (record: ImportRecord) => logImportStart(logger, record),
+          onFinish: (record: ImportRecord, ms: number) => logImportEnd(logger, record, ms),
+        }
+      : {};
+    return runTriggeredImport({ ...deps.ingest, signal, ...hooks }, feedId, jobId);
   }
   if (!deps.admin) throw new Error('This runner cannot finish feed deletions (no admin dependencies).');
   let finished: boolean;
@@ -73,8 +78,9 @@ export function importSourceFields(source: ImportRecord['source']): Record<strin
 }
 
 /**
- * "import finished", as the import a trigger named ended: at warn when it failed, with its `reason` (why),
- * its counts and `ms`, how long this run took (a resumed import's earlier runs are not in it).
+ * "import finished", as a run ends an import (once per import, whichever trigger ran it): at warn when it
+ * failed, with its `reason` (why), its counts and `ms`, how long this run took (a resumed import's earlier
+ * runs are not in it).
  */
 export function logImportEnd(logger: Logger, record: ImportRecord, ms: number): void {
   const fields = {

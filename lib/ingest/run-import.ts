@@ -98,6 +98,12 @@ export interface IngestDeps {
    * the import.
    */
   onStart?(record: ImportRecord): void;
+  /**
+   * Called once as a run ends an import, succeeded or failed, with how long that run took (logging, the
+   * failed-imports metric): not for a run that pauses or is retried, nor for an import already ended (a
+   * repeated trigger) or dropped with its feed. Never throws into the import.
+   */
+  onFinish?(record: ImportRecord, ms: number): void;
   /** Progress callback (logging); never throws into the import. */
   onProgress?(record: ImportRecord): void;
   /** Aborting pauses the import at its next checkpoint (it stays running and resumes later). */
@@ -166,11 +172,8 @@ export async function runImport(
       ? loaded.feedCreatedAt !== feed?.createdAt
       : feed !== undefined && loaded.createdAt < feed.createdAt;
   if (!feed || feed.deletingAt || otherFeed) return abandon(deps, record, new Set());
-  try {
-    deps.onStart?.(record);
-  } catch {
-    // A log line does not stop an import.
-  }
+  const startedAt = Date.now();
+  notify(() => deps.onStart?.(record));
   // Products this import wrote since its last save (whose feed check then passed).
   const unconfirmed = new Set<string>();
   const save = async (patch: Partial<ImportRecord>) => {
@@ -182,7 +185,7 @@ export async function runImport(
     deps.onProgress?.(record);
   };
   try {
-    return await importInto(
+    const ended = await importInto(
       deps,
       () => record,
       save,
@@ -190,6 +193,9 @@ export async function runImport(
       () => feedStillLive(deps.feeds, feed),
       async () => renewLease?.(),
     );
+    // (Ended: importInto returns only a succeeded or failed import; a pause or an error throws.)
+    notify(() => deps.onFinish?.(ended, Date.now() - startedAt));
+    return ended;
   } catch (error) {
     // A runner that lost its lease stalled (another took over): what it wrote since its last save must
     // not outlive a deletion of the feed meanwhile either.
@@ -202,6 +208,15 @@ export async function runImport(
 
 /** Thrown by a progress save (or the feed check while a chunk is prepared) that finds the feed deleted. */
 class FeedGone extends Error {}
+
+/** Calls a logging hook: a log line does not stop an import. */
+function notify(hook: () => void): void {
+  try {
+    hook();
+  } catch {
+    // Nothing to do: the line is lost, the import goes on.
+  }
+}
 
 /** How often the feed is looked at while a chunk is prepared or the feed file downloaded. */
 const FEED_CHECK_MS = 2000;

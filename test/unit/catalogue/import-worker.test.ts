@@ -9,8 +9,8 @@ import {
   runImportEvent,
 } from '#functions/import-worker.ts';
 import { SqsTriggerQueue } from '#lib/adapters/sqs-trigger-queue.ts';
-import { importObjectKeys } from '#lib/domain/catalogue/imports.ts';
-import { importSourceFields } from '#lib/ingest/feed-jobs.ts';
+import { type ImportRecord, importObjectKeys } from '#lib/domain/catalogue/imports.ts';
+import { importSourceFields, logImportEnd } from '#lib/ingest/feed-jobs.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { createLogger } from '#lib/log.ts';
 import { FakeSqs } from '../../support/fake-sqs.ts';
@@ -99,16 +99,58 @@ describe('import log lines', () => {
       { feedId: 'shop', importId: second.importId, attempt: 1, mode: 'incremental', source: 'inline' },
     ]);
     expect(reads).toHaveBeenCalledTimes(4);
+    // ...and each one's end, once: the first's own trigger, and a repeated one, log none again
+    const ends = () =>
+      lines.filter((line) => line.message === 'import finished').map((line) => line.fields?.importId);
+    expect(ends()).toEqual([first, second.importId]);
+    const firstTrigger = { Records: [s3Record(importObjectKeys('shop', first).request)] } as S3Event;
+    await runImportEvent({ ...container, logger: recordingLogger(lines, { fields: true }) }, firstTrigger);
+    await runImportEvent({ ...container, logger: recordingLogger(lines, { fields: true }) }, event);
+    expect(ends()).toEqual([first, second.importId]);
   });
 
-  it('never fail the import: a logger that throws at "import started" leaves the run to go on', async () => {
+  it('"import finished" names the import, its status, why it failed (reason), its counts and the run\'s ms', () => {
+    // Prepare
+    const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
+    const counts = { total: 3, processed: 3, embedded: 1, updated: 0, skipped: 1, failed: 1, removed: 0 };
+    const record = { feedId: 'shop', importId: 'imp_1', status: 'failed', message: 'HTTP 403.', ...counts };
+    // Act
+    logImportEnd(recordingLogger(lines, { fields: true }), record as unknown as ImportRecord, 25);
+    logImportEnd(
+      recordingLogger(lines, { fields: true }),
+      { ...record, status: 'succeeded', message: undefined } as unknown as ImportRecord,
+      30,
+    );
+    // Assess
+    expect(lines).toEqual([
+      {
+        level: 'warn',
+        message: 'import finished',
+        fields: {
+          feedId: 'shop',
+          importId: 'imp_1',
+          status: 'failed',
+          reason: 'HTTP 403.',
+          ...counts,
+          ms: 25,
+        },
+      },
+      {
+        level: 'info',
+        message: 'import finished',
+        fields: { feedId: 'shop', importId: 'imp_1', status: 'succeeded', ...counts, ms: 30 },
+      },
+    ]);
+  });
+
+  it('never fail the import: a logger that throws at "import started" or "finished" leaves it be', async () => {
     // Prepare
     const { w, importId, container, event } = await queuedImport(['a']);
     const lines: { level: string; message: string }[] = [];
     const logger = recordingLogger(lines);
     const info = logger.info;
     logger.info = (message, fields) => {
-      if (message === 'import started') throw new Error('stdout closed');
+      if (message === 'import started' || message === 'import finished') throw new Error('stdout closed');
       info(message, fields);
     };
     // Act
@@ -142,8 +184,12 @@ describe('import worker time budget', () => {
     w.deps.limits = { ...w.deps.limits, imageConcurrency: 1 };
     w.fetcher.before = () => new Promise((resolve) => setTimeout(resolve, 60));
     // Act
-    await runImportEvent(container, event, 1300, 1000);
-    // Assess: paused at a checkpoint, and the marker that starts the next invocation is there again
+    const pausedLines: { level: string; message: string }[] = [];
+    await runImportEvent({ ...container, logger: recordingLogger(pausedLines) }, event, 1300, 1000);
+    // Assess: paused at a checkpoint (no end logged), and the marker that starts the next invocation is
+    // there again
+    expect(pausedLines.map((line) => line.message)).toContain('import started');
+    expect(pausedLines.map((line) => line.message)).not.toContain('import finished');
     const paused = await w.imports.get('shop', importId);
     expect(paused?.status).toBe('running');
     expect(paused?.checkpointRow).toBeGreaterThan(0);
