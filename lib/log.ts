@@ -49,10 +49,15 @@ function lineOf(
   own: { level: string; time: string; message: string },
   ...fields: (Record<string, unknown> | undefined)[]
 ): Record<string, unknown> {
-  const line: Record<string, unknown> = { ...own };
-  for (const source of fields)
-    for (const [key, value] of Object.entries(source ?? {})) line[key in own ? `field_${key}` : key] = value;
-  return line;
+  // Own keys only (`in` saw constructor, toString… on the prototype); fromEntries, as a spread did, keeps
+  // a `__proto__` field a field rather than setting the line's prototype.
+  const renamed = fields.flatMap((source) =>
+    Object.entries(source ?? {}).map(([key, value]) => [
+      Object.hasOwn(own, key) ? `field_${key}` : key,
+      value,
+    ]),
+  );
+  return Object.fromEntries([...Object.entries(own), ...renamed]) as Record<string, unknown>;
 }
 
 /**

@@ -161,4 +161,22 @@ describe('createLogger', () => {
     });
     expect(Object.keys(line).slice(0, 3)).toEqual(['level', 'time', 'message']);
   });
+
+  it('writes a field named like an inherited property of an object (constructor, toString) as it is', () => {
+    // Prepare
+    const written: string[] = [];
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+      written.push(String(chunk));
+      return true;
+    });
+    // A parsed object's own __proto__ key, which an assignment would take for the prototype.
+    const fields = JSON.parse('{"constructor":"Product","toString":"x","hasOwnProperty":1,"__proto__":"p"}');
+    // Act
+    createLogger('info').info('feed parsed', fields as Record<string, unknown>);
+    // Assess
+    const line = JSON.parse(written.join(''));
+    expect(line).toMatchObject({ constructor: 'Product', toString: 'x', hasOwnProperty: 1 });
+    expect(written.join('')).toContain('"__proto__":"p"');
+    expect(Object.keys(line).filter((key) => key.startsWith('field_'))).toEqual([]);
+  });
 });
