@@ -8,9 +8,9 @@ import { startTestStack, type TestStack } from '#test/support/local-stack.ts';
  * HTTP with the real models, the local usearch index and ORB verification, in the default configuration
  * but for the score cut-off (off, so that the unverified distractors are listed too) and a verification
  * shortlist of 2 (RERANK_TOP_N). Its walk past copies of one photo (globalTopOf) reaches 8 groups, fewer
- * than the 15 showing the multimeter photo (11 under the black filter): the walk ranks the first ones by the one it verifies, the
- * twin lookup the ones past it (with RERANK_TOP_N 10 the walk reaches all of them). Without either, the
- * ones past the shortlist scored as unverified (~0.5).
+ * than the 15 showing the multimeter photo (11 under the black filter): the walk ranks the first ones by
+ * the one it verifies, the twin lookup the ones past it (with RERANK_TOP_N 10 the walk reaches all of
+ * them). Without either, the ones past the shortlist scored as unverified (~0.5).
  */
 let stack: TestStack;
 let shop: { feedId: string; searchId: string };
