@@ -411,6 +411,21 @@ describe('av1CodedPixels', () => {
     expect(av1CodedPixels(again(200))).toBeUndefined();
   });
 
+  it('reads an av1C once however many items share it (250 items, 2 MB of padding OBUs)', () => {
+    // Each item read the shared configOBUs again: 4 MB of them took 7 s of the event loop (fuzzing)
+    const padding = Buffer.alloc(2_000_000).fill(obu(15, Buffer.alloc(0))); // a million empty padding OBUs
+    const ids = Array.from({ length: 250 }, (_, i) => i + 1);
+    const file = heif({
+      items: ids.map((id): [number, string] => [id, 'av01']),
+      properties: [ispe(64, 64), av1C(padding, sequenceHeader(64, 64))],
+      associations: [ipma(ids.map((id): [number, number[]] => [id, [1, 2]]))],
+      primary: 1,
+    });
+    const started = performance.now();
+    expect(av1CodedPixels(file)).toBe(250 * 64 * 64);
+    expect(performance.now() - started).toBeLessThan(500);
+  });
+
   it("counts a grid's or an overlay's canvas at its payload's size, not added to its tiles", () => {
     const grid = (payload: Buffer | undefined, declared = ispe(64, 64)) =>
       heif({
