@@ -215,6 +215,10 @@ function referencesOf(bytes: Buffer, meta: Box): Reference[] {
   const references: Reference[] = [];
   for (const reference of boxesIn(bytes, iref.body + 4, iref.end)) {
     const count = bytes.readUInt16BE(reference.body + idBytes);
+    // Ids past the box are no references of it: read, a file of many small boxes each counting 65,535
+    // made billions of reads (libheif refuses such a box too).
+    if (reference.body + idBytes + 2 + count * idBytes > reference.end)
+      throw new RangeError(`a ${reference.type} reference runs past its box`);
     const to = Array.from({ length: count }, (_, i) => id(reference.body + idBytes + 2 + i * idBytes));
     references.push({ type: reference.type, from: id(reference.body), to });
   }

@@ -534,6 +534,11 @@ describe('av1CodedPixels', () => {
       ]),
     });
     expect(av1CodedPixels(nested)).toBe(4 * 1000 * 1000);
+    // A reference counting more ids than its box holds is refused (they were read from the boxes after it)
+    const overcounted = Buffer.from(nested);
+    const dimg = overcounted.indexOf('dimg', 0, 'latin1');
+    overcounted.writeUInt16BE(overcounted.readUInt16BE(dimg + 4 + 2) + 2, dimg + 4 + 2);
+    expect(av1CodedPixels(overcounted)).toBeUndefined();
     // A cycle of references (libheif refuses it) is refused
     const cycle = heif({
       items: [
