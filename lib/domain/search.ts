@@ -254,15 +254,15 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
     regionalOf.set(hit.itemGroupId, regionalOf.get(of));
   }
   // The groups the walk took or set aside past the top N are candidates whatever the window, like the
-  // side shortlists' ones (those before it are inside every window). Once each, as a list that adds one
-  // too has it (none should: the kept ones are verified, and the copies left out of every other list).
-  const shortlisted = [
+  // side shortlists' ones (those before it are inside every window). No list adds one of them again: the
+  // kept ones are verified, and the copies are left out of every other list (confirmedHits).
+  const added = [
+    ...deep,
     ...wordAdded,
     ...regionAdded,
     ...(looked?.added ?? []),
     ...twins.map(({ hit }) => hit),
   ];
-  const added = [...notIn(deep, shortlisted), ...shortlisted];
   // The window counts only the groups no shortlist added: the added ones are candidates whatever the
   // window, so counting them let a smaller window leave out a group that a larger one ranked above one
   // of them (paging by 3 repeated a product and never showed another).

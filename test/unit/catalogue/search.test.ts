@@ -689,6 +689,21 @@ describe('searchByImage: products sharing a verified product’s image', () => {
     expect(w.matcher.verified - verifiedPlain).toBe(2);
   });
 
+  it('leaves the copies the walk confirmed out of the twin lookup, whose 24 neighbours go further', async () => {
+    // Prepare: m00…m39 show the mug photo; a top 2 keeps m00 and sets m01…m07 aside (its walk's 8 groups)
+    const w = world();
+    const mugs = Array.from({ length: 40 }, (_, i) => `m${String(i).padStart(2, '0')}`);
+    await put(
+      w,
+      mugs.map((id) => ({ id, vector: mug, image: 'red mug' })),
+    );
+    // Act
+    const hits = await searchByImage(reranked(w, 2), { feedId: 's', image: scene, limit: 50, offset: 0 });
+    // Assess: m00, its 7 copies and the 24 twins past them take its evidence; the last 8 rank unverified
+    expect(hits).toHaveLength(40);
+    expect(hits.filter((h) => h.score > 0.9).map((h) => h.product.product_id)).toEqual(mugs.slice(0, 32));
+  });
+
   it('asks the k-NN for more groups when the walk past a shared photo runs off its answer', async () => {
     // Prepare: as above, with three variants per group of the shared photo: the k-NN of a page of 5
     // (35 images) holds only those groups
