@@ -678,7 +678,8 @@ function addErrorResponses(api: apigateway.RestApi, kind: 'public' | 'admin'): v
     kind === 'public'
       ? { 'Access-Control-Allow-Origin': "'*'", 'Access-Control-Expose-Headers': `'${EXPOSED_HEADERS}'` }
       : {};
-  // A mapping from the request context (unquoted), not a literal.
+  // A mapping from the request context (unquoted), not a literal. Not tried in a deployment: AWS documents
+  // request parameters and literals for gateway-response headers (docs/deploy.md "Public API").
   const common = { ...cors, 'X-Request-Id': 'context.requestId' };
   for (const [id, type, code, message, headers] of responses) {
     const status = STATUS_OF[code];

@@ -26,14 +26,21 @@ export async function runFeedJob(
   signal?: AbortSignal,
 ): Promise<ImportRecord | undefined> {
   if (jobId !== FEED_DELETION_JOB) {
-    const { logger } = deps;
+    const { logger, ingest } = deps;
+    // The log lines beside any hooks the ingest dependencies bring.
     const hooks = logger
       ? {
-          onStart: (record: ImportRecord) => logImportStart(logger, record),
-          onFinish: (record: ImportRecord, ms: number) => logImportEnd(logger, record, ms),
+          onStart: (record: ImportRecord) => {
+            ingest.onStart?.(record);
+            logImportStart(logger, record);
+          },
+          onFinish: (record: ImportRecord, ms: number) => {
+            ingest.onFinish?.(record, ms);
+            logImportEnd(logger, record, ms);
+          },
         }
       : {};
-    return runTriggeredImport({ ...deps.ingest, signal, ...hooks }, feedId, jobId);
+    return runTriggeredImport({ ...ingest, signal, ...hooks }, feedId, jobId);
   }
   if (!deps.admin) throw new Error('This runner cannot finish feed deletions (no admin dependencies).');
   let finished: boolean;

@@ -88,6 +88,10 @@ describe('import log lines', () => {
     const second = await queueImport(w, ['b'], 'incremental');
     const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
     const reads = vi.spyOn(w.imports, 'get');
+    // Hooks of the ingest dependencies' own are called beside the log lines
+    const hooked: string[] = [];
+    w.deps.onStart = (record) => hooked.push(`start ${record.importId}`);
+    w.deps.onFinish = (record) => hooked.push(`finish ${record.importId}`);
     const event = { Records: [s3Record(importObjectKeys('shop', second.importId).request)] } as S3Event;
     // Act
     await runImportEvent({ ...container, logger: recordingLogger(lines, { fields: true }) }, event);
@@ -99,6 +103,12 @@ describe('import log lines', () => {
       { feedId: 'shop', importId: second.importId, attempt: 1, mode: 'incremental', source: 'inline' },
     ]);
     expect(reads).toHaveBeenCalledTimes(4);
+    expect(hooked).toEqual([
+      `start ${first}`,
+      `finish ${first}`,
+      `start ${second.importId}`,
+      `finish ${second.importId}`,
+    ]);
     // ...and each one's end, once: the first's own trigger, and a repeated one, log none again
     const ends = () =>
       lines.filter((line) => line.message === 'import finished').map((line) => line.fields?.importId);
