@@ -107,6 +107,11 @@ export interface ImageQuery {
  */
 const CONFIDENT_INLIERS = 20;
 
+/** Orders by product_id (UTF-16 code units): the tie-break of every list of hits. */
+function byProductId(a: { productId: string }, b: { productId: string }): number {
+  return a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0;
+}
+
 /** The refs whose item group is not among `hits`, first of each group only. */
 function notIn<T extends ImageRef>(refs: readonly T[], hits: readonly ImageRef[]): T[] {
   const seen = new Set(hits.map((hit) => hit.itemGroupId));
@@ -294,11 +299,9 @@ async function rankGroups(deps: SearchDeps, query: RankQuery): Promise<GroupHit[
   // Verified groups lead and cap the scores below them: one under the cut-off on its own evidence is
   // dropped first, or it would pull every better-scoring unverified group under the cut-off with it.
   // Equal evidence keeps the order it is given in: by product_id, not by which list found the group.
-  const byProductId = [...candidates].sort((a, b) =>
-    a.hit.productId < b.hit.productId ? -1 : a.hit.productId > b.hit.productId ? 1 : 0,
-  );
+  const inProductIdOrder = [...candidates].sort((a, b) => byProductId(a.hit, b.hit));
   const ranked = rerankCandidates(
-    minScore > 0 ? byProductId.filter((c) => fusedScore(c, scale) >= minScore) : byProductId,
+    minScore > 0 ? inProductIdOrder.filter((c) => fusedScore(c, scale) >= minScore) : inProductIdOrder,
     scale,
   )
     .map(({ hit, score }) => ({ hit, score: Math.round(score * 1e6) / 1e6 }))
@@ -473,10 +476,7 @@ async function nearestGroups(
     // One list shorter than k holds every image its query can see: no group is left out then.
     const exhausted = lists.some((hits) => hits.length < k) || k >= MAX_K;
     if (best.size >= minGroups || exhausted) {
-      const groups = [...best.values()].sort(
-        (a, b) =>
-          b.similarity - a.similarity || (a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0),
-      );
+      const groups = [...best.values()].sort((a, b) => b.similarity - a.similarity || byProductId(a, b));
       // A group not returned has no image above any list's last similarity.
       const floor = Math.max(
         ...lists.map((hits) => hits[hits.length - 1]?.similarity ?? Number.NEGATIVE_INFINITY),
@@ -550,7 +550,7 @@ async function regionalShortlist(
     if (!current || hit.similarity > current.similarity) best.set(hit.itemGroupId, hit);
   }
   return [...best.values()]
-    .sort((a, b) => b.similarity - a.similarity || (a.productId < b.productId ? -1 : 1))
+    .sort((a, b) => b.similarity - a.similarity || byProductId(a, b))
     .slice(0, topN)
     .map(({ id, productId, itemGroupId }) => ({ id, productId, itemGroupId }));
 }
@@ -625,10 +625,7 @@ async function twinsOf(
   const inliers = (hit: VectorHit) => inliersOf.get(hit.itemGroupId) ?? 0;
   const best = verified
     .filter((hit) => inliers(hit) >= MIN_VERIFIED_INLIERS)
-    .sort(
-      (a, b) =>
-        inliers(b) - inliers(a) || (a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0),
-    );
+    .sort((a, b) => inliers(b) - inliers(a) || byProductId(a, b));
   if (best.length === 0) return [];
   const stored = await read(best.map((hit) => hit.id));
   // One query per image: verified groups showing one photo would ask the same question.
