@@ -534,6 +534,32 @@ describe('av1CodedPixels', () => {
       ]),
     });
     expect(av1CodedPixels(nested)).toBe(4 * 1000 * 1000);
+    // ...and a canvas once per decode of its grid: the overlay decodes the 3000 × 3000 grid twice
+    const canvases = heif({
+      items: [
+        [1, 'iovl'],
+        [2, 'grid'],
+        [3, 'av01'],
+      ],
+      properties: [ispe(64, 64)],
+      associations: [
+        ipma([
+          [1, [1]],
+          [2, [1]],
+          [3, [1]],
+        ]),
+      ],
+      primary: 1,
+      inputsOf: [
+        [1, [2, 2]],
+        [2, [3]],
+      ],
+      data: new Map([
+        [1, [overlayPayload(2, 64, 64)]],
+        [2, [gridPayload(1, 1, 3000, 3000)]],
+      ]),
+    });
+    expect(av1CodedPixels(canvases)).toBe(2 * 3000 * 3000 + 64 * 64);
     // A reference counting more ids than its box holds is refused (they were read from the boxes after it)
     const overcounted = Buffer.from(nested);
     const dimg = overcounted.indexOf('dimg', 0, 'latin1');
