@@ -107,7 +107,34 @@ const UNREAD_FORMATS: { format: string; name: string; is: (bytes: Uint8Array) =>
   { format: 'pdf', name: 'PDF', is: (b) => startsWith(b, ...ascii('%PDF-')) },
   { format: 'psd', name: 'PSD (Photoshop)', is: (b) => startsWith(b, ...ascii('8BPS')) },
   { format: 'ico', name: 'ICO (icon)', is: (b) => startsWith(b, 0, 0, 1, 0) && b.length >= 22 && b[4]! > 0 },
+  // An SVG librsvg will not parse (a DOCTYPE with entities, an external reference): named like one it reads.
+  { format: 'svg', name: 'SVG', is: looksLikeSvg },
 ];
+
+/**
+ * XML text (a BOM, whitespace, a prolog, comments or a DOCTYPE first) whose first element is `<svg`, in
+ * the first 4 KB. Scanned by hand, each part skipped to its end once: a regular expression of those parts
+ * backtracked exponentially over a run of comments.
+ */
+function looksLikeSvg(bytes: Uint8Array): boolean {
+  const text = Buffer.from(bytes.subarray(0, 4096)).toString('utf8');
+  let at = text.startsWith('\uFEFF') ? 1 : 0;
+  for (;;) {
+    while (at < text.length && /\s/.test(text[at]!)) at += 1;
+    const rest = text.slice(at, at + 9).toLowerCase();
+    let end: number;
+    if (rest.startsWith('<?')) end = text.indexOf('?>', at) + 2;
+    else if (rest.startsWith('<!--')) end = text.indexOf('-->', at + 4) + 3;
+    else if (rest.startsWith('<!doctype')) {
+      // An internal subset ([…]) may hold '>' of its own.
+      const subset = text.indexOf('[', at);
+      const close = text.indexOf('>', at);
+      end = subset !== -1 && subset < close ? text.indexOf('>', text.indexOf(']', subset)) + 1 : close + 1;
+    } else return /^<svg[\s>/]/.test(rest);
+    if (end <= at) return false;
+    at = end;
+  }
+}
 
 /** The refusal of bytes sharp could not read: a format we can name, or undecodable. */
 function unreadable(bytes: Uint8Array): InvalidImageError {

@@ -64,6 +64,15 @@ describe('openImage', () => {
       [bmp, 'bmp', 'BMP is not a supported image format'],
       [readFileSync(join(FIXTURES, 'heic-16x12.heic')), 'heic', 'HEIC/HEIF is not a supported image format'],
       [svg, 'svg', 'SVG is not a supported image format'],
+      // One librsvg will not parse (an external entity) is named too, not called undecodable
+      [
+        Buffer.from(
+          '<?xml version="1.0"?>\n<!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/passwd">]>\n' +
+            '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><text>&x;</text></svg>',
+        ),
+        'svg',
+        'SVG is not a supported image format',
+      ],
       [Buffer.from('%PDF-1.7\n%âãÏÓ\n1 0 obj'), 'pdf', 'PDF is not a supported image format'],
       [
         readFileSync(join(FIXTURES, 'avif-sequence-red-blue.avif')),
