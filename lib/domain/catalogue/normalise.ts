@@ -195,8 +195,17 @@ export function normaliseRecord(
   const raw = (...names: string[]) =>
     names.map((name) => fields[name]?.[0]).find((v) => v !== undefined && v !== '');
 
-  // The id is kept exactly, so an id that is not text (a lone surrogate) is the row's error.
-  const productId = (text('id', 'product_id', 'offer_id')[0] ?? '').slice(0, MAX_TEXT);
+  // The id is kept exactly, so an id that is not text (a lone surrogate) is the row's error, and so is a
+  // JSON number whose digits are not kept (12345678901234567891 reads as 12345678901234567000, the id of
+  // another product; 0.10 as 0.1).
+  const idValue = ['id', 'product_id', 'offer_id']
+    .flatMap((name) => fields[name] ?? [])
+    .find((value) => String(value).trim() !== '');
+  if (typeof idValue === 'number' && !Number.isSafeInteger(idValue))
+    throw new RowError(
+      `id (product_id) as a JSON number must be whole and at most ${Number.MAX_SAFE_INTEGER} (a longer one loses digits): send it as a string.`,
+    );
+  const productId = (idValue === undefined ? '' : String(idValue).trim()).slice(0, MAX_TEXT);
   if (!productId) throw new RowError('id (product_id) is missing.');
   if (wellFormed(productId) !== productId)
     throw new RowError('id (product_id) is not valid Unicode text (it has a lone surrogate).');

@@ -181,6 +181,17 @@ describe('normaliseRecord', () => {
       expect(() => encodeURIComponent(text)).not.toThrow();
   });
 
+  it('refuses a JSON number as id whose digits it cannot keep (past 2^53, or a fraction)', () => {
+    const row = (id: number) => ({ id: [id], title: ['Lamp'], image_link: ['https://cdn.example/l.jpg'] });
+    // Read as numbers, 12345678901234567890 and 12345678901234567891 were both the id "12345678901234567000"
+    // (the second a duplicate of the first, or another product's update), and 0.10 was "0.1".
+    const read = JSON.parse('[12345678901234567890, 12345678901234567891, 0.10, 1e309]') as number[];
+    for (const id of [...read, 2 ** 53])
+      expect(() => normaliseRecord(row(id))).toThrow(/id \(product_id\) as a JSON number/);
+    expect(normaliseRecord(row(Number.MAX_SAFE_INTEGER)).product_id).toBe('9007199254740991');
+    expect(normaliseRecord(row(42)).product_id).toBe('42');
+  });
+
   it("names a refused row's id in its error as stored text: bounded and well-formed", () => {
     expect(errorProductId('sku-1')).toBe('sku-1');
     expect(errorProductId(42)).toBe('42');
