@@ -220,7 +220,8 @@ async function* readDelimited(source: ByteSource, tabs: boolean): AsyncGenerator
   try {
     for await (const record of parser as AsyncIterable<string[]>) {
       if (!header) {
-        header = record.map((name) => name.trim().replace(/^g:/, '').toLowerCase().replace(/\s+/g, '_'));
+        // (Lower-cased first: a header upper-cased whole, "G:ID", names the id too.)
+        header = record.map((name) => name.trim().toLowerCase().replace(/^g:/, '').replace(/\s+/g, '_'));
         continue;
       }
       row += 1;

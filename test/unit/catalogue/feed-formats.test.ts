@@ -366,6 +366,17 @@ describe('readFeed CSV dialects', () => {
     ]);
   });
 
+  it('strips the g: prefix of a header name whatever its case, as the names are case-insensitive', async () => {
+    // Prepare: a spreadsheet that upper-cased its header row
+    const csv = 'G:ID,G:Title,G:Image Link\n1,Chair,https://x/1.jpg\n';
+    // Act
+    const records = await read(csv, 'csv', 3);
+    // Assess: before, "G:ID" was read as the field g:id, and no row had an id
+    expect(records).toEqual([
+      { row: 1, fields: { id: ['1'], title: ['Chair'], image_link: ['https://x/1.jpg'] } },
+    ]);
+  });
+
   it('takes "|" as the separator when the header uses it', async () => {
     // Prepare
     const csv = 'id|title|price\n1|Chair, oak|10.50 EUR\n';
