@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import {
+  headText,
   readFeed,
   sniffFormat,
   type FeedFormat,
@@ -435,7 +436,7 @@ async function headOf(deps: IngestDeps, key: string): Promise<string | undefined
     size += chunk.length;
     if (size >= 4096) break;
   }
-  return Buffer.concat(chunks).subarray(0, 4096).toString('utf8');
+  return headText(Buffer.concat(chunks).subarray(0, 4096));
 }
 
 /** A fresh stream of the stored feed file (each pass over the file reads it again). */

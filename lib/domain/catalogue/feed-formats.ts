@@ -47,6 +47,11 @@ export function readFeed(source: ByteSource, format: FeedFormat): AsyncGenerator
   }
 }
 
+/** The first bytes of a feed file as text, in its encoding (feedEncoding), for sniffFormat. */
+export function headText(bytes: Buffer): string {
+  return new TextDecoder(feedEncoding(bytes)).decode(bytes);
+}
+
 /** Guesses the format from the first bytes of a feed (used for URL imports without an explicit format). */
 export function sniffFormat(head: string): FeedFormat {
   const text = head.replace(/^\uFEFF/, '').trimStart();
@@ -73,14 +78,93 @@ function firstLine(text: string): string {
   return text.split(lineEnd(), 1)[0] ?? '';
 }
 
+/**
+ * A feed's text, chunk by chunk (text already decoded, inline content, passes as is). Bytes are ASCII
+ * until the first that is not, the same in every encoding read here; the encoding is told there
+ * (feedEncoding, from the bytes seen so far and that chunk's rest). Read as UTF-8 whatever it was, a shop's
+ * Latin-1 file (an Excel CSV export, XML declaring ISO-8859-1) had each accented letter replaced by U+FFFD,
+ * so that `café` and `cafè` became one product id.
+ */
 async function* decode(source: ByteSource): AsyncGenerator<string> {
-  const decoder = new TextDecoder('utf-8');
+  let decoder: TextDecoder | undefined;
+  // The first bytes seen (ASCII so far): where a byte-order mark or an XML declaration is.
+  let start = '';
+  // Bytes held while the first that is not ASCII is too near their end to tell UTF-8 by.
+  let held: Buffer | undefined;
   for await (const chunk of source) {
-    const text = typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+    if (typeof chunk === 'string') {
+      if (chunk) yield chunk;
+      continue;
+    }
+    let bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length);
+    if (!decoder) {
+      if (held) [bytes, held] = [Buffer.concat([held, bytes]), undefined];
+      const first = start === '' ? bytes : undefined;
+      // (Searched in the text: a byte-by-byte callback cost more than the parse on large ASCII feeds.)
+      const ascii = bytes.toString('latin1');
+      const other = ascii.search(/[\x80-\xff]/);
+      if (other === -1 && !(first && hasByteOrderMark(first))) {
+        if (start.length < 200) start += ascii.slice(0, 200);
+        if (ascii) yield ascii;
+        continue;
+      }
+      if (other !== -1 && bytes.length - other < 4 && !(first && hasByteOrderMark(first))) {
+        held = bytes;
+        continue;
+      }
+      decoder = new TextDecoder(feedEncoding(first ?? bytes.subarray(other), start));
+    }
+    const text = decoder.decode(bytes, { stream: true });
     if (text) yield text;
   }
-  const rest = decoder.decode();
+  if (held) {
+    const other = held.toString('latin1').search(/[\x80-\xff]/);
+    decoder = new TextDecoder(feedEncoding(start === '' ? held : held.subarray(other), start, true));
+    const text = decoder.decode(held, { stream: true });
+    if (text) yield text;
+  }
+  const rest = decoder?.decode() ?? '';
   if (rest) yield rest;
+}
+
+/** Whether `bytes` start with a UTF-8 or UTF-16 byte-order mark. */
+function hasByteOrderMark(bytes: Buffer): boolean {
+  return (
+    (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) ||
+    (bytes[0] === 0xff && bytes[1] === 0xfe) ||
+    (bytes[0] === 0xfe && bytes[1] === 0xff)
+  );
+}
+
+/**
+ * The encoding of a feed file: a byte-order mark (UTF-8, UTF-16) at its start, else the encoding an XML
+ * declaration among its first bytes names (when TextDecoder knows it), else UTF-8 when `bytes` (from the
+ * first byte that is not ASCII to the end of its chunk) are UTF-8 (a character cut at their end aside),
+ * else Windows-1252 (what WHATWG decoders read Latin-1 labels as, and what spreadsheet exports of Western
+ * European shops write). An invalid byte later in a UTF-8 file still reads as U+FFFD. `last`: `bytes` end
+ * the file (a character cut there is no UTF-8).
+ */
+function feedEncoding(bytes: Buffer, start = '', last = false): string {
+  if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) return 'utf-8';
+  if (bytes[0] === 0xff && bytes[1] === 0xfe) return 'utf-16le';
+  if (bytes[0] === 0xfe && bytes[1] === 0xff) return 'utf-16be';
+  const head = (start + bytes.toString('latin1', 0, 200)).slice(0, 200);
+  const declared = /^\s*<\?xml[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:-]{1,40})["']/.exec(head)?.[1];
+  if (declared) {
+    try {
+      const encoding = new TextDecoder(declared).encoding;
+      // A declaration read as ASCII says the file is not UTF-16, whatever it names (no BOM either).
+      if (!encoding.startsWith('utf-16')) return encoding;
+    } catch {
+      // A label TextDecoder does not know: read as the bytes say below.
+    }
+  }
+  try {
+    new TextDecoder('utf-8', { fatal: true }).decode(bytes, { stream: !last });
+    return 'utf-8';
+  } catch {
+    return 'windows-1252';
+  }
 }
 
 /**

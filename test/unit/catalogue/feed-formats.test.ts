@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  headText,
   readFeed,
   sniffFormat,
   type FeedFormat,
@@ -332,6 +333,70 @@ describe('readFeed against hostile files (a fuzzing review)', () => {
     const long = 'x'.repeat(100_000);
     const records = await read(`{"id":"p1","description":"${long}"}\n{"id":"p2"}\n`, 'jsonl', 1000);
     expect(fieldsOf(records)).toEqual([{ id: ['p1'], description: [long] }, { id: ['p2'] }]);
+  });
+});
+
+describe('readFeed encodings', () => {
+  /** Reads `bytes` in chunks of 7 bytes. */
+  async function readBytes(bytes: Buffer, format: FeedFormat): Promise<RawRecord[]> {
+    async function* source() {
+      for (let i = 0; i < bytes.length; i += 7) yield bytes.subarray(i, i + 7);
+    }
+    const out: RawRecord[] = [];
+    for await (const record of readFeed(source(), format)) out.push(record);
+    return out;
+  }
+  const idsOf = (records: RawRecord[]) => records.map((r) => ('fields' in r ? r.fields.id?.[0] : undefined));
+
+  it('reads a Latin-1 file (a spreadsheet export) as Windows-1252, not as U+FFFD', async () => {
+    // Prepare: café and cafè, two products, in one byte per letter
+    const csv = Buffer.from('id,title\ncafé,Café mug\ncafè,Cafè cup\n', 'latin1');
+    // Act / Assess
+    expect(idsOf(await readBytes(csv, 'csv'))).toEqual(['café', 'cafè']);
+  });
+
+  it('reads XML in the encoding its declaration names, and UTF-16 by its byte-order mark', async () => {
+    // ISO-8859-2: Ł ó d ź, which Windows-1252 reads as £ ó d ¼
+    const xml = Buffer.concat([
+      Buffer.from(
+        '<?xml version="1.0" encoding="ISO-8859-2"?><rss xmlns:g="http://base.google.com/ns/1.0"><channel>' +
+          '<item><g:id>',
+      ),
+      Buffer.from([0xa3, 0xf3, 0x64, 0xbc]),
+      Buffer.from('</g:id></item></channel></rss>'),
+    ]);
+    expect(idsOf(await readBytes(xml, 'xml'))).toEqual(['Łódź']);
+    const utf16 = Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('[{"id":"grüß"}]', 'utf16le')]);
+    expect(idsOf(await readBytes(utf16, 'json'))).toEqual(['grüß']);
+    expect(sniffFormat(headText(utf16))).toBe('json');
+  });
+
+  it('tells UTF-8 from Latin-1 whatever the chunks: a character cut at a chunk end is no evidence', async () => {
+    // Prepare: the first letter that is not ASCII first in a chunk whose end cuts another (UTF-8), last
+    // in a chunk (UTF-8, told with the next chunk), and last in the file (Latin-1)
+    const chunked = async (chunks: Buffer[]) => {
+      async function* source() {
+        yield* chunks;
+      }
+      const out: RawRecord[] = [];
+      for await (const record of readFeed(source(), 'csv')) out.push(record);
+      return idsOf(out);
+    };
+    const e = [0xc3, 0xa9];
+    // Act / Assess
+    expect(
+      await chunked([Buffer.from('id\nx'), Buffer.from([...e, ...e, e[0]!]), Buffer.from([e[1]!, 0x0a])]),
+    ).toEqual(['xééé']);
+    expect(await chunked([Buffer.from('id\nx'), Buffer.from([e[0]!]), Buffer.from([e[1]!, 0x0a])])).toEqual([
+      'xé',
+    ]);
+    expect(await chunked([Buffer.from('id\nx'), Buffer.from([0xe9])])).toEqual(['xé']);
+    // An XML declaration naming UTF-16 without a byte-order mark is read as the bytes say
+    const xml = Buffer.from(
+      '<?xml version="1.0" encoding="UTF-16"?><rss xmlns:g="http://base.google.com/ns/1.0"><channel>' +
+        '<item><g:id>naïve</g:id></item></channel></rss>',
+    );
+    expect(idsOf(await readBytes(xml, 'xml'))).toEqual(['naïve']);
   });
 });
 
