@@ -246,6 +246,14 @@ async function* readXml(source: ByteSource): AsyncGenerator<RawRecord> {
     }
     const node = path.pop();
     depth -= 1;
+    // Markup inside a field (HTML left unescaped in a description, `<b>` in a title) is its text, as a
+    // browser shows it: an element that names no field gives its text to the one around it (it was lost,
+    // `<g:id>p<b>2</b></g:id>` read as the id `p`).
+    const parent = path[path.length - 1];
+    if (node && !node.name && parent) {
+      parent.text += node.text;
+      return;
+    }
     const text = node?.text.trim();
     if (node?.name && text) add(fields, node.name, text);
   });

@@ -55,6 +55,25 @@ describe('readFeed', () => {
     expect(records).toEqual([{ row: 1, fields: { id: ['B1'], title: ['Lamp'], link: ['https://shop/b1'] } }]);
   });
 
+  it('reads markup inside a field as its text, in order, and keeps nested g: fields apart', async () => {
+    // Prepare: HTML left unescaped in a description and an id; a shipping block's own fields
+    const xml = `<rss xmlns:g="http://base.google.com/ns/1.0"><channel><item><g:id>p<b>2</b>x</g:id>
+<description>A <b>big</b> <i>blue <u>mug</u></i>.</description>
+<g:shipping><g:country>US</g:country><g:price>4.95 USD</g:price></g:shipping></item></channel></rss>`;
+    // Act
+    const [record] = await read(xml, 'xml');
+    // Assess
+    expect(record).toMatchObject({
+      fields: {
+        id: ['p2x'],
+        description: ['A big blue mug.'],
+        'shipping.country': ['US'],
+        'shipping.price': ['4.95 USD'],
+      },
+    });
+    expect(Object.keys((record as { fields: object }).fields)).not.toContain('shipping');
+  });
+
   it("reads an Atom entry's summary as its description", async () => {
     // Prepare
     const atom = `<feed xmlns="http://www.w3.org/2005/Atom" xmlns:g="http://base.google.com/ns/1.0">
