@@ -729,6 +729,22 @@ describe('runImport', () => {
     expect(w.objects.objects.has(importObjectKeys(FEED, queued.importId).file)).toBe(true);
   });
 
+  it('tells a fetched feed’s format and encoding from its first bytes: a UTF-16 JSON array', async () => {
+    // Prepare: a byte-order mark, then the array in UTF-16LE
+    const w = world(new Map([['https://shop.example/img/a.jpg', Buffer.from('a')]]));
+    const array = JSON.stringify([{ id: 'grüß', title: 'A', image_link: '/img/a.jpg' }]);
+    w.fetcher.files.set(
+      'https://shop.example/feed',
+      Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(array, 'utf16le')]),
+    );
+    // Act
+    const queued = await queue(w, { url: 'https://shop.example/feed', mode: 'full' });
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess
+    expect(record).toMatchObject({ status: 'succeeded', format: 'json', embedded: 1 });
+    expect(await w.products.get(FEED, 'grüß')).toBeDefined();
+  });
+
   it('fails the import with the reason when the feed URL cannot be fetched', async () => {
     const w = world();
     const queued = await queue(w, { url: 'https://shop.example/missing.xml', mode: 'full' });
