@@ -112,14 +112,22 @@ async function* decode(source: ByteSource): AsyncGenerator<string> {
         held = bytes;
         continue;
       }
-      decoder = new TextDecoder(feedEncoding(first ?? bytes.subarray(other), start));
+      // (Past the first chunk, this one's ASCII before that byte joins `start`: it may end a declaration.)
+      decoder = new TextDecoder(
+        first ? feedEncoding(first) : feedEncoding(bytes.subarray(other), start + ascii.slice(0, other)),
+      );
     }
     const text = decoder.decode(bytes, { stream: true });
     if (text) yield text;
   }
   if (held) {
-    const other = held.toString('latin1').search(/[\x80-\xff]/);
-    decoder = new TextDecoder(feedEncoding(start === '' ? held : held.subarray(other), start, true));
+    const ascii = held.toString('latin1');
+    const other = ascii.search(/[\x80-\xff]/);
+    decoder = new TextDecoder(
+      start === ''
+        ? feedEncoding(held, '', true)
+        : feedEncoding(held.subarray(other), start + ascii.slice(0, other), true),
+    );
     const text = decoder.decode(held, { stream: true });
     if (text) yield text;
   }

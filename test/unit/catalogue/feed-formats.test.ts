@@ -417,6 +417,33 @@ describe('readFeed encodings', () => {
     );
     expect(idsOf(await readBytes(xml, 'xml'))).toEqual(['naïve']);
   });
+
+  it('reads the declaration a chunk end cuts, its rest in the chunk of the first letter not ASCII', async () => {
+    // Prepare: ISO-8859-2's Łódź (Windows-1252: £ód¼), the declaration cut after `encod`
+    const xml = Buffer.concat([
+      Buffer.from(
+        '<?xml version="1.0" encoding="ISO-8859-2"?><rss xmlns:g="http://base.google.com/ns/1.0"><channel>' +
+          '<item><g:id>',
+      ),
+      Buffer.from([0xa3, 0xf3, 0x64, 0xbc]),
+      Buffer.from('</g:id></item></channel></rss>'),
+    ]);
+    const cut = xml.indexOf('ing=');
+    const at = xml.indexOf(0xa3);
+    async function* source(chunks: Buffer[]) {
+      yield* chunks;
+    }
+    const read = async (chunks: Buffer[]) => {
+      const out: RawRecord[] = [];
+      for await (const record of readFeed(source(chunks), 'xml')) out.push(record);
+      return idsOf(out);
+    };
+    // Act / Assess: the letter far from the chunk's end, and near it (held for the next chunk)
+    expect(await read([xml.subarray(0, cut), xml.subarray(cut)])).toEqual(['Łódź']);
+    expect(await read([xml.subarray(0, cut), xml.subarray(cut, at + 1), xml.subarray(at + 1)])).toEqual([
+      'Łódź',
+    ]);
+  });
 });
 
 describe('sniffFormat', () => {
