@@ -125,15 +125,36 @@ function looksLikeSvg(bytes: Uint8Array): boolean {
     let end: number;
     if (rest.startsWith('<?')) end = text.indexOf('?>', at) + 2;
     else if (rest.startsWith('<!--')) end = text.indexOf('-->', at + 4) + 3;
-    else if (rest.startsWith('<!doctype')) {
-      // An internal subset ([…]) may hold '>' of its own.
-      const subset = text.indexOf('[', at);
-      const close = text.indexOf('>', at);
-      end = subset !== -1 && subset < close ? text.indexOf('>', text.indexOf(']', subset)) + 1 : close + 1;
-    } else return /^<svg[\s>/]/.test(rest);
+    else if (rest.startsWith('<!doctype')) end = doctypeEnd(text, at + 9);
+    else return /^<svg[\s>/]/.test(rest);
     if (end <= at) return false;
     at = end;
   }
+}
+
+/**
+ * Where a DOCTYPE whose name starts at `from` ends (past its '>'), or 0 when not in `text`. Its quoted
+ * literals and its internal subset ([…], with the comments and processing instructions there) may hold
+ * '>', '[' and ']' of their own; each is skipped to its end once.
+ */
+function doctypeEnd(text: string, from: number): number {
+  let subset = false;
+  for (let i = from; i < text.length; i += 1) {
+    const c = text[i];
+    // What is skipped to its end: [its opening, its closing].
+    let skip: [string, string] | undefined;
+    if (subset && text.startsWith('<!--', i)) skip = ['<!--', '-->'];
+    else if (subset && text.startsWith('<?', i)) skip = ['<?', '?>'];
+    else if (c === '"' || c === "'") skip = [c, c];
+    else if (c === '[' || c === ']') subset = c === '[';
+    else if (c === '>' && !subset) return i + 1;
+    if (skip) {
+      const at = text.indexOf(skip[1], i + skip[0].length);
+      if (at === -1) return 0;
+      i = at + skip[1].length - 1;
+    }
+  }
+  return 0;
 }
 
 /** The refusal of bytes sharp could not read: a format we can name, or undecodable. */

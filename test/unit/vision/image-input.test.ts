@@ -73,6 +73,16 @@ describe('openImage', () => {
         'svg',
         'SVG is not a supported image format',
       ],
+      // Its DOCTYPE's quoted literals and internal subset holding ']', '>' and '[' of their own
+      [
+        Buffer.from(
+          '<?xml version="1.0"?>\n<!DOCTYPE svg SYSTEM "a[1].dtd" [<!ENTITY y "]>"><!-- ] --><?p ]>?>' +
+            '<!ENTITY x SYSTEM "file:///etc/passwd">]>\n' +
+            '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><text>&x;</text></svg>',
+        ),
+        'svg',
+        'SVG is not a supported image format',
+      ],
       [Buffer.from('%PDF-1.7\n%âãÏÓ\n1 0 obj'), 'pdf', 'PDF is not a supported image format'],
       [
         readFileSync(join(FIXTURES, 'avif-sequence-red-blue.avif')),
