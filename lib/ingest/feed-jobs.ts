@@ -30,13 +30,14 @@ export async function runFeedJob(
     // The log lines beside any hooks the ingest dependencies bring.
     const hooks = logger
       ? {
+          // (The line first: a hook of the ingest's that throws does not cost it, nor a FailedImports count.)
           onStart: (record: ImportRecord) => {
-            ingest.onStart?.(record);
             logImportStart(logger, record);
+            ingest.onStart?.(record);
           },
           onFinish: (record: ImportRecord, ms: number) => {
-            ingest.onFinish?.(record, ms);
             logImportEnd(logger, record, ms);
+            ingest.onFinish?.(record, ms);
           },
         }
       : {};

@@ -156,23 +156,27 @@ function feedEncoding(bytes: Buffer, start = '', last = false): string {
   if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) return 'utf-8';
   if (bytes[0] === 0xff && bytes[1] === 0xfe) return 'utf-16le';
   if (bytes[0] === 0xfe && bytes[1] === 0xff) return 'utf-16be';
+  let utf8 = true;
+  try {
+    new TextDecoder('utf-8', { fatal: true }).decode(bytes, { stream: !last });
+  } catch {
+    utf8 = false;
+  }
   const head = (start + bytes.toString('latin1', 0, 200)).slice(0, 200);
   const declared = /^\s*<\?xml[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:-]{1,40})["']/.exec(head)?.[1];
   if (declared) {
     try {
       const encoding = new TextDecoder(declared).encoding;
-      // A declaration read as ASCII says the file is not UTF-16, whatever it names (no BOM either).
-      if (!encoding.startsWith('utf-16')) return encoding;
+      // A declaration read as ASCII says the file is not UTF-16, whatever it names (no BOM either). And
+      // letters that are UTF-8 in a file declared as another (a common mislabel: feeds written in UTF-8
+      // under an ISO-8859-1 declaration) are UTF-8: Latin-1 text is hardly ever valid UTF-8 (`Ã©`).
+      const mislabelled = utf8 && encoding !== 'utf-8' && /[\x80-\xff]/.test(bytes.toString('latin1'));
+      if (!encoding.startsWith('utf-16') && !mislabelled) return encoding;
     } catch {
       // A label TextDecoder does not know: read as the bytes say below.
     }
   }
-  try {
-    new TextDecoder('utf-8', { fatal: true }).decode(bytes, { stream: !last });
-    return 'utf-8';
-  } catch {
-    return 'windows-1252';
-  }
+  return utf8 ? 'utf-8' : 'windows-1252';
 }
 
 /**

@@ -385,6 +385,12 @@ describe('readFeed encodings', () => {
       Buffer.from('</g:id></item></channel></rss>'),
     ]);
     expect(idsOf(await readBytes(xml, 'xml'))).toEqual(['Łódź']);
+    // UTF-8 under an ISO-8859-1 declaration (a common mislabel) is UTF-8: Latin-1 is hardly ever valid UTF-8
+    const mislabelled = Buffer.from(
+      '<?xml version="1.0" encoding="ISO-8859-1"?><rss xmlns:g="http://base.google.com/ns/1.0"><channel>' +
+        '<item><g:id>café</g:id></item></channel></rss>',
+    );
+    expect(idsOf(await readBytes(mislabelled, 'xml'))).toEqual(['café']);
     const utf16 = Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('[{"id":"grüß"}]', 'utf16le')]);
     expect(idsOf(await readBytes(utf16, 'json'))).toEqual(['grüß']);
     expect(sniffFormat(headText(utf16))).toBe('json');

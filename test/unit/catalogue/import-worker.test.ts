@@ -88,10 +88,17 @@ describe('import log lines', () => {
     const second = await queueImport(w, ['b'], 'incremental');
     const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
     const reads = vi.spyOn(w.imports, 'get');
-    // Hooks of the ingest dependencies' own are called beside the log lines
+    // Hooks of the ingest dependencies' own are called beside the log lines, which they cannot cost by
+    // throwing
     const hooked: string[] = [];
-    w.deps.onStart = (record) => hooked.push(`start ${record.importId}`);
-    w.deps.onFinish = (record) => hooked.push(`finish ${record.importId}`);
+    w.deps.onStart = (record) => {
+      hooked.push(`start ${record.importId}`);
+      throw new Error('hook failed');
+    };
+    w.deps.onFinish = (record) => {
+      hooked.push(`finish ${record.importId}`);
+      throw new Error('hook failed');
+    };
     const event = { Records: [s3Record(importObjectKeys('shop', second.importId).request)] } as S3Event;
     // Act
     await runImportEvent({ ...container, logger: recordingLogger(lines, { fields: true }) }, event);
