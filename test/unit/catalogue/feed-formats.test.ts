@@ -355,6 +355,16 @@ describe('readFeed against hostile files (a fuzzing review)', () => {
   });
 });
 
+/** An RSS feed in ISO-8859-2, as its declaration says: the id Łódź, which Windows-1252 reads as £ód¼. */
+const LATIN2_XML = Buffer.concat([
+  Buffer.from(
+    '<?xml version="1.0" encoding="ISO-8859-2"?><rss xmlns:g="http://base.google.com/ns/1.0"><channel>' +
+      '<item><g:id>',
+  ),
+  Buffer.from([0xa3, 0xf3, 0x64, 0xbc]),
+  Buffer.from('</g:id></item></channel></rss>'),
+]);
+
 describe('readFeed encodings', () => {
   /** Reads `bytes` in chunks of 7 bytes. */
   async function readBytes(bytes: Buffer, format: FeedFormat): Promise<RawRecord[]> {
@@ -376,14 +386,7 @@ describe('readFeed encodings', () => {
 
   it('reads XML in the encoding its declaration names, and UTF-16 by its byte-order mark', async () => {
     // ISO-8859-2: Ł ó d ź, which Windows-1252 reads as £ ó d ¼
-    const xml = Buffer.concat([
-      Buffer.from(
-        '<?xml version="1.0" encoding="ISO-8859-2"?><rss xmlns:g="http://base.google.com/ns/1.0"><channel>' +
-          '<item><g:id>',
-      ),
-      Buffer.from([0xa3, 0xf3, 0x64, 0xbc]),
-      Buffer.from('</g:id></item></channel></rss>'),
-    ]);
+    const xml = LATIN2_XML;
     expect(idsOf(await readBytes(xml, 'xml'))).toEqual(['Łódź']);
     // UTF-8 under an ISO-8859-1 declaration (a common mislabel) is UTF-8: Latin-1 is hardly ever valid UTF-8
     const mislabelled = Buffer.from(
@@ -426,14 +429,7 @@ describe('readFeed encodings', () => {
 
   it('reads the declaration a chunk end cuts, its rest in the chunk of the first letter not ASCII', async () => {
     // Prepare: ISO-8859-2's Łódź (Windows-1252: £ód¼), the declaration cut after `encod`
-    const xml = Buffer.concat([
-      Buffer.from(
-        '<?xml version="1.0" encoding="ISO-8859-2"?><rss xmlns:g="http://base.google.com/ns/1.0"><channel>' +
-          '<item><g:id>',
-      ),
-      Buffer.from([0xa3, 0xf3, 0x64, 0xbc]),
-      Buffer.from('</g:id></item></channel></rss>'),
-    ]);
+    const xml = LATIN2_XML;
     const cut = xml.indexOf('ing=');
     const at = xml.indexOf(0xa3);
     async function* source(chunks: Buffer[]) {

@@ -627,8 +627,9 @@ describe('searchByImage: products sharing a verified product’s image', () => {
 
   it('lists once a group as similar as a kept one but with another photo that the regional shortlist verifies', async () => {
     // Prepare: a, u1 and u2 are exactly as similar to the query (0.5) with three different photos, b less:
-    // a top 2 keeps a, sets u1 and u2 aside (unconfirmed, no place left: b took it) and walks u2 past the
-    // top 2; the query's one window is u2's photo, and the regional shortlist takes its nearest group
+    // a top 2 sets u1 and u2 aside as probable copies of a, finds their photos differ and walks again,
+    // keeping a and u1 (u2 is past the top 2, where a walk that set them aside for good left it
+    // unverified, 5884ad7); the query's one window is u2's photo, and the regional shortlist takes it
     const w = world();
     const axis = (...values: number[]) => Float32Array.from({ length: 16 }, (_, i) => values[i] ?? 0);
     await put(w, [
