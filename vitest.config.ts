@@ -3,7 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    // Every file's temporary files go, whatever the test left (test/support/private-tmpdir.ts).
+    // Every file's temporary files go, whatever the test left (test/support/*-tmpdir.ts).
+    globalSetup: ['test/support/global-tmpdir.ts'],
     setupFiles: ['test/support/private-tmpdir.ts'],
     // Each file gets its own process: handlers memoise one container per process, like Lambda.
     pool: 'forks',
