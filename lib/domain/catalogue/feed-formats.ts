@@ -99,35 +99,26 @@ async function* decode(source: ByteSource): AsyncGenerator<string> {
     let bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length);
     if (!decoder) {
       if (held) [bytes, held] = [Buffer.concat([held, bytes]), undefined];
-      const first = start === '' ? bytes : undefined;
+      const marked = start === '' && byteOrderMark(bytes) !== undefined;
       // (Searched in the text: a byte-by-byte callback cost more than the parse on large ASCII feeds.)
       const ascii = bytes.toString('latin1');
-      const other = ascii.search(/[\x80-\xff]/);
-      if (other === -1 && !(first && hasByteOrderMark(first))) {
+      const other = ascii.search(NOT_ASCII);
+      if (other === -1 && !marked) {
         if (start.length < 200) start += ascii.slice(0, 200);
         if (ascii) yield ascii;
         continue;
       }
-      if (other !== -1 && bytes.length - other < 4 && !(first && hasByteOrderMark(first))) {
+      if (other !== -1 && bytes.length - other < 4 && !marked) {
         held = bytes;
         continue;
       }
-      // (Past the first chunk, this one's ASCII before that byte joins `start`: it may end a declaration.)
-      decoder = new TextDecoder(
-        first ? feedEncoding(first) : feedEncoding(bytes.subarray(other), start + ascii.slice(0, other)),
-      );
+      decoder = new TextDecoder(encodingAfter(start, bytes));
     }
     const text = decoder.decode(bytes, { stream: true });
     if (text) yield text;
   }
   if (held) {
-    const ascii = held.toString('latin1');
-    const other = ascii.search(/[\x80-\xff]/);
-    decoder = new TextDecoder(
-      start === ''
-        ? feedEncoding(held, '', true)
-        : feedEncoding(held.subarray(other), start + ascii.slice(0, other), true),
-    );
+    decoder = new TextDecoder(encodingAfter(start, held, true));
     const text = decoder.decode(held, { stream: true });
     if (text) yield text;
   }
@@ -135,13 +126,27 @@ async function* decode(source: ByteSource): AsyncGenerator<string> {
   if (rest) yield rest;
 }
 
-/** Whether `bytes` start with a UTF-8 or UTF-16 byte-order mark. */
-function hasByteOrderMark(bytes: Buffer): boolean {
-  return (
-    (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) ||
-    (bytes[0] === 0xff && bytes[1] === 0xfe) ||
-    (bytes[0] === 0xfe && bytes[1] === 0xff)
-  );
+/** A byte that is not ASCII, in bytes read as Latin-1 text. */
+const NOT_ASCII = /[\x80-\xff]/;
+
+/** The encoding a UTF-8 or UTF-16 byte-order mark at the start of `bytes` names. */
+function byteOrderMark(bytes: Buffer): string | undefined {
+  if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) return 'utf-8';
+  if (bytes[0] === 0xff && bytes[1] === 0xfe) return 'utf-16le';
+  if (bytes[0] === 0xfe && bytes[1] === 0xff) return 'utf-16be';
+  return undefined;
+}
+
+/**
+ * feedEncoding of `bytes` (a chunk holding the first byte that is not ASCII, or a byte-order mark) after
+ * `start`, the ASCII before them: past the file's start, the chunk's ASCII before that byte joins `start`
+ * (it may end a declaration) and the evidence is the chunk from that byte on.
+ */
+function encodingAfter(start: string, bytes: Buffer, last = false): string {
+  if (start === '') return feedEncoding(bytes, '', last);
+  const ascii = bytes.toString('latin1');
+  const other = ascii.search(NOT_ASCII);
+  return feedEncoding(bytes.subarray(other), start + ascii.slice(0, other), last);
 }
 
 /**
@@ -153,9 +158,8 @@ function hasByteOrderMark(bytes: Buffer): boolean {
  * the file (a character cut there is no UTF-8).
  */
 function feedEncoding(bytes: Buffer, start = '', last = false): string {
-  if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) return 'utf-8';
-  if (bytes[0] === 0xff && bytes[1] === 0xfe) return 'utf-16le';
-  if (bytes[0] === 0xfe && bytes[1] === 0xff) return 'utf-16be';
+  const marked = start === '' ? byteOrderMark(bytes) : undefined;
+  if (marked) return marked;
   let utf8 = true;
   try {
     new TextDecoder('utf-8', { fatal: true }).decode(bytes, { stream: !last });
@@ -170,7 +174,7 @@ function feedEncoding(bytes: Buffer, start = '', last = false): string {
       // A declaration read as ASCII says the file is not UTF-16, whatever it names (no BOM either). And
       // letters that are UTF-8 in a file declared as another (a common mislabel: feeds written in UTF-8
       // under an ISO-8859-1 declaration) are UTF-8: Latin-1 text is hardly ever valid UTF-8 (`Ã©`).
-      const mislabelled = utf8 && encoding !== 'utf-8' && /[\x80-\xff]/.test(bytes.toString('latin1'));
+      const mislabelled = utf8 && encoding !== 'utf-8' && NOT_ASCII.test(bytes.toString('latin1'));
       if (!encoding.startsWith('utf-16') && !mislabelled) return encoding;
     } catch {
       // A label TextDecoder does not know: read as the bytes say below.
