@@ -183,7 +183,7 @@ export async function runImport(
     await deps.imports.put(record);
     if (!(await feedStillLive(deps.feeds, feed))) throw new FeedGone();
     unconfirmed.clear();
-    deps.onProgress?.(record);
+    notify(() => deps.onProgress?.(record));
   };
   try {
     const ended = await importInto(
@@ -210,7 +210,7 @@ export async function runImport(
 /** Thrown by a progress save (or the feed check while a chunk is prepared) that finds the feed deleted. */
 class FeedGone extends Error {}
 
-/** Calls a logging hook: a log line does not stop an import. */
+/** Calls a logging hook (onStart, onProgress, onFinish): a log line does not stop an import. */
 function notify(hook: () => void): void {
   try {
     hook();
