@@ -1,17 +1,17 @@
 import type { APIGatewayProxyEvent, Context } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '#lib/config.ts';
-import { configureContainer, type Container, getContainer } from '#lib/container.ts';
-import type { Feed } from '#lib/domain/feeds.ts';
+import { configureContainer, getContainer } from '#lib/container.ts';
 import { adminEndpoint, publicEndpoint } from '#lib/http/middleware.ts';
 import { json } from '#lib/http/responses.ts';
+import { STUB_SEARCH_ID, stubPublicStores } from '#test/support/public-stores.ts';
 
 /**
  * The checks of the handlers' middleware (lib/http/middleware.ts) that the local stack cannot reach: an
  * admin API without a token of its own (AWS, where the gateway authorises by IAM), and a search id of a
  * feed whose deletion has started. No ADMIN_TOKEN here.
  */
-const SEARCH_ID = 'vps_3hV8rQm0yJt2cW9pXb4LkN1sZa6DfGe7';
+const SEARCH_ID = STUB_SEARCH_ID;
 const context = { awsRequestId: 'lambda-invocation-1' } as Context;
 
 configureContainer(loadConfig({ LOG_LEVEL: 'silent' }));
@@ -69,39 +69,6 @@ describe('admin endpoint without an admin token', () => {
 });
 
 describe('public endpoint', () => {
-  function stubStores(c: Container, feed: Partial<Feed>, outcomes: string[] = []) {
-    const now = '2026-11-22T10:00:00.000Z';
-    c.keys = {
-      get: async (searchId: string) =>
-        searchId === SEARCH_ID
-          ? { searchId, feedId: 'shop', name: 'k', createdAt: now, feedCreatedAt: now }
-          : undefined,
-      touch: async () => undefined,
-    } as unknown as Container['keys'];
-    c.feeds = {
-      get: async () => ({
-        feedId: 'shop',
-        name: 'Shop',
-        plan: 'free',
-        domains: [],
-        requireOrigin: false,
-        createdAt: now,
-        updatedAt: now,
-        ...feed,
-      }),
-    } as unknown as Container['feeds'];
-    c.usage = {
-      consume: async () => ({
-        allowed: true,
-        limit: 100,
-        remaining: 99,
-        resetSeconds: 60,
-        retryAfterSeconds: 0,
-      }),
-      record: async (entry: { outcome: string }) => void outcomes.push(entry.outcome),
-    } as unknown as Container['usage'];
-  }
-
   it('takes a search id of a feed being deleted as unknown', async () => {
     // Prepare
     const handler = publicEndpoint({ endpoint: 'related', idField: 'searchId' }, async () => json(200, {}));
@@ -110,9 +77,9 @@ describe('public endpoint', () => {
       body: {},
     });
     // Act
-    stubStores(getContainer(), {});
+    stubPublicStores(getContainer());
     const live = await handler(structuredClone(request), context);
-    stubStores(getContainer(), { deletingAt: '2026-11-22T11:00:00.000Z' });
+    stubPublicStores(getContainer(), { feed: { deletingAt: '2026-11-22T11:00:00.000Z' } });
     const deleting = await handler(structuredClone(request), context);
     // Assess
     expect(live.statusCode).toBe(200);
@@ -123,7 +90,7 @@ describe('public endpoint', () => {
   it('meters an answer of 500 as a server error', async () => {
     // Prepare
     const outcomes: string[] = [];
-    stubStores(getContainer(), {}, outcomes);
+    stubPublicStores(getContainer(), { record: async (entry) => void outcomes.push(entry.outcome) });
     const handler = publicEndpoint({ endpoint: 'related', idField: 'searchId' }, async () => {
       throw new Error('store down');
     });

@@ -5,6 +5,7 @@ import { configureContainer, type Container, getContainer } from '#lib/container
 import { adminEndpoint, publicEndpoint } from '#lib/http/middleware.ts';
 import { json } from '#lib/http/responses.ts';
 import { redactSearchId } from '#lib/log.ts';
+import { STUB_SEARCH_ID, stubPublicStores } from '#test/support/public-stores.ts';
 import { recordingLogger } from '#test/support/recording-logger.ts';
 
 /**
@@ -12,7 +13,7 @@ import { recordingLogger } from '#test/support/recording-logger.ts';
  * the error line of a 5xx, the metering line; what they carry and what they must not (a search id, a body).
  */
 const ADMIN_TOKEN = 'admin-token-0123456789';
-const SEARCH_ID = 'vps_3hV8rQm0yJt2cW9pXb4LkN1sZa6DfGe7';
+const SEARCH_ID = STUB_SEARCH_ID;
 type Line = { level: string; message: string; fields?: Record<string, unknown> };
 let lines: Line[];
 
@@ -196,41 +197,12 @@ describe('idempotency error lines', () => {
 });
 
 describe('public endpoint', () => {
-  function stubAuth(c: Container, recordFails = false) {
-    const now = new Date().toISOString();
-    c.keys = {
-      get: async (searchId: string) =>
-        searchId === SEARCH_ID ? { searchId, feedId: 'shop', name: 'k', createdAt: now } : undefined,
-      touch: async () => undefined,
-    } as unknown as Container['keys'];
-    c.feeds = {
-      get: async () => ({
-        feedId: 'shop',
-        name: 'Shop',
-        plan: 'free',
-        domains: [],
-        requireOrigin: false,
-        createdAt: now,
-        updatedAt: now,
-      }),
-    } as unknown as Container['feeds'];
-    c.usage = {
-      consume: async () => ({
-        allowed: true,
-        limit: 100,
-        remaining: 99,
-        resetSeconds: 60,
-        retryAfterSeconds: 0,
-      }),
-      record: async () => {
-        if (recordFails)
-          throw Object.assign(new Error('usage store down'), { $metadata: { requestId: 'U-1' } });
-      },
-    } as unknown as Container['usage'];
-  }
-
   it('names the search id by the hash the authorizer gives the gateway, and logs a metering failure in full', async () => {
-    stubAuth(getContainer(), true);
+    stubPublicStores(getContainer(), {
+      record: async () => {
+        throw Object.assign(new Error('usage store down'), { $metadata: { requestId: 'U-1' } });
+      },
+    });
     const handler = publicEndpoint({ endpoint: 'related', idField: 'searchId' }, async () => json(200, {}));
 
     const response = await handler(
