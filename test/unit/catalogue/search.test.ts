@@ -625,28 +625,36 @@ describe('searchByImage: products sharing a verified product’s image', () => {
     expect(summary(hits).map(([id]) => id)).toEqual([...xs, 'p']);
   });
 
+  /**
+   * a, u1 and u2 exactly as similar to the query (0.5) with three different photos, b less; u1's stored
+   * image `u1Image`; search deps with a top 2 and a regional shortlist of 1 whose one window is the photo
+   * of `windowOf`.
+   */
+  async function tiedPhotos(u1Image: string, windowOf: 'u1' | 'u2') {
+    const w = world();
+    const axis = (...values: number[]) => Float32Array.from({ length: 16 }, (_, i) => values[i] ?? 0);
+    await put(w, [
+      { id: 'a', vector: axis(1), image: 'item a' },
+      { id: 'u1', vector: axis(0, 1), image: u1Image },
+      { id: 'u2', vector: axis(0, 0, 1), image: 'item u2' },
+      { id: 'b', vector: axis(0, 0, 0, 1, 1), image: 'item b' },
+    ]);
+    w.embedder.embed = async () => [axis(0.5, 0.5, 0.5, 0.5)];
+    const window = windowOf === 'u1' ? axis(0, 1) : axis(0, 0, 1);
+    const d: SearchDeps = {
+      ...reranked(w, 2),
+      vision: async () => ({ ...(await w.deps.vision()), regional: { regions: async () => [window] } }),
+      regional: { topN: 1 },
+    };
+    return { w, d };
+  }
+
   it('lists once a group as similar as a kept one but with another photo that the regional shortlist verifies', async () => {
     // Prepare: a, u1 and u2 are exactly as similar to the query (0.5) with three different photos, b less:
     // a top 2 sets u1 and u2 aside as probable copies of a, finds their photos differ and walks again,
     // keeping a and u1 (u2 is past the top 2, where a walk that set them aside for good left it
     // unverified, 5884ad7); the query's one window is u2's photo, and the regional shortlist takes it
-    const w = world();
-    const axis = (...values: number[]) => Float32Array.from({ length: 16 }, (_, i) => values[i] ?? 0);
-    await put(w, [
-      { id: 'a', vector: axis(1), image: 'item a' },
-      { id: 'u1', vector: axis(0, 1), image: 'item u1' },
-      { id: 'u2', vector: axis(0, 0, 1), image: 'item u2' },
-      { id: 'b', vector: axis(0, 0, 0, 1, 1), image: 'item b' },
-    ]);
-    w.embedder.embed = async () => [axis(0.5, 0.5, 0.5, 0.5)];
-    const d: SearchDeps = {
-      ...reranked(w, 2),
-      vision: async () => ({
-        ...(await w.deps.vision()),
-        regional: { regions: async () => [axis(0, 0, 1)] },
-      }),
-      regional: { topN: 1 },
-    };
+    const { d } = await tiedPhotos('item u1', 'u2');
     const search = (offset: number, limit: number) =>
       searchByImage(d, { feedId: 's', image: scene, limit, offset });
     // Act
@@ -660,23 +668,7 @@ describe('searchByImage: products sharing a verified product’s image', () => {
     // Prepare: a, u1 and u2 are exactly as similar to the query (0.5) with three different photos, b less;
     // u1 holds the mug. A top 2 verifies a and u1, as without the walk; the query's one window is u1's
     // photo, and the regional shortlist takes its nearest group
-    const w = world();
-    const axis = (...values: number[]) => Float32Array.from({ length: 16 }, (_, i) => values[i] ?? 0);
-    await put(w, [
-      { id: 'a', vector: axis(1), image: 'item a' },
-      { id: 'u1', vector: axis(0, 1), image: 'red mug' },
-      { id: 'u2', vector: axis(0, 0, 1), image: 'item u2' },
-      { id: 'b', vector: axis(0, 0, 0, 1, 1), image: 'item b' },
-    ]);
-    w.embedder.embed = async () => [axis(0.5, 0.5, 0.5, 0.5)];
-    const regional: SearchDeps = {
-      ...reranked(w, 2),
-      vision: async () => ({
-        ...(await w.deps.vision()),
-        regional: { regions: async () => [axis(0, 1)] },
-      }),
-      regional: { topN: 1 },
-    };
+    const { w, d: regional } = await tiedPhotos('red mug', 'u1');
     const query = { feedId: 's', image: scene, limit: 20, offset: 0 };
     // Act
     const plain = summary(await searchByImage(reranked(w, 2), query));
