@@ -797,7 +797,7 @@ async function secondLook(
       best.set(hit.itemGroupId, hit);
     }
   }
-  const added = notIn([...best.values()], verified).map((ref) => best.get(ref.itemGroupId)!);
+  const added = notIn([...best.values()], verified);
   return { added, inliers };
 }
 
