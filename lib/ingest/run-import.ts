@@ -67,6 +67,8 @@ export interface IngestLimits {
   imageConcurrency: number;
   /** Rows handled per step (one store round trip, one embedding batch, one checkpoint). */
   chunkSize: number;
+  /** How long a chunk that wrote nothing may leave its progress unsaved (Save); QUIET_SAVE_MS if absent. */
+  quietSaveMs?: number;
 }
 
 export interface IngestDeps {
@@ -177,7 +179,14 @@ export async function runImport(
   notify(() => deps.onStart?.(record));
   // Products this import wrote since its last save (whose feed check then passed).
   const unconfirmed = new Set<string>();
-  const save = async (patch: Partial<ImportRecord>) => {
+  let savedAt = performance.now();
+  const save: Save = async (patch, { wroteNothing = false } = {}) => {
+    // Progress that wrote nothing waits for the next save (a crash redoes those rows, refused again).
+    if (wroteNothing && performance.now() - savedAt < (deps.limits.quietSaveMs ?? QUIET_SAVE_MS)) {
+      record = { ...record, ...patch };
+      return;
+    }
+    savedAt = performance.now();
     await renewLease?.();
     record = { ...record, ...patch, updatedAt: now(deps) };
     await deps.imports.put(record);
@@ -206,6 +215,17 @@ export async function runImport(
     throw error;
   }
 }
+
+/**
+ * Saves the import record with `patch` (renewing the runner's lease, then checking the feed is still
+ * there). Progress of a chunk that wrote nothing (its rows all refused) is only kept in memory until
+ * QUIET_SAVE_MS after the last save: each save is three store calls, and a file of junk rows paid them
+ * every chunk (docs/benchmarks.md "Refused rows").
+ */
+type Save = (patch: Partial<ImportRecord>, options?: { wroteNothing?: boolean }) => Promise<void>;
+
+/** The longest a chunk that wrote nothing leaves its progress unsaved (a GET of the import lags so much). */
+const QUIET_SAVE_MS = 1000;
 
 /** Thrown by a progress save (or the feed check while a chunk is prepared) that finds the feed deleted. */
 class FeedGone extends Error {}
@@ -249,7 +269,7 @@ function watchFeed(stillLive: () => Promise<boolean>): {
 async function importInto(
   deps: IngestDeps,
   current: () => ImportRecord,
-  save: (patch: Partial<ImportRecord>) => Promise<void>,
+  save: Save,
   unconfirmed: Set<string>,
   stillLive: () => Promise<boolean>,
   /** Renews the runner's lease right before a chunk is written (processRows). */
@@ -498,7 +518,7 @@ async function processRows(
   current: () => ImportRecord,
   file: AsyncIterable<Uint8Array>,
   format: FeedFormat,
-  save: (patch: Partial<ImportRecord>) => Promise<void>,
+  save: Save,
   unconfirmed: Set<string>,
   stillLive: () => Promise<boolean>,
   renewLease: () => Promise<void>,
@@ -574,14 +594,16 @@ async function processRows(
     for (const productId of prepared.rowOfId.keys()) unconfirmed.add(productId);
     // A checkpoint reached: this run is the first attempt at the rows after it.
     // The lease renewed right before the writes (10 more minutes): a runner that stalled past its lease
-    // while the chunk was prepared, and lost it to another, writes nothing of it (LeaseLost).
-    committing = renewLease()
+    // while the chunk was prepared, and lost it to another, writes nothing of it (LeaseLost). A chunk
+    // with nothing to write needs no lease, and its progress waits for the next save (Save).
+    const wroteNothing = writesNothing(prepared);
+    committing = (wroteNothing ? Promise.resolve() : renewLease())
       .then(() => commitChunk(deps, prepared))
       .then((patch) => {
         // (The chunk's errors, its embedding errors included, as committed.)
         firstImageError ??= firstImageErrorOf(prepared.errors);
         keptVectors ||= prepared.keptVectors > 0;
-        return save({ ...patch(current()), attempts: 1 });
+        return save({ ...patch(current()), attempts: 1 }, { wroteNothing });
       });
     committing.catch(() => commitFailed.abort());
   };
@@ -783,6 +805,15 @@ interface PreparedChunk {
   stale: Product[];
   images: FetchedImage[];
   embedder: Embedder | undefined;
+}
+
+/**
+ * Whether committing the chunk writes nothing to the stores (its rows all refused or repeated): every
+ * product it counts is written as kept or changed, and its other writes (stale records, re-filed vectors,
+ * unfiled words) are of those products.
+ */
+function writesNothing(chunk: PreparedChunk): boolean {
+  return chunk.keep.length === 0 && chunk.changed.length === 0;
 }
 
 /**
@@ -1362,11 +1393,7 @@ function linkBase(url: string): string {
  * to what the crashed run removed (a batch deleted but not yet saved when the process died is not
  * counted).
  */
-async function removeUnseen(
-  deps: IngestDeps,
-  record: ImportRecord,
-  save: (patch: Partial<ImportRecord>) => Promise<void>,
-): Promise<void> {
+async function removeUnseen(deps: IngestDeps, record: ImportRecord, save: Save): Promise<void> {
   const ids = await deps.products.listUnseen(record.feedId, record.importId);
   const vectors = await deps.vectors();
   let removed = record.removed;

@@ -1000,6 +1000,7 @@ describe('runImport', () => {
     await importInline(w, jsonl([product('a')]));
     const refused = ['r1', 'r2', 'r3', 'r4', 'r5', 'r6'].map((id) => ({ id, image_link: img(id) }));
     const queued = await queueInline(w, jsonl(refused));
+    w.deps.limits.quietSaveMs = 0; // (every chunk saved, although it wrote nothing)
     w.imports.failOnPut = w.imports.puts + 4; // running, total, chunk 1, chunk 2 ← crash
     await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('crash');
     expect(await w.imports.get(FEED, queued.importId)).toMatchObject({ checkpointRow: 3 });
@@ -1009,6 +1010,55 @@ describe('runImport', () => {
     // Assess: the refused rows before the checkpoint are not counted as valid products
     expect(record).toMatchObject({ status: 'succeeded', processed: 6, failed: 6, removed: 0 });
     expect(await w.products.get(FEED, 'a')).toBeDefined();
+  });
+
+  it('saves the progress of chunks whose rows were all refused with the next save, not a save each', async () => {
+    // Prepare: 300 refused rows (100 chunks of 3), then one valid product
+    const w = world(filesFor('a'));
+    const refused = Array.from({ length: 300 }, (_, i) => ({ id: `r${i}`, image_link: img(`r${i}`) }));
+    const queued = await queueInline(w, jsonl([...refused, product('a')]));
+    w.deps.limits.quietSaveMs = 60_000;
+    const before = w.imports.puts;
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess: saved when running, with the total, after the chunk that wrote "a", and at the end
+    expect(w.imports.puts - before).toBe(4);
+    expect(record).toMatchObject({ status: 'succeeded', processed: 301, failed: 300, embedded: 1 });
+    expect(record.errors.map((e) => e.row)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+    expect(await w.imports.get(FEED, queued.importId)).toEqual(record);
+  });
+
+  it('saves each chunk that marked products as seen, even when every product in it was unchanged', async () => {
+    // Prepare: six products imported (two chunks of 3), then the same file again
+    const ids = ['a', 'b', 'c', 'd', 'e', 'f'];
+    const w = world(filesFor(...ids));
+    const content = jsonl(ids.map((id) => product(id)));
+    await importInline(w, content, 'incremental');
+    const queued = await queueInline(w, content, 'incremental');
+    w.deps.limits.quietSaveMs = 60_000;
+    const before = w.imports.puts;
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess: saved when running, with the total, after each of the two chunks, and at the end
+    expect(record).toMatchObject({ status: 'succeeded', skipped: 6 });
+    expect(w.imports.puts - before).toBe(5);
+  });
+
+  it('does the refused rows of unsaved progress again after a crash, counting and reporting them once', async () => {
+    // Prepare: 6 refused rows (two chunks, their progress unsaved), then "a"; the run dies saving a's chunk
+    const w = world(filesFor('a'));
+    const refused = ['r1', 'r2', 'r3', 'r4', 'r5', 'r6'].map((id) => ({ id, image_link: img(id) }));
+    const queued = await queueInline(w, jsonl([...refused, product('a')]));
+    w.deps.limits.quietSaveMs = 60_000;
+    w.imports.failOnPut = w.imports.puts + 3; // running, total, the chunk of "a" ← crash
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('crash');
+    expect(await w.imports.get(FEED, queued.importId)).toMatchObject({ checkpointRow: 0, processed: 0 });
+    w.imports.failOnPut = undefined;
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess ("a" was written before its chunk's save failed: unchanged now)
+    expect(record).toMatchObject({ status: 'succeeded', processed: 7, failed: 6, skipped: 1 });
+    expect(record.errors.map((e) => e.row)).toEqual([1, 2, 3, 4, 5, 6]);
   });
 
   it('counts a repeated id before the checkpoint of a resumed import once, as an uninterrupted run does', async () => {
