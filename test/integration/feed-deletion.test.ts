@@ -430,14 +430,19 @@ describe('a deletion that outlasts its request', () => {
     await stockedFeed('slow-usage');
     const usageDelete = deps.usage.deleteFeed.bind(deps.usage);
     let signalled: AbortSignal | undefined;
+    // The usage step outlasts the budget: it waits for the budget's signal. (The budget leaves the steps
+    // before it time to end on a loaded machine: 200 ms did not always.)
     const slow = {
       ...deps,
-      deletionBudgetMs: 200,
+      deletionBudgetMs: 2000,
       usage: {
         ...deps.usage,
         deleteFeed: async (feedId: string, options: { signal?: AbortSignal } = {}) => {
           signalled = options.signal;
-          await new Promise((resolve) => setTimeout(resolve, 400));
+          await new Promise((resolve) => {
+            options.signal?.addEventListener('abort', resolve, { once: true });
+            setTimeout(resolve, 4000);
+          });
           return usageDelete(feedId, options);
         },
       },
