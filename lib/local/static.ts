@@ -1,4 +1,4 @@
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,39 +30,61 @@ const PAGE_HEADERS = {
   'Cache-Control': 'no-cache',
 };
 
-let bundle: { builtAt: number; code: Promise<string> } | undefined;
+const dashboardScript = bundler(ENTRY);
 
-/** Newest modification time of the dashboard's TypeScript sources. */
-async function sourcesChangedAt(): Promise<number> {
-  const files = await readdir(join(DASHBOARD, 'src'));
-  const times = await Promise.all(
-    files.map(async (file) => (await stat(join(DASHBOARD, 'src', file))).mtimeMs),
-  );
-  return Math.max(0, ...times);
-}
-
-async function dashboardScript(): Promise<string> {
-  const changedAt = await sourcesChangedAt();
-  if (!bundle || changedAt > bundle.builtAt) {
+/**
+ * Bundles `entry` (esbuild, on demand) and answers the bundle until one of the files it was built from
+ * changes (by modification time), or goes: those come from the build's metafile, so a module imported
+ * from outside the entry's folder (lib/domain/domain-pattern.ts) counts too.
+ */
+export function bundler(entry: string): () => Promise<string> {
+  let bundle: { builtAt: number; built: Promise<{ code: string; inputs: string[] }> } | undefined;
+  const build = () => {
     const builtAt = Date.now();
-    const code = import('esbuild').then(async (esbuild) => {
+    const built = import('esbuild').then(async (esbuild) => {
+      const cwd = process.cwd();
       const result = await esbuild.build({
-        entryPoints: [ENTRY],
+        absWorkingDir: cwd,
+        entryPoints: [entry],
         bundle: true,
         format: 'esm',
         target: 'es2022',
         write: false,
+        metafile: true,
         legalComments: 'none',
         logLevel: 'silent',
       });
-      return result.outputFiles[0]!.text;
+      // (The metafile names inputs relative to the working directory.)
+      const inputs = Object.keys(result.metafile.inputs).map((input) => resolve(cwd, input));
+      return { code: result.outputFiles[0]!.text, inputs };
     });
-    bundle = { builtAt, code };
-    code.catch(() => {
-      if (bundle?.code === code) bundle = undefined;
+    bundle = { builtAt, built };
+    built.catch(() => {
+      if (bundle?.built === built) bundle = undefined;
     });
-  }
-  return bundle.code;
+    return built;
+  };
+  return async () => {
+    const current = bundle;
+    if (!current) return (await build()).code;
+    const { code, inputs } = await current.built;
+    if (!(await changedSince(inputs, current.builtAt))) return code;
+    // (Another request may have started the new build meanwhile.)
+    return (await (bundle && bundle !== current ? bundle.built : build())).code;
+  };
+}
+
+/** Whether one of `files` was modified at or after `time` (ms), or is gone. */
+async function changedSince(files: string[], time: number): Promise<boolean> {
+  const times = await Promise.all(
+    files.map((file) =>
+      stat(file).then(
+        (s) => s.mtimeMs,
+        () => Infinity,
+      ),
+    ),
+  );
+  return times.some((modified) => modified >= time);
 }
 
 function send(
