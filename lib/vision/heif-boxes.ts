@@ -43,11 +43,11 @@ function childOf(bytes: Buffer, box: Box, type: string, skip = 0): Box | undefin
 
 /**
  * The pixels the AV1 image items of a HEIF file code: the sum of their coded areas (below), an alpha or
- * depth plane left out only where it is one (the source of an `auxl` reference to a counted AV1 item, no
- * input of a derived image, and no larger than that item, by `ispe` and by coded area). Undefined when
- * the file has no AV1 item or its item boxes cannot be read; Infinity when an AV1 image item that counts
- * declares no size, or one that is associated twice (libheif reads the first association only), or none
- * counts: a file built to hide its size, which libheif still decodes.
+ * depth plane left out only where the image it belongs to, counted, bounds it: an AV1 plane no larger
+ * than its AV1 image, or a grid plane (with its tiles) no larger than its grid image (planesLeftOut).
+ * Undefined when the file has no AV1 item or its item boxes cannot be read; Infinity when an AV1 image
+ * item that counts declares no size, or one that is associated twice (libheif reads the first association
+ * only), or none counts: a file built to hide its size, which libheif still decodes.
  *
  * Each counted item is counted at max(`ispe` area, the largest max_frame_width × max_frame_height of the
  * sequence headers in its `av1C` configOBUs and anywhere in its data, `iloc`); an item with no sequence
@@ -71,7 +71,6 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
     if (av1Items.size === 0) return undefined;
     const references = referencesOf(bytes, meta);
     const primary = primaryItemOf(bytes, meta);
-    const inputs = new Set(references.filter((r) => r.type === 'dimg').flatMap((r) => r.to));
     // Properties, addressed 1-based by the associations of every ipma box (a file may hold several).
     const properties = [...boxesIn(bytes, ipco.body, ipco.end)];
     const sizes = new Map<number, { width: number; height: number }>();
@@ -133,38 +132,18 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
           : Math.max(size.width * size.height, ...frames.map((f) => f.width * f.height)),
       );
     }
-    // An alpha (or depth) plane of a counted AV1 item, no larger than it, is not counted again.
-    const planeOf = new Map<number, number>();
-    for (const { type, from, to } of references)
-      if (type === 'auxl' && from !== primary && !inputs.has(from) && to[0] !== undefined)
-        planeOf.set(from, to[0]);
-    const counted = [...av1Items].filter((id) => {
-      const of = planeOf.get(id);
-      if (of === undefined || !av1Items.has(of) || planeOf.has(of)) return true;
-      const [plane, image] = [sizes.get(id), sizes.get(of)];
-      return (
-        !plane ||
-        !image ||
-        plane.width > image.width ||
-        plane.height > image.height ||
-        coded.get(id)! > coded.get(of)!
-      );
-    });
+    const canvases = canvasesOf(types, (id) => itemData(bytes, meta, locations.get(id), budget), sizes);
+    const leftOut = planesLeftOut({ types, references, primary, sizes, coded, canvases });
     const decodes = decodesOf(references);
     let pixels = 0;
-    for (const id of counted) pixels += coded.get(id)! * decodes(id);
-    // A grid's or an overlay's canvas, at the size its payload declares or its ispe, the larger. Not
-    // added to its tiles: libheif decodes them a few at a time (a thread each) and pastes each into the
-    // canvas, so the canvas is the memory and the tiles the work, and with both within the limit a grid
-    // costs about what one AV1 image as large does (its decoded frame, and the image handed on).
-    let canvases = 0;
-    for (const [id, type] of types) {
-      if (type !== 'grid' && type !== 'iovl') continue;
-      const canvas = canvasOf(itemData(bytes, meta, locations.get(id), budget), type);
-      const size = sizes.get(id);
-      canvases += Math.max(canvas.width * canvas.height, size ? size.width * size.height : 0) * decodes(id);
-    }
-    return pixels > 0 ? Math.max(pixels, canvases) : Number.POSITIVE_INFINITY;
+    for (const id of av1Items) if (!leftOut.has(id)) pixels += coded.get(id)! * decodes(id);
+    // A grid's or an overlay's canvas is not added to its tiles: libheif decodes them a few at a time (a
+    // thread each) and pastes each into the canvas, so the canvas is the memory and the tiles the work,
+    // and with both within the limit a grid costs about what one AV1 image as large does (its decoded
+    // frame, and the image handed on).
+    let canvasPixels = 0;
+    for (const [id, canvas] of canvases) if (!leftOut.has(id)) canvasPixels += canvas.area * decodes(id);
+    return pixels > 0 ? Math.max(pixels, canvasPixels) : Number.POSITIVE_INFINITY;
   } catch {
     // A box cut short (a read past the end throws RangeError).
     return undefined;
@@ -184,6 +163,153 @@ function itemTypesOf(bytes: Buffer, iinf: Box): Map<number, string> {
     if (!items.has(id)) items.set(id, bytes.toString('latin1', typeAt, typeAt + 4));
   }
   return items;
+}
+
+/** A width and a height, in pixels. */
+interface Size {
+  width: number;
+  height: number;
+}
+
+/** A grid's or an overlay's canvas: the size its payload declares, and the area counted for it. */
+interface Canvas extends Size {
+  /** The payload's area or the item's ispe area, the larger. */
+  area: number;
+}
+
+/** The canvas of every grid and overlay item, by id; `payloadOf` reads an item's data. */
+function canvasesOf(
+  types: Map<number, string>,
+  payloadOf: (id: number) => Buffer,
+  sizes: Map<number, Size>,
+): Map<number, Canvas> {
+  const canvases = new Map<number, Canvas>();
+  for (const [id, type] of types) {
+    if (type !== 'grid' && type !== 'iovl') continue;
+    const canvas = canvasOf(payloadOf(id), type);
+    const size = sizes.get(id);
+    const area = Math.max(canvas.width * canvas.height, size ? size.width * size.height : 0);
+    canvases.set(id, { ...canvas, area });
+  }
+  return canvases;
+}
+
+/** What planesLeftOut reads of a file's items. */
+interface Items {
+  types: Map<number, string>;
+  references: Reference[];
+  primary: number | undefined;
+  /** Each item's ispe. */
+  sizes: Map<number, Size>;
+  /** Each AV1 item's coded pixels (av1CodedPixels). */
+  coded: Map<number, number>;
+  canvases: Map<number, Canvas>;
+}
+
+/** The references of one type, as lists of targets by source, and sources by target (each read once). */
+function linksOf(references: Reference[], type: string) {
+  const targetsOf = new Map<number, number[]>();
+  const sourcesOf = new Map<number, Set<number>>();
+  for (const { from, to } of references.filter((reference) => reference.type === type)) {
+    const targets = targetsOf.get(from) ?? [];
+    targetsOf.set(from, targets);
+    for (const target of to) {
+      targets.push(target);
+      sourcesOf.set(target, (sourcesOf.get(target) ?? new Set()).add(from));
+    }
+  }
+  return { targetsOf, sourcesOf };
+}
+
+/** An `auxl` or a `dimg` reference's targets by source, and sources by target. */
+type Links = ReturnType<typeof linksOf>;
+
+/**
+ * The alpha (or depth) planes not counted, and the tiles that only they decode. A plane is the source of
+ * `auxl` references to one image (libheif refuses a reference to several), itself not the primary item
+ * nor the input of a derived image, and the image is no plane itself. libheif decodes an image's alpha
+ * with it, one plane of one channel, so the plane is left out where the image, counted, bounds it: an
+ * AV1 plane of an AV1 image no larger than it by ispe and by coded area, or a grid plane of a grid image
+ * (avifenc's alpha of a grid) that fits it (gridPlaneTiles).
+ */
+function planesLeftOut(items: Items): Set<number> {
+  const { types, references, primary } = items;
+  const auxiliary = linksOf(references, 'auxl');
+  const derived = linksOf(references, 'dimg');
+  // The pixels a grid's tiles code (each as often as named), when all are AV1 items; once per grid, for
+  // many planes may name one grid of many tiles.
+  const tilePixels = new Map<number, number | undefined>();
+  const tilePixelsOf = (grid: number) => {
+    if (tilePixels.has(grid)) return tilePixels.get(grid);
+    const tiles = derived.targetsOf.get(grid) ?? [];
+    const av1 = tiles.length > 0 && tiles.every((tile) => types.get(tile) === 'av01');
+    const pixels = av1 ? tiles.reduce((sum, tile) => sum + items.coded.get(tile)!, 0) : undefined;
+    tilePixels.set(grid, pixels);
+    return pixels;
+  };
+  const leftOut = new Set<number>();
+  for (const [plane, images] of auxiliary.targetsOf) {
+    const image = images[0]!;
+    if (images.length !== 1 || plane === primary || derived.sourcesOf.has(plane)) continue;
+    if (auxiliary.targetsOf.has(image)) continue;
+    const [planeType, imageType] = [types.get(plane), types.get(image)];
+    if (planeType === 'av01' && imageType === 'av01' && av1PlaneFits(plane, image, items)) leftOut.add(plane);
+    if (planeType === 'grid' && imageType === 'grid') {
+      const tiles = gridPlaneTiles(plane, image, items, { auxiliary, derived, tilePixelsOf });
+      for (const id of tiles ? [plane, ...tiles] : []) leftOut.add(id);
+    }
+  }
+  return leftOut;
+}
+
+/**
+ * The tiles of a grid plane that fits its grid image, left out with it; undefined when it does not fit.
+ * It fits where its canvas is no larger than the image's (canvasFits) and its tiles code no more pixels
+ * than the image's, each an AV1 item that only it names, not the primary item and in no `auxl`
+ * reference: else a plane with a small canvas could hide large tiles, or tiles another image decodes.
+ */
+function gridPlaneTiles(
+  plane: number,
+  image: number,
+  { primary, canvases }: Items,
+  links: { auxiliary: Links; derived: Links; tilePixelsOf: (grid: number) => number | undefined },
+): number[] | undefined {
+  const { auxiliary, derived, tilePixelsOf } = links;
+  const tiles = derived.targetsOf.get(plane) ?? [];
+  const ownTile = (tile: number) =>
+    tile !== primary &&
+    derived.sourcesOf.get(tile)!.size === 1 &&
+    !auxiliary.targetsOf.has(tile) &&
+    !auxiliary.sourcesOf.has(tile);
+  const [pixels, imagePixels] = [tilePixelsOf(plane), tilePixelsOf(image)];
+  const fits =
+    tiles.every(ownTile) &&
+    pixels !== undefined &&
+    imagePixels !== undefined &&
+    pixels <= imagePixels &&
+    canvasFits(canvases.get(plane)!, canvases.get(image)!);
+  return fits ? tiles : undefined;
+}
+
+/** Whether an AV1 plane is no larger than its AV1 image, by ispe and by coded area. */
+function av1PlaneFits(plane: number, image: number, { sizes, coded }: Items): boolean {
+  const [planeSize, imageSize] = [sizes.get(plane), sizes.get(image)];
+  return (
+    planeSize !== undefined &&
+    imageSize !== undefined &&
+    planeSize.width <= imageSize.width &&
+    planeSize.height <= imageSize.height &&
+    coded.get(plane)! <= coded.get(image)!
+  );
+}
+
+/** Whether a plane's canvas is no wider, no higher and of no larger area than its image's. */
+function canvasFits(canvas: Canvas, imageCanvas: Canvas): boolean {
+  return (
+    canvas.width <= imageCanvas.width &&
+    canvas.height <= imageCanvas.height &&
+    canvas.area <= imageCanvas.area
+  );
 }
 
 /**

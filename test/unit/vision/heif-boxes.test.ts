@@ -97,7 +97,8 @@ function heif(options: {
   properties: Buffer[];
   associations: Buffer[];
   primary?: number;
-  auxiliaryOf?: [number, number][];
+  /** Planes and the images they belong to (auxl), one box each: [plane, image, other images…]. */
+  auxiliaryOf?: [number, ...number[]][];
   /** Derived items and their inputs (dimg), an input named as often as it is used. */
   inputsOf?: [number, number[]][];
   /**
@@ -141,7 +142,9 @@ function heif(options: {
           fullBox(
             'iref',
             0,
-            ...(options.auxiliaryOf ?? []).map(([from, to]) => box('auxl', u16(from), u16(1), u16(to))),
+            ...(options.auxiliaryOf ?? []).map(([from, ...to]) =>
+              box('auxl', u16(from), u16(to.length), ...to.map(u16)),
+            ),
             ...(options.inputsOf ?? []).map(([from, to]) =>
               box('dimg', u16(from), u16(to.length), ...to.map(u16)),
             ),
@@ -152,6 +155,46 @@ function heif(options: {
     idat,
   );
   return Buffer.concat([box('ftyp', Buffer.from('avifmif1miafavif', 'latin1')), meta]);
+}
+
+/**
+ * avifenc's layout of a 4096×4096 grid with alpha: the image, a grid (item 1) of two 2048×4096 tiles (2,
+ * 3), and its alpha plane, a grid (4) of the same canvas and tiles (5, 6) with an auxl reference to the
+ * image. `change` alters the options (their properties: the grids' ispe, the tiles', auxC).
+ */
+function gridWithAlpha(change: Partial<Parameters<typeof heif>[0]> = {}): Buffer {
+  return heif({
+    items: [
+      [1, 'grid'],
+      [2, 'av01'],
+      [3, 'av01'],
+      [4, 'grid'],
+      [5, 'av01'],
+      [6, 'av01'],
+    ],
+    properties: [ispe(4096, 4096), ispe(2048, 4096), auxC],
+    associations: [
+      ipma([
+        [1, [1]],
+        [2, [2]],
+        [3, [2]],
+        [4, [1, 3]],
+        [5, [2]],
+        [6, [2]],
+      ]),
+    ],
+    primary: 1,
+    auxiliaryOf: [[4, 1]],
+    inputsOf: [
+      [1, [2, 3]],
+      [4, [5, 6]],
+    ],
+    data: new Map([
+      [1, [gridPayload(1, 2, 4096, 4096)]],
+      [4, [gridPayload(1, 2, 4096, 4096)]],
+    ]),
+    ...change,
+  });
 }
 
 describe('av1CodedPixels', () => {
@@ -591,6 +634,279 @@ describe('av1CodedPixels', () => {
       ]),
     });
     expect(av1CodedPixels(cycle)).toBeUndefined();
+  });
+
+  it("leaves out a grid's alpha grid no larger than it, its tiles with it (avifenc's grid with alpha)", () => {
+    // Counted with its tiles, the alpha doubled the count: a 4096×4096 grid with alpha was refused
+    expect(av1CodedPixels(gridWithAlpha())).toBe(4096 * 4096);
+    // A depth grid too: an image's auxiliary planes are counted like its alpha
+    const alphaAndDepth = gridWithAlpha({
+      items: [
+        [1, 'grid'],
+        [2, 'av01'],
+        [3, 'av01'],
+        [4, 'grid'],
+        [5, 'av01'],
+        [6, 'av01'],
+        [7, 'grid'],
+        [8, 'av01'],
+      ],
+      associations: [
+        ipma([
+          [1, [1]],
+          [2, [2]],
+          [3, [2]],
+          [4, [1, 3]],
+          [5, [2]],
+          [6, [2]],
+          [7, [1]],
+          [8, [1]],
+        ]),
+      ],
+      auxiliaryOf: [
+        [4, 1],
+        [7, 1],
+      ],
+      inputsOf: [
+        [1, [2, 3]],
+        [4, [5, 6]],
+        [7, [8]],
+      ],
+      data: new Map([
+        [1, [gridPayload(1, 2, 4096, 4096)]],
+        [4, [gridPayload(1, 2, 4096, 4096)]],
+        [7, [gridPayload(1, 1, 4096, 4096)]],
+      ]),
+    });
+    expect(av1CodedPixels(alphaAndDepth)).toBe(4096 * 4096);
+  });
+
+  it('counts an alpha grid whose tiles or canvas outgrow the image, or whose tiles it shares', () => {
+    // Tiles declared 8192×4096 each under the alpha's 4096×4096 canvas: the decoder decodes them in full
+    const largeTiles = gridWithAlpha({
+      properties: [ispe(4096, 4096), ispe(2048, 4096), auxC, ispe(8192, 4096)],
+      associations: [
+        ipma([
+          [1, [1]],
+          [2, [2]],
+          [3, [2]],
+          [4, [1, 3]],
+          [5, [4]],
+          [6, [4]],
+        ]),
+      ],
+    });
+    expect(av1CodedPixels(largeTiles)).toBe(4096 * 4096 + 2 * 8192 * 4096);
+    // …or tiles declared 2048×4096 whose bitstream codes 8192×4096
+    const codedLarge = gridWithAlpha({
+      data: new Map([
+        [1, [gridPayload(1, 2, 4096, 4096)]],
+        [4, [gridPayload(1, 2, 4096, 4096)]],
+        [5, [Buffer.concat([sequenceHeader(8192, 4096), frame(4)])]],
+      ]),
+    });
+    expect(av1CodedPixels(codedLarge)).toBe(4096 * 4096 + 8192 * 4096 + 2048 * 4096);
+    // One tile named twice: 2 × 2048×4096 more than the image's tiles
+    const named = gridWithAlpha({
+      inputsOf: [
+        [1, [2, 3]],
+        [4, [5, 6, 6]],
+      ],
+      data: new Map([
+        [1, [gridPayload(1, 2, 4096, 4096)]],
+        [4, [gridPayload(1, 3, 4096, 4096)]],
+      ]),
+    });
+    expect(av1CodedPixels(named)).toBe(4096 * 4096 + 3 * 2048 * 4096);
+    // A canvas wider than the image's (of the same area), by its payload
+    const wider = gridWithAlpha({
+      data: new Map([
+        [1, [gridPayload(1, 2, 4096, 4096)]],
+        [4, [gridPayload(1, 2, 8192, 2048)]],
+      ]),
+    });
+    expect(av1CodedPixels(wider)).toBe(2 * 4096 * 4096);
+    // A tile of the image's grid named by the alpha grid too (tile 6 named by no grid: counted once)
+    const shared = gridWithAlpha({
+      inputsOf: [
+        [1, [2, 3]],
+        [4, [5, 2]],
+      ],
+    });
+    expect(av1CodedPixels(shared)).toBe(4096 * 4096 + 3 * 2048 * 4096);
+    // A tile of the alpha grid that is a plane (of the image's tile 2), or the image of one (tile 2)
+    const tilePlanes: [number, number][] = [
+      [6, 2],
+      [2, 5],
+    ];
+    for (const tilePlane of tilePlanes)
+      expect(av1CodedPixels(gridWithAlpha({ auxiliaryOf: [[4, 1], tilePlane] })), `${tilePlane}`).toBe(
+        2 * 4096 * 4096,
+      );
+  });
+
+  it('counts an alpha grid that is the primary item or an input, or one of whose tiles is primary', () => {
+    expect(av1CodedPixels(gridWithAlpha({ primary: 4 }))).toBe(2 * 4096 * 4096);
+    expect(av1CodedPixels(gridWithAlpha({ primary: 5 }))).toBe(2 * 4096 * 4096);
+    // An overlay (7) of the alpha grid: the canvases of the grids and of the overlay count
+    const input = gridWithAlpha({
+      items: [
+        [1, 'grid'],
+        [2, 'av01'],
+        [3, 'av01'],
+        [4, 'grid'],
+        [5, 'av01'],
+        [6, 'av01'],
+        [7, 'iovl'],
+      ],
+      associations: [
+        ipma([
+          [1, [1]],
+          [2, [2]],
+          [3, [2]],
+          [4, [1, 3]],
+          [5, [2]],
+          [6, [2]],
+          [7, [1]],
+        ]),
+      ],
+      inputsOf: [
+        [1, [2, 3]],
+        [4, [5, 6]],
+        [7, [4]],
+      ],
+      data: new Map([
+        [1, [gridPayload(1, 2, 4096, 4096)]],
+        [4, [gridPayload(1, 2, 4096, 4096)]],
+        [7, [overlayPayload(1, 4096, 4096)]],
+      ]),
+    });
+    expect(av1CodedPixels(input)).toBe(3 * 4096 * 4096);
+  });
+
+  it('counts a plane that belongs to several images, to a plane, or to itself', () => {
+    // An alpha grid naming two images (in two auxl boxes, or in one: libheif refuses that)
+    const twoImages = (auxiliaryOf: [number, ...number[]][]) =>
+      gridWithAlpha({
+        items: [
+          [1, 'grid'],
+          [2, 'av01'],
+          [3, 'av01'],
+          [4, 'grid'],
+          [5, 'av01'],
+          [6, 'av01'],
+          [7, 'grid'],
+        ],
+        associations: [
+          ipma([
+            [1, [1]],
+            [2, [2]],
+            [3, [2]],
+            [4, [1, 3]],
+            [5, [2]],
+            [6, [2]],
+            [7, [1]],
+          ]),
+        ],
+        auxiliaryOf,
+        inputsOf: [
+          [1, [2, 3]],
+          [4, [5, 6]],
+          [7, [2, 3]],
+        ],
+        data: new Map([
+          [1, [gridPayload(1, 2, 4096, 4096)]],
+          [4, [gridPayload(1, 2, 4096, 4096)]],
+          [7, [gridPayload(1, 2, 4096, 4096)]],
+        ]),
+      });
+    // The images' tiles twice (each grid decodes them), and the alpha's
+    const counted = 2 * 4096 * 4096 + 4096 * 4096;
+    expect(av1CodedPixels(twoImages([[4, 1, 7]]))).toBe(counted);
+    expect(
+      av1CodedPixels(
+        twoImages([
+          [4, 1],
+          [4, 7],
+        ]),
+      ),
+    ).toBe(counted);
+    // An AV1 alpha plane naming two images: counted too (it was left out as the one it named first or in
+    // its last box)
+    const plain = (auxiliaryOf: [number, ...number[]][]) =>
+      heif({
+        items: [
+          [1, 'av01'],
+          [2, 'av01'],
+          [3, 'av01'],
+        ],
+        properties: [ispe(4096, 4096), ispe(64, 64), auxC],
+        associations: [
+          ipma([
+            [1, [1]],
+            [2, [1, 3]],
+            [3, [2]],
+          ]),
+        ],
+        primary: 1,
+        auxiliaryOf,
+      });
+    expect(av1CodedPixels(plain([[2, 1, 3]]))).toBe(2 * 4096 * 4096 + 64 * 64);
+    expect(
+      av1CodedPixels(
+        plain([
+          [2, 3],
+          [2, 1],
+        ]),
+      ),
+    ).toBe(2 * 4096 * 4096 + 64 * 64);
+    // A chain (a grid whose image is the alpha grid) and a cycle (the image the alpha grid's plane)
+    const chain = gridWithAlpha({
+      items: [
+        [1, 'grid'],
+        [2, 'av01'],
+        [3, 'av01'],
+        [4, 'grid'],
+        [5, 'av01'],
+        [6, 'av01'],
+        [7, 'grid'],
+        [8, 'av01'],
+      ],
+      associations: [
+        ipma([
+          [1, [1]],
+          [2, [2]],
+          [3, [2]],
+          [4, [1, 3]],
+          [5, [2]],
+          [6, [2]],
+          [7, [1]],
+          [8, [1]],
+        ]),
+      ],
+      auxiliaryOf: [
+        [4, 1],
+        [7, 4],
+      ],
+      inputsOf: [
+        [1, [2, 3]],
+        [4, [5, 6]],
+        [7, [8]],
+      ],
+      data: new Map([
+        [1, [gridPayload(1, 2, 4096, 4096)]],
+        [4, [gridPayload(1, 2, 4096, 4096)]],
+        [7, [gridPayload(1, 1, 4096, 4096)]],
+      ]),
+    });
+    expect(av1CodedPixels(chain)).toBe(2 * 4096 * 4096);
+    const cycle = gridWithAlpha({
+      auxiliaryOf: [
+        [4, 1],
+        [1, 4],
+      ],
+    });
+    expect(av1CodedPixels(cycle)).toBe(2 * 4096 * 4096);
   });
 
   it('reads a full sequence header: timing info, decoder model and operating points', () => {

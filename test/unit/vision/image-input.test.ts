@@ -213,6 +213,14 @@ describe('openImage', () => {
     expect((await sharp(patched).metadata()).width).toBe(2048);
   });
 
+  it('counts a grid with alpha at its size: the alpha grid (avifenc 0.11.1) is not counted again', async () => {
+    // Prepare: a 4096×4096 grid of four tiles, its alpha a grid of four tiles of the same size
+    const grid = readFileSync(join(FIXTURES, 'avif-grid-alpha-4096x4096-2x2.avif'));
+    expect(await sharp(grid).metadata()).toMatchObject({ width: 4096, height: 4096, hasAlpha: true });
+    // Act / Assess: counted with its alpha's tiles, it was refused as coding 33.6 megapixels
+    await expect(openImage(grid)).resolves.toMatchObject({ format: 'avif', width: 4096, height: 4096 });
+  });
+
   it('counts the frame size the AV1 bitstream codes, not a smaller ispe', async () => {
     // Prepare: a 4097×4096 AVIF whose ispe is patched down to 64×64 (its sequence header codes 4097×4096)
     const avif = await sharp({ create: { width: 4097, height: 4096, channels: 3, background: '#888' } })
