@@ -112,9 +112,9 @@ const UNREAD_FORMATS: { format: string; name: string; is: (bytes: Uint8Array) =>
 ];
 
 /**
- * XML text (a BOM, whitespace, a prolog, comments or a DOCTYPE first) whose first element is `<svg`, in
- * the first 4 KB. Scanned by hand, each part skipped to its end once: a regular expression of those parts
- * backtracked exponentially over a run of comments.
+ * XML text (a BOM, whitespace, a prolog, comments or a DOCTYPE first) whose first element is an SVG root
+ * (isSvgRoot), in the first 4 KB. Scanned by hand, each part skipped to its end once: a regular
+ * expression of those parts backtracked exponentially over a run of comments.
  */
 function looksLikeSvg(bytes: Uint8Array): boolean {
   const text = Buffer.from(bytes.subarray(0, 4096)).toString('utf8');
@@ -126,10 +126,32 @@ function looksLikeSvg(bytes: Uint8Array): boolean {
     if (rest.startsWith('<?')) end = text.indexOf('?>', at) + 2;
     else if (rest.startsWith('<!--')) end = text.indexOf('-->', at + 4) + 3;
     else if (rest.startsWith('<!doctype')) end = doctypeEnd(text, at + 9);
-    else return /^<svg[\s>/]/.test(rest);
+    else return isSvgRoot(text.slice(at));
     if (end <= at) return false;
     at = end;
   }
+}
+
+/** The SVG namespace, which a prefixed root element binds its prefix to. */
+const SVG_NAMESPACE = 'http://www.w3.org/2000/svg';
+
+/**
+ * Whether `element` starts with an SVG root element: `<svg`, or `<prefix:svg` whose start tag binds the
+ * prefix to the SVG namespace (librsvg reads `<svg:svg xmlns:svg="…/2000/svg">` as an SVG; an `svg`
+ * element of another namespace is none).
+ */
+function isSvgRoot(element: string): boolean {
+  const root = /^<(?:([A-Za-z_][\w.-]*):)?svg[\s>/]/i.exec(element.slice(0, 256));
+  if (!root) return false;
+  const prefix = root[1];
+  if (prefix === undefined) return true;
+  const tagEnd = element.indexOf('>');
+  const tag = tagEnd === -1 ? element : element.slice(0, tagEnd);
+  // Each attribute, its name then its quoted value: a prefix bound in a value's text binds nothing.
+  const bindings = tag.matchAll(/\s([^\s=]+)\s*=\s*(?:"([^"]*)"|'([^']*)')/g);
+  return [...bindings].some(
+    ([, name, double, single]) => name === `xmlns:${prefix}` && (double ?? single) === SVG_NAMESPACE,
+  );
 }
 
 /**

@@ -83,6 +83,18 @@ describe('openImage', () => {
         'svg',
         'SVG is not a supported image format',
       ],
+      // A prefixed root (librsvg reads `<svg:svg xmlns:svg="…">` as SVG), the prefix bound in single quotes
+      ...['"', "'"].map(
+        (quote) =>
+          [
+            Buffer.from(
+              '<!DOCTYPE svg:svg [<!ENTITY x SYSTEM "file:///etc/passwd">]>\n<svg:svg width="10" ' +
+                `xmlns:svg=${quote}http://www.w3.org/2000/svg${quote}><svg:text>&x;</svg:text></svg:svg>`,
+            ),
+            'svg',
+            'SVG is not a supported image format',
+          ] as const,
+      ),
       [Buffer.from('%PDF-1.7\n%âãÏÓ\n1 0 obj'), 'pdf', 'PDF is not a supported image format'],
       [
         readFileSync(join(FIXTURES, 'avif-sequence-red-blue.avif')),
@@ -114,6 +126,16 @@ describe('openImage', () => {
         refusal: { reason: 'undecodable' },
         message:
           'Invalid image: the data is not a decodable image (supported: JPEG, PNG, WebP, GIF, AVIF, TIFF).',
+      });
+    }
+    // An `svg` root of another namespace is no SVG (librsvg does not read it), nor a prefix bound to SVG's
+    // namespace only in an attribute's text
+    for (const tag of [
+      '<foo:svg xmlns:foo="http://example.com/not-svg" width="10">',
+      '<foo:svg title=" xmlns:foo=\'http://www.w3.org/2000/svg\'" width="10">',
+    ]) {
+      await expect(openImage(Buffer.from(`${tag}<foo:text>&x;</foo:text></foo:svg>`))).rejects.toMatchObject({
+        refusal: { reason: 'undecodable' },
       });
     }
     await expect(openImage(Buffer.alloc(0))).rejects.toMatchObject({ refusal: { reason: 'empty' } });
