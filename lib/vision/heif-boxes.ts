@@ -56,7 +56,8 @@ function childOf(bytes: Buffer, box: Box, type: string, skip = 0): Box | undefin
  * is the larger of the AV1 items' sum and the canvases' (below). Undefined too for a grid or an overlay
  * whose payload cannot be read, for an AV1 item whose data is built from other items (`iloc`
  * construction method 2: libheif does not build such data, so it is no legit AVIF) and for items whose
- * data add up to more than the file (code review, 2026-11-27; docs/api.md "AVIF limit").
+ * data add up to more than the file, items naming the same extents read once (code review, 2026-11-27;
+ * docs/api.md "AVIF limit").
  */
 export function av1CodedPixels(bytes: Buffer): number | undefined {
   try {
@@ -117,13 +118,20 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
       configFrames.set(config, frames);
       return frames;
     };
+    // Items whose data lie in the same extents read once, and charged to the budget once: avifenc stores
+    // identical tiles once (a flat 4096 × 4096 grid with alpha named 1,680 bytes of data in a 1,295-byte
+    // file). Extents that only overlap are still charged each time.
+    const dataFrames = new Map<string, Size[]>();
+    const framesOfData = (location: Location | undefined) => {
+      const key = JSON.stringify(location ?? null);
+      const frames = dataFrames.get(key) ?? sequenceHeaderSizes(itemData(bytes, meta, location, budget));
+      dataFrames.set(key, frames);
+      return frames;
+    };
     const coded = new Map<number, number>();
     for (const id of av1Items) {
       const config = configs.get(id);
-      const frames = [
-        ...(config ? framesOf(config) : []),
-        ...sequenceHeaderSizes(itemData(bytes, meta, locations.get(id), budget)),
-      ];
+      const frames = [...(config ? framesOf(config) : []), ...framesOfData(locations.get(id))];
       const size = sizes.get(id);
       coded.set(
         id,

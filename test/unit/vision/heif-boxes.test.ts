@@ -452,6 +452,20 @@ describe('av1CodedPixels', () => {
       });
     expect(av1CodedPixels(again(2))).toBe(2 * 64 * 64);
     expect(av1CodedPixels(again(200))).toBeUndefined();
+    // Items whose data are the same extents (avifenc stores identical tiles once) are read once: five
+    // items naming the same 1 KB count, though their data add up to more than the file
+    const ids = [1, 2, 3, 4, 5];
+    const sameData = heif({
+      items: ids.map((id): [number, string] => [id, 'av01']),
+      properties: [ispe(64, 64)],
+      associations: [ipma(ids.map((id): [number, number[]] => [id, [1]]))],
+      primary: 1,
+      data: new Map<number, Extent[]>(
+        ids.map((id) => [id, [id === 1 ? data : { offset: 0, length: data.length }]]),
+      ),
+    });
+    expect(5 * data.length).toBeGreaterThan(sameData.length);
+    expect(av1CodedPixels(sameData)).toBe(5 * 64 * 64);
   });
 
   it('reads an av1C once however many items share it (250 items, 2 MB of padding OBUs)', () => {
