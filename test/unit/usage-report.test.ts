@@ -158,14 +158,18 @@ describe('usageReport', () => {
     expect(report.totals).toEqual({ requests: 6, ok: 1, clientErrors: 1, serverErrors: 2, rateLimited: 2 });
   });
 
-  it('covers the last 30 days by default and refuses a range of 400 days or more', async () => {
+  it('covers the last 30 days by default and refuses a range of more than 400 days', async () => {
     // Act
     const byDefault = await reportOf([], [], {});
     const longest = await reportOf([], [], { from: '2025-10-22', to: '2026-11-25' });
     const tooLong = reportOf([], [], { from: '2025-10-21', to: '2026-11-25' });
-    // Assess: 30 days counting today, 400 days is one too many
+    // Assess: 30 days counting today; 400 days counting both ends pass, 401 are one too many, and the
+    // refusal says so in the same count (it said "under 400 days" of a range that 400 days pass)
     expect([byDefault.from, byDefault.to]).toEqual(['2026-10-27', '2026-11-25']);
     expect([longest.from, longest.to]).toEqual(['2025-10-22', '2026-11-25']);
-    await expect(tooLong).rejects.toMatchObject({ code: 'invalid_request' });
+    await expect(tooLong).rejects.toMatchObject({
+      code: 'invalid_request',
+      message: expect.stringContaining('at most 400 days, from and to included'),
+    });
   });
 });

@@ -70,9 +70,11 @@ export async function usageReport(
   const from =
     query.from ?? new Date(Date.parse(to) - (DEFAULT_DAYS - 1) * DAY_MS).toISOString().slice(0, 10);
   const span = (Date.parse(to) - Date.parse(from)) / DAY_MS;
+  // Days are counted as the report lists them, from and to included: a span of 399 is 400 days.
   if (Number.isNaN(span) || span < 0 || span >= MAX_DAYS) {
     throw new ValidationError(
-      `Invalid range: from must not be after to, and the range must be under ${MAX_DAYS} days.`,
+      'Invalid range: from must not be after to, and the range must be at most ' +
+        `${MAX_DAYS} days, from and to included.`,
       [{ path: 'from', message: 'invalid range' }],
     );
   }
