@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { parse as parseCsv } from 'csv-parse';
 import { SaxesParser } from 'saxes';
 
@@ -47,9 +48,9 @@ export function readFeed(source: ByteSource, format: FeedFormat): AsyncGenerator
   }
 }
 
-/** The first bytes of a feed file as text, in its encoding (feedEncoding), for sniffFormat. */
+/** The first bytes of a feed file as text, in its encoding (feedDecoder), for sniffFormat. */
 export function headText(bytes: Buffer): string {
-  return new TextDecoder(feedEncoding(bytes)).decode(bytes);
+  return feedDecoder(bytes).decode(bytes);
 }
 
 /** Guesses the format from the first bytes of a feed (used for URL imports without an explicit format). */
@@ -81,12 +82,12 @@ function firstLine(text: string): string {
 /**
  * A feed's text, chunk by chunk (text already decoded, inline content, passes as is). Bytes are ASCII
  * until the first that is not, the same in every encoding read here; the encoding is told there
- * (feedEncoding, from the bytes seen so far and that chunk's rest). Read as UTF-8 whatever it was, a shop's
+ * (feedDecoder, from the bytes seen so far and that chunk's rest). Read as UTF-8 whatever it was, a shop's
  * Latin-1 file (an Excel CSV export, XML declaring ISO-8859-1) had each accented letter replaced by U+FFFD,
  * so that `café` and `cafè` became one product id.
  */
 async function* decode(source: ByteSource): AsyncGenerator<string> {
-  let decoder: TextDecoder | undefined;
+  let decoder: FeedDecoder | undefined;
   // The first bytes seen (ASCII so far): where a byte-order mark or an XML declaration is.
   let start = '';
   // Bytes held while the first that is not ASCII is too near their end to tell UTF-8 by.
@@ -112,13 +113,13 @@ async function* decode(source: ByteSource): AsyncGenerator<string> {
         held = bytes;
         continue;
       }
-      decoder = new TextDecoder(encodingAfter(start, bytes));
+      decoder = decoderAfter(start, bytes);
     }
     const text = decoder.decode(bytes, { stream: true });
     if (text) yield text;
   }
   if (held) {
-    decoder = new TextDecoder(encodingAfter(start, held, true));
+    decoder = decoderAfter(start, held, true);
     const text = decoder.decode(held, { stream: true });
     if (text) yield text;
   }
@@ -138,28 +139,34 @@ function byteOrderMark(bytes: Buffer): string | undefined {
 }
 
 /**
- * feedEncoding of `bytes` (a chunk holding the first byte that is not ASCII, or a byte-order mark) after
+ * feedDecoder of `bytes` (a chunk holding the first byte that is not ASCII, or a byte-order mark) after
  * `start`, the ASCII before them: past the file's start, the chunk's ASCII before that byte joins `start`
  * (it may end a declaration) and the evidence is the chunk from that byte on.
  */
-function encodingAfter(start: string, bytes: Buffer, last = false): string {
-  if (start === '') return feedEncoding(bytes, '', last);
+function decoderAfter(start: string, bytes: Buffer, last = false): FeedDecoder {
+  if (start === '') return feedDecoder(bytes, '', last);
   const ascii = bytes.toString('latin1');
   const other = ascii.search(NOT_ASCII);
-  return feedEncoding(bytes.subarray(other), start + ascii.slice(0, other), last);
+  return feedDecoder(bytes.subarray(other), start + ascii.slice(0, other), last);
+}
+
+/** What decode needs of a decoder: TextDecoder's `decode`, streaming or at the file's end. */
+interface FeedDecoder {
+  decode(bytes?: Buffer, options?: { stream: boolean }): string;
 }
 
 /**
- * The encoding of a feed file: a byte-order mark (UTF-8, UTF-16) at its start, else the encoding an XML
+ * The decoder of a feed file: a byte-order mark (UTF-8, UTF-16) at its start, else the encoding an XML
  * declaration among its first bytes names (when TextDecoder knows it), else UTF-8 when `bytes` (from the
  * first byte that is not ASCII to the end of its chunk) are UTF-8 (a character cut at their end aside),
  * else Windows-1252 (what WHATWG decoders read Latin-1 labels as, and what spreadsheet exports of Western
- * European shops write). An invalid byte later in a UTF-8 file still reads as U+FFFD. `last`: `bytes` end
- * the file (a character cut there is no UTF-8).
+ * European shops write). A file its bytes tell as UTF-8 reads a later byte that is no UTF-8 as Windows-1252
+ * (Utf8ElseWindows1252Decoder); one that declares UTF-8 reads it as U+FFFD, as it always has. `last`: `bytes`
+ * end the file (a character cut there is no UTF-8).
  */
-function feedEncoding(bytes: Buffer, start = '', last = false): string {
+function feedDecoder(bytes: Buffer, start = '', last = false): FeedDecoder {
   const marked = start === '' ? byteOrderMark(bytes) : undefined;
-  if (marked) return marked;
+  if (marked) return new TextDecoder(marked);
   let utf8 = true;
   try {
     new TextDecoder('utf-8', { fatal: true }).decode(bytes, { stream: !last });
@@ -175,12 +182,131 @@ function feedEncoding(bytes: Buffer, start = '', last = false): string {
       // letters that are UTF-8 in a file declared as another (a common mislabel: feeds written in UTF-8
       // under an ISO-8859-1 declaration) are UTF-8: Latin-1 text is hardly ever valid UTF-8 (`Ã©`).
       const mislabelled = utf8 && encoding !== 'utf-8' && NOT_ASCII.test(bytes.toString('latin1'));
-      if (!encoding.startsWith('utf-16') && !mislabelled) return encoding;
+      if (!encoding.startsWith('utf-16') && !mislabelled) return new TextDecoder(encoding);
     } catch {
       // A label TextDecoder does not know: read as the bytes say below.
     }
   }
-  return utf8 ? 'utf-8' : 'windows-1252';
+  return utf8 ? new Utf8ElseWindows1252Decoder() : new TextDecoder('windows-1252');
+}
+
+/**
+ * UTF-8 where the bytes are UTF-8, and Windows-1252 for each byte that is no part of a UTF-8 character
+ * (where TextDecoder gives U+FFFD): feeds are often exports in different encodings put end to end, so a
+ * file whose first letters told UTF-8 may hold a Latin-1 export's rows further on, and U+FFFD made `café`
+ * and `cafè` one product id there. Streams as TextDecoder does: a character a chunk's end cuts (3 bytes at
+ * most) waits for the next chunk, and is Windows-1252 if the file ends instead.
+ */
+class Utf8ElseWindows1252Decoder implements FeedDecoder {
+  /**
+   * Decodes runs of whole UTF-8 characters, as a stream although none is cut: Node 20's one-shot decode
+   * (and Buffer's toString) took three times as long on 64 MB of UTF-8 in 64 KB chunks. A byte-order mark
+   * is text, as in the byte-by-byte path (utf8ElseWindows1252), whatever chunk it starts.
+   */
+  private readonly utf8 = new TextDecoder('utf-8', { ignoreBOM: true });
+  /** The start of a character the previous chunk's end cut (a copy: the caller may reuse its memory). */
+  private cut: Buffer | undefined;
+
+  decode(chunk: Buffer = Buffer.alloc(0), options?: { stream: boolean }): string {
+    const { text, rest } = this.cut ? joinCut(this.cut, chunk) : { text: '', rest: chunk };
+    const end = options?.stream ? rest.length - cutCharacterLength(rest) : rest.length;
+    this.cut = end < rest.length ? Buffer.from(rest.subarray(end)) : undefined;
+    const whole = rest.subarray(0, end);
+    // (Checked natively first: a chunk that is all UTF-8, nearly every one, costs no loop over its bytes.)
+    return text + (isUtf8(whole) ? this.utf8.decode(whole, { stream: true }) : utf8ElseWindows1252(whole));
+  }
+}
+
+/**
+ * The character `cut` (a chunk's last bytes) began, completed by the first bytes of `chunk`, and the chunk's
+ * rest, not copied (every chunk of a UTF-8 file after a cut takes this way). When those bytes do not
+ * complete it (invalid, or a chunk shorter than the character's rest), the cut bytes go back before the
+ * chunk, to be read with it.
+ */
+function joinCut(cut: Buffer, chunk: Buffer): { text: string; rest: Buffer } {
+  const { length } = utf8Character(cut, 0);
+  const joined = Buffer.concat([cut, chunk.subarray(0, length - cut.length)]);
+  if (utf8Character(joined, 0).present === length)
+    return { text: joined.toString('utf8'), rest: chunk.subarray(length - cut.length) };
+  return { text: '', rest: Buffer.concat([cut, chunk]) };
+}
+
+/** The text of `bytes`: each UTF-8 character as UTF-8, each other byte as Windows-1252. */
+function utf8ElseWindows1252(bytes: Buffer): string {
+  let text = '';
+  // Where the UTF-8 not yet added to `text` begins.
+  let from = 0;
+  let at = 0;
+  while (at < bytes.length) {
+    if (bytes[at]! < 0x80) {
+      at += 1;
+      continue;
+    }
+    const { length, present } = utf8Character(bytes, at);
+    if (present === length) {
+      at += length;
+      continue;
+    }
+    text += bytes.toString('utf8', from, at) + WINDOWS_1252_HIGH.charAt(bytes[at]! - 0x80);
+    at += 1;
+    from = at;
+  }
+  return text + bytes.toString('utf8', from);
+}
+
+/**
+ * Windows-1252's characters for the bytes 0x80 to 0xFF (the five it leaves undefined as C1 controls).
+ * (Decoded as a stream, as decode reads Windows-1252 files: Node 20.18.3 and later read a one-shot
+ * Windows-1252 decode as ISO-8859-1, 0x80 as U+0080 instead of €; nodejs/node#56542.)
+ */
+const WINDOWS_1252_HIGH = new TextDecoder('windows-1252').decode(
+  Uint8Array.from({ length: 0x80 }, (_, i) => 0x80 + i),
+  { stream: true },
+);
+
+/** How many bytes at the end of `bytes` begin a UTF-8 character that the end cuts (0 to 3). */
+function cutCharacterLength(bytes: Buffer): number {
+  for (let back = 1; back <= Math.min(3, bytes.length); back += 1) {
+    const byte = bytes[bytes.length - back]!;
+    if (byte < 0x80) return 0;
+    if (byte >= 0xc0) {
+      const { length, present } = utf8Character(bytes, bytes.length - back);
+      return present === back && length > back ? back : 0;
+    }
+  }
+  return 0;
+}
+
+/**
+ * The UTF-8 character that the byte at `at` (not ASCII) begins: its length, and how many of its bytes are
+ * in `bytes` as UTF-8 allows them (0 when that byte begins none); it is whole when both are equal.
+ */
+function utf8Character(bytes: Buffer, at: number): { length: number; present: number } {
+  const lead = utf8Lead(bytes[at]!);
+  if (!lead) return { length: 1, present: 0 };
+  const [length, low, high] = lead;
+  let present = 1;
+  while (present < length && at + present < bytes.length) {
+    const next = bytes[at + present]!;
+    if (present === 1 ? next < low || next > high : next < 0x80 || next > 0xbf) break;
+    present += 1;
+  }
+  return { length, present };
+}
+
+/**
+ * A UTF-8 lead byte's character length and the range of the byte after it, as WHATWG decoders allow them
+ * (no overlong form, surrogate or code point past U+10FFFF); undefined for a byte that begins none.
+ */
+function utf8Lead(byte: number): [length: number, low: number, high: number] | undefined {
+  if (byte >= 0xc2 && byte <= 0xdf) return [2, 0x80, 0xbf];
+  if (byte === 0xe0) return [3, 0xa0, 0xbf];
+  if (byte === 0xed) return [3, 0x80, 0x9f];
+  if (byte >= 0xe1 && byte <= 0xef) return [3, 0x80, 0xbf];
+  if (byte === 0xf0) return [4, 0x90, 0xbf];
+  if (byte === 0xf4) return [4, 0x80, 0x8f];
+  if (byte >= 0xf1 && byte <= 0xf3) return [4, 0x80, 0xbf];
+  return undefined;
 }
 
 /**

@@ -446,6 +446,107 @@ describe('readFeed encodings', () => {
       'Łódź',
     ]);
   });
+
+  /** The ids of a one-column CSV (`id`) read in these chunks. */
+  async function csvIds(chunks: (string | number[])[]): Promise<ReturnType<typeof idsOf>> {
+    async function* source() {
+      for (const chunk of chunks) yield typeof chunk === 'string' ? Buffer.from(chunk) : Buffer.from(chunk);
+    }
+    const out: RawRecord[] = [];
+    for await (const record of readFeed(source(), 'csv')) out.push(record);
+    return idsOf(out);
+  }
+
+  it('reads a later byte that is no UTF-8 in a UTF-8 file as Windows-1252, the rest as UTF-8', async () => {
+    // Prepare: a UTF-8 export, then a Latin-1 one put after it (café, cafè), then UTF-8 again; a Latin-1
+    // è right before a UTF-8 €, a Latin-1 â (0xE2, a lead byte) before a UTF-8 é, and bytes that only
+    // look like UTF-8: a surrogate's (í, no-break space, €) and an overlong / (À¯)
+    const csv = Buffer.concat([
+      Buffer.from('id,title\ncafé,Café mug\n'),
+      Buffer.from('cafè,Cafè cup\n', 'latin1'),
+      Buffer.from('thé—€,Tea\n'),
+      Buffer.from([0xe8, ...Buffer.from('€,x\n')]),
+      Buffer.from([0xe2, ...Buffer.from('é,x\n')]),
+      Buffer.from([0x47, 0xed, 0xa0, 0x80, 0x0a, 0x48, 0xc0, 0xaf, 0x0a]),
+    ]);
+    // Act / Assess
+    expect(idsOf(await readBytes(csv, 'csv'))).toEqual([
+      'café',
+      'cafè',
+      'thé—€',
+      'è€',
+      'âé',
+      'Gí\u00a0€',
+      'HÀ¯',
+    ]);
+  });
+
+  it('reads UTF-8 and the bytes that are not whatever chunk ends cut them', async () => {
+    // Act / Assess: the file told UTF-8 by its first letter; then € cut after 1 and 2 bytes, a Latin-1 é
+    // (a lead byte) cut before the line end, € cut before a byte that cannot go on it (so â‚ then D), an
+    // emoji over three chunks, and a lead byte the file's end cuts
+    expect(
+      await csvIds([
+        'id\né\n',
+        [0x41, 0xe2],
+        [0x82, 0xac, 0x0a],
+        [0x41, 0xe2, 0x82],
+        [0xac, 0x0a, 0x42, 0xe9],
+        '\n',
+        [0x43, 0xe2, 0x82],
+        'D\n',
+        [0x45, 0xf0, 0x9f],
+        [0x98],
+        [0x80, 0x0a, 0x46, 0xc3],
+      ]),
+    ).toEqual(['é', 'A€', 'A€', 'Bé', 'Câ‚D', 'E😀', 'FÃ']);
+  });
+
+  it('reads the same UTF-8 and Windows-1252 text in chunks of any size', async () => {
+    // Prepare: a JSON Lines id of UTF-8 letters (2, 3 and 4 bytes), ASCII and Latin-1 letters of 0xE0 and
+    // up (each a lead byte that nothing after it here continues: no accidental UTF-8), in a seeded order,
+    // after ten é that tell UTF-8 (the first chunk that is not ASCII decides, to its end)
+    const pieces: [Buffer, string][] = [
+      ...['é', '€', '😀', 'ß', 'a', '-'].map((text): [Buffer, string] => [Buffer.from(text), text]),
+      ...'àéèïôùÿñ'.split('').map((text): [Buffer, string] => [Buffer.from(text, 'latin1'), text]),
+    ];
+    let seed = 7;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31);
+    const picked = Array.from({ length: 400 }, () => pieces[next() % pieces.length]!);
+    const id = 'é'.repeat(10) + picked.map(([, text]) => text).join('');
+    const bytes = Buffer.concat([
+      Buffer.from(`{"id":"${'é'.repeat(10)}`),
+      ...picked.map(([piece]) => piece),
+      Buffer.from('"}\n'),
+    ]);
+    for (const size of [1, 2, 3, 5, 8, 13]) {
+      async function* source() {
+        for (let i = 0; i < bytes.length; i += size) yield bytes.subarray(i, i + size);
+      }
+      const out: RawRecord[] = [];
+      // Act
+      for await (const record of readFeed(source(), 'jsonl')) out.push(record);
+      // Assess
+      expect(idsOf(out), `chunks of ${size}`).toEqual([id]);
+    }
+  });
+
+  it('keeps a file told Windows-1252 in Windows-1252, and U+FFFD in a file that declares UTF-8', async () => {
+    // Prepare: a Latin-1 first letter, then what would be UTF-8 (é as 0xC3 0xA9: Ã© in Windows-1252)
+    const latin1 = Buffer.concat([Buffer.from('id\ncafé\n', 'latin1'), Buffer.from('thé\n')]);
+    // An XML file declaring UTF-8 with a Latin-1 è after a UTF-8 é: the declaration is taken at its word
+    const declared = Buffer.concat([
+      Buffer.from(
+        '<?xml version="1.0" encoding="UTF-8"?><rss xmlns:g="http://base.google.com/ns/1.0"><channel>' +
+          '<item><g:id>é</g:id></item><item><g:id>',
+      ),
+      Buffer.from([0xe8]),
+      Buffer.from('</g:id></item></channel></rss>'),
+    ]);
+    // Act / Assess
+    expect(idsOf(await readBytes(latin1, 'csv'))).toEqual(['café', 'thÃ©']);
+    expect(idsOf(await readBytes(declared, 'xml'))).toEqual(['é', '\uFFFD']);
+  });
 });
 
 describe('sniffFormat', () => {
