@@ -90,7 +90,8 @@ async function* decode(source: ByteSource): AsyncGenerator<string> {
   let decoder: FeedDecoder | undefined;
   // The first bytes seen (ASCII so far): where a byte-order mark or an XML declaration is.
   let start = '';
-  // Bytes held while the first that is not ASCII is too near their end to tell UTF-8 by.
+  // Bytes held while they are too few to tell the encoding by: the file's first (fewer than UTF16_HEAD),
+  // or the first that is not ASCII too near their end to tell UTF-8 by.
   let held: Buffer | undefined;
   for await (const chunk of source) {
     if (typeof chunk === 'string') {
@@ -100,17 +101,19 @@ async function* decode(source: ByteSource): AsyncGenerator<string> {
     let bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length);
     if (!decoder) {
       if (held) [bytes, held] = [Buffer.concat([held, bytes]), undefined];
-      const marked = start === '' && byteOrderMark(bytes) !== undefined;
+      const marked = start === '' && startEncoding(bytes) !== undefined;
       // (Searched in the text: a byte-by-byte callback cost more than the parse on large ASCII feeds.)
       const ascii = bytes.toString('latin1');
       const other = ascii.search(NOT_ASCII);
+      const tooFew =
+        (start === '' && bytes.length < UTF16_HEAD) || (other !== -1 && bytes.length - other < 4);
+      if (tooFew && !marked) {
+        held = bytes;
+        continue;
+      }
       if (other === -1 && !marked) {
         if (start.length < 200) start += ascii.slice(0, 200);
         if (ascii) yield ascii;
-        continue;
-      }
-      if (other !== -1 && bytes.length - other < 4 && !marked) {
-        held = bytes;
         continue;
       }
       decoder = decoderAfter(start, bytes);
@@ -130,6 +133,11 @@ async function* decode(source: ByteSource): AsyncGenerator<string> {
 /** A byte that is not ASCII, in bytes read as Latin-1 text. */
 const NOT_ASCII = /[\x80-\xff]/;
 
+/** The encoding the first bytes of a file tell by themselves: a byte-order mark, or UTF-16 without one. */
+function startEncoding(bytes: Buffer): string | undefined {
+  return byteOrderMark(bytes) ?? unmarkedUtf16(bytes);
+}
+
 /** The encoding a UTF-8 or UTF-16 byte-order mark at the start of `bytes` names. */
 function byteOrderMark(bytes: Buffer): string | undefined {
   if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) return 'utf-8';
@@ -138,8 +146,26 @@ function byteOrderMark(bytes: Buffer): string | undefined {
   return undefined;
 }
 
+/** How many first bytes unmarkedUtf16 reads: two ASCII characters in UTF-16. */
+const UTF16_HEAD = 4;
+
 /**
- * feedDecoder of `bytes` (a chunk holding the first byte that is not ASCII, or a byte-order mark) after
+ * UTF-16 without a byte-order mark, when the file's first UTF16_HEAD bytes are ASCII characters with a
+ * NUL beside each (`<\0?\0` little-endian, `\0<\0?` big-endian), as a feed in UTF-16 starts (`<?xml`, `[`,
+ * `{`, a CSV header): read as ASCII, NULs came between its letters, a feed of no product. No feed in
+ * an 8-bit encoding or UTF-8 starts so: NUL is no XML, JSON or CSV text. A first letter that is not
+ * ASCII is no such evidence, and is left to the rest of feedDecoder.
+ */
+function unmarkedUtf16(bytes: Buffer): string | undefined {
+  if (bytes.length < UTF16_HEAD) return undefined;
+  const asciiAt = (i: number) => bytes[i]! > 0 && bytes[i]! < 0x80;
+  if (asciiAt(0) && bytes[1] === 0 && asciiAt(2) && bytes[3] === 0) return 'utf-16le';
+  if (bytes[0] === 0 && asciiAt(1) && bytes[2] === 0 && asciiAt(3)) return 'utf-16be';
+  return undefined;
+}
+
+/**
+ * feedDecoder of `bytes` (a chunk holding the first byte that is not ASCII, or a startEncoding) after
  * `start`, the ASCII before them: past the file's start, the chunk's ASCII before that byte joins `start`
  * (it may end a declaration) and the evidence is the chunk from that byte on.
  */
@@ -156,16 +182,16 @@ interface FeedDecoder {
 }
 
 /**
- * The decoder of a feed file: a byte-order mark (UTF-8, UTF-16) at its start, else the encoding an XML
- * declaration among its first bytes names (when TextDecoder knows it), else UTF-8 when `bytes` (from the
- * first byte that is not ASCII to the end of its chunk) are UTF-8 (a character cut at their end aside),
- * else Windows-1252 (what WHATWG decoders read Latin-1 labels as, and what spreadsheet exports of Western
- * European shops write). A file its bytes tell as UTF-8 reads a later byte that is no UTF-8 as Windows-1252
- * (Utf8ElseWindows1252Decoder); one that declares UTF-8 reads it as U+FFFD, as it always has. `last`: `bytes`
- * end the file (a character cut there is no UTF-8).
+ * The decoder of a feed file: a byte-order mark (UTF-8, UTF-16) or UTF-16 without one (unmarkedUtf16) at
+ * its start, else the encoding an XML declaration among its first bytes names (when TextDecoder knows
+ * it), else UTF-8 when `bytes` (from the first byte that is not ASCII to the end of its chunk) are UTF-8
+ * (a character cut at their end aside), else Windows-1252 (what WHATWG decoders read Latin-1 labels as,
+ * and what spreadsheet exports of Western European shops write). A file its bytes tell as UTF-8 reads a
+ * later byte that is no UTF-8 as Windows-1252 (Utf8ElseWindows1252Decoder); one that declares UTF-8 reads
+ * it as U+FFFD, as it always has. `last`: `bytes` end the file (a character cut there is no UTF-8).
  */
 function feedDecoder(bytes: Buffer, start = '', last = false): FeedDecoder {
-  const marked = start === '' ? byteOrderMark(bytes) : undefined;
+  const marked = start === '' ? startEncoding(bytes) : undefined;
   if (marked) return new TextDecoder(marked);
   let utf8 = true;
   try {

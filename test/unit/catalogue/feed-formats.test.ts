@@ -531,6 +531,23 @@ describe('readFeed encodings', () => {
     }
   });
 
+  it('reads UTF-16 without a byte-order mark by the NULs beside its first ASCII letters', async () => {
+    // Prepare: JSON in UTF-16LE, XML in UTF-16BE, and a CSV in UTF-16LE read one byte a chunk
+    const json = Buffer.from('[{"id":"grüß"}]', 'utf16le');
+    const xml = Buffer.from(
+      '<?xml version="1.0"?><rss xmlns:g="http://base.google.com/ns/1.0"><channel>' +
+        '<item><g:id>naïve €</g:id></item></channel></rss>',
+      'utf16le',
+    ).swap16();
+    const csv = Buffer.from('id\ncafé\n', 'utf16le');
+    // Act / Assess
+    expect(idsOf(await readBytes(json, 'json'))).toEqual(['grüß']);
+    expect(idsOf(await readBytes(xml, 'xml'))).toEqual(['naïve €']);
+    expect(await csvIds([...csv].map((byte) => [byte]))).toEqual(['café']);
+    expect(sniffFormat(headText(json))).toBe('json');
+    expect(sniffFormat(headText(xml))).toBe('xml');
+  });
+
   it('keeps a file told Windows-1252 in Windows-1252, and U+FFFD in a file that declares UTF-8', async () => {
     // Prepare: a Latin-1 first letter, then what would be UTF-8 (é as 0xC3 0xA9: Ã© in Windows-1252)
     const latin1 = Buffer.concat([Buffer.from('id\ncafé\n', 'latin1'), Buffer.from('thé\n')]);
