@@ -31,7 +31,11 @@ export type RawRecord =
       unreadable?: true;
     };
 
-export type ByteSource = AsyncIterable<Buffer | Uint8Array | string>;
+/**
+ * A feed file's bytes, chunk by chunk. Bytes only: every caller reads a stored file (inline content is
+ * stored as UTF-8 bytes too), and text mixed in would have to keep its place among bytes that decode holds.
+ */
+export type ByteSource = AsyncIterable<Buffer | Uint8Array>;
 
 export function readFeed(source: ByteSource, format: FeedFormat): AsyncGenerator<RawRecord> {
   switch (format) {
@@ -80,11 +84,10 @@ function firstLine(text: string): string {
 }
 
 /**
- * A feed's text, chunk by chunk (text already decoded, inline content, passes as is). Bytes are ASCII
- * until the first that is not, the same in every encoding read here; the encoding is told there
- * (feedDecoder, from the bytes seen so far and that chunk's rest). Read as UTF-8 whatever it was, a shop's
- * Latin-1 file (an Excel CSV export, XML declaring ISO-8859-1) had each accented letter replaced by U+FFFD,
- * so that `café` and `cafè` became one product id.
+ * A feed's text, chunk by chunk. Bytes are ASCII until the first that is not, the same in every encoding
+ * read here; the encoding is told there (feedDecoder, from the bytes seen so far and that chunk's rest).
+ * Read as UTF-8 whatever it was, a shop's Latin-1 file (an Excel CSV export, XML declaring ISO-8859-1) had
+ * each accented letter replaced by U+FFFD, so that `café` and `cafè` became one product id.
  */
 async function* decode(source: ByteSource): AsyncGenerator<string> {
   let decoder: FeedDecoder | undefined;
@@ -94,10 +97,6 @@ async function* decode(source: ByteSource): AsyncGenerator<string> {
   // or the first that is not ASCII too near their end to tell UTF-8 by.
   let held: Buffer | undefined;
   for await (const chunk of source) {
-    if (typeof chunk === 'string') {
-      if (chunk) yield chunk;
-      continue;
-    }
     let bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length);
     if (!decoder) {
       if (held) [bytes, held] = [Buffer.concat([held, bytes]), undefined];
