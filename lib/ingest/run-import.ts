@@ -180,6 +180,9 @@ export async function runImport(
   // Products this import wrote since its last save (whose feed check then passed).
   const unconfirmed = new Set<string>();
   let savedAt = performance.now();
+  // The runs the rows after the stored checkpoint have failed, this one included: the in-memory record's
+  // count says 1 once a refused chunk has moved its checkpoint, though that progress is not stored yet.
+  let savedAttempts = record.attempts ?? 1;
   const save: Save = async (patch, { wroteNothing = false } = {}) => {
     // Progress that wrote nothing waits for the next save (a crash redoes those rows, refused again).
     if (wroteNothing && performance.now() - savedAt < (deps.limits.quietSaveMs ?? QUIET_SAVE_MS)) {
@@ -190,6 +193,7 @@ export async function runImport(
     await renewLease?.();
     record = { ...record, ...patch, updatedAt: now(deps) };
     await deps.imports.put(record);
+    savedAttempts = record.attempts ?? 1;
     if (!(await feedStillLive(deps.feeds, feed))) throw new FeedGone();
     unconfirmed.clear();
     notify(() => deps.onProgress?.(record));
@@ -198,6 +202,7 @@ export async function runImport(
     const ended = await importInto(
       deps,
       () => record,
+      () => savedAttempts,
       save,
       unconfirmed,
       () => feedStillLive(deps.feeds, feed),
@@ -218,13 +223,14 @@ export async function runImport(
 
 /**
  * Saves the import record with `patch` (renewing the runner's lease, then checking the feed is still
- * there). Progress of a chunk that wrote nothing (its rows all refused) is only kept in memory until
- * QUIET_SAVE_MS after the last save: each save is three store calls, and a file of junk rows paid them
- * every chunk (docs/benchmarks.md "Refused rows").
+ * there). Progress of a chunk that wrote nothing (its rows all refused) is kept in memory for the next
+ * save: the next chunk that writes, the first chunk ending QUIET_SAVE_MS or more after the last save, or
+ * the end. Each save is three store calls, and a file of junk rows paid them every chunk
+ * (docs/benchmarks.md "Refused rows").
  */
 type Save = (patch: Partial<ImportRecord>, options?: { wroteNothing?: boolean }) => Promise<void>;
 
-/** The longest a chunk that wrote nothing leaves its progress unsaved (a GET of the import lags so much). */
+/** After this long since the last save, a chunk that wrote nothing saves its progress itself. */
 const QUIET_SAVE_MS = 1000;
 
 /** Thrown by a progress save (or the feed check while a chunk is prepared) that finds the feed deleted. */
@@ -269,6 +275,8 @@ function watchFeed(stillLive: () => Promise<boolean>): {
 async function importInto(
   deps: IngestDeps,
   current: () => ImportRecord,
+  /** The failed runs the stored checkpoint counts (a failure resumes from there, not from current's). */
+  savedAttempts: () => number,
   save: Save,
   unconfirmed: Set<string>,
   stillLive: () => Promise<boolean>,
@@ -340,12 +348,13 @@ async function importInto(
     // worker event, or the next local start, resumes it, unless it has failed there MAX_IMPORT_ATTEMPTS
     // times in a row (a failure that repeats is not passing). Problems with the feed itself end it.
     const record = current();
+    const attempts = savedAttempts();
     const infrastructure = !(error instanceof DomainError || error instanceof FetchError);
-    if (infrastructure && (record.attempts ?? 1) < MAX_IMPORT_ATTEMPTS) throw error;
+    if (infrastructure && attempts < MAX_IMPORT_ATTEMPTS) throw error;
     // (Redacted: an error's message may quote a link, the feed's own included.)
     const message = redactUrls(
       infrastructure
-        ? `Stopped after row ${record.checkpointRow}: the next rows failed ${record.attempts} times in a row (${error instanceof Error ? error.message : String(error)}).`
+        ? `Stopped after row ${record.checkpointRow}: the next rows failed ${attempts} times in a row (${error instanceof Error ? error.message : String(error)}).`
         : error.message,
     );
     await save({ status: 'failed', message, finishedAt: now(deps) });

@@ -1061,6 +1061,29 @@ describe('runImport', () => {
     expect(record.errors.map((e) => e.row)).toEqual([1, 2, 3, 4, 5, 6]);
   });
 
+  it('fails an import whose rows after refused ones fail three runs in a row, their progress unsaved', async () => {
+    // Prepare: 3 refused rows (a chunk whose progress waits for the next save), then "a", whose write fails
+    const w = world(filesFor('a'));
+    const refused = ['r1', 'r2', 'r3'].map((id) => ({ id, image_link: img(id) }));
+    const putMany = w.products.putMany.bind(w.products);
+    w.products.putMany = async (products) => {
+      if (products.some((p) => p.product_id === 'a')) throw new Error('store rejected the batch');
+      return putMany(products);
+    };
+    const queued = await queueInline(w, jsonl([...refused, product('a')]));
+    w.deps.limits.quietSaveMs = 60_000;
+    // Act
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('store rejected');
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('store rejected');
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess: each run redid the refused rows; the stored checkpoint counted the runs that failed after it
+    expect(record).toMatchObject({ status: 'failed', checkpointRow: 3, failed: 3 });
+    expect(record.message).toBe(
+      'Stopped after row 3: the next rows failed 3 times in a row (store rejected the batch).',
+    );
+    expect(await w.imports.get(FEED, queued.importId)).toEqual(record);
+  });
+
   it('counts a repeated id before the checkpoint of a resumed import once, as an uninterrupted run does', async () => {
     // Prepare: rows 1 and 2 list the same product; every image answers 404; chunks of 3, the first run
     // dying as it checkpoints the second chunk
