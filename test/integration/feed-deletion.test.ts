@@ -440,6 +440,8 @@ describe('a deletion that outlasts its request', () => {
         deleteFeed: async (feedId: string, options: { signal?: AbortSignal } = {}) => {
           signalled = options.signal;
           await new Promise((resolve) => {
+            // (Already aborted when the steps before it took the whole budget: no abort event comes.)
+            if (options.signal?.aborted) resolve(undefined);
             options.signal?.addEventListener('abort', resolve, { once: true });
             setTimeout(resolve, 4000);
           });
