@@ -956,8 +956,9 @@ export function relatedFilter(
     const v = filterValue(name, String(value));
     if (!values.includes(v)) values.push(v);
   }
-  const category = context?.category?.trim();
-  if (category && !filter.category) filter.category = [filterValue('category', category)];
+  // (A context category naming no level, " > " as much as "", is no hint: it does not narrow to nothing.)
+  const category = filterValue('category', context?.category ?? '');
+  if (category && !filter.category) filter.category = [category];
   return filter;
 }
 

@@ -1008,6 +1008,22 @@ describe('relatedProducts', () => {
     expect(spaced.map((h) => h.product.product_id)).toEqual(['p1']);
   });
 
+  it('does not narrow by a context.category that names no category, separators only or empty', async () => {
+    const w = await catalogue();
+    const all = await relatedProducts(deps(w), { feedId: 's', productId: 'ref', limit: 10, offset: 0 });
+    for (const category of [' > ', '', '>>']) {
+      const hits = await relatedProducts(deps(w), {
+        feedId: 's',
+        productId: 'ref',
+        limit: 10,
+        offset: 0,
+        context: { category },
+      });
+      expect(hits.map((h) => h.product.product_id)).toEqual(all.map((h) => h.product.product_id));
+    }
+    expect(all.length).toBeGreaterThan(1);
+  });
+
   it('narrows by a category filter rather than context.category when both are sent', async () => {
     // Prepare
     const w = await catalogue();
