@@ -145,13 +145,26 @@ function isSvgRoot(element: string): boolean {
   if (!root) return false;
   const prefix = root[1];
   if (prefix === undefined) return true;
-  const tagEnd = element.indexOf('>');
+  const tagEnd = startTagEnd(element);
   const tag = tagEnd === -1 ? element : element.slice(0, tagEnd);
   // Each attribute, its name then its quoted value: a prefix bound in a value's text binds nothing.
   const bindings = tag.matchAll(/\s([^\s=]+)\s*=\s*(?:"([^"]*)"|'([^']*)')/g);
   return [...bindings].some(
     ([, name, double, single]) => name === `xmlns:${prefix}` && (double ?? single) === SVG_NAMESPACE,
   );
+}
+
+/** Where the start tag `element` begins with ends: its first '>' outside a quoted attribute value, or -1. */
+function startTagEnd(element: string): number {
+  let quote: string | undefined;
+  for (let i = 0; i < element.length; i += 1) {
+    const c = element[i];
+    if (quote !== undefined) {
+      if (c === quote) quote = undefined;
+    } else if (c === '"' || c === "'") quote = c;
+    else if (c === '>') return i;
+  }
+  return -1;
 }
 
 /**

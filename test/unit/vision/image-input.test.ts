@@ -83,12 +83,13 @@ describe('openImage', () => {
         'svg',
         'SVG is not a supported image format',
       ],
-      // A prefixed root (librsvg reads `<svg:svg xmlns:svg="…">` as SVG), the prefix bound in single quotes
+      // A prefixed root (librsvg reads `<svg:svg xmlns:svg="…">` as SVG), the prefix bound in single quotes,
+      // after an attribute whose value holds a '>'
       ...['"', "'"].map(
         (quote) =>
           [
             Buffer.from(
-              '<!DOCTYPE svg:svg [<!ENTITY x SYSTEM "file:///etc/passwd">]>\n<svg:svg width="10" ' +
+              '<!DOCTYPE svg:svg [<!ENTITY x SYSTEM "file:///etc/passwd">]>\n<svg:svg width="10" title="a > b" ' +
                 `xmlns:svg=${quote}http://www.w3.org/2000/svg${quote}><svg:text>&x;</svg:text></svg:svg>`,
             ),
             'svg',
