@@ -110,34 +110,41 @@ export function av1CodedPixels(bytes: Buffer): number | undefined {
     const budget = { bytes: bytes.length };
     // Each av1C read once, however many items share it: 250 items sharing one of 4 MB of padding OBUs
     // took 7 s of the event loop to read (fuzzing, 2026-11-28).
-    const configFrames = new Map<Box, { width: number; height: number }[]>();
+    // Kept as their largest frame, not their frames: each item sharing them read that many frames again
+    // (256 items sharing 100,000 sequence headers took 3 s of the event loop, code review 2026-11-28).
+    const configFrames = new Map<Box, number | undefined>();
     const framesOf = (config: Box) => {
       // av1C: marker, version, profile, level… (4 bytes), then the configOBUs.
-      const frames =
-        configFrames.get(config) ?? sequenceHeaderSizes(bytes.subarray(config.body + 4, config.end));
-      configFrames.set(config, frames);
-      return frames;
+      const largest = configFrames.has(config)
+        ? configFrames.get(config)
+        : largestArea(sequenceHeaderSizes(bytes.subarray(config.body + 4, config.end)));
+      configFrames.set(config, largest);
+      return largest;
     };
     // Items whose data lie in the same extents read once, and charged to the budget once: avifenc stores
     // identical tiles once (a flat 4096 × 4096 grid with alpha named 1,680 bytes of data in a 1,295-byte
     // file). Extents that only overlap are still charged each time.
-    const dataFrames = new Map<string, Size[]>();
+    const dataFrames = new Map<string, number | undefined>();
     const framesOfData = (location: Location | undefined) => {
       const key = JSON.stringify(location ?? null);
-      const frames = dataFrames.get(key) ?? sequenceHeaderSizes(itemData(bytes, meta, location, budget));
-      dataFrames.set(key, frames);
-      return frames;
+      const largest = dataFrames.has(key)
+        ? dataFrames.get(key)
+        : largestArea(sequenceHeaderSizes(itemData(bytes, meta, location, budget)));
+      dataFrames.set(key, largest);
+      return largest;
     };
     const coded = new Map<number, number>();
     for (const id of av1Items) {
       const config = configs.get(id);
-      const frames = [...(config ? framesOf(config) : []), ...framesOfData(locations.get(id))];
+      const frames = [config ? framesOf(config) : undefined, framesOfData(locations.get(id))].filter(
+        (area) => area !== undefined,
+      );
       const size = sizes.get(id);
       coded.set(
         id,
         !size || frames.length === 0
           ? Number.POSITIVE_INFINITY
-          : Math.max(size.width * size.height, ...frames.map((f) => f.width * f.height)),
+          : Math.max(size.width * size.height, ...frames),
       );
     }
     const canvases = canvasesOf(types, (id) => itemData(bytes, meta, locations.get(id), budget), sizes);
@@ -171,6 +178,16 @@ function itemTypesOf(bytes: Buffer, iinf: Box): Map<number, string> {
     if (!items.has(id)) items.set(id, bytes.toString('latin1', typeAt, typeAt + 4));
   }
   return items;
+}
+
+/**
+ * The largest area among `frames`, undefined when there is none. (A loop: 200,000 frames spread into
+ * Math.max overflow the stack.)
+ */
+function largestArea(frames: Size[]): number | undefined {
+  let largest: number | undefined;
+  for (const { width, height } of frames) largest = Math.max(largest ?? 0, width * height);
+  return largest;
 }
 
 /** A width and a height, in pixels. */

@@ -491,6 +491,41 @@ describe('av1CodedPixels', () => {
     }
   });
 
+  it('looks at the frames an av1C or an extent codes once, however many items share them', () => {
+    // Prepare: 256 items (libheif's limit) sharing 20,000 sequence headers, in their data or in an av1C;
+    // each item went through them all again (100,000 of them: 4 s of the event loop for a 1 MB file)
+    const headers = Buffer.concat(Array.from({ length: 20_000 }, () => sequenceHeader(64, 64)));
+    const ids = Array.from({ length: 256 }, (_, i) => i + 1);
+    const items = ids.map((id): [number, string] => [id, 'av01']);
+    const sharedData = heif({
+      items,
+      properties: [ispe(64, 64), av1C(sequenceHeader(64, 64))],
+      associations: [ipma(ids.map((id): [number, number[]] => [id, [1, 2]]))],
+      primary: 1,
+      data: new Map<number, Extent[]>(
+        ids.map((id) => [id, id === 1 ? [headers] : [{ offset: 0, length: headers.length }]]),
+      ),
+    });
+    const sharedConfig = heif({
+      items,
+      properties: [ispe(64, 64), av1C(headers)],
+      associations: [ipma(ids.map((id): [number, number[]] => [id, [1, 2]]))],
+      primary: 1,
+    });
+    // Act + Assess: counted, not timed: the frame areas Math.max compares, a few per frame at most
+    const max = vi.spyOn(Math, 'max');
+    try {
+      for (const file of [sharedData, sharedConfig]) {
+        max.mockClear();
+        expect(av1CodedPixels(file)).toBe(256 * 64 * 64);
+        const compared = max.mock.calls.reduce((sum, args) => sum + args.length, 0);
+        expect(compared).toBeLessThan(3 * 20_000);
+      }
+    } finally {
+      max.mockRestore();
+    }
+  });
+
   it("counts a grid's or an overlay's canvas at its payload's size, not added to its tiles", () => {
     const grid = (payload: Buffer | undefined, declared = ispe(64, 64)) =>
       heif({
