@@ -33,6 +33,14 @@ const PAGE_HEADERS = {
 const dashboardScript = bundler(ENTRY);
 
 /**
+ * How far before a build's start a modification counts as after it: a file system stamps files from a
+ * clock that lags the system's by up to a tick (and some to the second), so an edit saved just after a
+ * build began, that the build did not read, could look older than the build. (Cost: requests within this
+ * long of an edit rebuild the bundle.)
+ */
+const FILE_CLOCK_SLACK_MS = 2000;
+
+/**
  * Bundles `entry` (esbuild, on demand) and answers the bundle until one of the files it was built from
  * changes (by modification time), or goes: those come from the build's metafile, so a module imported
  * from outside the entry's folder (lib/domain/domain-pattern.ts) counts too.
@@ -40,7 +48,7 @@ const dashboardScript = bundler(ENTRY);
 export function bundler(entry: string): () => Promise<string> {
   let bundle: { builtAt: number; built: Promise<{ code: string; inputs: string[] }> } | undefined;
   const build = () => {
-    const builtAt = Date.now();
+    const builtAt = Date.now() - FILE_CLOCK_SLACK_MS;
     const built = import('esbuild').then(async (esbuild) => {
       const cwd = process.cwd();
       const result = await esbuild.build({
