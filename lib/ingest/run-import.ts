@@ -850,6 +850,9 @@ async function prepareChunk(
     errors.push({ row, productId, message: `Duplicate id; row ${earlier} was imported.`, severity: 'error' });
     failed += 1;
   };
+  // Repeats of an id an earlier row of this chunk has: reported once the store lookup below has told
+  // which row was imported (the earlier row of this chunk may itself repeat one stored before).
+  const repeats: { row: number; productId: string }[] = [];
   for (const raw of rows) {
     if ('error' in raw) {
       errors.push({ row: raw.row, message: raw.error, severity: 'error' });
@@ -859,7 +862,11 @@ async function prepareChunk(
     try {
       const notes: string[] = [];
       const content = normaliseRecord(raw.fields, baseUrl, notes);
-      const earlier = rowOfId.get(content.product_id) ?? previousIds.get(content.product_id);
+      if (rowOfId.has(content.product_id)) {
+        repeats.push({ row: raw.row, productId: content.product_id });
+        continue;
+      }
+      const earlier = previousIds.get(content.product_id);
       if (earlier !== undefined) {
         duplicate(raw.row, content.product_id, earlier);
         continue;
@@ -893,11 +900,14 @@ async function prepareChunk(
   // embedding model): if their images cannot be fetched this time, they keep what they have.
   const featureRefresh: { product: Product; before: Product }[] = [];
   let counted = 0;
+  // Ids whose first row in this chunk repeats a row stored before: the row their repeats name.
+  const storedRowOf = new Map<string, number>();
   for (const { row, content, notes } of valid) {
     const before = existing.get(content.product_id);
     const earlier = earlierRowOf(before, record.importId, row);
     if (earlier !== undefined) {
       rowOfId.delete(content.product_id);
+      storedRowOf.set(content.product_id, earlier);
       duplicate(row, content.product_id, earlier);
       continue;
     }
@@ -947,6 +957,8 @@ async function prepareChunk(
       changed.push(product);
     }
   }
+  for (const { row, productId } of repeats)
+    duplicate(row, productId, storedRowOf.get(productId) ?? rowOfId.get(productId)!);
   const refreshed = embedder
     ? await reuseVectors(deps, record.feedId, refresh)
     : { documents: [], missing: [], moved: [] };

@@ -602,6 +602,19 @@ describe('runImport', () => {
     expect(record).toMatchObject({ embedded: 4, failed: 2, processed: 6 });
   });
 
+  it('names the imported row for each repeat of an id two chunks back, not an earlier repeat', async () => {
+    // Prepare: "a" at row 1, then twice in the third chunk (chunks of 3), whose store lookup finds row 1
+    const ids = ['a', 'b', 'c', 'd', 'e', 'f', 'a', 'a'];
+    const w = world(filesFor(...ids));
+    // Act
+    const record = await importInline(w, jsonl(ids.map((id) => product(id))));
+    // Assess: row 8 repeats row 1 (row 7 was itself a repeat, not imported)
+    expect(record.errors).toEqual([
+      { row: 7, productId: 'a', message: 'Duplicate id; row 1 was imported.', severity: 'error' },
+      { row: 8, productId: 'a', message: 'Duplicate id; row 1 was imported.', severity: 'error' },
+    ]);
+  });
+
   it('resumes an interrupted import after its checkpoint without duplicating work', async () => {
     // Prepare: 7 rows, chunks of 3; the process dies while checkpointing the second chunk.
     const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
