@@ -324,7 +324,9 @@ async function importInto(
             ? `Products not in this file were kept: ${noneOf(outcome.valid)}.`
             : `Products not in this file were kept: row ${outcome.unreadableRow} could not be read, and it may list one of them.`;
         kept = unusable || (await deps.products.listUnseen(done.feedId, done.importId)).length > 0;
-        if (kept)
+        // (Once: a run resumed after a failed final save finds the note of the run before it saved.)
+        const noted = current().errors.some((error) => error.row === null && error.message === message);
+        if (kept && !noted)
           await save({ errors: capErrors(current().errors, [{ row: null, message, severity: 'warning' }]) });
       }
     }

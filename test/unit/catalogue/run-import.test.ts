@@ -926,6 +926,29 @@ describe('runImport', () => {
     expect(refused.removed).toBe(1);
   });
 
+  it('notes once that a full import kept products when a run resumes after the note was saved', async () => {
+    // Prepare: "a" and "b" imported; then a file listing "a" and a row that cannot be read, whose run dies
+    // saving its final status, after the note that products were kept
+    const w = world(filesFor('a', 'b'));
+    await importInline(w, jsonl([product('a'), product('b')]));
+    const queued = await queueInline(w, `${jsonl([product('a')])}\n{"id":"b",\n`);
+    w.imports.failOnPut = w.imports.puts + 5; // running, total, chunk 1, the note, succeeded ← crash
+    await expect(runImport(w.deps, FEED, queued.importId)).rejects.toThrow('crash');
+    w.imports.failOnPut = undefined;
+    // Act
+    const record = await runImport(w.deps, FEED, queued.importId);
+    // Assess: as an uninterrupted run
+    expect(record).toMatchObject({ status: 'succeeded', removed: 0 });
+    expect(record.errors).toEqual([
+      { row: 2, message: 'Not valid JSON.', severity: 'error' },
+      {
+        row: null,
+        message: 'Products not in this file were kept: row 2 could not be read, and it may list one of them.',
+        severity: 'warning',
+      },
+    ]);
+  });
+
   it('keeps existing products when a full import lists no valid product', async () => {
     const w = world(filesFor('a'));
     await importInline(w, jsonl([product('a')]));
