@@ -113,7 +113,11 @@ export class DynamoDbProductStore implements ProductStore {
   }
 
   async putMany(products: Product[]): Promise<void> {
-    await this.batchWrite(products.map((p) => ({ PutRequest: { Item: toItem(p) } })));
+    // One put per key, the last product given for it: BatchWriteItem refuses a whole batch that names a
+    // key twice (ValidationException, after the batches before it were written), where puts one by one
+    // would leave the last.
+    const last = new Map(products.map((p) => [`${p.feed_id}\u0000${p.product_id}`, p]));
+    await this.batchWrite([...last.values()].map((p) => ({ PutRequest: { Item: toItem(p) } })));
   }
 
   async deleteMany(feedId: string, productIds: string[]): Promise<void> {

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { FetchError, type ImportRecord } from '#lib/domain/catalogue/imports.ts';
-import { InvalidImageError } from '#lib/domain/errors.ts';
+import { DomainError, InvalidImageError, ValidationError } from '#lib/domain/errors.ts';
 import type { Feed } from '#lib/domain/feeds.ts';
 import type { Product } from '#lib/domain/products.ts';
+import { MAX_PRODUCT_ID_LENGTH } from '#lib/domain/schemas.ts';
 import { ObjectStoreFeatureStore } from '#lib/adapters/object-store-feature-store.ts';
 import type { IngestDeps } from '#lib/ingest/run-import.ts';
 import type { LocalFeatures } from '#lib/vision/local-features/types.ts';
@@ -24,6 +25,12 @@ import type {
   VectorIndex,
   VectorQuery,
 } from '#lib/ports.ts';
+
+/**
+ * String order of DynamoDB's sort keys: by UTF-8 bytes, which differs from JavaScript's `<` (UTF-16 code
+ * units) for characters past U+FFFF against U+E000–U+FFFF.
+ */
+const byUtf8 = (a: string, b: string) => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 
 /** In-memory fakes of the catalogue's ports, for use-case tests. */
 export class MemoryProductStore implements ProductStore {
@@ -53,10 +60,32 @@ export class MemoryProductStore implements ProductStore {
   async deleteMany(feedId: string, ids: string[]) {
     for (const id of ids) this.rows.delete(this.key(feedId, id));
   }
+  /** As DynamoDbProductStore pages: in the table's key order, the cursor a product id in base64url. */
   async page(feedId: string, limit: number, cursor?: string) {
-    const all = this.all(feedId).filter((p) => !cursor || p.product_id > cursor);
+    let after: string | undefined;
+    if (cursor) {
+      // A cursor it did not write is refused, as the adapter refuses it (not read as some product id).
+      after = Buffer.from(cursor, 'base64url').toString('utf8');
+      if (
+        after.length === 0 ||
+        after.length > MAX_PRODUCT_ID_LENGTH ||
+        Buffer.from(after, 'utf8').toString('base64url') !== cursor
+      )
+        throw new ValidationError('Invalid cursor.', [
+          { path: 'cursor', message: 'not a cursor of this listing' },
+        ]);
+    }
+    const all = this.all(feedId)
+      .sort((a, b) => byUtf8(a.product_id, b.product_id))
+      .filter((p) => after === undefined || byUtf8(p.product_id, after) > 0);
     const items = all.slice(0, limit);
-    return { items, ...(all.length > limit ? { cursor: items[items.length - 1]!.product_id } : {}) };
+    const last = items.at(-1)?.product_id;
+    return {
+      items,
+      ...(all.length > limit && last !== undefined
+        ? { cursor: Buffer.from(last, 'utf8').toString('base64url') }
+        : {}),
+    };
   }
   async listUnseen(feedId: string, importId: string) {
     return this.all(feedId)
@@ -73,23 +102,36 @@ export class MemoryProductStore implements ProductStore {
   }
 }
 
+/**
+ * As DynamoDbImportStore keeps them: ids sorted in the table's key order, and only ids starting with
+ * `imp_` (every import's; the adapter's lease shares the table) are found.
+ */
 export class MemoryImportStore implements ImportStore {
   readonly rows = new Map<string, ImportRecord>();
   puts = 0;
   /** Throws on the n-th put (simulates a crash mid-import). */
   failOnPut?: number;
   async create(record: ImportRecord) {
-    this.rows.set(`${record.feedId}/${record.importId}`, structuredClone(record));
+    const key = `${record.feedId}/${record.importId}`;
+    if (this.rows.has(key)) throw new DomainError('conflict', `Import ${record.importId} already exists.`);
+    this.rows.set(key, structuredClone(record));
   }
   async get(feedId: string, importId: string) {
     const r = this.rows.get(`${feedId}/${importId}`);
-    return r && structuredClone(r);
+    return r && r.importId.startsWith('imp_') ? structuredClone(r) : undefined;
   }
   async list(feedId: string, limit: number, after?: string) {
+    return this.imports(feedId)
+      .filter((r) => after === undefined || byUtf8(r.importId, after) < 0)
+      .reverse()
+      .slice(0, limit)
+      .map((r) => structuredClone(r));
+  }
+  /** The feed's imports, oldest first. */
+  private imports(feedId: string) {
     return [...this.rows.values()]
-      .filter((r) => r.feedId === feedId && (after === undefined || r.importId < after))
-      .sort((a, b) => b.importId.localeCompare(a.importId))
-      .slice(0, limit);
+      .filter((r) => r.feedId === feedId && r.importId.startsWith('imp_'))
+      .sort((a, b) => byUtf8(a.importId, b.importId));
   }
   async page(feedId: string, limit: number, after?: string) {
     const records = await this.list(feedId, limit + 1, after);
@@ -101,9 +143,8 @@ export class MemoryImportStore implements ImportStore {
     this.rows.set(`${record.feedId}/${record.importId}`, structuredClone(record));
   }
   async listUnfinished(feedId: string) {
-    return [...this.rows.values()]
-      .filter((r) => r.feedId === feedId && (r.status === 'queued' || r.status === 'running'))
-      .sort((a, b) => a.importId.localeCompare(b.importId))
+    return this.imports(feedId)
+      .filter((r) => r.status === 'queued' || r.status === 'running')
       .map((r) => structuredClone(r));
   }
   async delete(feedId: string, importId: string) {
