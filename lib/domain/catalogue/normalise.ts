@@ -272,9 +272,16 @@ export function normaliseRecord(
   // (One text whatever the number past the cap: notes are told apart by their text, see isImportNote.)
   if (pastTheCap) notes?.push(`metadata fields past the ${MAX_METADATA}th are not kept.`);
 
+  // An id as a product's is: DynamoDB keys the product's item group index by feed id + group, and a
+  // partition key holds 2048 bytes (a longer one refused the chunk's whole batch). 200 characters are at
+  // most 800 bytes of UTF-8; Merchant Center's own limit is 50.
+  const itemGroupId = one('item_group_id');
+  if (itemGroupId.length > MAX_PRODUCT_ID_LENGTH)
+    throw new RowError(`item_group_id is longer than ${MAX_PRODUCT_ID_LENGTH} characters.`);
+
   const product: ProductContent = {
     product_id: productId,
-    item_group_id: one('item_group_id'),
+    item_group_id: itemGroupId,
     title,
     short_title: one('short_title'),
     description: one('description'),

@@ -208,6 +208,14 @@ describe('normaliseRecord', () => {
     expect(() => normaliseRecord({ ...base, id: ['%'.repeat(81)] }, 'https://s/')).toThrow(/URL-encoded/);
   });
 
+  it('refuses an item_group_id longer than an id may be (it keys an index of the product store)', () => {
+    const group = (id: string) =>
+      normaliseRecord({ ...base, item_group_id: [id] }, 'https://s/').item_group_id;
+    expect(group('😀'.repeat(100))).toHaveLength(200);
+    expect(() => group('g'.repeat(201))).toThrow(RowError);
+    expect(() => group('g'.repeat(201))).toThrow('item_group_id is longer than 200 characters.');
+  });
+
   it('notes each metadata field it leaves out for its name, and none for an empty value', () => {
     // Prepare
     const notes: string[] = [];
