@@ -52,7 +52,13 @@ export interface Product extends ProductContent {
   id: string;
   /** item_group_id, or product_id when the feed gives none. */
   group: string;
+  /** contentHash of its content; '' while an import rewrites its vectors (a stale mark, see stale_hash). */
   update_hash: string;
+  /**
+   * On a stale mark only: the update_hash the record had before it was marked, so that the import that
+   * redoes it tells a change of content (version, updated_at) from none.
+   */
+  stale_hash?: string;
   /** 1 on creation, +1 on every change of content. */
   version: number;
   created_at: string;
@@ -280,6 +286,7 @@ export function adminProductView(p: Product) {
   const {
     seen_import: _seenImport,
     seen_row: _seenRow,
+    stale_hash: _staleHash,
     local_features: _localFeatures,
     visual_words: _visualWords,
     ...rest
