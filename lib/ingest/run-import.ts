@@ -130,11 +130,13 @@ interface Valid {
  *    update_hash and embedding model are unchanged, fetch and embed the images of the others (bounded
  *    concurrency, timeouts, size caps; unreachable images → errors) while extracting their local features
  *    (a failed extraction stores nothing and fails nothing), mark the stored records of those whose
- *    vectors will change as stale (a chunk stopped half way is then redone by any later import), replace
- *    their vectors, stored features and words in place, save the vector and word indices, then write the
- *    products (marked as seen by this import), then checkpoint the progress; products whose images did
- *    not change keep their vectors and features (products stored before local features existed are
- *    embedded once more to get them);
+ *    vectors will change as stale (update_hash cleared, the one before kept as stale_hash; the model too
+ *    when their images or model change: a chunk stopped half way is then redone by any later import as an
+ *    uninterrupted one does it, a change of content told by stale_hash, vectors of unchanged images
+ *    re-filed or kept, any it embedded past those kept removed), replace their vectors, stored features
+ *    and words in place, save the vector and word indices, then write the products (marked as seen by
+ *    this import), then checkpoint the progress; products whose images did not change keep their vectors
+ *    and features (products stored before local features existed are embedded once more to get them);
  * 5. a full import removes the feed's products this import did not see (store, vector index, features),
  *    counting them in `removed` batch by batch, unless the file could not be read to its end, has a row
  *    that could not be read at all, or not one of its products was imported (embedded, re-filed, skipped
@@ -806,6 +808,11 @@ interface PreparedChunk {
   refreshed: VectorDocument[];
   /** Kept products that moved item group: their visual words go (keepUnfetchedFeatureRefreshes). */
   unfiledWords: string[];
+  /**
+   * Kept products whose vectors come from a stale mark: their documents, features and words past
+   * `vectorCount`, which a stopped run may have written, go.
+   */
+  trimmed: { productId: string; vectorCount: number }[];
   feedId: string;
   /**
    * The stored records of the products whose vectors or features this chunk rewrites, with their
@@ -898,10 +905,15 @@ async function prepareChunk(
   const changed: Product[] = [];
   const replaced: string[] = [];
   const refresh: { product: Product; before: Product }[] = [];
+  // Products that keep the vectors of a stale mark: a run stopped after the mark may have written
+  // documents past their count (an additional image it could fetch), which go (PreparedChunk.trimmed).
+  const trimmed: Product[] = [];
   // Products fetched again only because their stored features are of an older recipe (same images, same
   // embedding model): if their images cannot be fetched this time, they keep what they have.
   const featureRefresh: { product: Product; before: Product }[] = [];
   let counted = 0;
+  // Products whose stored vectors are of the images and model this import lists (see `stale` below).
+  const sameVectors = new Set<string>();
   // Ids whose first row in this chunk repeats a row stored before: the row their repeats name.
   const storedRowOf = new Map<string, number>();
   for (const { row, content, notes } of valid) {
@@ -934,7 +946,8 @@ async function prepareChunk(
       skipped += 1;
       continue;
     }
-    const sameContent = before?.update_hash === hash;
+    // (A stale mark's content is the one it was made from: its version stays unless the content changed.)
+    const sameContent = before !== undefined && storedHashOf(before) === hash;
     const product: Product = {
       ...content,
       feed_id: record.feedId,
@@ -952,6 +965,7 @@ async function prepareChunk(
       before.vector_count > 0 &&
       before.embedded_model === embedder?.modelVersion &&
       imagesOf(before).join('\n') === imagesOf(content).join('\n');
+    if (vectorsStillValid) sameVectors.add(content.product_id);
     if (vectorsStillValid && hasFeatures) refresh.push({ product, before });
     else {
       if (before && before.vector_count > 0) replaced.push(content.product_id);
@@ -978,6 +992,7 @@ async function prepareChunk(
       if (before.local_features !== undefined) product.local_features = before.local_features;
       if (before.visual_words !== undefined) product.visual_words = before.visual_words;
       keep.push(product);
+      if (before.update_hash === '') trimmed.push(product);
     }
   }
   const updated = refresh.length - refreshed.missing.length - refreshed.moved.length;
@@ -994,14 +1009,25 @@ async function prepareChunk(
   );
   failed += unfetched.kept.length;
   keep.push(...unfetched.kept);
+  trimmed.push(...unfetched.kept.filter((p) => existing.get(p.product_id)?.update_hash === ''));
   const stays = new Set(unfetched.kept.map((p) => p.product_id));
   const embedding = changed.filter((p) => !stays.has(p.product_id));
   const refiled = [...refreshed.documents, ...unfetched.documents];
   // Every product whose vectors this chunk replaces or re-files.
   const rewritten = new Set([...embedding.map((p) => p.product_id), ...refiled.map((d) => d.productId)]);
+  // A product whose images or model changed may be left with vectors of the new images under a record
+  // naming the old ones: its model is cleared too, so no import reuses or keeps those vectors. Its images
+  // and model unchanged, the vectors written are the same images' embeddings: it keeps its model, so the
+  // run that redoes it re-files or keeps them as an uninterrupted run does (reuseVectors,
+  // keepUnfetchedFeatureRefreshes). Its features, words and group stay the old record's: one of an older
+  // recipe or another group is fetched and extracted again.
   const stale = [...rewritten].flatMap((productId) => {
     const before = existing.get(productId);
-    return before ? [{ ...before, update_hash: '', embedded_model: '' }] : [];
+    if (!before) return [];
+    const hash = storedHashOf(before);
+    const mark: Product = { ...before, update_hash: '', ...(hash !== undefined ? { stale_hash: hash } : {}) };
+    if (!sameVectors.has(productId)) mark.embedded_model = '';
+    return [mark];
   });
   return {
     stale,
@@ -1020,6 +1046,7 @@ async function prepareChunk(
     additionalImageErrors,
     refreshed: refiled,
     unfiledWords: unfetched.unfiled,
+    trimmed: trimmed.map((p) => ({ productId: p.product_id, vectorCount: p.vector_count })),
     feedId: record.feedId,
     embedder,
   };
@@ -1118,6 +1145,30 @@ async function reuseVectors(
   return { documents, missing, moved };
 }
 
+/** The update_hash of a stored record, or of the record its stale mark was made from (undefined: unknown). */
+function storedHashOf(product: Product): string | undefined {
+  return product.update_hash === '' ? product.stale_hash : product.update_hash;
+}
+
+/**
+ * Removes the documents, features and words of kept products past their vector count (PreparedChunk.trimmed):
+ * a run stopped after their stale marks may have embedded more of their images than they keep.
+ */
+async function trimKept(
+  deps: IngestDeps,
+  feedId: string,
+  trimmed: { productId: string; vectorCount: number }[],
+): Promise<void> {
+  const ids = trimmed.map((t) => t.productId);
+  const refs = trimmed.flatMap(({ productId, vectorCount }) =>
+    Array.from({ length: vectorCount }, (_, imageIndex) => ({ feedId, productId, imageIndex })),
+  );
+  const documents = refs.map((ref) => vectorDocumentId(feedId, ref.productId, ref.imageIndex));
+  await (await deps.vectors()).deleteProducts(feedId, ids, documents);
+  await deps.localFeatures?.store.deleteProducts(feedId, ids, refs);
+  await deps.localFeatures?.words?.deleteProducts(feedId, ids, documents);
+}
+
 /**
  * Second stage of a chunk: embed the fetched images, replace the changed products' vectors, write the
  * products (marked as seen), and return the progress to checkpoint, relative to the import as it is then.
@@ -1134,6 +1185,7 @@ async function commitChunk(
   if (chunk.unfiledWords.length > 0)
     await deps.localFeatures?.words?.deleteProducts(chunk.feedId, chunk.unfiledWords);
   if (chunk.refreshed.length > 0) await (await deps.vectors()).upsert(chunk.refreshed);
+  if (chunk.trimmed.length > 0) await trimKept(deps, chunk.feedId, chunk.trimmed);
   if (changed.length > 0 && chunk.embedder) {
     const vectors = await deps.vectors();
     // The embedder runs on its own threads while features are extracted on this one.

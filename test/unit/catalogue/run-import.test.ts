@@ -363,6 +363,98 @@ describe('runImport', () => {
     expect(w.index.docs.get(`${FEED}/a/0`)?.vector).toEqual(vectorOf(Buffer.from('image a')));
   });
 
+  /** Runs the import once, its second product write failing: the first wrote the chunk's stale marks. */
+  async function runFailingAfterStaleMarks(w: World, importId: string): Promise<void> {
+    const putMany = w.products.putMany.bind(w.products);
+    let calls = 0;
+    w.products.putMany = async (products) => {
+      calls += 1;
+      if (calls === 2) throw new Error('store unavailable');
+      return putMany(products);
+    };
+    await expect(runImport(w.deps, FEED, importId)).rejects.toThrow('store unavailable');
+    w.products.putMany = putMany;
+  }
+
+  it('after a run failed past its stale mark, re-files a renamed product whose image is gone', async () => {
+    // Prepare: "a" imported, its image gone since; the run re-filing it under its new title fails
+    const w = world(filesFor('a'));
+    await importInline(w, jsonl([product('a')]));
+    w.fetcher.files.delete(img('a'));
+    const queued = await queueInline(w, jsonl([product('a', { title: 'Renamed' })]));
+    await runFailingAfterStaleMarks(w, queued.importId);
+    // Act
+    const resumed = await runImport(w.deps, FEED, queued.importId);
+    // Assess: its vectors reused, as an uninterrupted run does (not fetched, 404, and dropped)
+    expect(resumed).toMatchObject({ status: 'succeeded', updated: 1, failed: 0 });
+    expect(await w.products.get(FEED, 'a')).toMatchObject({ vector_count: 1, version: 2, title: 'Renamed' });
+    expect(w.index.docs.get(`${FEED}/a/0`)?.vector).toEqual(vectorOf(Buffer.from('image a')));
+  });
+
+  it("after a run failed past its stale mark, keeps an older-recipe product's vectors", async () => {
+    // Prepare: "a" on an older keypoint recipe, its image gone; the run refreshing it fails
+    const w = world(filesFor('a'));
+    await importInline(w, jsonl([product('a')]));
+    const stored = (await w.products.get(FEED, 'a'))!;
+    await w.products.putMany([{ ...stored, local_features: CATALOGUE_FEATURES_VERSION - 1 }]);
+    w.fetcher.files.delete(img('a'));
+    const queued = await queueInline(w, jsonl([product('a')]));
+    await runFailingAfterStaleMarks(w, queued.importId);
+    // Act
+    const resumed = await runImport(w.deps, FEED, queued.importId);
+    // Assess
+    expect(resumed).toMatchObject({ status: 'succeeded', failed: 1 });
+    expect(await w.products.get(FEED, 'a')).toMatchObject({
+      vector_count: 1,
+      version: 1,
+      local_features: CATALOGUE_FEATURES_VERSION - 1,
+    });
+    expect(w.index.docs.has(`${FEED}/a/0`)).toBe(true);
+  });
+
+  it('after a run failed past its stale mark, keeps the version of an unchanged product', async () => {
+    // Prepare: "a" stored without vectors (its image never answered); the next import of it fails
+    const w = world();
+    await importInline(w, jsonl([product('a')]));
+    const before = (await w.products.get(FEED, 'a'))!;
+    const queued = await queueInline(w, jsonl([product('a')]));
+    await runFailingAfterStaleMarks(w, queued.importId);
+    // Act
+    await runImport(w.deps, FEED, queued.importId);
+    // Assess: its content did not change
+    expect(await w.products.get(FEED, 'a')).toMatchObject({
+      version: 1,
+      updated_at: before.updated_at,
+      update_hash: before.update_hash,
+    });
+    expect((await w.products.get(FEED, 'a'))?.stale_hash).toBeUndefined();
+  });
+
+  it('removes what a run failed past a stale mark embedded beyond the vectors kept', async () => {
+    // Prepare: "a" on an older recipe with one vector (its additional image did not answer then); the run
+    // refreshing it embeds both images and fails; then its main image is gone
+    const w = world(filesFor('a'));
+    await importInline(w, jsonl([product('a', { additional_image_link: img('a-2') })]));
+    const stored = (await w.products.get(FEED, 'a'))!;
+    await w.products.putMany([{ ...stored, local_features: CATALOGUE_FEATURES_VERSION - 1 }]);
+    w.fetcher.files.set(img('a-2'), Buffer.from('image a-2'));
+    const queued = await queueInline(w, jsonl([product('a', { additional_image_link: img('a-2') })]));
+    await runFailingAfterStaleMarks(w, queued.importId);
+    expect(w.index.docs.has(`${FEED}/a/1`)).toBe(true);
+    w.fetcher.files.delete(img('a'));
+    // Act
+    await runImport(w.deps, FEED, queued.importId);
+    // Assess: one vector kept, as an uninterrupted run keeps it; the second image's vector and features go
+    expect(await w.products.get(FEED, 'a')).toMatchObject({ vector_count: 1 });
+    expect([...w.index.docs.keys()]).toEqual([`${FEED}/a/0`]);
+    const [first, second] = await w.features.getMany([
+      { feedId: FEED, productId: 'a', imageIndex: 0 },
+      { feedId: FEED, productId: 'a', imageIndex: 1 },
+    ]);
+    expect(first).toBeDefined();
+    expect(second).toBeUndefined();
+  });
+
   it('removes products a full import no longer lists, from the store and the vector index', async () => {
     const w = world(filesFor('a', 'b'));
     await importInline(w, jsonl([product('a'), product('b')]));
