@@ -86,6 +86,11 @@ const GRAPH_SHARE_LIMIT = 0.25;
  * m ≤ 2 × wanted.
  */
 const DEFAULT_SCAN_RATIO = 2;
+/**
+ * How far below the k-th exact similarity a scan's last result must score for no row it left out to tie
+ * with the k-th: well above usearch's f32 rounding (~2e-8), well below any real difference of two images.
+ */
+const TIE_TOLERANCE = 1e-6;
 
 /** Numbers the distinct field names a save writes once, in first-seen order. */
 class NameNumbering {
@@ -688,11 +693,36 @@ export class UsearchVectorIndex implements VectorIndex {
     if (this.#scratch.length < length) this.#scratch = new Float32Array(length);
     const dataset = this.#scratch.subarray(0, length);
     rows.forEach((row, i) => dataset.set(shard.vectorOf(row), i * this.dimension));
-    const count = Math.min(k, rows.length);
     // usearch 2.26's exactSearch reads a typed array from the start of its ArrayBuffer, ignoring byteOffset:
     // a query that is a view into a larger buffer (a batch, a Buffer pool) must be copied first.
     const query =
       vector.byteOffset === 0 && vector.buffer.byteLength === vector.byteLength ? vector : vector.slice();
+    // Asked for exactly k, usearch keeps whichever rows tied with the k-th it met first, not the lowest
+    // productIds: a page of k then left out a tied product that a deeper page ranked above it (the port
+    // breaks ties by productId for stable paging). One result more shows whether the tie goes past k;
+    // while it does, twice as many are asked for, until a result falls clearly below the k-th.
+    let count = Math.min(k + 1, rows.length);
+    for (;;) {
+      const hits = this.#exactHits(shard, vector, query, rows, dataset, count);
+      const kth = hits[Math.min(k, hits.length) - 1];
+      const last = hits.at(-1);
+      // usearch's f32 scores differ from the exact ones in the last bits (~2e-8): a row it did not return
+      // scores at most a few of those above the last one it did.
+      if (count === rows.length || !kth || !last || last.similarity < kth.similarity - TIE_TOLERANCE)
+        return hits.slice(0, k);
+      count = Math.min(rows.length, count * 2);
+    }
+  }
+
+  /** The `count` best of `rows` by usearch's exact search, re-scored exactly and ranked. */
+  #exactHits(
+    shard: FeedShard,
+    vector: Float32Array,
+    query: Float32Array,
+    rows: number[],
+    dataset: Float32Array,
+    count: number,
+  ): VectorHit[] {
     const matches = exactSearch(dataset, query, this.dimension, count, MetricKind.IP, 1);
     const hits: VectorHit[] = [];
     for (let i = 0; i < matches.keys.length; i += 1) {

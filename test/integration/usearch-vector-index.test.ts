@@ -3,7 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { UsearchVectorIndex } from '#lib/adapters/usearch-vector-index.ts';
-import { CONTRACT_DIMENSION, describeVectorIndexContract, doc, randomUnit } from './vector-index.contract.ts';
+import {
+  CONTRACT_DIMENSION,
+  describeVectorIndexContract,
+  doc,
+  randomUnit,
+  unit,
+} from './vector-index.contract.ts';
 
 async function tempDir(): Promise<string> {
   return mkdtemp(join(tmpdir(), 'usearch-vector-index-'));
@@ -202,6 +208,28 @@ describe('UsearchVectorIndex', () => {
     const reopened = await UsearchVectorIndex.open({ dir, dimension: CONTRACT_DIMENSION });
     expect(await reopened.count('feed/with:odd chars')).toBe(0);
     expect(await reopened.count('f2')).toBe(1);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('pages through products of one image by productId when a filtered query scans them', async () => {
+    // Prepare: three products sharing one image, written highest productId first (the order a scan meets
+    // them in), and one other; every query filtered, so the matching rows are scanned
+    const dir = await tempDir();
+    const index = new UsearchVectorIndex({ dir, dimension: CONTRACT_DIMENSION });
+    const fields = { color: ['red'] };
+    const shared = unit(0.6, 0.8);
+    await index.upsert(['p3', 'p2', 'p1'].map((productId) => doc('f1', productId, shared, { fields })));
+    await index.upsert([doc('f1', 'p0', unit(1, 0), { fields })]);
+    // Act: pages of one, two and three
+    const pages = [];
+    for (const k of [1, 2, 3])
+      pages.push(await index.search({ feedId: 'f1', vector: shared, k, filter: { color: ['red'] } }));
+    // Assess: each page the start of the next (ties by productId), whichever k cut the tie
+    expect(pages.map((hits) => hits.map((hit) => hit.productId))).toEqual([
+      ['p1'],
+      ['p1', 'p2'],
+      ['p1', 'p2', 'p3'],
+    ]);
     await rm(dir, { recursive: true, force: true });
   });
 
