@@ -2,7 +2,8 @@
  * A seeded random model check: the same operations on each DynamoDB adapter (over the embedded
  * DynamoDB-protocol server) and on what the use-case tests trust in its place (the in-memory fakes of
  * test/unit/catalogue/fakes.ts, or a model of the port's documented contract where no fake exists),
- * every answer compared. MODEL_SEED=<n> replays a run; MODEL_STEPS sets its length.
+ * every answer compared. Seed 1 unless MODEL_SEED=<n> names another (npm test stays deterministic: other
+ * seeds are a search to run by hand); MODEL_STEPS sets its length.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BatchGetCommand, BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
@@ -22,7 +23,7 @@ import type { Endpoint, UsageOutcome, UsageRow } from '#lib/ports.ts';
 import { startTestStores } from '#test/support/embedded-stores.ts';
 import { MemoryImportStore, MemoryProductStore } from '#test/unit/catalogue/fakes.ts';
 
-const SEED = Number(process.env.MODEL_SEED ?? Date.now() % 1_000_000);
+const SEED = Number(process.env.MODEL_SEED ?? 1);
 const STEPS = Number(process.env.MODEL_STEPS ?? 300);
 
 let config: Config;

@@ -10,6 +10,7 @@ import { wordList } from './visual-word-index.contract.ts';
  * A model check of the local visual-word index: random operation sequences applied to the adapter and to
  * a brute-force reference (the local index defines the score: the idf log(1 + live / count) of each
  * shared word, summed), compared after every search. `MODEL_SEED=<seed> MODEL_RUNS=1` replays one.
+ * npm test runs seeds 1–60; `MODEL_RUNS=<n>` runs more (200 found no failure, 2026-11-28).
  */
 
 /** mulberry32: a small seeded generator, so a failing scenario replays from its seed. */
@@ -160,7 +161,7 @@ async function scenario(seed: number, steps: number): Promise<void> {
 describe('LocalVisualWordIndex against a reference model', () => {
   it('agrees with the contract over random operation sequences', { timeout: 120_000 }, async () => {
     const first = Number(process.env.MODEL_SEED ?? 1);
-    const runs = Number(process.env.MODEL_RUNS ?? (process.env.MODEL_SEED ? 1 : 200));
+    const runs = Number(process.env.MODEL_RUNS ?? (process.env.MODEL_SEED ? 1 : 60));
     for (let seed = first; seed < first + runs; seed += 1)
       await scenario(seed, Number(process.env.MODEL_STEPS ?? 60));
   });

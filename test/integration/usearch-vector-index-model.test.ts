@@ -9,6 +9,7 @@ import type { VectorDocument, VectorFilter, VectorHit, VectorQuery } from '#lib/
  * A model check of the local vector index: random operation sequences applied to the adapter and to a
  * brute-force reference of the VectorIndex port's contract (lib/ports.ts), compared after every step.
  * A failure names its seed: `MODEL_SEED=<seed> npx vitest run <this file>` replays that scenario alone.
+ * npm test runs seeds 1–80 (about 5 s); `MODEL_RUNS=<n>` runs more (300 found no failure, 2026-11-28).
  */
 
 /** mulberry32: a small seeded generator, so a failing scenario replays from its seed. */
@@ -330,7 +331,7 @@ async function scenario(seed: number, steps: number): Promise<void> {
 describe('UsearchVectorIndex against a reference model', () => {
   it('agrees with the contract over random operation sequences', { timeout: 120_000 }, async () => {
     const first = Number(process.env.MODEL_SEED ?? 1);
-    const runs = Number(process.env.MODEL_RUNS ?? (process.env.MODEL_SEED ? 1 : 300));
+    const runs = Number(process.env.MODEL_RUNS ?? (process.env.MODEL_SEED ? 1 : 80));
     const seeds = Array.from({ length: runs }, (_, i) => first + i);
     for (const seed of seeds) await scenario(seed, Number(process.env.MODEL_STEPS ?? 60));
     console.log(`graph-path recall ${recall.found}/${recall.wanted}`);
