@@ -73,7 +73,7 @@ export const STAGE_CONFIG: Record<Stage, StageConfig> = {
   dev: {
     env: { account: '111111111111', region: 'eu-west-1' },
     plans: {
-      free: { rateLimit: 5, burstLimit: 10, dailyQuota: 2_400 },
+      free: { rateLimit: 5, burstLimit: 10, dailyQuota: 2_600 },
       pro: { rateLimit: 20, burstLimit: 40, dailyQuota: 24_000 },
       enterprise: { rateLimit: 50, burstLimit: 100, dailyQuota: undefined },
       shared: { rateLimit: 50, burstLimit: 100, dailyQuota: undefined },
@@ -99,7 +99,7 @@ export const STAGE_CONFIG: Record<Stage, StageConfig> = {
   prod: {
     env: { account: '222222222222', region: 'eu-west-1' },
     plans: {
-      free: { rateLimit: 5, burstLimit: 10, dailyQuota: 2_400 },
+      free: { rateLimit: 5, burstLimit: 10, dailyQuota: 2_600 },
       pro: { rateLimit: 50, burstLimit: 100, dailyQuota: 24_000 },
       enterprise: { rateLimit: 100, burstLimit: 200, dailyQuota: undefined },
       shared: { rateLimit: 200, burstLimit: 400, dailyQuota: undefined },

@@ -10,6 +10,7 @@ import {
   visualWordIndexName,
 } from '#lib/adapters/opensearch-visual-word-index.ts';
 import { CONFIG_ENV_KEYS, loadConfig } from '#lib/config.ts';
+import { BUCKET_MS, bucketStart, currentBucketCapacity, retryAfterSeconds } from '#lib/domain/rate-window.ts';
 import type { ImportRecord } from '#lib/domain/catalogue/imports.ts';
 import { COMPRESSION_MIN_BYTES } from '#lib/http/compression.ts';
 import { ALLOWED_REQUEST_HEADERS, EXPOSED_HEADERS, PREFLIGHT_MAX_AGE_SECONDS } from '#lib/http/cors.ts';
@@ -337,6 +338,43 @@ describe('search-id authorizer and usage plans', () => {
         expect(limits.burstLimit, plan).toBeGreaterThanOrEqual(limits.rateLimit);
       }
       expect(plans.enterprise.dailyQuota).toBeUndefined();
+    },
+  );
+
+  it.each(['dev', 'prod'] as const)(
+    'never lets the %s daily quota refuse a search id whose client honours Retry-After',
+    (stage) => {
+      const { plans, hourlyLimits } = STAGE_CONFIG[stage];
+      for (const plan of ['free', 'pro'] as const) {
+        const limit = hourlyLimits[plan];
+        // The gateway counts admitted requests and the application's 429s alike. A rolling hour admits at
+        // most 23 limits in a UTC day (its 288 steps hold 22 spans of 13 steps and 2 more), and a client
+        // that waits out each Retry-After (always at least the next step's edge) gets at most one 429 a
+        // step. A quota of 24 limits was short by up to 188 on Free: a client that had spread its requests
+        // over the hour gets a few slots back at every step, and a 429 there.
+        expect(plans[plan].dailyQuota, plan).toBeGreaterThanOrEqual(23 * limit + 288);
+        // That client, on the application's own rules: 90% of the limit an hour for a day, then twice it.
+        const counted = new Map<number, number>();
+        const perDay = new Map<string, number>();
+        const start = Date.parse('2026-11-01T00:00:00Z');
+        for (let t = start; t < start + 3 * 86_400_000;) {
+          const now = new Date(t);
+          const bucket = bucketStart(now);
+          const previous = Array.from(
+            { length: 12 },
+            (_, i) => counted.get(bucket - (i + 1) * BUCKET_MS) ?? 0,
+          );
+          const current = counted.get(bucket) ?? 0;
+          const day = now.toISOString().slice(0, 10);
+          perDay.set(day, (perDay.get(day) ?? 0) + 1);
+          if (current < currentBucketCapacity(limit, previous)) {
+            counted.set(bucket, current + 1);
+            t += (t < start + 86_400_000 ? 3_600_000 / (0.9 * limit) : 3_600_000 / (2 * limit)) | 0;
+          } else t += retryAfterSeconds(limit, previous, current, now) * 1000;
+        }
+        for (const [day, requests] of perDay)
+          expect(requests, `${plan} ${day}`).toBeLessThanOrEqual(plans[plan].dailyQuota!);
+      }
     },
   );
 
