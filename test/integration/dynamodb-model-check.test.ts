@@ -22,6 +22,7 @@ import type { Product } from '#lib/domain/products.ts';
 import type { Endpoint, UsageOutcome, UsageRow } from '#lib/ports.ts';
 import { startTestStores } from '#test/support/embedded-stores.ts';
 import { MemoryImportStore, MemoryProductStore } from '#test/unit/catalogue/fakes.ts';
+import { seededRandom } from '#lib/vision/seeded-random.ts';
 
 const SEED = Number(process.env.MODEL_SEED ?? 1);
 const STEPS = Number(process.env.MODEL_STEPS ?? 300);
@@ -38,16 +39,9 @@ afterAll(async () => {
   await stop?.();
 });
 
-/** mulberry32: a small seeded generator, so a failing run is replayed exactly from its seed. */
+/** The generator seeded, with the draws the model makes: a failing run replays from its seed. */
 function random(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = seededRandom(seed);
   const int = (n: number) => Math.floor(next() * n);
   const pick = <T>(items: readonly T[]): T => items[int(items.length)]!;
   const some = <T>(items: readonly T[], max: number): T[] =>

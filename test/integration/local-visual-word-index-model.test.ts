@@ -5,6 +5,7 @@ import { describe, it } from 'vitest';
 import { LocalVisualWordIndex } from '#lib/adapters/local-visual-word-index.ts';
 import type { VisualWordDocument, VisualWordHit, VisualWordQuery } from '#lib/ports.ts';
 import { wordList } from './visual-word-index.contract.ts';
+import { seededRandom } from '#lib/vision/seeded-random.ts';
 
 /**
  * A model check of the local visual-word index: random operation sequences applied to the adapter and to
@@ -12,18 +13,6 @@ import { wordList } from './visual-word-index.contract.ts';
  * shared word, summed), compared after every search. `MODEL_SEED=<seed> MODEL_RUNS=1` replays one.
  * npm test runs seeds 1–60; `MODEL_RUNS=<n>` runs more (200 found no failure, 2026-11-28).
  */
-
-/** mulberry32: a small seeded generator, so a failing scenario replays from its seed. */
-function generator(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 const FEEDS = ['f1', 'f2'];
 
@@ -59,7 +48,7 @@ class Reference {
 }
 
 async function scenario(seed: number, steps: number): Promise<void> {
-  const random = generator(seed);
+  const random = seededRandom(seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
   const chance = (p: number): boolean => random() < p;
   // In memory, on disk, and on disk with segments written at every flush and merged past two.

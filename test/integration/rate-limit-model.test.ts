@@ -12,6 +12,7 @@ import { publicEndpoint } from '#lib/http/middleware.ts';
 import { json } from '#lib/http/responses.ts';
 import type { Endpoint, UsageCounters } from '#lib/ports.ts';
 import { startTestStores } from '#test/support/embedded-stores.ts';
+import { seededRandom } from '#lib/vision/seeded-random.ts';
 
 /**
  * A seeded model check of the public API's rate limit and usage meter, through the handlers' middleware
@@ -42,16 +43,9 @@ afterAll(async () => {
   await stop?.();
 });
 
-/** mulberry32, as the other model checks use: a failing run replays from its seed. */
+/** The generator seeded, with the draws the model makes: a failing run replays from its seed. */
 function random(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = seededRandom(seed);
   const int = (n: number) => Math.floor(next() * n);
   const pick = <T>(items: readonly T[]): T => items[int(items.length)]!;
   return { next, int, pick };

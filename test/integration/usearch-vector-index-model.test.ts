@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type GraphQuantization, UsearchVectorIndex } from '#lib/adapters/usearch-vector-index.ts';
 import type { VectorDocument, VectorFilter, VectorHit, VectorQuery } from '#lib/ports.ts';
+import { seededRandom } from '#lib/vision/seeded-random.ts';
 
 /**
  * A model check of the local vector index: random operation sequences applied to the adapter and to a
@@ -11,18 +12,6 @@ import type { VectorDocument, VectorFilter, VectorHit, VectorQuery } from '#lib/
  * A failure names its seed: `MODEL_SEED=<seed> npx vitest run <this file>` replays that scenario alone.
  * npm test runs seeds 1–80 (about 5 s); `MODEL_RUNS=<n>` runs more (300 found no failure, 2026-11-28).
  */
-
-/** mulberry32: a small seeded generator, so a failing scenario replays from its seed. */
-function generator(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 const DIMENSION = 8;
 const FEEDS = ['f1', 'f2', 'f3'];
@@ -123,7 +112,7 @@ interface Config {
 const recall = { found: 0, wanted: 0 };
 
 async function scenario(seed: number, steps: number): Promise<void> {
-  const random = generator(seed);
+  const random = seededRandom(seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
   const chance = (p: number): boolean => random() < p;
   const config: Config = {

@@ -23,23 +23,12 @@ import { ImportDeferred } from '#lib/ingest/run-import.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import type { FeedStore, KeyStore, VisualWordDocument, VisualWordHit, VisualWordIndex } from '#lib/ports.ts';
 import { world, type World } from '#test/unit/catalogue/fakes.ts';
+import { seededRandom } from '#lib/vision/seeded-random.ts';
 
 const F = 'shop';
 const outcomes = new Map<string, number>();
 let steps = 0;
 const G = 'other';
-
-/** mulberry32 */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 class MemoryFeedStore implements FeedStore {
   readonly feeds = new Map<string, Feed>();
@@ -257,7 +246,7 @@ interface Scenario {
 }
 
 function scenario(seed: number): Scenario {
-  const r = prng(seed);
+  const r = seededRandom(seed);
   const int = (n: number) => Math.floor(r() * n);
   const files = new Map<string, Buffer>();
   const s: Scenario = {
@@ -381,7 +370,7 @@ async function check(s: Scenario, trace: string[]): Promise<void> {
   const importG = s.fileG !== undefined ? await queue(b, G, s.fileG, 'full') : undefined;
   let recreated: Feed | undefined;
 
-  const r = prng(s.seed * 7919 + 1);
+  const r = seededRandom(s.seed * 7919 + 1);
   const actors: Actor[] = [];
   const launch = (name: string, body: () => Promise<string>) => {
     const crash = s.crashes[name];

@@ -13,21 +13,10 @@ import { runImport } from '#lib/ingest/run-import.ts';
 import { startImport } from '#lib/ingest/start-import.ts';
 import { CATALOGUE_FEATURES_VERSION } from '#lib/vision/local-features/recipe.ts';
 import { world, type World } from '#test/unit/catalogue/fakes.ts';
+import { seededRandom } from '#lib/vision/seeded-random.ts';
 
 const FEED = 'shop';
 const img = (name: string) => `https://cdn.example/${name}.jpg`;
-
-/** mulberry32 */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type RunPlan =
   | { kind: 'none' }
@@ -55,7 +44,7 @@ interface Scenario {
 }
 
 function scenario(seed: number): Scenario {
-  const r = prng(seed);
+  const r = seededRandom(seed);
   const int = (n: number) => Math.floor(r() * n);
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
   const pool = Array.from({ length: 3 + int(8) }, (_, i) => `p${i}`);
